@@ -1,0 +1,82 @@
+"""The ``opshift`` command line: parse, call the library, print.
+
+Each subcommand lives in :mod:`opshift.commands` as a module with ``register(subparsers)``,
+which adds its parser and sets ``func(args) -> int``. Exit codes: 0 ok, 1 verification
+mismatch, 2 bad input or impossible request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+
+from .errors import OpshiftError
+
+COMMANDS = ("convert", "inline", "fuse", "fix", "inspect", "verify", "ops")
+
+EPILOG = """\
+examples:
+  opshift convert model.onnx --opset 9 -o model9.onnx --verify
+  opshift verify model.onnx model9.onnx
+  opshift ops
+
+exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion
+"""
+
+
+def common_parent() -> argparse.ArgumentParser:
+    """Options every subcommand accepts."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("output")
+    g.add_argument("-v", "--verbose", action="count", default=0,
+                   help="explain each decision; show tracebacks")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress or summaries")
+    g.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="opshift",
+        description="Exact opset conversion, inlining and fusion of PRelu, LeakyRelu and "
+                    "Selu in ONNX models, checked by a version-aware NumPy evaluator.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parent = common_parent()
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"opshift.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"opshift.commands.{name}":
+                continue  # not built yet
+            raise
+        mod.register(sub, parent)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except OpshiftError as e:
+        if getattr(args, "verbose", 0):
+            traceback.print_exc()
+        print(f"opshift {args.command}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("opshift: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"opshift {args.command}: error: out of memory", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Errors raised by opshift.
+
+Every error opshift raises on purpose is an :class:`OpshiftError`; its message is one line
+that says what is wrong and where (file, graph, node, op, version). The command line prints
+that line and exits with :attr:`OpshiftError.exit_code`.
+"""
+
+from __future__ import annotations
+
+
+class OpshiftError(Exception):
+    """Bad input or an impossible request. Exit code 2."""
+
+    exit_code = 2
+
+
+class ModelLoadError(OpshiftError):
+    """The file is missing, unreadable, or not a valid ONNX model."""
+
+
+class UnsupportedError(OpshiftError):
+    """An op, version, type or attribute opshift cannot handle exactly."""
+
+
+class EvaluationError(OpshiftError):
+    """The evaluator could not run a node (bad shapes, inputs that do not fit, ...)."""
+
+
+class ConversionError(OpshiftError):
+    """A rewrite could not be made exact, so none was made."""
+
+
+class VerificationError(OpshiftError):
+    """A rewritten model computes something other than the original. Exit code 1."""
+
+    exit_code = 1
+
+
+def where(node=None, *, op: str | None = None, version: int | None = None,
+          domain: str | None = None, graph: str | None = None) -> str:
+    """Format the location of a node for an error message: ``node 'n' (PRelu-6, graph 'g')``."""
+    parts = []
+    if node is not None:
+        name = getattr(node, "name", "") or "<unnamed>"
+        op = op or getattr(node, "op_type", None)
+        if domain is None:
+            domain = getattr(node, "domain", "")
+        parts.append(f"node {name!r}")
+    desc = op or "?"
+    if domain not in (None, "", "ai.onnx"):
+        desc = f"{domain}::{desc}"
+    if version is not None:
+        desc = f"{desc}-{version}"
+    loc = f"{' '.join(parts)} ({desc}" if parts else f"({desc}"
+    if graph:
+        loc += f", graph {graph!r}"
+    return loc + ")"

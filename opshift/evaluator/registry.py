@@ -1,0 +1,50 @@
+"""The one table of what the evaluator supports: (domain, op) -> {since_version: impl}.
+
+An implementation is registered for the schema versions whose meaning it implements::
+
+    @op("PRelu", 1, 6)
+    def prelu_legacy(ctx, x, slope): ...
+
+The runtime picks the schema in force at the node's opset (``onnx.defs.get_schema``) and
+looks up its ``since_version`` here, so a version nobody registered is an error, never a
+silent fallback to a neighbour with a different meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Impl = Callable[..., Any]
+
+_REGISTRY: dict[tuple[str, str], dict[int, Impl]] = {}
+
+
+def op(name: str, *versions: int, domain: str = "") -> Callable[[Impl], Impl]:
+    """Register the decorated function for ``name`` at each schema version in ``versions``."""
+    if not versions:
+        raise ValueError(f"op({name!r}) needs at least one version")
+
+    def deco(fn: Impl) -> Impl:
+        table = _REGISTRY.setdefault((domain, name), {})
+        for v in versions:
+            if v in table:
+                raise ValueError(f"{domain}::{name}-{v} registered twice")
+            table[v] = fn
+        return fn
+
+    return deco
+
+
+def lookup(domain: str, name: str, version: int) -> Impl | None:
+    return _REGISTRY.get((domain, name), {}).get(version)
+
+
+def supported() -> dict[tuple[str, str], tuple[int, ...]]:
+    """(domain, op) -> the schema versions the evaluator implements, sorted."""
+    _load_all()
+    return {k: tuple(sorted(v)) for k, v in sorted(_REGISTRY.items())}
+
+
+def _load_all() -> None:
+    from . import ops  # noqa: F401  (registers every op module)

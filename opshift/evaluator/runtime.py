@@ -1,0 +1,287 @@
+"""Running a model: graphs, subgraphs with outer scope, model-local functions."""
+
+from __future__ import annotations
+
+import functools
+from collections import ChainMap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .. import opsets
+from ..errors import EvaluationError, UnsupportedError, where
+from . import registry
+
+Value = Any  # np.ndarray, or None for an absent optional input
+
+
+@dataclass
+class NodeContext:
+    """What an op implementation sees besides its inputs."""
+
+    node: onnx.NodeProto
+    op: str
+    domain: str
+    version: int
+    attrs: dict[str, Any]
+    runtime: Runtime
+    scope: Mapping[str, Value]
+    opsets: Mapping[str, int]
+    graph_name: str = ""
+
+    def where(self) -> str:
+        return where(self.node, op=self.op, version=self.version, domain=self.domain,
+                     graph=self.graph_name or None)
+
+    def error(self, msg: str) -> EvaluationError:
+        return EvaluationError(f"{self.where()}: {msg}")
+
+    def unsupported(self, msg: str) -> UnsupportedError:
+        return UnsupportedError(f"{self.where()}: {msg}")
+
+    def run_subgraph(self, graph: onnx.GraphProto, inputs: Sequence[Value]) -> list[Value]:
+        """Run ``graph`` with positional ``inputs``; it sees this node's scope."""
+        return self.runtime.run_graph(graph, self.opsets, positional=inputs, outer=self.scope)
+
+
+@dataclass
+class _Sig:
+    """Per (op, version): which inputs/outputs share which type parameter."""
+
+    inputs: list[tuple[str, bool]]  # (type_str or param, variadic)
+    outputs: list[str]
+    allowed: dict[str, frozenset[str]]
+    attr_types: dict[str, int] = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(op: str, version: int, domain: str) -> _Sig:
+    s = opsets.schema(op, version, domain)
+    assert s is not None
+    allowed = {tc.type_param_str: frozenset(tc.allowed_type_strs) for tc in s.type_constraints}
+    ins = [(p.type_str, p.option == onnx.defs.OpSchema.FormalParameterOption.Variadic)
+           for p in s.inputs]
+    outs = [p.type_str for p in s.outputs]
+    attr_types = {n: a.type.value for n, a in s.attributes.items()}
+    return _Sig(ins, outs, allowed, attr_types)
+
+
+def _attr_value(a: onnx.AttributeProto) -> Any:
+    if a.type == onnx.AttributeProto.TENSOR:
+        return numpy_helper.to_array(a.t)
+    if a.type == onnx.AttributeProto.SPARSE_TENSOR:
+        raise UnsupportedError(f"attribute {a.name!r}: sparse tensors are not supported")
+    v = onnx.helper.get_attribute_value(a)
+    if a.type == onnx.AttributeProto.STRING:
+        return v.decode("utf-8")
+    if a.type == onnx.AttributeProto.STRINGS:
+        return [s.decode("utf-8") for s in v]
+    return v
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults(op: str, version: int, domain: str) -> dict[str, Any]:
+    s = opsets.schema(op, version, domain)
+    out: dict[str, Any] = {}
+    for name, a in s.attributes.items():
+        d = a.default_value
+        if d is not None and d.name:
+            out[name] = _attr_value(d)
+    return out
+
+
+class Runtime:
+    """Evaluates one model. Initializer arrays are converted once and cached."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        self.opsets = {opsets.normalize_domain(i.domain): i.version for i in model.opset_import}
+        self.functions = {
+            (opsets.normalize_domain(f.domain), f.name, getattr(f, "overload", "")): f
+            for f in model.functions
+        }
+        self._inits: dict[int, dict[str, np.ndarray]] = {}
+
+    # -- graphs -----------------------------------------------------------------------------
+    def _initializers(self, graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+        key = id(graph)
+        cached = self._inits.get(key)
+        if cached is None:
+            cached = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+            if len(graph.sparse_initializer):
+                raise UnsupportedError(f"graph {graph.name!r}: sparse initializers are not "
+                                       "supported")
+            self._inits[key] = cached
+        return cached
+
+    def run_graph(self, graph: onnx.GraphProto, graph_opsets: Mapping[str, int], *,
+                  feeds: Mapping[str, Value] | None = None,
+                  positional: Sequence[Value] | None = None,
+                  outer: Mapping[str, Value] | None = None,
+                  fattrs: Mapping[str, onnx.AttributeProto] | None = None) -> list[Value]:
+        local: dict[str, Value] = dict(self._initializers(graph))
+        if positional is not None:
+            if len(positional) != len(graph.input):
+                raise EvaluationError(f"graph {graph.name!r} takes {len(graph.input)} inputs, "
+                                      f"got {len(positional)}")
+            for vi, v in zip(graph.input, positional):
+                local[vi.name] = v
+        if feeds:
+            local.update(feeds)
+        env: Mapping[str, Value] | dict[str, Value]
+        env = ChainMap(local, outer) if outer is not None else local
+        for node in graph.node:
+            self.run_node(node, env, graph_opsets, graph.name, fattrs)
+        out = []
+        for vi in graph.output:
+            if vi.name not in env:
+                raise EvaluationError(f"graph {graph.name!r}: output {vi.name!r} is never "
+                                      "computed")
+            out.append(env[vi.name])
+        return out
+
+    def run_function(self, f: onnx.FunctionProto, node: onnx.NodeProto, inputs: list[Value],
+                     caller_opsets: Mapping[str, int],
+                     caller_fattrs: Mapping[str, onnx.AttributeProto] | None) -> list[Value]:
+        fopsets = dict(caller_opsets)
+        fopsets.update({opsets.normalize_domain(i.domain): i.version for i in f.opset_import})
+        attrs: dict[str, onnx.AttributeProto] = {}
+        for a in getattr(f, "attribute_proto", []):
+            attrs[a.name] = a
+        for a in node.attribute:
+            if a.ref_attr_name:
+                if caller_fattrs and a.ref_attr_name in caller_fattrs:
+                    b = onnx.AttributeProto()
+                    b.CopyFrom(caller_fattrs[a.ref_attr_name])
+                    b.name = a.name
+                    attrs[a.name] = b
+            else:
+                attrs[a.name] = a
+        env: dict[str, Value] = {}
+        for i, name in enumerate(f.input):
+            env[name] = inputs[i] if i < len(inputs) else None
+        for n in f.node:
+            self.run_node(n, env, fopsets, f"function {f.name}", attrs)
+        missing = [o for o in f.output if o not in env]
+        if missing:
+            raise EvaluationError(f"function {f.name!r}: output {missing[0]!r} is never computed")
+        return [env[o] for o in f.output]
+
+    # -- nodes ------------------------------------------------------------------------------
+    def run_node(self, node: onnx.NodeProto, env: Mapping[str, Value] | dict[str, Value],
+                 graph_opsets: Mapping[str, int], graph_name: str,
+                 fattrs: Mapping[str, onnx.AttributeProto] | None) -> None:
+        inputs: list[Value] = []
+        for name in node.input:
+            if not name:
+                inputs.append(None)
+                continue
+            try:
+                inputs.append(env[name])
+            except KeyError:
+                raise EvaluationError(
+                    f"{where(node, graph=graph_name or None)}: input {name!r} is not defined "
+                    "before this node (unsorted graph, cycle, or missing input)") from None
+        domain = opsets.normalize_domain(node.domain)
+        f = self.functions.get((domain, node.op_type, getattr(node, "overload", "")))
+        if f is not None:
+            results = self.run_function(f, node, inputs, graph_opsets, fattrs)
+        else:
+            results = self._run_op(node, domain, inputs, env, graph_opsets, graph_name, fattrs)
+        if not isinstance(results, (list, tuple)):
+            results = [results]
+        for name, value in zip(node.output, results):
+            if name:
+                env[name] = value  # type: ignore[index]
+
+    def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs):
+        opset = graph_opsets.get(domain)
+        if opset is None:
+            raise UnsupportedError(f"{where(node, graph=graph_name or None)}: no opset import "
+                                   f"for domain {domain or 'ai.onnx'!r}")
+        s = opsets.schema(node.op_type, opset, domain)
+        if s is None:
+            raise UnsupportedError(f"{where(node, graph=graph_name or None)}: no such op "
+                                   f"{node.op_type!r} in domain {domain or 'ai.onnx'!r} at "
+                                   f"opset {opset}")
+        version = s.since_version
+        impl = registry.lookup(domain, node.op_type, version)
+        loc = where(node, version=version, domain=domain, graph=graph_name or None)
+        if impl is None:
+            raise UnsupportedError(f"{loc}: not supported by the opshift evaluator (see "
+                                   "'opshift ops')")
+        sig = _signature(node.op_type, version, domain)
+        attrs = self._attributes(node, version, domain, sig, loc, fattrs)
+        binding = self._check_types(sig, inputs, loc)
+        ctx = NodeContext(node, node.op_type, domain, version, attrs, self, env, graph_opsets,
+                          graph_name)
+        try:
+            results = impl(ctx, *inputs)
+        except (EvaluationError, UnsupportedError):
+            raise
+        except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
+            raise EvaluationError(f"{loc}: {e}") from e
+        if not isinstance(results, (list, tuple)):
+            results = [results]
+        for i, (r, t) in enumerate(zip(results, sig.outputs)):
+            want = binding.get(t)
+            if want is not None and isinstance(r, np.ndarray) and r.dtype != want:
+                raise EvaluationError(f"{loc}: internal error: output {i} has dtype {r.dtype}, "
+                                      f"ONNX says {want}")
+        return results
+
+    @staticmethod
+    def _attributes(node, version: int, domain: str, sig: _Sig, loc: str,
+                    fattrs) -> dict[str, Any]:
+        attrs = dict(_defaults(node.op_type, version, domain))
+        for a in node.attribute:
+            if a.ref_attr_name:
+                if not fattrs or a.ref_attr_name not in fattrs:
+                    continue
+                src = fattrs[a.ref_attr_name]
+                a2 = onnx.AttributeProto()
+                a2.CopyFrom(src)
+                a2.name = a.name
+                a = a2
+            want = sig.attr_types.get(a.name)
+            if want is None:
+                raise UnsupportedError(f"{loc}: attribute {a.name!r} is not defined for this "
+                                       "op version")
+            if a.type != want:
+                raise UnsupportedError(
+                    f"{loc}: attribute {a.name!r} has type "
+                    f"{onnx.AttributeProto.AttributeType.Name(a.type)}, the schema wants "
+                    f"{onnx.AttributeProto.AttributeType.Name(want)}")
+            attrs[a.name] = _attr_value(a)
+        return attrs
+
+    @staticmethod
+    def _check_types(sig: _Sig, inputs: list[Value], loc: str) -> dict[str, np.dtype]:
+        binding: dict[str, np.dtype] = {}
+        formal = sig.inputs
+        for i, v in enumerate(inputs):
+            if v is None or not isinstance(v, np.ndarray):
+                continue
+            if not formal:
+                break
+            t, variadic = formal[min(i, len(formal) - 1)]
+            if i >= len(formal) and not variadic:
+                raise EvaluationError(f"{loc}: too many inputs ({len(inputs)})")
+            allowed = sig.allowed.get(t)
+            ts = opsets.type_str(v.dtype)
+            if allowed is not None:
+                if ts not in allowed:
+                    raise UnsupportedError(f"{loc}: input {i} has type {ts}, not allowed "
+                                           f"for {t} at this version")
+                prev = binding.setdefault(t, v.dtype)
+                if prev != v.dtype:
+                    raise EvaluationError(f"{loc}: inputs bound to {t} have different types "
+                                          f"({prev} and {v.dtype})")
+            elif t.startswith("tensor(") and ts != t:
+                raise UnsupportedError(f"{loc}: input {i} has type {ts}, the schema wants {t}")
+        return binding
+

@@ -1,0 +1,171 @@
+"""Loading and saving models safely.
+
+* Loading turns every way a file can be wrong into a one-line :class:`ModelLoadError`.
+* External data is left on disk unless a caller asks for it (the evaluator does).
+* Saving is atomic: a temp file in the destination folder, then ``os.replace``; on failure
+  nothing is left behind. Input files are only ever opened for reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from .errors import ModelLoadError, OpshiftError
+
+ModelLike = Any  # onnx.ModelProto | onnx_ir.Model | str | os.PathLike
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise ModelLoadError(f"{path}: no such file")
+    if path.is_dir():
+        raise ModelLoadError(f"{path}: is a directory, not an ONNX file")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ModelLoadError(f"{path}: cannot read: {e.strerror or e}") from e
+    if not data:
+        raise ModelLoadError(f"{path}: empty file (0 bytes), not an ONNX model")
+    return data
+
+
+def parse_model_bytes(data: bytes, origin: str = "<bytes>") -> onnx.ModelProto:
+    """Parse and sanity-check a serialized model; raise ModelLoadError naming ``origin``."""
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise ModelLoadError(
+            f"{origin}: not an ONNX model (protobuf parse failed; truncated or not ONNX)"
+        ) from e
+    check_model_shape(model, origin)
+    return model
+
+
+def check_model_shape(model: onnx.ModelProto, origin: str = "<model>") -> None:
+    """Reject protobufs that parsed but are not usable ONNX models."""
+    if not model.HasField("graph") or model.ir_version <= 0:
+        raise ModelLoadError(f"{origin}: not an ONNX model (no graph or no IR version)")
+    if not model.opset_import:
+        raise ModelLoadError(f"{origin}: model has no opset import")
+    from .opsets import MAX_OPSET, normalize_domain
+
+    for imp in model.opset_import:
+        if normalize_domain(imp.domain) == "" and not 1 <= imp.version <= MAX_OPSET:
+            raise ModelLoadError(
+                f"{origin}: default-domain opset {imp.version} is outside 1..{MAX_OPSET} "
+                f"(the installed onnx {onnx.__version__})"
+            )
+
+
+def load(path: str | os.PathLike, *, load_external_data: bool = False) -> onnx.ModelProto:
+    """Load an ONNX file. External data stays on disk unless ``load_external_data``."""
+    path = Path(path)
+    model = parse_model_bytes(_read_bytes(path), str(path))
+    if load_external_data and has_external_data(model):
+        from .external import load_external_data_safely
+
+        load_external_data_safely(model, path.parent, origin=str(path))
+    return model
+
+
+def has_external_data(model: onnx.ModelProto) -> bool:
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+    return any(uses_external_data(t) for t in _get_all_tensors(model))
+
+
+def to_proto(model: ModelLike, *, load_external_data: bool = False
+             ) -> tuple[onnx.ModelProto, str, Path | None]:
+    """Normalize a model argument.
+
+    Returns ``(proto, kind, base_dir)``: ``kind`` is ``'proto'``, ``'ir'`` or ``'path'`` so
+    the caller can return the kind it was given; ``base_dir`` is where external data lives.
+    A ModelProto passed in is returned as is (callers that mutate must copy).
+    """
+    if isinstance(model, onnx.ModelProto):
+        check_model_shape(model)
+        return model, "proto", None
+    if isinstance(model, (str, os.PathLike)):
+        p = Path(model)
+        return load(p, load_external_data=load_external_data), "path", p.parent
+    try:
+        import onnx_ir as ir
+    except ImportError:  # pragma: no cover - onnx_ir is a dependency
+        ir = None
+    if ir is not None and isinstance(model, ir.Model):
+        proto = ir.serde.serialize_model(model)
+        check_model_shape(proto)
+        return proto, "ir", None
+    raise OpshiftError(
+        f"expected an onnx.ModelProto, an onnx_ir.Model or a path, got {type(model).__name__}"
+    )
+
+
+def from_proto(proto: onnx.ModelProto, kind: str) -> Any:
+    """Inverse of :func:`to_proto` for the result of an operation."""
+    if kind == "ir":
+        import onnx_ir as ir
+
+        return ir.serde.deserialize_model(proto)
+    return proto
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp path beside ``path``; rename it over ``path`` only if the block succeeds."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise OpshiftError(f"{path}: output folder {str(folder)!r} does not exist")
+    if path.is_dir():
+        raise OpshiftError(f"{path}: output path is a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise OpshiftError(f"{path}: cannot write to folder {str(folder)!r}: "
+                           f"{e.strerror or e}") from e
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp_path.unlink()
+        raise
+
+
+def save(model: onnx.ModelProto, path: str | os.PathLike,
+         source_dir: str | os.PathLike | None = None) -> None:
+    """Write ``model`` to ``path`` atomically.
+
+    Tensors that still refer to external data (relative to ``source_dir``) get their data
+    files placed beside ``path`` at the same relative locations, see :mod:`opshift.external`.
+    """
+    path = Path(path)
+    created: list[Path] = []
+    try:
+        if source_dir is not None and has_external_data(model):
+            from .external import place_external_data
+
+            created = place_external_data(model, Path(source_dir), path.parent)
+        with atomic_output(path) as tmp:
+            try:
+                data = model.SerializeToString()
+            except ValueError as e:  # > 2 GiB without external data
+                raise OpshiftError(f"{path}: model too large to serialize: {e}") from e
+            tmp.write_bytes(data)
+    except BaseException:
+        for p in created:
+            with contextlib.suppress(OSError):
+                p.unlink()
+        raise

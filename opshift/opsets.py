@@ -1,0 +1,119 @@
+"""What onnx's schemas say about op versions, read once and cached.
+
+Everything version-related in opshift asks here rather than retyping tables: which schema
+version is in force for an op at an opset, its attribute defaults, its allowed types, and
+the IR version an opset belongs to.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx
+import onnx.defs
+import onnx.helper
+
+#: The three activation ops opshift knows in depth.
+ACTIVATIONS = ("PRelu", "LeakyRelu", "Selu")
+
+MAX_OPSET = onnx.defs.onnx_opset_version()
+
+
+def normalize_domain(domain: str | None) -> str:
+    """'' and 'ai.onnx' are the same default domain."""
+    return "" if domain in (None, "", "ai.onnx") else domain
+
+
+@functools.lru_cache(maxsize=None)
+def schema(op: str, opset: int, domain: str = "") -> onnx.defs.OpSchema | None:
+    """The schema of ``op`` in force at ``opset`` of ``domain``, or None if it does not exist."""
+    try:
+        return onnx.defs.get_schema(op, opset, normalize_domain(domain))
+    except onnx.defs.SchemaError:
+        return None
+
+
+def since_version(op: str, opset: int, domain: str = "") -> int | None:
+    """The version of ``op`` in force at ``opset`` (its schema's since_version), or None."""
+    s = schema(op, opset, domain)
+    return None if s is None else s.since_version
+
+
+@functools.lru_cache(maxsize=None)
+def versions(op: str, domain: str = "") -> tuple[int, ...]:
+    """All since_versions of ``op`` known to the installed onnx, ascending."""
+    domain = normalize_domain(domain)
+    return tuple(sorted({
+        s.since_version for s in onnx.defs.get_all_schemas_with_history()
+        if s.name == op and normalize_domain(s.domain) == domain
+    }))
+
+
+@functools.lru_cache(maxsize=None)
+def attribute_defaults(op: str, version: int, domain: str = "") -> dict[str, object]:
+    """Attribute name -> default value (Python value) for ``op`` at schema ``version``.
+
+    Attributes without a default (required ones, or optional ones with no default such as
+    ``consumed_inputs``) are absent.
+    """
+    s = schema(op, version, domain)
+    if s is None:
+        return {}
+    out = {}
+    for name, a in s.attributes.items():
+        d = a.default_value
+        if d is not None and d.name:
+            out[name] = onnx.helper.get_attribute_value(d)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def attribute_names(op: str, version: int, domain: str = "") -> frozenset[str]:
+    s = schema(op, version, domain)
+    return frozenset() if s is None else frozenset(s.attributes)
+
+
+@functools.lru_cache(maxsize=None)
+def allowed_types(op: str, version: int, domain: str = "", param: str = "T") -> frozenset[str]:
+    """Type strings (``'tensor(float)'``) allowed for type parameter ``param``."""
+    s = schema(op, version, domain)
+    if s is None:
+        return frozenset()
+    for tc in s.type_constraints:
+        if tc.type_param_str == param:
+            return frozenset(tc.allowed_type_strs)
+    return frozenset()
+
+
+_TYPE_STR_BY_DTYPE: dict[np.dtype, str] = {}
+
+
+def type_str(dtype: np.dtype) -> str:
+    """numpy dtype -> ONNX type string, e.g. float32 -> 'tensor(float)'."""
+    dtype = np.dtype(dtype)
+    s = _TYPE_STR_BY_DTYPE.get(dtype)
+    if s is None:
+        elem = onnx.helper.np_dtype_to_tensor_dtype(dtype)
+        s = f"tensor({tensor_type_name(elem)})"
+        _TYPE_STR_BY_DTYPE[dtype] = s
+    return s
+
+
+def tensor_type_name(elem_type: int) -> str:
+    """TensorProto data type -> the name used in type strings ('float', 'bfloat16', ...)."""
+    return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def ir_version_for_opset(opset: int) -> int:
+    """The IR version that ``opset`` of the default domain was released with."""
+    return onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
+
+
+def opset_of(model: onnx.ModelProto | onnx.FunctionProto, domain: str = "") -> int | None:
+    """The version ``model`` (or function) imports for ``domain``, or None."""
+    domain = normalize_domain(domain)
+    for imp in model.opset_import:
+        if normalize_domain(imp.domain) == domain:
+            return imp.version
+    return None

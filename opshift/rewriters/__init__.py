@@ -1,0 +1,1 @@
+"""Fusion rules as onnxscript rewriter patterns (see :func:`rules`)."""
