@@ -25,7 +25,7 @@ def normalize_domain(domain: str | None) -> str:
     return "" if domain in (None, "", "ai.onnx") else domain
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def schema(op: str, opset: int, domain: str = "") -> onnx.defs.OpSchema | None:
     """The schema of ``op`` in force at ``opset`` of ``domain``, or None if it does not exist."""
     try:
@@ -40,7 +40,7 @@ def since_version(op: str, opset: int, domain: str = "") -> int | None:
     return None if s is None else s.since_version
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def versions(op: str, domain: str = "") -> tuple[int, ...]:
     """All since_versions of ``op`` known to the installed onnx, ascending."""
     domain = normalize_domain(domain)
@@ -50,7 +50,7 @@ def versions(op: str, domain: str = "") -> tuple[int, ...]:
     }))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def attribute_defaults(op: str, version: int, domain: str = "") -> dict[str, object]:
     """Attribute name -> default value (Python value) for ``op`` at schema ``version``.
 
@@ -68,13 +68,13 @@ def attribute_defaults(op: str, version: int, domain: str = "") -> dict[str, obj
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def attribute_names(op: str, version: int, domain: str = "") -> frozenset[str]:
     s = schema(op, version, domain)
     return frozenset() if s is None else frozenset(s.attributes)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def allowed_types(op: str, version: int, domain: str = "", param: str = "T") -> frozenset[str]:
     """Type strings (``'tensor(float)'``) allowed for type parameter ``param``."""
     s = schema(op, version, domain)

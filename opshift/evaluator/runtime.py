@@ -58,7 +58,7 @@ class _Sig:
     attr_types: dict[str, int] = field(default_factory=dict)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _signature(op: str, version: int, domain: str) -> _Sig:
     s = opsets.schema(op, version, domain)
     assert s is not None
@@ -83,7 +83,7 @@ def _attr_value(a: onnx.AttributeProto) -> Any:
     return v
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _defaults(op: str, version: int, domain: str) -> dict[str, Any]:
     s = opsets.schema(op, version, domain)
     out: dict[str, Any] = {}
