@@ -1,0 +1,203 @@
+"""Shared plumbing for the ModelProto passes: scopes, fresh names, constants, shapes, splicing.
+
+Passes edit ``onnx.ModelProto`` in place and touch only the nodes that change. A *scope* is a
+node list with the opsets in force for it: the main graph, every subgraph (If/Loop/Scan
+bodies, which inherit their parent's opsets) and every model-local function (its own opset
+imports, falling back to the model's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..opsets import normalize_domain
+
+
+@dataclass
+class Scope:
+    """One node list and the opsets in force for it."""
+
+    label: str  # e.g. "graph 'main'", "function 'local::F'", "graph 'main'/node 'if'/then"
+    nodes: object  # RepeatedCompositeFieldContainer[onnx.NodeProto]
+    opsets: dict[str, int]
+    graph: onnx.GraphProto | None = None
+    function: onnx.FunctionProto | None = None
+    owner: onnx.NodeProto | None = None  # the If/Loop/Scan node of a subgraph
+
+    @property
+    def opset(self) -> int | None:
+        return self.opsets.get("")
+
+
+def model_opsets(model: onnx.ModelProto) -> dict[str, int]:
+    return {normalize_domain(i.domain): i.version for i in model.opset_import}
+
+
+def function_opsets(model: onnx.ModelProto, f: onnx.FunctionProto) -> dict[str, int]:
+    ops = model_opsets(model)
+    ops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
+    return ops
+
+
+def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.name, a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            for i, g in enumerate(a.graphs):
+                yield f"{a.name}[{i}]", g
+
+
+def _graph_scopes(graph: onnx.GraphProto, opsets: dict[str, int], label: str,
+                  owner: onnx.NodeProto | None = None) -> Iterator[Scope]:
+    yield Scope(label, graph.node, opsets, graph=graph, owner=owner)
+    for node in graph.node:
+        for attr, g in subgraphs(node):
+            yield from _graph_scopes(g, opsets, f"{label}/node {node.name!r}/{attr}", node)
+
+
+def iter_scopes(model: onnx.ModelProto, *, functions: bool = True) -> Iterator[Scope]:
+    """Main graph, its subgraphs (depth first), then every model-local function's body."""
+    yield from _graph_scopes(model.graph, model_opsets(model), f"graph {model.graph.name!r}")
+    if functions:
+        for f in model.functions:
+            fops = function_opsets(model, f)
+            label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
+            yield Scope(label, f.node, fops, function=f)
+            for node in f.node:
+                for attr, g in subgraphs(node):
+                    yield from _graph_scopes(g, fops, f"{label}/node {node.name!r}/{attr}", node)
+
+
+def all_names(model: onnx.ModelProto) -> set[str]:
+    """Every node name and value name used anywhere in the model."""
+    names: set[str] = set()
+
+    def graph(g: onnx.GraphProto) -> None:
+        names.update(v.name for v in g.input)
+        names.update(v.name for v in g.output)
+        names.update(t.name for t in g.initializer)
+        nodes(g.node)
+
+    def nodes(ns: Iterable[onnx.NodeProto]) -> None:
+        for n in ns:
+            names.add(n.name)
+            names.update(n.output)
+            for _, g in subgraphs(n):
+                graph(g)
+
+    graph(model.graph)
+    for f in model.functions:
+        names.update(f.input)
+        names.update(f.output)
+        nodes(f.node)
+    names.discard("")
+    return names
+
+
+class Names:
+    """Fresh, readable, unique names: ``fresh('prelu_3/neg_mask')``."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self._used = all_names(model)
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 1
+        while name in self._used:
+            name = f"{base}_{i}"
+            i += 1
+        self._used.add(name)
+        return name
+
+    def reserve(self, name: str) -> None:
+        self._used.add(name)
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    """A base for names derived from ``node``: its name, or ``<op>_<index>``."""
+    return node.name or f"{node.op_type.lower()}_{index}"
+
+
+def constants(scope: Scope, model: onnx.ModelProto | None = None) -> dict[str, onnx.TensorProto]:
+    """Value name -> TensorProto, for initializers and Constant(value=...) outputs in scope."""
+    out: dict[str, onnx.TensorProto] = {}
+    if scope.graph is not None:
+        for t in scope.graph.initializer:
+            out[t.name] = t
+    for n in scope.nodes:
+        if n.op_type == "Constant" and normalize_domain(n.domain) == "" and len(n.attribute) == 1:
+            a = n.attribute[0]
+            if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                out[n.output[0]] = a.t
+    return out
+
+
+def tensor_array(t: onnx.TensorProto, base_dir: str | None = None) -> np.ndarray:
+    return numpy_helper.to_array(t, base_dir or "")
+
+
+def splice(nodes, replacements: dict[int, list[onnx.NodeProto]]) -> None:
+    """Replace ``nodes[i]`` by ``replacements[i]`` (possibly several nodes) in one pass.
+
+    Only the tail from the first replaced index is rebuilt.
+    """
+    if not replacements:
+        return
+    first = min(replacements)
+    new: list[onnx.NodeProto] = []
+    for i in range(first, len(nodes)):
+        r = replacements.get(i)
+        if r is None:
+            new.append(nodes[i])
+        else:
+            new.extend(r)
+    del nodes[first:]
+    nodes.extend(new)
+
+
+def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | str | None, ...]]:
+    """Value name -> shape (ints, symbolic names, or None) from onnx shape inference.
+
+    Covers the main graph, subgraphs and functions as far as onnx infers them; a value with
+    no known rank is absent. Runs on a copy without external data loaded.
+    """
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    try:
+        m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+    except Exception:  # inference is a best effort; callers treat missing shapes as unknown
+        m = model
+    shapes: dict[str, tuple[int | str | None, ...]] = {}
+
+    def take(vis: Iterable[onnx.ValueInfoProto]) -> None:
+        for vi in vis:
+            if not vi.type.HasField("tensor_type"):
+                continue
+            tt = vi.type.tensor_type
+            if not tt.HasField("shape"):
+                continue
+            shapes[vi.name] = tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim)
+
+    def graph(g: onnx.GraphProto) -> None:
+        take(g.input)
+        take(g.output)
+        take(g.value_info)
+        for t in g.initializer:
+            shapes[t.name] = tuple(t.dims)
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                graph(sg)
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].type == 4:
+                shapes[n.output[0]] = tuple(n.attribute[0].t.dims)
+
+    graph(m.graph)
+    for f in m.functions:
+        take(getattr(f, "value_info", []))
+    return shapes
