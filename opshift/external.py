@@ -68,9 +68,11 @@ def load_external_data_safely(model: onnx.ModelProto, base_dir: Path, origin: st
 def place_external_data(model: onnx.ModelProto, source_dir: Path, dest_dir: Path) -> list[Path]:
     """Make the external data files of ``model`` available under ``dest_dir``.
 
-    Files keep their relative locations. Same folder: nothing to do. Same filesystem: hard
-    link. Otherwise a streaming copy (never more than a few MiB in memory). Returns the files
-    created, so a failed save can remove them.
+    Files keep their relative locations. Same folder: nothing to do. Otherwise a
+    copy through the kernel (``shutil.copyfile`` uses sendfile/copy_file_range, so the data
+    never passes through Python). Hard links are not used: onnx refuses to load external data
+    files with several links (its hardlink-attack check). Returns the files created, so a
+    failed save can remove them.
     """
     files = external_files(model, source_dir)
     if source_dir.resolve() == dest_dir.resolve():
@@ -84,12 +86,12 @@ def place_external_data(model: onnx.ModelProto, source_dir: Path, dest_dir: Path
             raise ModelLoadError(f"{dst}: external data file already exists; refusing to "
                                  "overwrite it")
         dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{dst.name}.tmp")
         try:
-            os.link(src, dst)
-        except OSError:
-            tmp = dst.with_name(f".{dst.name}.tmp")
-            with open(src, "rb") as fi, open(tmp, "wb") as fo:
-                shutil.copyfileobj(fi, fo, length=8 << 20)
+            shutil.copyfile(src, tmp)
             os.replace(tmp, dst)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         created.append(dst)
     return created

@@ -1,0 +1,123 @@
+"""Loading refuses bad files with one clear line; saving is atomic; external data stays safe."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from conftest import make_model
+from onnx import TensorProto, helper, numpy_helper
+
+from opshift import modelio
+from opshift.errors import ModelLoadError, OpshiftError
+from opshift.external import external_files
+
+
+def _tiny() -> onnx.ModelProto:
+    return make_model([helper.make_node("Relu", ["x"], ["y"])],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], opset=13)
+
+
+@pytest.mark.parametrize(("make", "msg"), [
+    (lambda p: None, "no such file"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: p.write_bytes(b""), "empty file"),
+    (lambda p: p.write_bytes(_tiny().SerializeToString()[:-7]), "not an ONNX model"),
+    (lambda p: p.write_bytes(np.random.default_rng(1).bytes(300)), "not an ONNX model"),
+    (lambda p: p.write_bytes(helper.make_tensor("t", TensorProto.FLOAT, [1], [1.0])
+                             .SerializeToString()), "not an ONNX model"),
+])
+def test_bad_files_are_one_line_errors(tmp_path, make, msg):
+    p = tmp_path / "m.onnx"
+    make(p)
+    with pytest.raises(ModelLoadError, match=msg) as ei:
+        modelio.load(p)
+    assert "\n" not in str(ei.value)
+    assert str(p) in str(ei.value)
+
+
+def test_no_opset_import_and_opset_out_of_range(tmp_path):
+    m = _tiny()
+    del m.opset_import[:]
+    p = tmp_path / "a.onnx"
+    p.write_bytes(m.SerializeToString())
+    with pytest.raises(ModelLoadError, match="no opset import"):
+        modelio.load(p)
+    for v in (0, onnx.defs.onnx_opset_version() + 1):
+        m = _tiny()
+        m.opset_import[0].version = v
+        p.write_bytes(m.SerializeToString())
+        with pytest.raises(ModelLoadError, match="outside 1.."):
+            modelio.load(p)
+
+
+def test_atomic_output_leaves_nothing_on_failure(tmp_path):
+    out = tmp_path / "out.onnx"
+    with pytest.raises(RuntimeError), modelio.atomic_output(out) as tmp:
+        tmp.write_bytes(b"partial")
+        raise RuntimeError("boom")
+    assert os.listdir(tmp_path) == []
+
+
+def test_save_refuses_missing_folder(tmp_path):
+    with pytest.raises(OpshiftError, match="does not exist"):
+        modelio.save(_tiny(), tmp_path / "nope" / "out.onnx")
+
+
+def test_save_roundtrip_and_proto_kinds(tmp_path):
+    import onnx_ir as ir
+
+    out = tmp_path / "m.onnx"
+    modelio.save(_tiny(), out)
+    assert modelio.load(out) == _tiny()
+    proto, kind, _ = modelio.to_proto(ir.serde.deserialize_model(_tiny()))
+    assert kind == "ir" and proto.graph.node[0].op_type == "Relu"
+    assert isinstance(modelio.from_proto(proto, "ir"), ir.Model)
+    with pytest.raises(OpshiftError, match="expected an onnx.ModelProto"):
+        modelio.to_proto(42)
+
+
+def _external_model(tmp_path, location="w.bin", length=None):
+    w = numpy_helper.from_array(np.arange(1024, dtype=np.float32), "w")
+    (tmp_path / "w.bin").write_bytes(w.raw_data)
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", str(length or 4096))):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1024])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1024])],
+                   opset=13, initializers=[w])
+    return m
+
+
+def test_external_data_outside_folder_is_refused(tmp_path):
+    m = _external_model(tmp_path, location="../secret.bin")
+    with pytest.raises(ModelLoadError, match="outside the model's folder"):
+        external_files(m, tmp_path)
+
+
+def test_external_data_missing_or_short(tmp_path):
+    m = _external_model(tmp_path, length=8192)
+    with pytest.raises(ModelLoadError, match="shorter than declared"):
+        external_files(m, tmp_path)
+    (tmp_path / "w.bin").unlink()
+    with pytest.raises(ModelLoadError, match="missing"):
+        external_files(m, tmp_path)
+
+
+def test_save_places_external_data_beside_output(tmp_path):
+    src = tmp_path / "src"
+    dst = tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    m = _external_model(src)
+    modelio.save(m, dst / "m.onnx", source_dir=src)
+    assert (dst / "w.bin").read_bytes() == (src / "w.bin").read_bytes()
+    loaded = modelio.load(dst / "m.onnx", load_external_data=True)
+    np.testing.assert_array_equal(numpy_helper.to_array(loaded.graph.initializer[0]),
+                                  np.arange(1024, dtype=np.float32))
