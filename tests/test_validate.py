@@ -1,0 +1,61 @@
+"""Structural checks: each problem is found and named in one line."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_model
+from onnx import TensorProto, helper
+
+from opshift import validate
+from opshift.errors import ModelLoadError
+
+F = TensorProto.FLOAT
+
+
+def _vi(name):
+    return helper.make_tensor_value_info(name, F, [2])
+
+
+def _chain(*nodes, outputs=("y",), opset=13, **kw):
+    return make_model(list(nodes), [_vi("x")], [_vi(o) for o in outputs], opset=opset, **kw)
+
+
+def test_clean_model_has_no_problems():
+    m = _chain(helper.make_node("Relu", ["x"], ["t"], name="a"),
+               helper.make_node("Neg", ["t"], ["y"], name="b"))
+    assert validate.problems(m) == []
+
+
+def test_cycle_is_named():
+    m = _chain(helper.make_node("Relu", ["y"], ["t"], name="a"),
+               helper.make_node("Neg", ["t"], ["y"], name="b"))
+    with pytest.raises(ModelLoadError, match=r"node 'a' \(Relu\) uses 'y' before it is defined"):
+        validate.check(m, "m.onnx")
+
+
+def test_duplicate_value_and_output():
+    m = _chain(helper.make_node("Relu", ["x"], ["y"], name="a"),
+               helper.make_node("Neg", ["x"], ["y"], name="b"), outputs=("y", "y"))
+    kinds = [k for k, _ in validate.problems(m)]
+    assert kinds == [validate.DUPLICATE_VALUE, validate.DUPLICATE_OUTPUT]
+    validate.check(m, allow=[validate.DUPLICATE_VALUE, validate.DUPLICATE_OUTPUT])
+
+
+def test_missing_opset_and_unknown_op():
+    m = _chain(helper.make_node("Foo", ["x"], ["y"], domain="com.example", name="f"))
+    assert validate.problems(m)[0][0] == validate.MISSING_OPSET
+    m = _chain(helper.make_node("Gelu", ["x"], ["y"], name="g"), opset=13)  # Gelu is opset 20
+    (kind, msg), = validate.problems(m)
+    assert kind == validate.UNKNOWN_OP and "'Gelu'" in msg and "opset 13" in msg
+
+
+def test_subgraph_sees_outer_scope_and_its_errors_are_found():
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="inner")], "then",
+                             [], [_vi("t")])
+    bad = helper.make_graph([helper.make_node("Relu", ["nope"], ["e"], name="inner2")], "else",
+                            [], [_vi("e")])
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    m = make_model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=bad,
+                                     name="if")], [_vi("x"), cond], [_vi("y")], opset=13)
+    (kind, msg), = validate.problems(m)
+    assert kind == validate.CYCLE and "'inner2'" in msg and "'nope'" in msg
