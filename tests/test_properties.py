@@ -1,0 +1,86 @@
+"""Property-based: random activation models through random chains of convert/inline/fuse/fix.
+
+Invariants at every step: the step either refuses with a one-line OpshiftError, or its result
+passes onnx's full checker and computes the original's outputs (bundled evaluator; and
+onnxruntime where it can run the result). bench/soak.py runs the same property 10,000+ times.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from hypothesis import HealthCheck, given, settings
+from model_strategies import Case, activation_models, steps
+
+import opshift
+from opshift.errors import OpshiftError
+from opshift.verify import compare, make_inputs
+
+
+def apply_step(model: onnx.ModelProto, step: tuple) -> onnx.ModelProto:
+    kind = step[0]
+    if kind == "convert":
+        return opshift.convert(model, step[1])
+    if kind == "inline":
+        return opshift.inline(model)
+    if kind == "fuse":
+        return opshift.fuse(model)
+    if kind == "fix":
+        return opshift.fix(model)
+    raise AssertionError(kind)
+
+
+def _ort_outputs(model: onnx.ModelProto, feeds: dict) -> list | None:
+    """onnxruntime's outputs, or None where it cannot run the model (opset < 7, kernels)."""
+    import onnxruntime as ort
+
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)
+    except Exception:
+        return None
+
+
+def check_chain(case: Case, chain: list[tuple]) -> str:
+    """Run ``chain`` on ``case``; raise AssertionError on a broken invariant.
+
+    Returns 'ok' or the refusal message that ended the chain early.
+    """
+    original = case.model
+    feeds = make_inputs(original.graph, seed=0)
+    expected = opshift.evaluate(original, feeds)
+    model = original
+    for step in chain:
+        try:
+            new = apply_step(model, step)
+        except OpshiftError as e:
+            msg = str(e)
+            assert "\n" not in msg, f"{case.desc} {step}: multi-line error"
+            return f"refused: {msg}"
+        assert isinstance(new, onnx.ModelProto)
+        try:
+            onnx.checker.check_model(new, full_check=True)
+        except onnx.checker.ValidationError as e:
+            raise AssertionError(f"{case.desc} after {step}: checker failed: "
+                                 f"{str(e).splitlines()[0]}") from None
+        got = opshift.evaluate(new, feeds)
+        for name, want in expected.items():
+            c = compare(want, got[name])
+            assert c.ok, f"{case.desc} after {chain}: {name}: {c.reason or c}"
+        ort_out = _ort_outputs(new, feeds)
+        if ort_out is not None:
+            for want, o in zip(expected.values(), ort_out, strict=True):
+                a = np.asarray(want, dtype=np.float64)
+                b = np.asarray(o, dtype=np.float64)
+                np.testing.assert_allclose(b, a, rtol=2e-2, atol=1e-5, equal_nan=True,
+                                           err_msg=f"onnxruntime: {case.desc} after {chain}")
+        model = new
+    return "ok"
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(activation_models(), steps())
+def test_random_models_survive_random_pass_chains(case, chain):
+    check_chain(case, chain)
