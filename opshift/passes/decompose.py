@@ -1,0 +1,380 @@
+"""PRelu, LeakyRelu and Selu as primitive ops valid at a given opset: the patterns ``inline`` emits.
+
+This module is the one description of what ``opshift inline`` writes; the ``fuse`` rules
+mirror it. One builder per (op, opset band); every builder returns node *templates* whose
+value names are placeholders (``$X``, ``$S`` inputs, ``$Y`` output, ``$<Suffix>`` internal
+values), instantiated per node by :func:`decompose`. Internal values and nodes are named
+``<node>/<Suffix>`` (``<node>`` is the node's name or ``<op>_<index>``), e.g.
+``prelu_3/XLessThanZero``, made unique with :class:`opshift.passes._graph.Names`.
+
+Bands (``opset`` is the default-domain opset of the node's graph or function):
+
+**function** (opset >= 15, CastLike exists): the schema's function body, node for node
+(PRelu-16, LeakyRelu-16, Selu-18 bodies; they are valid from opset 15 on), ``@alpha`` /
+``@gamma`` replaced by the node's attribute or the default of the node's op version::
+
+    PRelu:     Zero=Constant(value=float 0); ZeroCast=CastLike(Zero,X)
+               XLessThanZero=Less(X,ZeroCast); SlopeMulX=Mul(slope,X)
+               Y=Where(XLessThanZero,SlopeMulX,X)
+    LeakyRelu: Alpha=Constant(value_float=a); AlphaCast=CastLike(Alpha,X)
+               Zero=Constant(value=float 0); ZeroCast=CastLike(Zero,X)
+               XLessThanZero=Less(X,ZeroCast); AlphaMulX=Mul(AlphaCast,X)
+               Y=Where(XLessThanZero,AlphaMulX,X)
+    Selu:      Alpha/AlphaCast, Gamma/GammaCast, Zero/ZeroCast as above
+               ExpX=Exp(X); AlphaMulExpX=Mul(AlphaCast,ExpX)
+               AlphaMulExpXSubAlpha=Sub(AlphaMulExpX,AlphaCast)
+               Neg=Mul(GammaCast,AlphaMulExpXSubAlpha); Pos=Mul(GammaCast,X)
+               XLessThanZero=Less(X,ZeroCast); Y=Where(XLessThanZero,Neg,Pos)
+
+**static** (opsets 9..14): the same nodes with every ``Constant`` + ``CastLike(c, X)`` pair
+folded into one scalar ``Constant(value=<tensor of X's element type>)`` whose output keeps
+the CastLike's name (``ZeroCast``, ``AlphaCast``, ``GammaCast``).
+
+**legacy** (opsets 1..8: no Where; Less is float-only before 9; Mul/Sub/Add take
+``broadcast=1`` (and ``axis``) before 7). ``A``/``G``/``S`` are scalar typed Constants named
+``Alpha``/``Gamma`` (or the slope, see below); every Mul/Sub/Add with a constant operand
+carries ``broadcast=1`` at opset <= 6::
+
+    LeakyRelu, 0 < a <= 1:  AlphaMulX=Mul(X,A); Y=Max(X,AlphaMulX)
+    LeakyRelu, a > 1:       AlphaMulX=Mul(X,A); Y=Min(X,AlphaMulX)
+    LeakyRelu, a <= 0:      ReluX=Relu(X); NegX=Neg(X); ReluNegX=Relu(NegX)
+                            AlphaMulReluNegX=Mul(ReluNegX,A); Y=Sub(ReluX,AlphaMulReluNegX)
+    PRelu: as LeakyRelu with the slope S for A (Slope*/SlopeMul* names): Max form when the
+           slope is a constant with every element in (0, 1], Min form when every element is
+           > 1, else the Sub(Relu(X), Mul(Relu(Neg(X)), S)) form.
+    Selu:  NegX=Neg(X); ReluNegX=Relu(NegX); MinX0=Neg(ReluNegX); ExpMinX0=Exp(MinX0)
+           AlphaMulExp=Mul(ExpMinX0,A); AlphaMulExpSubAlpha=Sub(AlphaMulExp,A)
+           ReluX=Relu(X); Sum=Add(ReluX,AlphaMulExpSubAlpha); Y=Mul(Sum,G)
+
+In the legacy band exp only sees min(x, 0), so large x never overflows, and every result is
+computed by the same float operations, in the same order, as the evaluator's Selu.
+
+PRelu slope placement (:mod:`opshift.broadcast`): at opset >= 7 the slope broadcasts as
+numpy does and is used as is. At opset <= 6 (legacy per-channel rule) the slope's
+placement is resolved from static shapes: a slope of X's shape is used as is; otherwise
+the non-1 span of the placed slope becomes the Mul's B with ``broadcast=1`` and ``axis``
+(``axis=1`` for a per-channel slope), reshaped by a ``<node>/Slope`` Constant when the slope
+is a constant of another shape. A placement legacy Mul cannot express (1-dim expansion
+inside the span, or a non-constant slope of the wrong rank) raises ConversionError.
+
+Sign-of-zero differences (everything else is bit-exact against the evaluator, NaN as NaN)::
+
+    op, band                        input                      op gives   inlined gives
+    Selu, function/static           x = -0                     +0         -0 (schema body)
+    LeakyRelu a <= 0, legacy        x = -0                     -0         +0
+    LeakyRelu a == 0, legacy        x < 0 finite               -0         +0
+    PRelu Sub form, legacy          x = -0                     -0         +0
+    PRelu Sub form, legacy          x < 0, slope*x == -0       -0         +0
+      (slope not constant, or of mixed sign/size; includes slope == 0 and underflow)
+
+Element types: every type an op accepts at an opset is accepted there by the primitives
+used (bfloat16 exists for the ops only from opset 16/22, integers for PRelu from 9), so no
+Casts are needed; a node whose type the primitives do not accept raises ConversionError.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .. import opsets
+from ..broadcast import SlopeRule, slope_shape_for
+from ..errors import ConversionError, EvaluationError, where
+
+FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
+
+#: Ops this module decomposes.
+OPS = ("PRelu", "LeakyRelu", "Selu")
+
+
+def band(opset: int) -> str:
+    """The decomposition band of a default-domain opset."""
+    if opset >= 15:
+        return FUNCTION
+    if opset >= 9:
+        return STATIC
+    return LEGACY
+
+
+def attributes(node: onnx.NodeProto, op: str, version: int) -> dict[str, float]:
+    """alpha/gamma of ``node``: its own, else the defaults of ``op`` at schema ``version``.
+
+    (Selu-1's defaults differ from Selu-6's.)
+    """
+    out = {k: float(v) for k, v in opsets.attribute_defaults(op, version).items()
+           if k in ("alpha", "gamma")}
+    for a in node.attribute:
+        if a.name in ("alpha", "gamma"):
+            out[a.name] = float(a.f)
+    return out
+
+
+@dataclass
+class Site:
+    """One node to decompose and what is statically known about it."""
+
+    node: onnx.NodeProto
+    version: int  # schema version of the op in force
+    opset: int  # default-domain opset of the node's scope
+    elem_type: int  # X's TensorProto element type (0 if unknown)
+    x_shape: tuple | None = None
+    slope_shape: tuple | None = None
+    slope_value: np.ndarray | None = None  # constant slope, if known
+    graph: str | None = None
+
+    def where(self) -> str:
+        return where(self.node, version=self.version, graph=self.graph)
+
+
+# -- templates --------------------------------------------------------------------------------
+
+Template = tuple[onnx.NodeProto, ...]
+
+
+def _n(op: str, inputs: Sequence[str], output: str, **attrs) -> onnx.NodeProto:
+    return helper.make_node(op, list(inputs), [output], **attrs)
+
+
+def _scalar(value: float, elem_type: int) -> onnx.TensorProto:
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+    return numpy_helper.from_array(np.array(np.float32(value)).astype(dtype))
+
+
+@functools.cache
+def _schema_body(op: str) -> onnx.FunctionProto:
+    """The newest function body the schemas give for ``op``."""
+    for v in reversed(opsets.versions(op)):
+        s = opsets.schema(op, v)
+        fvs = list(s.function_opset_versions)
+        if fvs:
+            f = onnx.FunctionProto()
+            f.ParseFromString(s.get_function_with_opset_version(max(fvs)))
+            return f
+    raise AssertionError(f"no function body for {op}")  # pragma: no cover
+
+
+@functools.cache
+def function_template(op: str, attrs: tuple[tuple[str, float], ...]) -> Template:
+    """The schema's function body with ``@attr`` references bound (band *function*)."""
+    body = _schema_body(op)
+    values = dict(attrs)
+    formal = {n: f"${'S' if n == 'slope' else 'X'}" for n in body.input}
+    formal.update({n: "$Y" for n in body.output})
+    out = []
+    for fn in body.node:
+        n = onnx.NodeProto()
+        n.CopyFrom(fn)
+        n.ClearField("name")
+        for i, v in enumerate(n.input):
+            n.input[i] = formal.get(v, f"${v}")
+        for i, v in enumerate(n.output):
+            n.output[i] = formal.get(v, f"${v}")
+        for a in n.attribute:
+            if a.ref_attr_name:
+                ref = a.ref_attr_name
+                a.ClearField("ref_attr_name")
+                a.f = values[ref]
+        out.append(n)
+    return tuple(out)
+
+
+@functools.cache
+def static_template(op: str, attrs: tuple[tuple[str, float], ...], elem_type: int) -> Template:
+    """:func:`function_template` with Constant+CastLike folded to typed Constants (band
+    *static*)."""
+    consts: dict[str, float] = {}
+    for n in function_template(op, attrs):
+        if n.op_type == "Constant":
+            a = n.attribute[0]
+            consts[n.output[0]] = (a.f if a.name == "value_float"
+                                   else float(numpy_helper.to_array(a.t)))
+    out = []
+    for n in function_template(op, attrs):
+        if n.op_type == "Constant":
+            continue
+        if n.op_type == "CastLike" and n.input[0] in consts:
+            out.append(_n("Constant", [], n.output[0],
+                          value=_scalar(consts[n.input[0]], elem_type)))
+            continue
+        out.append(n)
+    return tuple(out)
+
+
+def _bc(opset: int, axis: int | None = None) -> dict:
+    if opset >= 7:
+        return {}
+    return {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
+
+
+@functools.cache
+def legacy_leaky_template(kind: str, alpha: float | None, elem_type: int, opset: int,
+                          axis: int | None = None, broadcast: bool = True,
+                          prefix: str = "Alpha") -> Template:
+    """LeakyRelu/PRelu for opsets 1..8; ``kind`` is 'max', 'min' or 'sub'. ``alpha`` None:
+    the slope is the input ``$S`` (PRelu)."""
+    a = "$S" if alpha is None else f"${prefix}"
+    nodes = []
+    if alpha is not None:
+        nodes.append(_n("Constant", [], a, value=_scalar(alpha, elem_type)))
+    bc = _bc(opset, axis) if broadcast else {}
+    if kind in ("max", "min"):
+        nodes.append(_n("Mul", ["$X", a], f"${prefix}MulX", **bc))
+        nodes.append(_n("Max" if kind == "max" else "Min", ["$X", f"${prefix}MulX"], "$Y"))
+    else:
+        nodes += [
+            _n("Relu", ["$X"], "$ReluX"),
+            _n("Neg", ["$X"], "$NegX"),
+            _n("Relu", ["$NegX"], "$ReluNegX"),
+            _n("Mul", ["$ReluNegX", a], f"${prefix}MulReluNegX", **bc),
+            _n("Sub", ["$ReluX", f"${prefix}MulReluNegX"], "$Y"),
+        ]
+    return tuple(nodes)
+
+
+@functools.cache
+def legacy_selu_template(alpha: float, gamma: float, elem_type: int, opset: int) -> Template:
+    """Selu for opsets 1..8: gamma * (Relu(x) + (alpha * exp(min(x, 0)) - alpha))."""
+    bc = _bc(opset)
+    return (
+        _n("Constant", [], "$Alpha", value=_scalar(alpha, elem_type)),
+        _n("Constant", [], "$Gamma", value=_scalar(gamma, elem_type)),
+        _n("Neg", ["$X"], "$NegX"),
+        _n("Relu", ["$NegX"], "$ReluNegX"),
+        _n("Neg", ["$ReluNegX"], "$MinX0"),
+        _n("Exp", ["$MinX0"], "$ExpMinX0"),
+        _n("Mul", ["$ExpMinX0", "$Alpha"], "$AlphaMulExp", **bc),
+        _n("Sub", ["$AlphaMulExp", "$Alpha"], "$AlphaMulExpSubAlpha", **bc),
+        _n("Relu", ["$X"], "$ReluX"),
+        _n("Add", ["$ReluX", "$AlphaMulExpSubAlpha"], "$Sum"),
+        _n("Mul", ["$Sum", "$Gamma"], "$Y", **bc),
+    )
+
+
+def _kind(values: np.ndarray) -> str:
+    """'max' when every element is in (0, 1], 'min' when every element is > 1, else 'sub'."""
+    if values.size and bool(np.all(values > 0)) and bool(np.all(values <= 1)):
+        return "max"
+    if values.size and bool(np.all(values > 1)):
+        return "min"
+    return "sub"
+
+
+def _typed(value: float, elem_type: int) -> float:
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+    return float(np.array(np.float32(value)).astype(dtype).astype(np.float64))
+
+
+# -- instantiation ----------------------------------------------------------------------------
+
+
+def instantiate(template: Template, x: str, y: str, base: str, names,
+                slope: str | None = None) -> list[onnx.NodeProto]:
+    """Copy ``template`` with placeholders bound: ``$X``/``$S``/``$Y`` to the node's values,
+    internal ``$V`` to fresh ``<base>/V``; each node is named after its output."""
+    mapping = {"$X": x, "$Y": y}
+    if slope is not None:
+        mapping["$S"] = slope
+    out = []
+    for t in template:
+        n = onnx.NodeProto()
+        n.CopyFrom(t)
+        for i, v in enumerate(n.input):
+            if v:
+                n.input[i] = mapping[v]
+        o = n.output[0]
+        new = mapping.get(o)
+        if new is None:
+            new = mapping[o] = names.fresh(f"{base}/{o[1:]}")
+        n.output[0] = new
+        n.name = names.fresh(f"{base}/{o[1:]}") if o != "$Y" else names.fresh(f"{base}/Y")
+        out.append(n)
+    return out
+
+
+def _legacy_slope(site: Site, base: str, names) -> tuple[list[onnx.NodeProto], str,
+                                                          int | None, bool]:
+    """Resolve a PRelu slope for opset <= 6: (extra nodes, slope value name, axis, broadcast)."""
+    node = site.node
+    x_shape, s_shape = site.x_shape, site.slope_shape
+    if s_shape is not None and x_shape is not None and tuple(s_shape) == tuple(x_shape):
+        return [], node.input[1], None, False
+    if s_shape is not None and all(isinstance(d, int) for d in s_shape) \
+            and int(np.prod(s_shape, dtype=np.int64)) == 1:
+        return [], node.input[1], None, True
+    if x_shape is None or s_shape is None:
+        raise ConversionError(
+            f"{site.where()}: cannot inline legacy PRelu: the shapes of X and slope are not "
+            "statically known, so the per-channel placement of the slope cannot be resolved")
+    try:
+        placed = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
+    except EvaluationError as e:
+        raise ConversionError(f"{site.where()}: cannot inline: {e}") from None
+    non1 = [i for i, d in enumerate(placed) if d != 1]
+    lo, hi = non1[0], non1[-1] + 1
+    span = tuple(placed[lo:hi])
+    if span != tuple(x_shape[lo:hi]):
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: slope shape "
+            f"{list(s_shape)} placed as {list(placed)} on X {list(x_shape)} needs a 1-dim "
+            "expansion, which legacy Mul broadcasting cannot express")
+    axis = lo if hi != len(x_shape) else None
+    if tuple(s_shape) == span:
+        return [], node.input[1], axis, True
+    if site.slope_value is None:
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: a non-constant slope of "
+            f"shape {list(s_shape)} would need a reshape to {list(span)}")
+    value = np.asarray(site.slope_value).reshape(span)
+    name = names.fresh(f"{base}/Slope")
+    const = helper.make_node("Constant", [], [name], name=names.fresh(f"{base}/Slope"),
+                             value=numpy_helper.from_array(value))
+    return [const], name, axis, True
+
+
+def decompose(site: Site, base: str, names) -> list[onnx.NodeProto]:
+    """The primitive nodes replacing ``site.node`` at ``site.opset`` (see module docstring)."""
+    node = site.node
+    op = node.op_type
+    b = band(site.opset)
+    attrs = attributes(node, op, site.version)
+    x, y = node.input[0], node.output[0]
+    slope = node.input[1] if op == "PRelu" else None
+    if b != FUNCTION and not site.elem_type:
+        raise ConversionError(f"{site.where()}: cannot inline at opset {site.opset}: the "
+                              "element type of X is not known")
+    if b == FUNCTION:
+        tpl = function_template(op, tuple(sorted(attrs.items())))
+        return instantiate(tpl, x, y, base, names, slope)
+    if b == STATIC:
+        tpl = static_template(op, tuple(sorted(attrs.items())), site.elem_type)
+        return instantiate(tpl, x, y, base, names, slope)
+    if site.elem_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                              onnx.TensorProto.DOUBLE):
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: element type "
+            f"{opsets.tensor_type_name(site.elem_type)} is not accepted by Relu/Max/Mul there")
+    if op == "Selu":
+        tpl = legacy_selu_template(attrs["alpha"], attrs["gamma"], site.elem_type, site.opset)
+        return instantiate(tpl, x, y, base, names)
+    if op == "LeakyRelu":
+        a = _typed(attrs["alpha"], site.elem_type)
+        kind = _kind(np.array([a]))
+        tpl = legacy_leaky_template(kind, attrs["alpha"], site.elem_type, site.opset)
+        return instantiate(tpl, x, y, base, names)
+    # PRelu
+    extra: list[onnx.NodeProto] = []
+    axis, broadcast = None, True
+    if site.opset <= 6:
+        extra, slope, axis, broadcast = _legacy_slope(site, base, names)
+    kind = "sub"
+    if site.slope_value is not None:
+        kind = _kind(np.asarray(site.slope_value).astype(
+            helper.tensor_dtype_to_np_dtype(site.elem_type)))
+    tpl = legacy_leaky_template(kind, None, site.elem_type, site.opset, axis, broadcast,
+                                "Slope")
+    return extra + instantiate(tpl, x, y, base, names, slope)

@@ -1,0 +1,366 @@
+"""``inline``: PRelu, LeakyRelu and Selu to primitive ops, and model-local functions inlined.
+
+:func:`inline_proto` edits an ``onnx.ModelProto`` in place, touching only the replaced nodes,
+in every scope (main graph, If/Loop/Scan subgraphs, model-local functions). The primitive
+patterns are those of :mod:`opshift.passes.decompose`, chosen by the opset in force in each
+scope. Model-local functions are inlined with onnx's own inliner
+(``onnx.inliner.inline_selected_functions``: renaming, attribute references, nested calls,
+calls inside subgraphs), and inlined functions no longer called anywhere are removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import onnx
+import onnx.numpy_helper
+from onnx import TensorProto
+
+from .. import opsets
+from ..errors import ConversionError, OpshiftError
+from ..modelio import ModelLike, from_proto, to_proto
+from ..opsets import normalize_domain
+from . import decompose as dec
+from ._graph import Names, Scope, constants, iter_scopes, node_label, splice, subgraphs
+
+
+@dataclass
+class InlinedNode:
+    """One replaced activation node."""
+
+    label: str  # name used as prefix of the new names
+    op: str
+    version: int
+    opset: int
+    band: str
+    scope: str
+    before: onnx.NodeProto
+    after: list[onnx.NodeProto]
+
+
+@dataclass
+class InlineResult:
+    """What :func:`inline_proto` did."""
+
+    nodes: list[InlinedNode] = field(default_factory=list)
+    functions_inlined: list[str] = field(default_factory=list)
+    functions_removed: list[str] = field(default_factory=list)
+
+    @property
+    def modified(self) -> bool:
+        return bool(self.nodes or self.functions_inlined)
+
+    def summary(self) -> str:
+        by_op: dict[str, int] = {}
+        for n in self.nodes:
+            by_op[n.op] = by_op.get(n.op, 0) + 1
+        parts = [f"{k} x{v}" for k, v in sorted(by_op.items())]
+        s = f"inlined {len(self.nodes)} node(s)" + (f" ({', '.join(parts)})" if parts else "")
+        if self.functions_inlined:
+            s += f"; inlined function(s) {', '.join(self.functions_inlined)}"
+        if self.functions_removed:
+            s += f"; removed {', '.join(self.functions_removed)}"
+        return s
+
+
+def _parse_ops(ops: Iterable[str] | str | None) -> frozenset[str]:
+    if ops is None:
+        return frozenset(dec.OPS)
+    if isinstance(ops, str):
+        ops = [o for o in ops.split(",") if o.strip()]
+    out = set()
+    canon = {o.lower(): o for o in dec.OPS}
+    for o in ops:
+        o = o.strip()
+        if o.lower() == "none":
+            continue
+        if o.lower() not in canon:
+            raise OpshiftError(f"--ops: unknown op {o!r} (choose from {', '.join(dec.OPS)})")
+        out.add(canon[o.lower()])
+    return frozenset(out)
+
+
+def _fid(f: onnx.FunctionProto) -> str:
+    return f"{f.domain}::{f.name}" if f.domain else f.name
+
+
+# -- functions --------------------------------------------------------------------------------
+
+
+def _called(model: onnx.ModelProto) -> set[tuple[str, str]]:
+    """(domain, name) of every node anywhere in the model (graphs, subgraphs, functions)."""
+    seen: set[tuple[str, str]] = set()
+
+    def nodes(ns) -> None:
+        for n in ns:
+            seen.add((n.domain, n.op_type))
+            for _, g in subgraphs(n):
+                nodes(g.node)
+
+    nodes(model.graph.node)
+    for f in model.functions:
+        nodes(f.node)
+    return seen
+
+
+def _inline_functions(model: onnx.ModelProto, functions, result: InlineResult) -> None:
+    local = {(f.domain, f.name): f for f in model.functions}
+    if functions == "all" or functions == ["all"]:
+        chosen = list(local)
+    else:
+        if isinstance(functions, str):
+            functions = [s for s in functions.split(",") if s.strip()]
+        chosen = []
+        for name in functions:
+            name = name.strip()
+            dom, _, fname = name.rpartition("::")
+            hits = [k for k in local if k[1] == fname and (not dom or k[0] == dom)]
+            if not hits:
+                known = ", ".join(_fid(f) for f in model.functions) or "none"
+                raise OpshiftError(f"--functions: no model-local function {name!r} "
+                                   f"(the model has: {known})")
+            chosen.extend(hits)
+    if not chosen:
+        return
+    called = _called(model)
+    chosen = [k for k in chosen if k in called]
+    if not chosen:
+        return
+    model_ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
+    for k in chosen:
+        f = local[k]
+        for imp in f.opset_import:
+            d = normalize_domain(imp.domain)
+            if d in model_ops and model_ops[d] != imp.version:
+                raise ConversionError(
+                    f"function {_fid(f)!r}: imports opset {imp.version} of "
+                    f"{d or 'ai.onnx'!r} but the model imports {model_ops[d]}; inlining "
+                    "would change the version of its nodes")
+    before = {(f.domain, f.name) for f in model.functions}
+    import onnx.inliner
+
+    new = onnx.inliner.inline_selected_functions(model, chosen)
+    model.CopyFrom(new)
+    result.functions_inlined.extend(_fid(local[k]) for k in chosen)
+    # Remove inlined functions that nothing calls any more (the inliner may keep them).
+    still = _called(model)
+    keep = [f for f in model.functions
+            if (f.domain, f.name) not in chosen or (f.domain, f.name) in still]
+    if len(keep) != len(model.functions):
+        kept = [onnx.FunctionProto() for _ in keep]
+        for dst, src in zip(kept, keep):
+            dst.CopyFrom(src)
+        del model.functions[:]
+        model.functions.extend(kept)
+    after = {(f.domain, f.name) for f in model.functions}
+    result.functions_removed.extend(
+        f"{d}::{n}" if d else n for d, n in sorted(before - after))
+
+
+# -- static facts -----------------------------------------------------------------------------
+
+_SAME_TYPE_OPS = frozenset((
+    "Abs", "Add", "AveragePool", "BatchNormalization", "Ceil", "Clip", "Concat", "Conv",
+    "ConvTranspose", "Div", "Dropout", "Elu", "Exp", "Expand", "Flatten", "Floor", "Gather",
+    "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "Identity",
+    "InstanceNormalization", "LRN", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max",
+    "MaxPool", "Mean", "Min", "Mul", "Neg", "Pad", "PRelu", "Reciprocal", "ReduceMax",
+    "ReduceMean", "ReduceMin", "ReduceSum", "Relu", "Reshape", "Resize", "Selu", "Sigmoid",
+    "Slice", "Softmax", "Softplus", "Softsign", "Split", "Sqrt", "Squeeze", "Sub", "Sum",
+    "Tanh", "Tile", "Transpose", "Unsqueeze", "Upsample", "Where", "LayerNormalization",
+    "Sin", "Cos", "Erf", "Gelu", "HardSwish", "Mish", "ThresholdedRelu", "Celu",
+))
+
+
+class _Facts:
+    """Element types, shapes and constants, computed only when a site needs them."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        self._types: dict[str, int] | None = None
+        self._inferred = False
+        self._shapes: dict | None = None
+
+    def _collect(self) -> dict[str, int]:
+        types: dict[str, int] = {}
+
+        def vis(vs) -> None:
+            for v in vs:
+                if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type:
+                    types[v.name] = v.type.tensor_type.elem_type
+
+        def graph(g: onnx.GraphProto) -> None:
+            vis(g.input)
+            vis(g.value_info)
+            vis(g.output)
+            for t in g.initializer:
+                types[t.name] = t.data_type
+            nodes(g.node)
+
+        def nodes(ns) -> None:
+            for n in ns:
+                if normalize_domain(n.domain) == "" and n.output:
+                    if n.op_type == "Constant" and n.attribute:
+                        a = n.attribute[0]
+                        if a.type == onnx.AttributeProto.TENSOR:
+                            types[n.output[0]] = a.t.data_type
+                        elif a.type == onnx.AttributeProto.FLOAT:
+                            types[n.output[0]] = TensorProto.FLOAT
+                        elif a.type == onnx.AttributeProto.INT:
+                            types[n.output[0]] = TensorProto.INT64
+                    elif n.op_type == "Cast":
+                        for a in n.attribute:
+                            if a.name == "to":
+                                types[n.output[0]] = a.i
+                    elif n.op_type in _SAME_TYPE_OPS and n.input and n.input[0] in types:
+                        types.setdefault(n.output[0], types[n.input[0]])
+                for _, g in subgraphs(n):
+                    graph(g)
+
+        graph(self.model.graph)
+        for f in self.model.functions:
+            vis(getattr(f, "value_info", []))
+            nodes(f.node)
+        return types
+
+    def elem_type(self, name: str) -> int:
+        if self._types is None:
+            self._types = self._collect()
+        t = self._types.get(name, 0)
+        if not t and not self._inferred:
+            self._inferred = True
+            m = onnx.ModelProto()
+            m.CopyFrom(self.model)
+            try:
+                m = onnx.shape_inference.infer_shapes(m, strict_mode=False)
+            except Exception:  # best effort; an unknown type is reported by the caller
+                return 0
+            self._types.update({k: v for k, v in _Facts(m)._collect().items()
+                                if k not in self._types})
+            t = self._types.get(name, 0)
+        return t
+
+    def shape(self, name: str):
+        if self._shapes is None:
+            from ._graph import static_shapes
+
+            self._shapes = static_shapes(self.model)
+        return self._shapes.get(name)
+
+
+# -- the pass ---------------------------------------------------------------------------------
+
+
+def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
+                 functions: Iterable[str] | str | None = None, *,
+                 keep_before: bool = False) -> InlineResult:
+    """Inline ``ops`` (default: PRelu, LeakyRelu, Selu) and the model-local ``functions``
+    (``"all"``, names, or None for none) in ``model``, in place.
+
+    ``keep_before``: keep a copy of every replaced node in the result (for ``--verify``).
+    Raises ConversionError (naming node, op, version) when a node cannot be inlined exactly;
+    the model is then partly edited, so callers that need atomicity work on a copy.
+    """
+    wanted = _parse_ops(ops)
+    result = InlineResult()
+    if functions:
+        _inline_functions(model, functions, result)
+    if not wanted:
+        return result
+    names: Names | None = None
+    facts = _Facts(model)
+    for scope in iter_scopes(model):
+        opset = scope.opset
+        if opset is None:
+            continue
+        reps: dict[int, list[onnx.NodeProto]] = {}
+        consts: dict[str, onnx.TensorProto] | None = None
+        for i, node in enumerate(scope.nodes):
+            if node.op_type not in wanted or normalize_domain(node.domain) != "":
+                continue
+            if names is None:
+                names = Names(model)
+            version = opsets.since_version(node.op_type, opset)
+            if version is None:
+                continue
+            site = dec.Site(node, version, opset, 0, graph=scope.label)
+            b = dec.band(opset)
+            if b != dec.FUNCTION:
+                site.elem_type = facts.elem_type(node.input[0])
+            if b == dec.LEGACY and node.op_type == "PRelu":
+                if consts is None:
+                    consts = constants(scope, model)
+                t = consts.get(node.input[1])
+                if t is not None:
+                    site.slope_value = onnx.numpy_helper.to_array(t)
+                    site.slope_shape = tuple(site.slope_value.shape)
+                if opset <= 6:
+                    site.x_shape = facts.shape(node.input[0])
+                    if site.slope_shape is None:
+                        site.slope_shape = facts.shape(node.input[1])
+            base = node_label(node, i)
+            new = dec.decompose(site, base, names)
+            reps[i] = new
+            before = None
+            if keep_before:
+                before = onnx.NodeProto()
+                before.CopyFrom(node)
+            result.nodes.append(InlinedNode(base, node.op_type, version, opset, b,
+                                            scope.label, before, new))
+        splice(scope.nodes, reps)
+    return result
+
+
+def inline(model: ModelLike, ops: Iterable[str] | str | None = None,
+           functions: Iterable[str] | str | None = None):
+    """Inline PRelu/LeakyRelu/Selu (``ops``) and model-local ``functions`` ("all" or names).
+
+    Accepts an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path; returns the same kind
+    (a ModelProto for a path). The input is not modified.
+    """
+    proto, kind, _ = to_proto(model)
+    if kind == "proto":
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        proto = copy
+    inline_proto(proto, ops, functions)
+    return from_proto(proto, kind)
+
+
+try:
+    import onnx_ir as ir
+    from onnx_ir import passes as _ir_passes
+
+    class InlinePass(_ir_passes.InPlacePass):
+        """``onnx_ir`` adapter over :func:`inline_proto`; ``modified`` is True only if
+        something was inlined. The last :class:`InlineResult` is in :attr:`last_result`."""
+
+        def __init__(self, ops: Iterable[str] | str | None = None,
+                     functions: Iterable[str] | str | None = None):
+            super().__init__()
+            self.ops = ops
+            self.functions = functions
+            self.last_result: InlineResult | None = None
+
+        def call(self, model: ir.Model) -> _ir_passes.PassResult:
+            proto = ir.serde.serialize_model(model)
+            result = inline_proto(proto, self.ops, self.functions)
+            self.last_result = result
+            if not result.modified:
+                return _ir_passes.PassResult(model, modified=False)
+            new = ir.serde.deserialize_model(proto)
+            _replace_ir_model(model, new)
+            return _ir_passes.PassResult(model, modified=True)
+
+    def _replace_ir_model(model: ir.Model, new: ir.Model) -> None:
+        for cls in type(model).__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                if slot != "__weakref__" and hasattr(new, slot):
+                    setattr(model, slot, getattr(new, slot))
+        if hasattr(new, "__dict__"):
+            model.__dict__.update(new.__dict__)
+except ImportError:  # pragma: no cover - onnx_ir is a dependency
+    pass
+
+__all__ = ["inline", "inline_proto", "InlineResult", "InlinedNode", "InlinePass"]
