@@ -1,0 +1,171 @@
+"""``opshift verify``: run two models on the same inputs and compare every output."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from ..errors import OpshiftError
+
+DESCRIPTION = """\
+Run REFERENCE and CANDIDATE through the bundled evaluator on the same inputs and compare
+every output (matched by position). Inputs come from --inputs, or are generated from the
+reference's input types and shapes: random normal values with special values mixed in
+(+-0, +-inf, NaN, subnormals, the dtype's extremes; the full range for integers).
+
+Comparison: integers and bool exact; floats within 4 ulp (float32, float64) or 2 ulp
+(float16, bfloat16); NaN equals NaN; infinities and the sign of zero must match.
+
+examples:
+  opshift verify model.onnx model9.onnx
+  opshift verify model.onnx model9.onnx --dim batch=4 --seed 1 --json
+  opshift verify model.onnx model9.onnx --inputs inputs.npz
+
+--inputs: an .npz whose keys are "input:<name>" (or plain "<name>"); "output:*" keys are
+ignored. bfloat16 arrays may be stored as raw 2-byte values (numpy saves them as V2).
+
+exit codes: 0 all outputs match, 1 an output differs, 2 bad input
+"""
+
+_DIM = re.compile(r"^([^=\s]+)=(\d+)$")
+
+
+def register(sub, parent) -> None:
+    p = sub.add_parser("verify", parents=[parent], help="compare two models output by output "
+                       "on the same inputs", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("reference", metavar="REFERENCE.onnx", help="the model taken as correct")
+    p.add_argument("candidate", metavar="CANDIDATE.onnx", help="the model checked against it")
+    p.add_argument("--inputs", metavar="FILE.npz", help="inputs to use instead of generated "
+                   "ones")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
+                   help="size of a symbolic dim for generated inputs (repeatable; default 2)")
+    p.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
+    p.set_defaults(func=run)
+
+
+def parse_dims(specs: list[str]) -> dict[str, int]:
+    """``["batch=4", ...]`` -> ``{"batch": 4}``; OpshiftError on bad syntax or repeats."""
+    dims: dict[str, int] = {}
+    for s in specs:
+        m = _DIM.match(s.strip())
+        if not m:
+            raise OpshiftError(f"bad --dim {s!r}: expected NAME=SIZE with SIZE a non-negative "
+                               "integer, e.g. --dim batch=4")
+        name, size = m.group(1), int(m.group(2))
+        if name in dims and dims[name] != size:
+            raise OpshiftError(f"--dim {name} given twice ({dims[name]} and {size})")
+        dims[name] = size
+    return dims
+
+
+def _symbolic_dims(graph: onnx.GraphProto) -> set[str]:
+    out = set()
+    for vi in graph.input:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            out.update(d.dim_param for d in vi.type.tensor_type.shape.dim if d.dim_param)
+    return out
+
+
+def load_npz(path: str) -> dict[str, np.ndarray]:
+    """Read an inputs .npz: ``input:<name>`` or ``<name>`` keys; ``output:*`` ignored."""
+    p = Path(path)
+    if not p.exists():
+        raise OpshiftError(f"{path}: no such file")
+    if p.is_dir():
+        raise OpshiftError(f"{path}: is a directory, not an .npz file")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            keys = list(z.keys())
+            arrays = {k: z[k] for k in keys}
+    except AttributeError:  # np.load returned a plain array (.npy), which has no keys
+        raise OpshiftError(f"{path}: not an .npz archive (a single .npy array?)") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise OpshiftError(f"{path}: cannot read as .npz: {msg}") from None
+    out: dict[str, np.ndarray] = {}
+    for k, v in arrays.items():
+        if k.startswith("output:"):
+            continue
+        name = k[len("input:"):] if k.startswith("input:") else k
+        if name in out:
+            raise OpshiftError(f"{path}: input {name!r} is given twice (as 'input:{name}' and "
+                               f"{name!r})")
+        out[name] = v
+    return out
+
+
+def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> None:
+    """View raw void arrays (how numpy stores bfloat16/float8) as the declared dtype."""
+    declared = {}
+    for g in graphs:
+        for vi in g.input:
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                with contextlib.suppress(KeyError, TypeError, ValueError):
+                    declared.setdefault(vi.name, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(
+                        vi.type.tensor_type.elem_type)))
+    for k, v in inputs.items():
+        want = declared.get(k)
+        if want is not None and v.dtype.kind == "V" and v.dtype.itemsize == want.itemsize \
+                and v.dtype.fields is None:
+            inputs[k] = v.view(want)
+
+
+def run(args) -> int:
+    from ..modelio import load
+    from ..verify import verify
+
+    dims = parse_dims(args.dim)
+    ref = load(args.reference, load_external_data=True)
+    cand = load(args.candidate, load_external_data=True)
+    inputs = None
+    if args.inputs is not None:
+        if dims:
+            raise OpshiftError("--dim only applies to generated inputs, not with --inputs")
+        inputs = load_npz(args.inputs)
+        _fit_raw(inputs, [ref.graph, cand.graph])
+        try:
+            report = _verify(ref, cand, args, inputs, dims, verify)
+        except OpshiftError as e:
+            raise type(e)(f"{args.inputs}: {e}") from e
+    else:
+        known = _symbolic_dims(ref.graph) | _symbolic_dims(cand.graph)
+        unknown = sorted(set(dims) - known)
+        if unknown:
+            raise OpshiftError(f"--dim {unknown[0]}: no input of either model has a symbolic "
+                               f"dim of that name (symbolic dims: "
+                               f"{', '.join(sorted(known)) or 'none'})")
+        report = _verify(ref, cand, args, None, dims, verify)
+    if args.json:
+        print(report.to_json())
+    elif not args.quiet:
+        if args.verbose:
+            src = (f"inputs from {args.inputs}" if inputs is not None else
+                   f"generated inputs, seed {args.seed}, {report.rounds} round(s)")
+            print(f"{src}:")
+            for name, d in report.inputs.items():
+                print(f"  {name}: {d['dtype']} {d['shape']}")
+        print(report.table())
+        print(report.summary())
+    elif not report.ok:
+        print(report.summary(), file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def _verify(ref, cand, args, inputs, dims, verify):
+    # Name the files in evaluator errors even though the protos are passed in.
+    try:
+        return verify(ref, cand, inputs, dims=dims, seed=args.seed)
+    except OpshiftError as e:
+        msg = str(e)
+        for role, path in (("reference", args.reference), ("candidate", args.candidate)):
+            if msg.startswith(f"{role}:"):
+                msg = f"{role} {path}:" + msg[len(role) + 1:]
+        raise type(e)(msg) from e
