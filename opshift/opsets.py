@@ -106,7 +106,15 @@ def tensor_type_name(elem_type: int) -> str:
 
 
 def ir_version_for_opset(opset: int) -> int:
-    """The IR version that ``opset`` of the default domain was released with."""
+    """The IR version that ``opset`` of the default domain was released with.
+
+    Opsets 2..4 have no row of their own in ``onnx.helper.VERSION_TABLE``; they belong to
+    the IR version of the next opset that has one (IR 3).
+    """
+    known = onnx.helper.OP_SET_ID_VERSION_MAP
+    for v in range(opset, MAX_OPSET + 1):
+        if ("ai.onnx", v) in known:
+            return known[("ai.onnx", v)]
     return onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
 
 
