@@ -63,8 +63,11 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
     s = opsets.schema(op, version, domain)
     assert s is not None
     allowed = {tc.type_param_str: frozenset(tc.allowed_type_strs) for tc in s.type_constraints}
-    ins = [(p.type_str, p.option == onnx.defs.OpSchema.FormalParameterOption.Variadic)
-           for p in s.inputs]
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    # A heterogeneous variadic (Loop's, Scan's V) binds each value to its own type: marked
+    # with an empty type_str so no binding is shared across its values.
+    ins = [("" if p.option == variadic and not p.is_homogeneous else p.type_str,
+            p.option == variadic) for p in s.inputs]
     outs = [p.type_str for p in s.outputs]
     attr_types = {n: a.type.value for n, a in s.attributes.items()}
     return _Sig(ins, outs, allowed, attr_types)
@@ -248,6 +251,9 @@ class Runtime:
                 a2.name = a.name
                 a = a2
             want = sig.attr_types.get(a.name)
+            if a.type == onnx.AttributeProto.SPARSE_TENSOR and want == a.type:
+                raise UnsupportedError(f"{loc}: attribute {a.name!r}: sparse tensors are not "
+                                       "supported by the evaluator")
             if want is None:
                 raise UnsupportedError(f"{loc}: attribute {a.name!r} is not defined for this "
                                        "op version")
@@ -271,6 +277,8 @@ class Runtime:
             t, variadic = formal[min(i, len(formal) - 1)]
             if i >= len(formal) and not variadic:
                 raise EvaluationError(f"{loc}: too many inputs ({len(inputs)})")
+            if not t:
+                continue
             allowed = sig.allowed.get(t)
             ts = opsets.type_str(v.dtype)
             if allowed is not None:

@@ -1,0 +1,59 @@
+"""Helpers shared by op modules: legacy broadcasting, dtype kinds, attribute lists."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def is_float(x: np.ndarray) -> bool:
+    """float16/32/64 or bfloat16 (ml_dtypes' bfloat16 has kind 'V')."""
+    return x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype to accumulate in: float32 for float16/bfloat16, else the dtype itself."""
+    if dtype.name in ("float16", "bfloat16"):
+        return np.dtype(np.float32)
+    return dtype
+
+
+def legacy_rhs(ctx, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """B placed for A by the opset 1..6 ``broadcast``/``axis`` attributes of binary ops.
+
+    broadcast=0: shapes must be equal. broadcast=1: B is a scalar (size 1) or its shape is a
+    contiguous run of A's shape starting at ``axis`` (suffix matching if ``axis`` is absent).
+    """
+    if not ctx.attrs.get("broadcast", 0):
+        if a.shape != b.shape:
+            raise ctx.error(f"shapes {list(a.shape)} and {list(b.shape)} differ and "
+                            "broadcast=0 (opsets <= 6 need broadcast=1 to broadcast)")
+        return b
+    if b.size == 1:
+        return b.reshape(())
+    axis = ctx.attrs.get("axis")
+    if axis is None:
+        axis = a.ndim - b.ndim
+    elif axis < 0:
+        axis += a.ndim
+    if axis < 0 or axis + b.ndim > a.ndim or a.shape[axis:axis + b.ndim] != b.shape:
+        raise ctx.error(f"B of shape {list(b.shape)} is not a contiguous part of A's shape "
+                        f"{list(a.shape)} at axis {ctx.attrs.get('axis', 'suffix')}")
+    return b.reshape(b.shape + (1,) * (a.ndim - axis - b.ndim))
+
+
+def normalize_axes(axes: Sequence[int], rank: int, ctx=None) -> list[int]:
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -rank <= a < rank:
+            msg = f"axis {a} is out of range for rank {rank}"
+            raise ctx.error(msg) if ctx is not None else ValueError(msg)
+        out.append(a + rank if a < 0 else a)
+    return out
+
+
+def ints(v) -> list[int]:
+    """An int64 tensor input (or attribute list) as a list of Python ints."""
+    return [int(i) for i in np.asarray(v).reshape(-1)]

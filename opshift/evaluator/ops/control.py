@@ -1,0 +1,111 @@
+"""Control flow: If, Loop, Scan. Subgraphs run through ``ctx.run_subgraph`` and so see the
+values of every enclosing scope."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..registry import op
+from ._common import normalize_axes
+
+_VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)
+
+
+def _scalar_bool(ctx, v, what: str) -> bool:
+    a = np.asarray(v)
+    if a.size != 1:
+        raise ctx.error(f"{what} must hold one value, got shape {list(a.shape)}")
+    return bool(a.reshape(()))
+
+
+@op("If", *_VERSIONS)
+def if_(ctx, cond):
+    branch = ctx.attrs["then_branch" if _scalar_bool(ctx, cond, "cond") else "else_branch"]
+    outs = ctx.run_subgraph(branch, [])
+    if len(outs) != len(ctx.node.output):
+        raise ctx.error(f"branch {branch.name!r} has {len(outs)} outputs, the node has "
+                        f"{len(ctx.node.output)}")
+    return outs
+
+
+def _empty_like_output(vi: onnx.ValueInfoProto) -> np.ndarray:
+    """An empty scan output ([0, *dims]) for a Loop that ran zero iterations."""
+    tt = vi.type.tensor_type
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt.elem_type else np.float32
+    dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tt.shape.dim]
+    return np.empty([0, *dims], dtype=dtype)
+
+
+@op("Loop", *_VERSIONS)
+def loop(ctx, m=None, cond=None, *carried):
+    body = ctx.attrs["body"]
+    n_carried = len(carried)
+    n_scan = len(body.output) - 1 - n_carried
+    if n_scan < 0 or len(body.input) != 2 + n_carried:
+        raise ctx.error(f"body takes {len(body.input)} inputs and gives {len(body.output)} "
+                        f"outputs for {n_carried} loop-carried values")
+    trip = None if m is None else int(np.asarray(m).reshape(()))
+    go = True if cond is None else _scalar_bool(ctx, cond, "cond")
+    state = list(carried)
+    scans: list[list[np.ndarray]] = [[] for _ in range(n_scan)]
+    i = 0
+    while go and (trip is None or i < trip):
+        outs = ctx.run_subgraph(body, [np.array(i, dtype=np.int64), np.array(go), *state])
+        go = _scalar_bool(ctx, outs[0], "body condition output")
+        state = list(outs[1:1 + n_carried])
+        for k, v in enumerate(outs[1 + n_carried:]):
+            scans[k].append(v)
+        i += 1
+    finals = []
+    for k, vs in enumerate(scans):
+        if vs:
+            shapes = {np.shape(v) for v in vs}
+            if len(shapes) > 1:
+                raise ctx.error(f"scan output {k} changes shape across iterations: "
+                                f"{sorted(map(list, shapes))}")
+            finals.append(np.stack(vs))
+        else:
+            finals.append(_empty_like_output(body.output[1 + n_carried + k]))
+    return [*state, *finals]
+
+
+@op("Scan", 9, 11, 16, 19, 21, 23, 24, 25)
+def scan(ctx, *inputs):
+    body = ctx.attrs["body"]
+    m = ctx.attrs["num_scan_inputs"]
+    n = len(inputs) - m
+    k = len(body.output) - n
+    if n < 0 or k < 0:
+        raise ctx.error(f"{len(inputs)} inputs, num_scan_inputs={m}, body has "
+                        f"{len(body.output)} outputs")
+    xs = inputs[n:]
+    in_axes = ctx.attrs.get("scan_input_axes") or [0] * m
+    in_dirs = ctx.attrs.get("scan_input_directions") or [0] * m
+    out_axes = ctx.attrs.get("scan_output_axes") or [0] * k
+    out_dirs = ctx.attrs.get("scan_output_directions") or [0] * k
+    in_axes = [normalize_axes([a], x.ndim, ctx)[0] for a, x in zip(in_axes, xs)]
+    lengths = {x.shape[a] for a, x in zip(in_axes, xs)}
+    if len(lengths) != 1:
+        raise ctx.error(f"scan inputs have different lengths {sorted(lengths)}")
+    steps = lengths.pop()
+    state = list(inputs[:n])
+    collected: list[list[np.ndarray]] = [[] for _ in range(k)]
+    for t in range(steps):
+        slices = [np.take(x, steps - 1 - t if d else t, axis=a)
+                  for x, a, d in zip(xs, in_axes, in_dirs)]
+        outs = ctx.run_subgraph(body, [*state, *slices])
+        state = list(outs[:n])
+        for j, v in enumerate(outs[n:]):
+            collected[j].append(v)
+    results = []
+    for j, vs in enumerate(collected):
+        if out_dirs[j]:
+            vs = vs[::-1]
+        if not vs:
+            results.append(_empty_like_output(body.output[n + j]))
+            continue
+        stacked = np.stack(vs)
+        axis = normalize_axes([out_axes[j]], stacked.ndim, ctx)[0]
+        results.append(np.moveaxis(stacked, 0, axis))
+    return [*state, *results]

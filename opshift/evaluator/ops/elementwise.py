@@ -1,0 +1,176 @@
+"""Elementwise ops: unary math, binary arithmetic (with the opset <= 6 ``broadcast``/``axis``
+attributes), comparisons, logic, variadic Max/Min/Sum/Mean, Where and Clip.
+
+Results keep ONNX's dtypes: integer arithmetic wraps in the input type, Div of integers
+truncates toward zero, float16/bfloat16 stay float16/bfloat16.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import op
+from ._common import is_float, legacy_rhs
+
+# -- unary ------------------------------------------------------------------------------------
+
+
+def _unary(name: str, fn, *versions: int) -> None:
+    def impl(ctx, x):
+        with np.errstate(all="ignore"):
+            return fn(x)
+
+    impl.__name__ = impl.__qualname__ = name.lower()
+    op(name, *versions)(impl)
+
+
+def _zero(x):
+    return x.dtype.type(0)
+
+
+_unary("Abs", np.abs, 1, 6, 13)
+_unary("Neg", np.negative, 1, 6, 13)
+_unary("Exp", np.exp, 1, 6, 13)
+_unary("Log", np.log, 1, 6, 13)
+_unary("Sqrt", np.sqrt, 1, 6, 13)
+_unary("Tanh", np.tanh, 1, 6, 13)
+_unary("Floor", np.floor, 1, 6, 13)
+_unary("Ceil", np.ceil, 1, 6, 13)
+_unary("Reciprocal", lambda x: np.divide(x.dtype.type(1), x), 1, 6, 13)
+_unary("Not", np.logical_not, 1)
+_unary("Relu", lambda x: np.maximum(x, _zero(x)), 1, 6, 13, 14)
+
+
+@op("Sigmoid", 1, 6, 13)
+def sigmoid(ctx, x):
+    # exp of -|x| never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0.
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(x))
+        d = np.add(e, x.dtype.type(1))
+        num = np.where(x < 0, e, x.dtype.type(1))
+        return np.divide(num, d, out=num)
+
+
+@op("Elu", 1, 6, 22)
+def elu(ctx, x):
+    a = x.dtype.type(ctx.attrs["alpha"])
+    with np.errstate(all="ignore"):
+        neg = np.exp(np.minimum(x, _zero(x)))
+        neg -= x.dtype.type(1)
+        neg *= a
+    return np.where(x > 0, x, neg)
+
+
+# -- binary -----------------------------------------------------------------------------------
+
+
+def _rhs(ctx, a, b):
+    return legacy_rhs(ctx, a, b) if ctx.version < 7 else b
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero (C semantics, as ONNX runtimes compute it)."""
+    if a.dtype.kind == "u":
+        return np.floor_divide(a, b)
+    q = np.floor_divide(a, b)
+    r = np.subtract(a, np.multiply(q, b))
+    fix = (r != 0) & ((a < 0) != (b < 0))
+    return np.add(q, fix.astype(q.dtype), out=q) if q.ndim else q + fix.astype(q.dtype)
+
+
+def _binary(name: str, fn, *versions: int) -> None:
+    def impl(ctx, a, b):
+        b = _rhs(ctx, a, b)
+        with np.errstate(all="ignore"):
+            r = fn(a, b)
+        return np.asarray(r)
+
+    impl.__name__ = impl.__qualname__ = name.lower()
+    op(name, *versions)(impl)
+
+
+_binary("Add", np.add, 1, 6, 7, 13, 14)
+_binary("Sub", np.subtract, 1, 6, 7, 13, 14)
+_binary("Mul", np.multiply, 1, 6, 7, 13, 14)
+_binary("Less", np.less, 1, 7, 9, 13)
+_binary("Greater", np.greater, 1, 7, 9, 13)
+_binary("LessOrEqual", np.less_equal, 12, 16)
+_binary("GreaterOrEqual", np.greater_equal, 12, 16)
+_binary("Equal", np.equal, 1, 7, 11, 13, 19)
+_binary("And", np.logical_and, 1, 7)
+_binary("Or", np.logical_or, 1, 7)
+_binary("Xor", np.logical_xor, 1, 7)
+
+
+@op("Div", 1, 6, 7, 13, 14)
+def div(ctx, a, b):
+    b = _rhs(ctx, a, b)
+    if is_float(a):
+        with np.errstate(all="ignore"):
+            return np.asarray(np.divide(a, b))
+    if np.any(b == 0):
+        raise ctx.error("integer division by zero")
+    return np.asarray(_int_div(a, b))
+
+
+# -- variadic ---------------------------------------------------------------------------------
+
+
+def _variadic(ctx, xs, fn):
+    if not xs:
+        raise ctx.error("needs at least one input")
+    if ctx.version < 8:
+        shapes = {x.shape for x in xs}
+        if len(shapes) > 1:
+            raise ctx.error(f"inputs have different shapes {sorted(map(list, shapes))}; "
+                            "this version does not broadcast (opset >= 8 does)")
+    with np.errstate(all="ignore"):
+        acc = np.array(xs[0], copy=True)
+        for x in xs[1:]:
+            acc = fn(acc, x)
+    return np.asarray(acc)
+
+
+@op("Max", 1, 6, 8, 12, 13)
+def max_(ctx, *xs):
+    return _variadic(ctx, xs, np.maximum)
+
+
+@op("Min", 1, 6, 8, 12, 13)
+def min_(ctx, *xs):
+    return _variadic(ctx, xs, np.minimum)
+
+
+@op("Sum", 1, 6, 8, 13)
+def sum_(ctx, *xs):
+    return _variadic(ctx, xs, np.add)
+
+
+@op("Mean", 1, 6, 8, 13)
+def mean(ctx, *xs):
+    s = _variadic(ctx, xs, np.add)
+    return np.asarray(np.divide(s, s.dtype.type(len(xs))))
+
+
+# -- selection --------------------------------------------------------------------------------
+
+
+@op("Where", 9, 16)
+def where_(ctx, cond, x, y):
+    return np.asarray(np.where(cond, x, y))
+
+
+@op("Clip", 1, 6, 11, 12, 13)
+def clip(ctx, x, lo=None, hi=None):
+    if ctx.version < 11:
+        lo, hi = ctx.attrs.get("min"), ctx.attrs.get("max")
+    for name, b in (("min", lo), ("max", hi)):
+        if b is not None and np.ndim(b) != 0 and np.size(b) != 1:
+            raise ctx.error(f"{name} must be a scalar, got shape {list(np.shape(b))}")
+    y = x
+    t = x.dtype.type
+    if lo is not None:
+        y = np.maximum(y, t(np.asarray(lo).reshape(())))
+    if hi is not None:
+        y = np.minimum(y, t(np.asarray(hi).reshape(())))
+    return np.array(y, copy=y is x)

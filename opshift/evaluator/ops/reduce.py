@@ -1,0 +1,75 @@
+"""ReduceMean/Sum/Max/Min: ``axes`` an attribute before ReduceSum-13 / ReduceMean,Max,Min-18,
+an optional input from then on (with ``noop_with_empty_axes``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import op
+from ._common import compute_dtype, ints, is_float, normalize_axes
+
+# The version from which ``axes`` is an input rather than an attribute.
+_AXES_INPUT_FROM = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}
+
+
+def _axes(ctx, x, axes_input):
+    if ctx.version < _AXES_INPUT_FROM[ctx.op]:
+        axes = ctx.attrs.get("axes")
+    else:
+        axes = None if axes_input is None else ints(axes_input)
+        if not axes:
+            if ctx.attrs.get("noop_with_empty_axes", 0):
+                return "noop"
+            axes = None
+    if not axes:
+        return tuple(range(x.ndim))
+    return tuple(normalize_axes(axes, x.ndim, ctx))
+
+
+def _reduce(name: str, fn, *versions: int) -> None:
+    def impl(ctx, x, axes_input=None):
+        axes = _axes(ctx, x, axes_input)
+        if axes == "noop":
+            return x
+        keep = bool(ctx.attrs.get("keepdims", 1))
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(x, axes, keep)).astype(x.dtype, copy=False)
+
+    impl.__name__ = impl.__qualname__ = name.lower()
+    op(name, *versions)(impl)
+
+
+def _lowest(x):
+    if x.dtype == bool:
+        return False
+    return -np.inf if is_float(x) else np.iinfo(x.dtype).min
+
+
+def _highest(x):
+    if x.dtype == bool:
+        return True
+    return np.inf if is_float(x) else np.iinfo(x.dtype).max
+
+
+def _sum(x, axes, keep):
+    ct = compute_dtype(x.dtype)
+    return np.sum(x, axis=axes, keepdims=keep, dtype=ct)
+
+
+def _mean(x, axes, keep):
+    ct = compute_dtype(x.dtype)
+    return np.mean(x, axis=axes, keepdims=keep, dtype=ct)
+
+
+def _max(x, axes, keep):
+    return np.max(x, axis=axes, keepdims=keep, initial=_lowest(x))
+
+
+def _min(x, axes, keep):
+    return np.min(x, axis=axes, keepdims=keep, initial=_highest(x))
+
+
+_reduce("ReduceSum", _sum, 1, 11, 13)
+_reduce("ReduceMean", _mean, 1, 11, 13, 18)
+_reduce("ReduceMax", _max, 1, 11, 12, 13, 18, 20)
+_reduce("ReduceMin", _min, 1, 11, 12, 13, 18, 20)
