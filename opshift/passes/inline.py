@@ -22,7 +22,7 @@ from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import normalize_domain
 from . import decompose as dec
-from ._graph import Names, Scope, constants, iter_scopes, node_label, splice, subgraphs
+from ._graph import Names, constants, iter_scopes, node_label, splice, subgraphs
 
 
 @dataclass
