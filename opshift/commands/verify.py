@@ -82,14 +82,25 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
     if p.is_dir():
         raise OpshiftError(f"{path}: is a directory, not an .npz file")
     try:
-        with np.load(p, allow_pickle=False) as z:
-            keys = list(z.keys())
-            arrays = {k: z[k] for k in keys}
-    except AttributeError:  # np.load returned a plain array (.npy), which has no keys
-        raise OpshiftError(f"{path}: not an .npz archive (a single .npy array?)") from None
+        with open(p, "rb") as f:
+            magic = f.read(6)
+    except OSError as e:
+        raise OpshiftError(f"{path}: cannot read: {e.strerror or e}") from e
+    if magic.startswith(b"\x93NUMPY"):
+        raise OpshiftError(f"{path}: a single .npy array, not an .npz archive of named inputs")
+    if not magic.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        raise OpshiftError(f"{path}: not an .npz archive (not a zip file)")
+    try:
+        z = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise OpshiftError(f"{path}: cannot read as .npz: {_first_line(e)}") from e
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise OpshiftError(f"{path}: not an .npz archive (a single .npy array?)")
+    try:
+        with z:
+            arrays = {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise OpshiftError(f"{path}: cannot read as .npz: {msg}") from None
+        raise OpshiftError(f"{path}: cannot read as .npz: {_first_line(e)}") from e
     out: dict[str, np.ndarray] = {}
     for k, v in arrays.items():
         if k.startswith("output:"):
@@ -100,6 +111,10 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
                                f"{name!r})")
         out[name] = v
     return out
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> None:
