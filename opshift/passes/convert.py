@@ -31,11 +31,11 @@ from .casts import RANGE_LIMITED, exact_compute_type, wrap_in_casts
 ACTIVATIONS = opsets.ACTIVATIONS
 
 try:  # being written concurrently; remove this guard once opshift.passes.other_ops exists
-    from .other_ops import convert_other_ops
+    from .other_ops import convert_other_ops, other_ops_change
 except ModuleNotFoundError as _e:  # pragma: no cover - only while the module is missing
     if _e.name != f"{__package__}.other_ops":
         raise
-    convert_other_ops = None
+    convert_other_ops = other_ops_change = None
 
 
 @dataclass
@@ -69,7 +69,6 @@ class ConvertResult:
     target_opset: int
     changes: list[Change] = field(default_factory=list)
     ir_version: tuple[int, int] = (0, 0)
-    other_ops: Any = None
     model: Any = None
 
     @property
@@ -552,6 +551,12 @@ def _cast_types(node, op, vs, vt, ctx, notes, prefix, index) -> list[onnx.NodePr
         notes.append(("replaced by Identity", f"{op}-{vt} does not allow {tname}; unsigned "
                                               "X is never negative, so PRelu returns X"))
         return [ident]
+    if op == "PRelu" and elem in (TensorProto.INT32, TensorProto.INT64) and ctx.target >= 7:
+        nodes = _prelu_integer(node, ctx, elem, index)
+        notes.append(("decomposed into integer Mul/Sub/Add with a sign mask",
+                      f"{op}-{vt} does not allow {tname}; x + (x < 0) * (slope * x - x) in "
+                      f"{tname} wraps exactly like PRelu's own product, for every value"))
+        return nodes
     compute = exact_compute_type(elem, allowed, ctx.target)
     if compute is None:
         raise ConversionError(f"{label}: {op}-{vt} does not allow {tname}, and opset "
@@ -570,6 +575,35 @@ def _cast_types(node, op, vs, vt, ctx, notes, prefix, index) -> list[onnx.NodePr
                   f"{op}-{vt} does not allow {tname}; {opsets.tensor_type_name(compute)} holds "
                   "every value exactly"))
     return nodes
+
+
+def _prelu_integer(node, ctx, elem: int, index: int) -> list[onnx.NodeProto]:
+    """``y = x + Cast(Less(Cast(x, float), 0), T) * (slope * x - x)``, valid at opsets 7..8.
+
+    Only the sign of x goes through float (int -> float rounding never changes a sign); the
+    arithmetic stays in the integer type, so the result is PRelu's own integer product.
+    """
+    names = ctx.facts.names
+    base = node.name or node_label(node, index)
+    x, slope = node.input[0], node.input[1]
+    y = node.output[0]
+
+    def v(s: str) -> str:
+        return names.fresh(f"{base}/{s}")
+
+    xf, zero, neg, mask, sx, d, md = (v("x_float"), v("zero"), v("is_negative"), v("mask"),
+                                      v("slope_x"), v("slope_x_minus_x"), v("masked"))
+    return [
+        helper.make_node("Cast", [x], [xf], name=v("cast_sign"), to=TensorProto.FLOAT),
+        helper.make_node("Constant", [], [zero], name=v("zero_const"),
+                         value=helper.make_tensor(zero, TensorProto.FLOAT, [], [0.0])),
+        helper.make_node("Less", [xf, zero], [neg], name=v("less")),
+        helper.make_node("Cast", [neg], [mask], name=v("cast_mask"), to=elem),
+        helper.make_node("Mul", [x, slope], [sx], name=v("mul_slope")),
+        helper.make_node("Sub", [sx, x], [d], name=v("sub")),
+        helper.make_node("Mul", [mask, d], [md], name=v("mul_mask")),
+        helper.make_node("Add", [x, md], [y], name=node.name or v("add")),
+    ]
 
 
 def _convert_node(node: onnx.NodeProto, index: int, ctx: _Ctx, source_opset: int
@@ -667,11 +701,13 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
             facts.shape("")  # slope rule changes: infer shapes on the unconverted model
             break
 
-    if convert_other_ops is not None:
-        res = convert_other_ops(model, source, target, skip=ACTIVATIONS)
-        if isinstance(res, onnx.ModelProto) and res is not model:
-            model.CopyFrom(res)
-        result.other_ops = res
+    if convert_other_ops is not None and other_ops_change(model, source, target,
+                                                          skip=ACTIVATIONS):
+        for c in convert_other_ops(model, source, target, skip=ACTIVATIONS):
+            ch = Change(node=c.node, op=f"{c.op}-{c.from_version}->{c.to_version}",
+                        scope=c.scope, what=c.action, why=c.reason)
+            result.changes.append(ch)
+            log(f"{ch.scope}: {ch.node} ({ch.op}): {ch.what} -- {ch.why}")
 
     for sc in iter_scopes(model):
         src = sc.opsets.get("", source)
