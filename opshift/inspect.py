@@ -202,10 +202,16 @@ def _row(node, index, sc, shapes, dtypes) -> ActivationRow:
                         dtypes.get(node.input[0]) if node.input else None)
     row.attributes = _attributes(node, ver)
     if node.op_type == "PRelu" and len(node.input) >= 2:
-        xs, ss = shapes.get(node.input[0]), shapes.get(node.input[1])
+        if sc.function is not None:  # function bodies are their own namespace
+            t = _constant_dims(sc, node.input[1])
+            xs, ss = None, t
+        else:
+            xs, ss = shapes.get(node.input[0]), shapes.get(node.input[1])
         row.x_shape = None if xs is None else list(xs)
         row.slope_shape = None if ss is None else list(ss)
-        if xs is None or ss is None or ver is None:
+        if sc.function is not None:
+            row.slope_class = "unknown (inside a function X's shape depends on the call)"
+        elif xs is None or ss is None or ver is None:
             row.slope_class = "unknown (shapes not inferred)"
         else:
             try:
@@ -213,6 +219,14 @@ def _row(node, index, sc, shapes, dtypes) -> ActivationRow:
             except OpshiftError as e:
                 row.slope_class = f"does not broadcast: {e}"
     return row
+
+
+def _constant_dims(sc, name: str) -> tuple[int, ...] | None:
+    for n in sc.nodes:
+        if (n.op_type == "Constant" and list(n.output) == [name] and len(n.attribute) == 1
+                and n.attribute[0].type == onnx.AttributeProto.TENSOR):
+            return tuple(n.attribute[0].t.dims)
+    return None
 
 
 def _attributes(node: onnx.NodeProto, ver: int | None) -> list[Attr]:

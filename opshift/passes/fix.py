@@ -391,6 +391,16 @@ class _Fixer:
                 ver = opsets.since_version("PRelu", scope.opset)
                 if ver is None or ver < 7:
                     continue
+                if scope.function is not None:
+                    # X's shape depends on each call site; names in a function body are
+                    # their own namespace, so graph shapes say nothing about them.
+                    found = _find_constant(scope, node.input[1])
+                    if found is not None and len(found[0].dims) == 1 and found[0].dims[0] > 1:
+                        self.leave("prelu_slope", scope.label, _node_id(node, i),
+                                   f"1-D slope {node.input[1]!r} {list(found[0].dims)} not "
+                                   "checked", "X's shape inside a function depends on the "
+                                   "call site, so its reading cannot be decided")
+                    continue
                 if shapes is None:
                     shapes = static_shapes(self.model)
                 xs = shapes.get(node.input[0])
@@ -531,6 +541,11 @@ def _ir_needed(m: onnx.ModelProto) -> tuple[int, str]:
     undatable = ""
     if len(m.functions):
         need = max(need, 8)  # model-local functions (IR 8)
+    for g in _all_graphs(m):
+        inputs = {v.name for v in g.input}
+        if any(t.name not in inputs for t in g.initializer):
+            need = max(need, 4)  # initializers that are not graph inputs (IR 4)
+            break
     if any(getattr(f, "overload", "") for f in m.functions) or any(
             getattr(n, "overload", "") for n in _all_nodes(m)):
         need = max(need, 10)

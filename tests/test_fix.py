@@ -1,0 +1,432 @@
+"""opshift fix: each defect repaired exactly and listed; refusals; CLI behaviour."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from conftest import make_model
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from opshift.cli import main
+from opshift.errors import ConversionError
+from opshift.evaluator import evaluate
+from opshift.opsets import ir_version_for_opset
+from opshift.passes.fix import FixPass, fix, fix_proto, verify_fix
+
+ort = pytest.importorskip("onnxruntime")
+vi = h.make_tensor_value_info
+
+
+def _ort(model, feeds):
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, feeds)
+
+
+def _prelu_channel(x, slope):
+    """PRelu with a per-channel (axis 1) slope, computed directly."""
+    s = slope.reshape((-1,) + (1,) * (x.ndim - 2))
+    return np.where(x < 0, x * s, x)
+
+
+def _kinds(result):
+    return [c.kind for c in result.changes]
+
+
+# -- consumed_inputs ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("opset", [6, 7, 13])
+def test_consumed_inputs_removed(opset, rng):
+    n = h.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=0.25)
+    n.attribute.append(h.make_attribute("consumed_inputs", [0]))
+    r = h.make_node("Relu", ["y"], ["z"], name="r")
+    r.attribute.append(h.make_attribute("consumed_inputs", [0]))
+    m = make_model([n, r], [vi("x", T.FLOAT, [2, 3])], [vi("z", T.FLOAT, [2, 3])],
+                   opset=opset)
+    res = fix_proto(m)
+    assert _kinds(res) == ["consumed_inputs", "consumed_inputs"]
+    assert [c.node for c in res.changes] == ["'lr'", "'r'"]
+    assert all(not any(a.name == "consumed_inputs" for a in nd.attribute) for nd in m.graph.node)
+    onnx.checker.check_model(m, full_check=True)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    want = np.maximum(np.where(x < 0, np.float32(0.25) * x, x), 0)
+    if opset >= 7:
+        np.testing.assert_array_equal(_ort(m, {"x": x})[0], want)
+
+
+def test_consumed_inputs_kept_where_defined():
+    n = h.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=0.25, consumed_inputs=[0])
+    m = make_model([n], [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, [2])], opset=1)
+    before = m.SerializeToString()
+    res = fix_proto(m)
+    assert not res.modified and m.SerializeToString() == before
+
+
+# -- PRelu slope ---------------------------------------------------------------------------------
+
+def _prelu_model(x_shape, slope, opset, *, share=False, as_input=False):
+    nodes = [h.make_node("PRelu", ["x", "slope"], ["y"], name="p")]
+    outputs = [vi("y", T.FLOAT, x_shape)]
+    inputs = [vi("x", T.FLOAT, x_shape)]
+    inits = []
+    if as_input:
+        inputs.append(vi("slope", T.FLOAT, list(slope.shape)))
+    else:
+        inits.append(nh.from_array(slope, "slope"))
+    if share:
+        nodes.append(h.make_node("Neg", ["slope"], ["s_out"], name="neg"))
+        outputs.append(vi("s_out", T.FLOAT, list(slope.shape)))
+    # IR 4 at least: these initializers are not graph inputs
+    return make_model(nodes, inputs, outputs, opset=opset, initializers=inits,
+                      ir_version=max(4, ir_version_for_opset(opset)))
+
+
+def _slope_value(m):
+    """The slope array PRelu 'p' reads (initializer, copy, or through an Unsqueeze)."""
+    p = next(n for n in m.graph.node if n.op_type == "PRelu")
+    for t in m.graph.initializer:
+        if t.name == p.input[1]:
+            return nh.to_array(t)
+    return None
+
+
+@pytest.mark.parametrize("opset", [7, 9, 16])
+def test_prelu_per_channel_slope_folded(opset, rng):
+    slope = np.array([0.1, -0.5, 2.0], np.float32)
+    m = _prelu_model([2, 3, 4, 5], slope, opset)
+    res = fix_proto(m)
+    assert _kinds(res) == ["prelu_slope"]
+    assert "constant reshaped in place" in res.changes[0].what
+    np.testing.assert_array_equal(_slope_value(m), slope.reshape(3, 1, 1))
+    onnx.checker.check_model(m, full_check=True)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want = _prelu_channel(x, slope)
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], want)
+    np.testing.assert_array_equal(_ort(m, {"x": x})[0], want)
+
+
+def test_prelu_shared_slope_copied(rng):
+    slope = np.array([0.1, -0.5, 2.0], np.float32)
+    m = _prelu_model([2, 3, 4], slope, 13, share=True)
+    res = fix_proto(m)
+    assert _kinds(res) == ["prelu_slope"] and "copied" in res.changes[0].what
+    inits = {t.name: nh.to_array(t) for t in m.graph.initializer}
+    assert inits["slope"].shape == (3,)  # the other user still reads the 1-D slope
+    np.testing.assert_array_equal(_slope_value(m), slope.reshape(3, 1))
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    y, s_out = _ort(m, {"x": x})
+    np.testing.assert_array_equal(y, _prelu_channel(x, slope))
+    np.testing.assert_array_equal(s_out, -slope)
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+def test_prelu_dynamic_slope_unsqueezed(opset, rng):
+    slope = np.array([0.1, -0.5, 2.0], np.float32)
+    m = _prelu_model([2, 3, 4, 5], slope, opset, as_input=True)
+    res = fix_proto(m)
+    assert _kinds(res) == ["prelu_slope"] and "Unsqueeze" in res.changes[0].what
+    unsq = next(n for n in m.graph.node if n.op_type == "Unsqueeze")
+    assert (len(unsq.input) == 2) == (opset >= 13)
+    onnx.checker.check_model(m, full_check=True)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(_ort(m, {"x": x, "slope": slope})[0],
+                                  _prelu_channel(x, slope))
+
+
+def test_prelu_ambiguous_slope_left_alone_unless_told(rng):
+    slope = np.array([0.1, -0.5, 2.0], np.float32)
+    m = _prelu_model([2, 3, 4, 3], slope, 13)
+    before = m.SerializeToString()
+    res = fix_proto(m)
+    assert not res.modified and m.SerializeToString() == before
+    assert [c.kind for c in res.left_alone] == ["prelu_slope"]
+    assert "--prelu-slope" in res.left_alone[0].what
+    m2 = onnx.ModelProto.FromString(before)
+    res = fix_proto(m2, prelu_slope="numpy")
+    assert not res.modified and m2.SerializeToString() == before
+    res = fix_proto(m2, prelu_slope="channel")
+    assert _kinds(res) == ["prelu_slope"]
+    x = rng.standard_normal((2, 3, 4, 3)).astype(np.float32)
+    np.testing.assert_array_equal(evaluate(m2, {"x": x})["y"], _prelu_channel(x, slope))
+
+
+def test_prelu_numpy_slopes_untouched():
+    for x_shape, s in (([2, 3, 4], [4]), ([2, 3], [3]), ([2, 3, 4], [1]), ([2, 3, 4], [3, 1])):
+        m = _prelu_model(x_shape, np.ones(s, np.float32), 9)
+        assert not fix_proto(m), (x_shape, s)
+
+
+def test_prelu_slope_in_function_left_alone():
+    slope = np.array([0.5, 0.25], np.float32)
+    body = [h.make_node("Constant", [], ["s"], value=nh.from_array(slope)),
+            h.make_node("PRelu", ["x", "s"], ["y"], name="fp")]
+    f = h.make_function("local", "F", ["x"], ["y"], body, [h.make_opsetid("", 13)])
+    m = make_model([h.make_node("F", ["x"], ["y"], domain="local")],
+                   [vi("x", T.FLOAT, [1, 2, 3])], [vi("y", T.FLOAT, [1, 2, 3])], opset=13,
+                   functions=[f], extra_opsets=[h.make_opsetid("local", 1)], ir_version=8)
+    before = m.SerializeToString()
+    res = fix_proto(m)
+    # X's shape inside a function depends on the call site: reported, never guessed
+    assert not res.modified and m.SerializeToString() == before
+    assert [(c.kind, c.scope) for c in res.left_alone] == [("prelu_slope", "function local::F")]
+
+
+# -- attribute types ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("attr,value", [
+    (h.make_attribute("alpha", 2), 2.0),
+    (h.make_attribute("alpha", nh.from_array(np.array([0.5], np.float32))), 0.5),
+    (h.make_attribute("alpha", nh.from_array(np.array(0.25, np.float64))), 0.25),
+    (h.make_attribute("alpha", [0.125]), 0.125),
+])
+def test_wrong_attribute_type_converted(attr, value, rng):
+    n = h.make_node("LeakyRelu", ["x"], ["y"], name="lr")
+    n.attribute.append(attr)
+    m = make_model([n], [vi("x", T.FLOAT, [4])], [vi("y", T.FLOAT, [4])], opset=16)
+    res = fix_proto(m)
+    assert _kinds(res) == ["attribute_type"]
+    a = m.graph.node[0].attribute[0]
+    assert a.type == onnx.AttributeProto.FLOAT and a.f == np.float32(value)
+    x = rng.standard_normal(4).astype(np.float32)
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["y"],
+                                  np.where(x < 0, np.float32(value) * x, x))
+
+
+@pytest.mark.parametrize("attr", [
+    h.make_attribute("alpha", nh.from_array(np.array(0.1, np.float64))),
+    h.make_attribute("alpha", 2 ** 25 + 1),
+    h.make_attribute("alpha", nh.from_array(np.array([1.0, 2.0], np.float32))),
+])
+def test_wrong_attribute_type_refused_when_inexact(attr):
+    n = h.make_node("Selu", ["x"], ["y"], name="s")
+    n.attribute.append(attr)
+    m = make_model([n], [vi("x", T.FLOAT, [4])], [vi("y", T.FLOAT, [4])], opset=13)
+    with pytest.raises(ConversionError, match="node 's'.*alpha") as e:
+        fix(m)
+    assert "\n" not in str(e.value)
+    assert m.graph.node[0].attribute[0] == attr  # fix() never mutates its input
+    res = fix_proto(onnx.ModelProto.FromString(m.SerializeToString()), strict=False)
+    assert [c.kind for c in res.refused] == ["attribute_type"]
+
+
+# -- opset imports -----------------------------------------------------------------------------
+
+def _function_model(add_domain_import: bool, fn_imports=True):
+    body = [h.make_node("LeakyRelu", ["x"], ["y"], alpha=0.5)]
+    f = h.make_function("local", "F", ["x"], ["y"], body,
+                        [h.make_opsetid("", 13)] if fn_imports else [])
+    extra = [h.make_opsetid("local", 1)] if add_domain_import else []
+    return make_model([h.make_node("F", ["x"], ["y"], domain="local", name="call")],
+                      [vi("x", T.FLOAT, [3])], [vi("y", T.FLOAT, [3])], opset=13,
+                      functions=[f], extra_opsets=extra, ir_version=8)
+
+
+def test_missing_function_domain_import_added(rng):
+    m = _function_model(False)
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(m)
+    res = fix_proto(m)
+    assert "opset_import" in _kinds(res)
+    assert {(i.domain, i.version) for i in m.opset_import} >= {("local", 1)}
+    onnx.checker.check_model(m, full_check=True)
+    x = rng.standard_normal(3).astype(np.float32)
+    np.testing.assert_array_equal(_ort(m, {"x": x})[0], np.where(x < 0, np.float32(0.5) * x, x))
+
+
+def test_missing_function_body_import_added():
+    m = _function_model(True, fn_imports=False)
+    res = fix_proto(m)
+    assert _kinds(res)[0] == "opset_import"
+    assert [(i.domain, i.version) for i in m.functions[0].opset_import] == [("", 13)]
+    onnx.checker.check_model(m, full_check=True)
+
+
+def test_missing_default_domain_refused():
+    n = h.make_node("Relu", ["x"], ["y"])
+    g = h.make_graph([n], "g", [vi("x", T.FLOAT, [3])], [vi("y", T.FLOAT, [3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("custom", 1)])
+    with pytest.raises(ConversionError, match="default domain"):
+        fix(m)
+
+
+# -- names ---------------------------------------------------------------------------------------
+
+def test_duplicate_node_names_renamed():
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="n"),
+             h.make_node("Neg", ["a"], ["b"], name="n"),
+             h.make_node("Abs", ["b"], ["y"], name="n")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [3])], [vi("y", T.FLOAT, [3])], opset=13)
+    res = fix_proto(m)
+    assert _kinds(res) == ["node_name", "node_name"]
+    names = [n.name for n in m.graph.node]
+    assert names[0] == "n" and len(set(names)) == 3
+    x = np.array([-1, 0.5, 2], np.float32)
+    np.testing.assert_array_equal(_ort(m, {"x": x})[0], -np.maximum(x, 0) * -1)
+
+
+def test_duplicate_value_names_renamed_downstream(rng):
+    nodes = [h.make_node("LeakyRelu", ["x"], ["t"], name="a", alpha=0.5),
+             h.make_node("Selu", ["t"], ["u"], name="b"),
+             h.make_node("LeakyRelu", ["u"], ["t"], name="c", alpha=0.25),  # redefines t
+             h.make_node("PRelu", ["t", "u"], ["y"], name="d")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [4])], [vi("y", T.FLOAT, [4])], opset=16)
+    original = onnx.ModelProto.FromString(m.SerializeToString())
+    res = fix_proto(m)
+    assert _kinds(res) == ["value_name"]
+    out = [list(n.output) for n in m.graph.node]
+    assert out[0] == ["t"] and out[2][0] != "t" and m.graph.node[3].input[0] == out[2][0]
+    assert m.graph.node[1].input[0] == "t"
+    onnx.checker.check_model(m, full_check=True)
+    # the evaluator reads the original in node order (latest definition wins): same numbers
+    v = verify_fix(original, m)
+    assert v.status == "verified" and v.method == "evaluator", v
+    x = rng.standard_normal(4).astype(np.float32)
+    np.testing.assert_allclose(_ort(m, {"x": x})[0], evaluate(original, {"x": x})["y"],
+                               rtol=1e-5)  # onnxruntime's exp is not bit-identical
+
+
+def test_duplicate_graph_output_producer_refused():
+    nodes = [h.make_node("Relu", ["x"], ["y"], name="a"),
+             h.make_node("Neg", ["x"], ["y"], name="b")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [3])], [vi("y", T.FLOAT, [3])], opset=13)
+    with pytest.raises(ConversionError, match="'y' is produced twice"):
+        fix(m)
+
+
+# -- IR version ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("opset,declared,want", [(13, 3, 7), (13, 14, 7), (7, 11, 3),
+                                                 (17, 4, 8)])
+def test_ir_version_set_to_opset(opset, declared, want):
+    m = make_model([h.make_node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, [3])],
+                   [vi("y", T.FLOAT, [3])], opset=opset, ir_version=declared)
+    res = fix_proto(m)
+    assert _kinds(res) == ["ir_version"] and m.ir_version == want
+    _ort(m, {"x": np.ones(3, np.float32)})
+
+
+def test_ir_version_raised_for_initializers_outside_inputs():
+    m = make_model([h.make_node("Add", ["x", "c"], ["y"])], [vi("x", T.FLOAT, [3])],
+                   [vi("y", T.FLOAT, [3])], opset=7,
+                   initializers=[nh.from_array(np.ones(3, np.float32), "c")])
+    assert m.ir_version == 3
+    res = fix_proto(m)
+    assert _kinds(res) == ["ir_version"] and m.ir_version == 4
+    onnx.checker.check_model(m, full_check=True)
+
+
+def test_ir_version_never_below_features():
+    m = _function_model(True)
+    m.ir_version = 14
+    fix_proto(m)
+    assert m.ir_version == 8  # model-local functions need IR 8 although opset 13 is IR 7
+    m = make_model([h.make_node("Relu", ["x"], ["y"])], [vi("x", T.BFLOAT16, [3])],
+                   [vi("y", T.BFLOAT16, [3])], opset=14, ir_version=10)
+    assert not fix_proto(m).modified  # bfloat16: an IR requirement opshift does not date
+
+
+# -- API kinds and the onnx_ir pass ---------------------------------------------------------------
+
+def test_fix_does_not_mutate_and_keeps_kind():
+    m = _prelu_model([2, 3, 4], np.ones(3, np.float32), 9)
+    before = m.SerializeToString()
+    out = fix(m)
+    assert m.SerializeToString() == before and isinstance(out, onnx.ModelProto)
+    assert out.graph.initializer[0].dims == [3, 1]
+    irm = ir.serde.deserialize_model(m)
+    out_ir = fix(irm)
+    assert isinstance(out_ir, ir.Model) and out_ir is not irm
+    assert list(out_ir.graph.initializers["slope"].shape) == [3, 1]
+    assert list(irm.graph.initializers["slope"].shape) == [3]
+
+
+def test_fix_pass_in_pass_manager():
+    from onnx_ir.passes.common import RemoveUnusedNodesPass
+
+    m = _prelu_model([2, 3, 4], np.ones(3, np.float32), 9)
+    irm = ir.serde.deserialize_model(m)
+    pm = ir.passes.PassManager([FixPass(), RemoveUnusedNodesPass()])
+    r = pm(irm)
+    assert r.modified and r.model is irm
+    assert list(irm.graph.initializers["slope"].shape) == [3, 1]
+    p = FixPass()
+    assert not p(irm).modified and not p.last_result.changes
+
+
+# -- command line --------------------------------------------------------------------------------
+
+def _write_defect_model(path):
+    n = h.make_node("PRelu", ["x", "slope"], ["y"], name="p")
+    n.attribute.append(h.make_attribute("consumed_inputs", [0, 0]))
+    m = make_model([n], [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 3, 4])], opset=9,
+                   initializers=[nh.from_array(np.array([0.5, 1, 2], np.float32), "slope")])
+    onnx.save(m, path)
+    return path.read_bytes()
+
+
+def test_cli_dry_run_writes_nothing(tmp_path, capsys):
+    src = tmp_path / "in.onnx"
+    data = _write_defect_model(src)
+    out = tmp_path / "out.onnx"
+    assert main(["fix", str(src), "-o", str(out), "--dry-run"]) == 0
+    assert not out.exists() and src.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
+    text = capsys.readouterr().out
+    assert "consumed_inputs" in text and "slope 'slope' [3] -> [3, 1]" in text
+    assert "nothing written" in text
+
+
+def test_cli_fix_verify_json(tmp_path, capsys, rng):
+    src = tmp_path / "in.onnx"
+    data = _write_defect_model(src)
+    out = tmp_path / "out.onnx"
+    assert main(["fix", str(src), "-o", str(out), "--verify", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert sorted(c["kind"] for c in d["changes"]) == ["consumed_inputs", "prelu_slope"]
+    assert d["verify"]["status"] == "partial"  # the original is invalid as-is; says so
+    assert "cannot run as-is" in d["verify"]["detail"]
+    assert src.read_bytes() == data
+    fixed = onnx.load(out)
+    onnx.checker.check_model(fixed, full_check=True)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(_ort(fixed, {"x": x})[0],
+                                  _prelu_channel(x, np.array([0.5, 1, 2], np.float32)))
+
+
+def test_cli_verify_runs_both_when_original_runnable(tmp_path, capsys):
+    nodes = [h.make_node("LeakyRelu", ["x"], ["y"], name="n", alpha=0.5),
+             h.make_node("Selu", ["y"], ["z"], name="n")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [5])], [vi("z", T.FLOAT, [5])], opset=16)
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(m, src)
+    assert main(["fix", str(src), "-o", str(out), "--verify"]) == 0
+    text = capsys.readouterr().out
+    assert "verify: verified (evaluator)" in text and "renamed the Selu node" in text
+
+
+def test_cli_refusal_exit_2_no_output(tmp_path, capsys):
+    n = h.make_node("LeakyRelu", ["x"], ["y"], name="lr")
+    n.attribute.append(h.make_attribute("alpha", nh.from_array(np.array(0.1, np.float64))))
+    m = make_model([n], [vi("x", T.FLOAT, [4])], [vi("y", T.FLOAT, [4])], opset=13)
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(m, src)
+    assert main(["fix", str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "node 'lr'" in err and "float32" in err
+    assert not out.exists()
+
+
+def test_cli_prelu_slope_option(tmp_path, capsys):
+    m = _prelu_model([2, 3, 4, 3], np.array([1, 2, 3], np.float32), 13)
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(m, src)
+    assert main(["fix", str(src), "-o", str(out)]) == 0
+    assert "left alone" in capsys.readouterr().out
+    assert onnx.load(out).graph.initializer[0].dims == [3]
+    assert main(["fix", str(src), "-o", str(out), "--prelu-slope", "channel"]) == 0
+    assert onnx.load(out).graph.initializer[0].dims == [3, 1, 1]
