@@ -322,3 +322,11 @@ def test_onnxruntime_agrees_where_it_runs(path):
     for name, value in zip(names, got):
         assert_same(np.asarray(value), expected[name], ulps=ulps,
                     what=f"{path.name} {name} (onnxruntime)")
+
+
+def test_readme_lists_every_model():
+    text = (MODELS / "README.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`") for line in text.splitlines()
+            if line.startswith("| `") and ".onnx" in line}
+    assert rows == {p.name for p in MODEL_PATHS}
+    assert "input:<name>" in text and "output:<name>" in text
