@@ -6,19 +6,17 @@ The oracle is the bundled evaluator running the original op. Results must be bit
 
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from conftest import make_model
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 from opshift import evaluate, opsets
 from opshift.passes import decompose as dec
 from opshift.passes.inline import inline, inline_proto
-
-from conftest import make_model
 
 ACTS = set(dec.OPS)
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

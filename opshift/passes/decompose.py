@@ -269,13 +269,23 @@ def _typed(value: float, elem_type: int) -> float:
     return float(np.array(np.float32(value)).astype(dtype).astype(np.float64))
 
 
+def signed_zero_exact(op: str, band_: str, nodes: Sequence[onnx.NodeProto]) -> bool:
+    """False when the emitted ``nodes`` fall under a sign-of-zero row of the table above."""
+    if op == "Selu":
+        return band_ == LEGACY
+    if band_ == LEGACY:
+        return not nodes or nodes[-1].op_type != "Sub"
+    return True
+
+
 # -- instantiation ----------------------------------------------------------------------------
 
 
 def instantiate(template: Template, x: str, y: str, base: str, names,
                 slope: str | None = None) -> list[onnx.NodeProto]:
     """Copy ``template`` with placeholders bound: ``$X``/``$S``/``$Y`` to the node's values,
-    internal ``$V`` to fresh ``<base>/V``; each node is named after its output."""
+    internal ``$V`` to fresh ``<base>/V``; each node is named as its output value (the
+    last one ``<base>/Y``)."""
     mapping = {"$X": x, "$Y": y}
     if slope is not None:
         mapping["$S"] = slope
@@ -291,7 +301,8 @@ def instantiate(template: Template, x: str, y: str, base: str, names,
         if new is None:
             new = mapping[o] = names.fresh(f"{base}/{o[1:]}")
         n.output[0] = new
-        n.name = names.fresh(f"{base}/{o[1:]}") if o != "$Y" else names.fresh(f"{base}/Y")
+        # a node is named as its output; the one writing the node's output gets <base>/Y
+        n.name = new if o != "$Y" else names.fresh(f"{base}/Y")
         out.append(n)
     return out
 
@@ -331,7 +342,7 @@ def _legacy_slope(site: Site, base: str, names) -> tuple[list[onnx.NodeProto], s
             f"shape {list(s_shape)} would need a reshape to {list(span)}")
     value = np.asarray(site.slope_value).reshape(span)
     name = names.fresh(f"{base}/Slope")
-    const = helper.make_node("Constant", [], [name], name=names.fresh(f"{base}/Slope"),
+    const = helper.make_node("Constant", [], [name], name=name,
                              value=numpy_helper.from_array(value))
     return [const], name, axis, True
 

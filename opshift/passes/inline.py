@@ -35,8 +35,20 @@ class InlinedNode:
     opset: int
     band: str
     scope: str
-    before: onnx.NodeProto
+    before: onnx.NodeProto | None  # a copy, with ``keep_before``
     after: list[onnx.NodeProto]
+    opsets: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def signed_zero_exact(self) -> bool:
+        """False for the sign-of-zero cases documented in :mod:`.decompose`."""
+        return dec.signed_zero_exact(self.op, self.band, self.after)
+
+    def to_dict(self) -> dict:
+        return {"node": self.label, "op": self.op, "version": self.version,
+                "opset": self.opset, "band": self.band, "scope": self.scope,
+                "replacement": [n.op_type for n in self.after],
+                "signed_zero_exact": self.signed_zero_exact}
 
 
 @dataclass
@@ -50,6 +62,11 @@ class InlineResult:
     @property
     def modified(self) -> bool:
         return bool(self.nodes or self.functions_inlined)
+
+    def to_dict(self) -> dict:
+        return {"nodes": [n.to_dict() for n in self.nodes],
+                "functions_inlined": self.functions_inlined,
+                "functions_removed": self.functions_removed, "modified": self.modified}
 
     def summary(self) -> str:
         by_op: dict[str, int] = {}
@@ -168,7 +185,7 @@ _SAME_TYPE_OPS = frozenset((
     "MaxPool", "Mean", "Min", "Mul", "Neg", "Pad", "PRelu", "Reciprocal", "ReduceMax",
     "ReduceMean", "ReduceMin", "ReduceSum", "Relu", "Reshape", "Resize", "Selu", "Sigmoid",
     "Slice", "Softmax", "Softplus", "Softsign", "Split", "Sqrt", "Squeeze", "Sub", "Sum",
-    "Tanh", "Tile", "Transpose", "Unsqueeze", "Upsample", "Where", "LayerNormalization",
+    "Tanh", "Tile", "Transpose", "Unsqueeze", "Upsample", "LayerNormalization",
     "Sin", "Cos", "Erf", "Gelu", "HardSwish", "Mish", "ThresholdedRelu", "Celu",
 ))
 
@@ -213,6 +230,8 @@ class _Facts:
                         for a in n.attribute:
                             if a.name == "to":
                                 types[n.output[0]] = a.i
+                    elif n.op_type == "Where" and len(n.input) == 3 and n.input[1] in types:
+                        types.setdefault(n.output[0], types[n.input[1]])
                     elif n.op_type in _SAME_TYPE_OPS and n.input and n.input[0] in types:
                         types.setdefault(n.output[0], types[n.input[0]])
                 for _, g in subgraphs(n):
@@ -307,9 +326,108 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                 before = onnx.NodeProto()
                 before.CopyFrom(node)
             result.nodes.append(InlinedNode(base, node.op_type, version, opset, b,
-                                            scope.label, before, new))
+                                            scope.label, before, new, dict(scope.opsets)))
         splice(scope.nodes, reps)
     return result
+
+
+def _all_constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    out: dict[str, onnx.TensorProto] = {}
+
+    def graph(g: onnx.GraphProto) -> None:
+        for t in g.initializer:
+            out[t.name] = t
+        nodes(g.node)
+
+    def nodes(ns) -> None:
+        for n in ns:
+            if n.op_type == "Constant" and normalize_domain(n.domain) == "" and \
+                    len(n.attribute) == 1 and n.attribute[0].name == "value":
+                out[n.output[0]] = n.attribute[0].t
+            for _, g in subgraphs(n):
+                graph(g)
+
+    graph(model.graph)
+    for f in model.functions:
+        nodes(f.node)
+    return out
+
+
+def _vi(name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
+    if shape is not None:
+        shape = [d if isinstance(d, int) else f"d{i}" if d is None else d
+                 for i, d in enumerate(shape)]
+    return onnx.helper.make_tensor_value_info(name, elem_type, shape)
+
+
+def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
+                  *, seed: int = 0):
+    """Check each inlined node against its replacement with the evaluator (a small region
+    model each, real constants, generated inputs with special values), then the whole model
+    when the evaluator runs all of it. Signed zeros are compared except for the replacements
+    the decompose table documents. Returns ``(VerifyReport, notes)``; notes say what could
+    not be checked and why. ``result`` must come from ``inline_proto(..., keep_before=True)``.
+    """
+    from ..verify import VerifyReport, evaluator_supports, region_model, verify, verify_rewrites
+
+    report = VerifyReport(seed=seed)
+    notes: list[str] = []
+    facts, facts2 = _Facts(original), _Facts(inlined)
+    consts = _all_constants(inlined)
+    checked = 0
+    for n in result.nodes:
+        if n.before is None:
+            raise OpshiftError("verify_inline needs inline_proto(..., keep_before=True)")
+        x, y = n.before.input[0], n.before.output[0]
+        et = facts.elem_type(x) or facts2.elem_type(x)
+        if not et:
+            notes.append(f"{n.label}: not verified locally: the element type of X is unknown")
+            continue
+        pre: list[onnx.NodeProto] = []
+        ins = []
+        xs = facts.shape(x) or facts2.shape(x)
+        if n.op == "PRelu":
+            s = n.before.input[1]
+            t = consts.get(s)
+            if t is not None:
+                pre.append(onnx.helper.make_node("Constant", [], [s], value=t))
+                if xs is None:
+                    xs = tuple(t.dims)
+            else:
+                ss = facts.shape(s) or facts2.shape(s)
+                if ss is None:
+                    notes.append(f"{n.label}: not verified locally: slope shape unknown")
+                    continue
+                ins.append(_vi(s, facts.elem_type(s) or et, ss))
+                if xs is None:
+                    xs = ss
+        elif xs is None:
+            xs = (8,)
+        ins.insert(0, _vi(x, et, xs))
+        outs = [_vi(y, et, None)]
+        imports = {"": n.opset}
+        before = region_model(pre + [n.before], ins, outs, opset_imports=imports)
+        after = region_model(pre + n.after, ins, outs, opset_imports=imports)
+        try:
+            part = verify_rewrites([(n.label, before, after)], seed=seed,
+                                   signed_zeros=n.signed_zero_exact)
+        except OpshiftError as e:
+            notes.append(f"{n.label}: not verified locally: {e}")
+            continue
+        report.merge(part)
+        checked += 1
+    if checked < len(result.nodes):
+        notes.append(f"{checked} of {len(result.nodes)} replacements verified locally")
+    why = evaluator_supports(original) or evaluator_supports(inlined)
+    if why is not None:
+        notes.append(f"whole model: not verified: {why}")
+    else:
+        exact = all(n.signed_zero_exact for n in result.nodes)
+        try:
+            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact))
+        except OpshiftError as e:
+            notes.append(f"whole model: not verified: {e}")
+    return report, notes
 
 
 def inline(model: ModelLike, ops: Iterable[str] | str | None = None,
@@ -363,4 +481,5 @@ try:
 except ImportError:  # pragma: no cover - onnx_ir is a dependency
     pass
 
-__all__ = ["inline", "inline_proto", "InlineResult", "InlinedNode", "InlinePass"]
+__all__ = ["inline", "inline_proto", "verify_inline", "InlineResult", "InlinedNode",
+           "InlinePass"]
