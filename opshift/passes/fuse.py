@@ -1,0 +1,206 @@
+"""``fuse``: decomposed PRelu / LeakyRelu / Selu patterns back into single ops, where exact.
+
+The rules are :func:`opshift.rewriters.rules` (onnxscript pattern rules); this module runs them
+with onnxscript's rewriter over ``onnx_ir`` -- main graph, If/Loop/Scan subgraphs (the
+rewriter recurses into them) and model-local functions -- and reports every fusion and every
+refusal with its reason.
+
+Shapes: the checks need static shapes and element types, so :func:`fuse` runs onnx shape
+inference on a copy first; value_info that inference added is dropped again from the result,
+which differs from the input only in the fused regions (and constants left unused by them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+from onnx_ir import passes as ir_passes
+
+from ..modelio import ModelLike, to_proto
+from ..rewriters import rules as _rules
+from ..rewriters._report import Event, Recorder, recording
+
+
+@dataclass
+class Region:
+    """One fusion as two small models (nodes before / after) for local verification."""
+
+    label: str
+    before: onnx.ModelProto
+    after: onnx.ModelProto
+
+
+@dataclass
+class FuseResult:
+    """What :func:`fuse` did: fusions made and matches refused (with reasons)."""
+
+    fused: list[Event] = field(default_factory=list)
+    refused: list[Event] = field(default_factory=list)
+    regions: list[Region] = field(default_factory=list)
+
+    @property
+    def modified(self) -> bool:
+        return bool(self.fused)
+
+    def summary(self) -> str:
+        by_op: dict[str, int] = {}
+        for e in self.fused:
+            op = e.detail.split("(")[0]
+            by_op[op] = by_op.get(op, 0) + 1
+        parts = ", ".join(f"{k} x{v}" for k, v in sorted(by_op.items()))
+        s = f"fused {len(self.fused)} pattern(s)" + (f" ({parts})" if parts else "")
+        if self.refused:
+            s += f"; refused {len(self.refused)} (-v for reasons)"
+        return s
+
+    def lines(self) -> list[str]:
+        """One line per fusion and per refusal."""
+        out = []
+        for e in self.fused:
+            out.append(f"fused   {_at(e)} -> {e.detail} [{e.rule}]")
+        for e in self.refused:
+            out.append(f"refused {_at(e)} [{e.rule}]: {e.detail}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        def ev(e: Event) -> dict[str, str]:
+            return {"rule": e.rule, "graph": e.where, "node": e.node, "op": e.op}
+
+        return {"fused": [{**ev(e), "produced": e.detail} for e in self.fused],
+                "refused": [{**ev(e), "reason": e.detail} for e in self.refused]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+
+def _at(e: Event) -> str:
+    where = f"graph {e.where!r} " if e.where else ""
+    return f"{where}node {e.node!r} ({e.op})"
+
+
+# -- the core over onnx_ir ------------------------------------------------------------------
+
+
+def _remove_dead(nodes: list[ir.Node]) -> None:
+    """Remove the constant producers (Constant / Cast / CastLike) a fusion left unused."""
+    seen: set[int] = set()
+    for node in nodes:
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        g = node.graph
+        if g is None:
+            continue
+        if any(v.uses() or v.is_graph_output() for v in node.outputs):
+            continue
+        g.remove(node, safe=True)
+
+
+def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
+            capture_regions: bool = False) -> FuseResult:
+    """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries."""
+    rec = Recorder(capture=capture_regions)
+    rule_set = _rules(allow_rounding=allow_rounding)
+    with recording(rec):
+        count = rule_set.apply_to_model(model)
+    if count:
+        _remove_dead(rec.cleanup)
+    rec.finish()
+    result = FuseResult(list(rec.fused), list(rec.refused))
+    result.regions = [Region(label, b, a) for label, b, a in rec.regions]
+    return result
+
+
+# -- the proto entry points -----------------------------------------------------------------
+
+
+def _value_info_names(graph: onnx.GraphProto, out: set[str]) -> None:
+    out.update(v.name for v in graph.value_info)
+    for n in graph.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _value_info_names(a.g, out)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    _value_info_names(g, out)
+
+
+def _keep_value_info(graph: onnx.GraphProto, keep: set[str]) -> None:
+    vis = [v for v in graph.value_info if v.name in keep]
+    if len(vis) != len(graph.value_info):
+        del graph.value_info[:]
+        graph.value_info.extend(vis)
+    for n in graph.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _keep_value_info(a.g, keep)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    _keep_value_info(g, keep)
+
+
+def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
+               capture_regions: bool = False) -> tuple[onnx.ModelProto, FuseResult]:
+    """Fuse ``model`` (not modified); returns the new ModelProto and the result."""
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    # best effort: the checks refuse what they cannot prove without shapes
+    with contextlib.suppress(Exception):
+        work = onnx.shape_inference.infer_shapes(work, strict_mode=False, data_prop=True)
+    ir_model = ir.serde.deserialize_model(work)
+    result = fuse_ir(ir_model, allow_rounding=allow_rounding, capture_regions=capture_regions)
+    if not result.modified:
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        return out, result
+    out = ir.serde.serialize_model(ir_model)
+    keep: set[str] = set()
+    _value_info_names(model.graph, keep)
+    _keep_value_info(out.graph, keep)
+    return out, result
+
+
+def fuse(model: ModelLike, *, allow_rounding: bool = False):
+    """Fuse decomposed PRelu / LeakyRelu / Selu patterns back into single ops where exact.
+
+    Accepts an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path; returns the same kind
+    (a ModelProto for a path). The input is not modified. :func:`fuse_with_result` also
+    returns what was fused and refused.
+    """
+    return fuse_with_result(model, allow_rounding=allow_rounding)[0]
+
+
+def fuse_with_result(model: ModelLike, *, allow_rounding: bool = False,
+                     capture_regions: bool = False) -> tuple[Any, FuseResult]:
+    """:func:`fuse` and its :class:`FuseResult`."""
+    proto, kind, _ = to_proto(model)
+    out, result = fuse_proto(proto, allow_rounding=allow_rounding,
+                             capture_regions=capture_regions)
+    if kind == "ir":
+        return ir.serde.deserialize_model(out), result
+    return out, result
+
+
+class FusePass(ir_passes.InPlacePass):
+    """``onnx_ir`` pass running the fusion rules in place; ``modified`` is True only if a
+    pattern was fused. Runs onnx shape inference on the model first (``infer_shapes``), as
+    the checks need static shapes. The last :class:`FuseResult` is :attr:`last_result`."""
+
+    def __init__(self, *, allow_rounding: bool = False, infer_shapes: bool = True) -> None:
+        super().__init__()
+        self.allow_rounding = allow_rounding
+        self.infer_shapes = infer_shapes
+        self.last_result: FuseResult | None = None
+
+    def call(self, model: ir.Model) -> ir_passes.PassResult:
+        if self.infer_shapes:
+            from onnx_ir.passes.common import ShapeInferencePass
+
+            ShapeInferencePass(strict_mode=False)(model)
+        self.last_result = fuse_ir(model, allow_rounding=self.allow_rounding)
+        return ir_passes.PassResult(model, self.last_result.modified)

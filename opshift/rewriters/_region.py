@@ -1,0 +1,88 @@
+"""The nodes of one fusion, before and after, as small models for ``--verify``."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+from onnx import helper, numpy_helper
+
+from ..verify import region_model
+
+
+def _toposort(nodes: list[ir.Node]) -> list[ir.Node]:
+    inside = {id(n) for n in nodes}
+    done: set[int] = set()
+    out: list[ir.Node] = []
+
+    def visit(n: ir.Node) -> None:
+        if id(n) in done:
+            return
+        done.add(id(n))
+        for v in n.inputs:
+            p = v.producer() if v is not None else None
+            if p is not None and id(p) in inside:
+                visit(p)
+        out.append(n)
+
+    for n in nodes:
+        visit(n)
+    return out
+
+
+def _boundary(nodes: list[ir.Node]) -> tuple[list[onnx.ValueInfoProto], list[onnx.TensorProto]]:
+    produced = {id(v) for n in nodes for v in n.outputs}
+    inputs: list[onnx.ValueInfoProto] = []
+    inits: list[onnx.TensorProto] = []
+    seen: set[int] = set()
+    for n in nodes:
+        for v in n.inputs:
+            if v is None or id(v) in produced or id(v) in seen:
+                continue
+            seen.add(id(v))
+            if v.is_initializer() and not v.is_graph_input() and v.const_value is not None:
+                t = ir.serde.serialize_tensor(v.const_value)
+                t.name = v.name
+                inits.append(t)
+            else:
+                if v.type is None:
+                    raise ValueError(f"input {v.name!r} has no type")
+                inputs.append(ir.serde.serialize_value(v))
+    return inputs, inits
+
+
+def capture(label: str, context, plan, opset: int) -> tuple[str, onnx.ModelProto,
+                                                           onnx.ModelProto] | None:
+    """(label, before, after) region models for a fusion about to happen, or None when the
+    region cannot be expressed standalone (values without types, e.g. in functions)."""
+    try:
+        before_nodes = _toposort([*reversed(plan.cleanup), *context.nodes])
+        inputs, inits = _boundary(before_nodes)
+        outs = list(context.output_values)
+        if any(v.type is None for v in outs):
+            return None
+        outputs = [ir.serde.serialize_value(v) for v in outs]
+        before = region_model([ir.serde.serialize_node(n) for n in before_nodes], inputs,
+                              outputs, inits, {"": opset})
+        after_nodes: list[onnx.NodeProto] = []
+        y = outs[0].name
+        if plan.op == "PRelu":
+            if plan.slope is not None:
+                slope = plan.slope.name
+                p = plan.slope.producer()
+                if p is not None and any(p is q for q in plan.cleanup):
+                    after_nodes.append(ir.serde.serialize_node(p))  # the Constant, kept
+            else:
+                slope = f"{y}/fused_slope"
+                after_nodes.append(helper.make_node(
+                    "Constant", [], [slope], value=numpy_helper.from_array(plan.slope_array)))
+            after_nodes.append(helper.make_node("PRelu", [plan.x.name, slope], [y]))
+        else:
+            after_nodes.append(helper.make_node(plan.op, [plan.x.name], [y], **plan.attrs))
+        used = {i for n in after_nodes for i in n.input}
+        produced = {o for n in after_nodes for o in n.output}
+        a_inputs = [v for v in inputs if v.name in used - produced]
+        a_inits = [t for t in inits if t.name in used - produced]
+        after = region_model(after_nodes, a_inputs, outputs, a_inits, {"": opset})
+        return label, before, after
+    except (ValueError, TypeError, AttributeError):
+        return None

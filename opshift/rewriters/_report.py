@@ -1,0 +1,110 @@
+"""Recording fusions and refusals while onnxscript's rewriter runs our rules.
+
+The rewriter reports a refused match only to a tracer (and a tracer stops it from
+rewriting), so the rules record their own decisions into a :class:`Recorder` installed with
+:func:`recording`. Without one (plain ``onnxscript.rewriter.rewrite``) nothing is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import onnx_ir as ir
+from onnxscript.rewriter import _basics, _matcher
+
+_CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
+    "opshift_fuse_recorder", default=None)
+
+USED_OUTSIDE = ("a value computed inside the pattern is used outside it or is a graph output; "
+                "fusing would remove it")
+
+
+@dataclass
+class Event:
+    rule: str
+    node: str  # name of the pattern's anchor (last) node
+    op: str  # op type of the anchor node
+    detail: str  # produced op, or the reason for refusing
+    where: str = ""  # graph / function label
+
+
+@dataclass
+class Recorder:
+    fused: list[Event] = field(default_factory=list)
+    refused: list[Event] = field(default_factory=list)
+    cleanup: list[ir.Node] = field(default_factory=list)  # constant producers maybe now unused
+    capture: bool = False  # keep (label, before, after) region models for --verify
+    regions: list = field(default_factory=list)
+    pending: object = None
+    _anchors: list[tuple[ir.Node, Event]] = field(default_factory=list)
+    _seen: set[tuple[int, str]] = field(default_factory=set)
+
+    def refuse(self, rule: str, node: ir.Node, reason: str) -> None:
+        key = (id(node), reason)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        ev = Event(rule, node.name or "", node.op_type, reason, _where(node))
+        self._anchors.append((node, ev))
+
+    def fuse(self, rule: str, node: ir.Node, produced: str) -> None:
+        self.fused.append(Event(rule, node.name or "", node.op_type, produced, _where(node)))
+
+    def finish(self) -> None:
+        """Keep refusals whose anchor is still in the graph (not fused by another rule)."""
+        for node, ev in self._anchors:
+            if node.graph is None:  # removed: another rule fused it
+                continue
+            self.refused.append(ev)
+        self._anchors.clear()
+
+
+def _where(node: ir.Node) -> str:
+    g = node.graph
+    name = getattr(g, "name", None) if g is not None else None
+    return name or ""
+
+
+def current() -> Recorder | None:
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def recording(recorder: Recorder) -> Iterator[Recorder]:
+    token = _CURRENT.set(recorder)
+    try:
+        yield recorder
+    finally:
+        _CURRENT.reset(token)
+
+
+_NO_MATCH = _basics.MatchResult()
+_NO_MATCH.fail("root op type differs")
+
+
+class AnchoredMatcher(_matcher.SimplePatternMatcher):
+    """SimplePatternMatcher that rejects a node of another op type before any work (the
+    rewriter tries every rule at every node) and records "used outside" refusals."""
+
+    def __init__(self, pattern) -> None:
+        super().__init__(pattern)
+        root = pattern.output_node if pattern.has_single_output_node else None
+        ident = root.op_identifier() if root is not None else None
+        self._root_op = ident[1] if ident is not None else None
+        self.rule_name = "opshift"
+
+    def match(self, model, graph_or_function, node, *, verbose=0, remove_nodes=True,
+              tracer=None):
+        if self._root_op is not None and (node.op_type != self._root_op
+                                          or node.domain not in ("", "ai.onnx")):
+            return _NO_MATCH
+        result = super().match(model, graph_or_function, node, verbose=verbose,
+                               remove_nodes=remove_nodes, tracer=tracer)
+        if not result and result.reason.startswith("Matched nodes have other uses"):
+            rec = _CURRENT.get()
+            if rec is not None:
+                rec.refuse(self.rule_name, node, USED_OUTSIDE)
+        return result

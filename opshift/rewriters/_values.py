@@ -1,0 +1,178 @@
+"""What the fusion checks need to know about IR values: constants, dtypes, shapes, opsets.
+
+A *constant* here is a value whose content is fixed for every run of the model: an initializer
+that is not also a graph input, a ``Constant`` node's output, or an exact ``Cast`` /
+``CastLike`` of one. Graph inputs with an initializer default are not constants: a caller
+may feed another value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from ..opsets import allowed_types, since_version, tensor_type_name
+
+
+@dataclass(frozen=True)
+class Const:
+    """A resolved constant.
+
+    ``array`` is the value in the dtype it has in the graph (None when that dtype is only
+    known at run time, for a ``CastLike`` to a value of unknown type); ``source`` is the
+    tensor before any Cast/CastLike; ``origin`` is ``'initializer'`` or ``'constant'``
+    (a Constant node, possibly through casts); ``producers`` are the nodes that computed
+    it (Constant / Cast / CastLike), candidates for removal once unused.
+    """
+
+    array: np.ndarray | None
+    source: np.ndarray
+    origin: str
+    castlike: bool
+    producers: tuple[ir.Node, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.source.shape)
+
+
+def _numpy(value: ir.Value) -> np.ndarray | None:
+    tensor = value.const_value
+    if tensor is None:
+        return None
+    try:
+        return np.asarray(tensor.numpy())
+    except (FileNotFoundError, OSError, ValueError):  # external data not loaded
+        return None
+
+
+def _constant_node_value(node: ir.Node) -> np.ndarray | None:
+    if len(node.attributes) != 1:
+        return None
+    (name, attr), = node.attributes.items()
+    if attr.is_ref():
+        return None
+    if name == "value":
+        try:
+            return np.asarray(attr.as_tensor().numpy())
+        except (FileNotFoundError, OSError, ValueError):
+            return None
+    if name == "value_float":
+        return np.array(attr.as_float(), dtype=np.float32)
+    if name == "value_floats":
+        return np.array(list(attr.as_floats()), dtype=np.float32)
+    if name == "value_int":
+        return np.array(attr.as_int(), dtype=np.int64)
+    if name == "value_ints":
+        return np.array(list(attr.as_ints()), dtype=np.int64)
+    return None
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def _exact_cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
+    """``arr`` cast to ``dtype`` if the cast loses nothing (so no rounding rule is involved)."""
+    with np.errstate(all="ignore"):
+        out = arr.astype(dtype)
+        back = out.astype(arr.dtype)
+    same = back == arr
+    return out if bool(np.all(same)) else None
+
+
+def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
+    """The constant ``value`` always holds, or None."""
+    if value is None or depth > 4 or value.is_graph_input():
+        return None
+    node = value.producer()
+    if node is None:
+        arr = _numpy(value) if value.is_initializer() else None
+        return None if arr is None else Const(arr, arr, "initializer", False, ())
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Constant":
+        arr = _constant_node_value(node)
+        if arr is None:
+            arr = _numpy(value)
+        return None if arr is None else Const(arr, arr, "constant", False, (node,))
+    if node.op_type in ("Cast", "CastLike") and node.inputs and node.inputs[0] is not None:
+        inner = resolve(node.inputs[0], depth + 1)
+        if inner is None or inner.array is None:
+            return None
+        if node.op_type == "Cast":
+            to = node.attributes.get("to")
+            if to is None or to.is_ref():
+                return None
+            target = ir.DataType(to.as_int())
+        else:
+            like = node.inputs[1] if len(node.inputs) > 1 else None
+            target = dtype_of(like)
+        arr = None
+        if target is not None:
+            if _is_float(inner.array.dtype) and _is_float(target.numpy()):
+                with np.errstate(all="ignore"):  # IEEE round-to-nearest-even, as ONNX Cast
+                    arr = inner.array.astype(target.numpy())
+            else:
+                arr = _exact_cast(inner.array, target.numpy())
+                if arr is None:
+                    return None  # int/float conversions: refuse to reason about rounding
+        return Const(arr, inner.source, inner.origin, node.op_type == "CastLike" or inner.castlike,
+                     (node, *inner.producers))
+    return None
+
+
+def dtype_of(value: ir.Value | None) -> ir.DataType | None:
+    if value is None or value.type is None:
+        return None
+    try:
+        return value.type.dtype
+    except AttributeError:
+        return None
+
+
+def shape_of(value: ir.Value | None) -> tuple[int | str | None, ...] | None:
+    """Static shape with ints for known dims, names for symbolic ones, None for unknown."""
+    if value is None or value.shape is None:
+        return None
+    out: list[int | str | None] = []
+    for d in value.shape:
+        if isinstance(d, int):
+            out.append(d)
+        else:
+            out.append(getattr(d, "value", None))
+    return tuple(out)
+
+
+def graph_opset(context) -> int:
+    """The default-domain opset in force for the matched graph or function."""
+    gf = context.graph_or_function
+    imports = getattr(gf, "opset_imports", None) or {}
+    v = imports.get("", imports.get("ai.onnx"))
+    if v is None:
+        mi = context.model.opset_imports
+        v = mi.get("", mi.get("ai.onnx", 1))
+    return int(v)
+
+
+def type_allowed(op: str, opset: int, dtype: ir.DataType) -> tuple[int | None, bool]:
+    """(version of ``op`` at ``opset``, whether it accepts ``dtype`` for T)."""
+    version = since_version(op, opset)
+    if version is None:
+        return None, False
+    return version, f"tensor({tensor_type_name(int(dtype))})" in allowed_types(op, version)
+
+
+def float32_attr(value: np.ndarray, dtype: np.dtype) -> float | None:
+    """A float32 attribute value ``a`` with ``dtype(a) == value`` exactly, or None."""
+    v = np.asarray(value).reshape(())
+    with np.errstate(all="ignore"):
+        a = np.float32(v.astype(np.float64)) if v.dtype != np.float32 else np.float32(v)
+        if not np.isfinite(a):
+            return None
+        if np.asarray(a).astype(dtype) != v.astype(dtype):
+            return None
+    return float(a)

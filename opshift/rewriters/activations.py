@@ -1,0 +1,286 @@
+"""Rules fusing decomposed PRelu / LeakyRelu / Selu back into the single op.
+
+Every rule is an ``onnxscript.rewriter.pattern`` rule (pattern / check / rewrite). The
+patterns cover the ONNX function bodies (with CastLike, with typed constants, with Cast), the
+decompositions :mod:`opshift.passes.decompose` emits in every opset band, and common exporter
+patterns. Each check proves exactness from the constants and shapes (see
+:mod:`opshift.rewriters._checks`) and refuses with a reason otherwise.
+
+Comparison forms. ``Where(c, s*x, x)`` is PRelu when ``c`` is ``x < 0`` or a form equal to it
+wherever it matters: at NaN both branches are NaN, so ``Not(x >= 0)`` (true at NaN) is as good
+as ``x < 0`` (false at NaN); at x == 0 the slope branch gives ``s*0``, which is PRelu's 0 for a
+finite slope only, so the forms true at 0 (``x <= 0``, ``Not(x > 0)``) need a finite
+constant slope. The mirrored forms (``Where(x > 0, x, s*x)`` ...) are treated alike.
+"""
+
+from __future__ import annotations
+
+from onnxscript.rewriter import pattern
+from onnxscript.rewriter._basics import MatchResult
+
+from . import _checks as ck
+from ._report import current
+from ._values import graph_opset, resolve
+
+
+def _cmp_alternatives(op, x, z, negative: bool):
+    """(pattern, zero_goes_to_slope_branch) for every comparison form of ``x < 0``
+    (``negative``) or ``x > 0``."""
+    if negative:
+        forms = [
+            (op.Less(x, z), False), (op.Greater(z, x), False),
+            (op.Not(op.GreaterOrEqual(x, z)), False), (op.Not(op.LessOrEqual(z, x)), False),
+            (op.LessOrEqual(x, z), True), (op.GreaterOrEqual(z, x), True),
+            (op.Not(op.Greater(x, z)), True), (op.Not(op.Less(z, x)), True),
+        ]
+    else:
+        forms = [
+            (op.Greater(x, z), True), (op.Less(z, x), True),
+            (op.Not(op.LessOrEqual(x, z)), True), (op.Not(op.GreaterOrEqual(z, x)), True),
+            (op.GreaterOrEqual(x, z), False), (op.LessOrEqual(z, x), False),
+            (op.Not(op.Less(x, z)), False), (op.Not(op.Greater(z, x)), False),
+        ]
+    return pattern.OrValue([f for f, _ in forms], tag_var="zero_to_slope",
+                           tag_values=[t for _, t in forms])
+
+
+class _Rule(pattern.RewriteRuleClassBase):
+    """check() runs ``plan()``; a :class:`ck.Refuse` becomes a MatchResult failure (and a
+    recorded refusal); rewrite() emits the planned op."""
+
+    def __init__(self) -> None:
+        super().__init__(name=type(self).__name__)
+        self._plan: ck.Plan | None = None
+
+    def plan(self, context, **bindings) -> ck.Plan:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def check(self, context, **bindings) -> MatchResult:
+        self._plan = None
+        self._anchor = context.root
+        try:
+            self._plan = self.plan(context, **bindings)
+        except ck.Refuse as e:
+            rec = current()
+            if rec is not None:
+                rec.refuse(self.name, context.root, str(e))
+            return MatchResult().fail(str(e))
+        rec = current()
+        if rec is not None and rec.capture:
+            from ._region import capture
+
+            label = f"{context.root.name or context.root.op_type} -> {self._plan.op}"
+            rec.pending = capture(label, context, self._plan, graph_opset(context))
+        return MatchResult()
+
+    def rewrite(self, op, **bindings):
+        plan = self._plan
+        assert plan is not None
+        self._plan = None
+        rec = current()
+        if rec is not None:
+            rec.cleanup.extend(plan.cleanup)
+        if plan.op == "PRelu":
+            slope = plan.slope
+            if slope is None:
+                import onnx_ir as ir
+
+                slope = op.Constant(value=ir.tensor(plan.slope_array))
+            out = op.PRelu(plan.x, slope)
+        elif plan.op == "LeakyRelu":
+            out = op.LeakyRelu(plan.x, alpha=plan.attrs["alpha"])
+        else:
+            out = op.Selu(plan.x, alpha=plan.attrs["alpha"], gamma=plan.attrs["gamma"])
+        if rec is not None:
+            rec.fuse(self.name, self._anchor, plan.describe())
+            if rec.pending is not None:
+                rec.regions.append(rec.pending)
+                rec.pending = None
+        return out
+
+
+# -- Where forms: function bodies (bands function/static) and exporter patterns ------------------
+
+
+class WhereSlope(_Rule):
+    """``Where(x < 0, s * x, x)`` (any comparison form) -> PRelu / LeakyRelu."""
+
+    def pattern(self, op, x, s, z):
+        cond = _cmp_alternatives(op, x, z, negative=True)
+        return op.Where(cond, op.Mul(s, x, _outputs=["sx"]), x)
+
+    def plan(self, context, x, s, z, sx, zero_to_slope, **_):
+        zc = ck.zero(z, x)
+        return ck.slope_plan(x, s, sx.producer(), graph_opset(context),
+                             zero_to_slope=zero_to_slope, extra=zc.producers)
+
+
+class WhereSlopeMirrored(_Rule):
+    """``Where(x > 0, x, s * x)`` (any comparison form) -> PRelu / LeakyRelu."""
+
+    def pattern(self, op, x, s, z):
+        cond = _cmp_alternatives(op, x, z, negative=False)
+        return op.Where(cond, x, op.Mul(s, x, _outputs=["sx"]))
+
+    def plan(self, context, x, s, z, sx, zero_to_slope, **_):
+        zc = ck.zero(z, x)
+        return ck.slope_plan(x, s, sx.producer(), graph_opset(context),
+                             zero_to_slope=zero_to_slope, extra=zc.producers)
+
+
+class WhereSelu(_Rule):
+    """Selu's function body: ``Where(x < 0, g * (a * exp(x) - a), g * x)`` (any comparison
+    form; at x == 0 both branches are 0, at NaN both NaN)."""
+
+    def pattern(self, op, x, z, a1, a2, g1, g2):
+        cond = _cmp_alternatives(op, x, z, negative=True)
+        neg = op.Mul(g1, op.Sub(op.Mul(a1, op.Exp(x)), a2))
+        return op.Where(cond, neg, op.Mul(g2, x))
+
+    def plan(self, context, x, z, a1, a2, g1, g2, **_):
+        zc = ck.zero(z, x)
+        return ck.selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+
+
+class WhereSeluMirrored(_Rule):
+    """``Where(x > 0, g * x, g * (a * exp(x) - a))`` -> Selu."""
+
+    def pattern(self, op, x, z, a1, a2, g1, g2):
+        cond = _cmp_alternatives(op, x, z, negative=False)
+        neg = op.Mul(g1, op.Sub(op.Mul(a1, op.Exp(x)), a2))
+        return op.Where(cond, op.Mul(g2, x), neg)
+
+    def plan(self, context, x, z, a1, a2, g1, g2, **_):
+        zc = ck.zero(z, x)
+        return ck.selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+
+
+# -- Max / Min forms (legacy band, exporters) ------------------------------------------------
+
+
+def _between_0_and_1(arr) -> None:
+    import numpy as np
+
+    v = arr.astype(np.float64)
+    if bool(np.any(np.isnan(v))):
+        raise ck.Refuse("the slope contains NaN")
+    if bool(np.any(v > 1)):
+        raise ck.Refuse(f"slope {v.ravel()[v.ravel() > 1][0]:g} > 1: Max(x, a*x) is a*x for "
+                        "x > 0, a different function from LeakyRelu")
+    if bool(np.any(v < 0)):
+        raise ck.Refuse(f"slope {v.ravel()[v.ravel() < 0][0]:g} < 0: Max(x, a*x) is a*x for "
+                        "x < 0 only when 0 <= a <= 1")
+    if bool(np.any(v == 0)):
+        raise ck.Refuse("slope 0: Max(x, 0*x) is NaN at x = +inf (0*inf), LeakyRelu(alpha=0) "
+                        "is +inf")
+
+
+def _at_least_1(arr) -> None:
+    import numpy as np
+
+    v = arr.astype(np.float64)
+    if not bool(np.all(np.isfinite(v))):
+        raise ck.Refuse("the slope is not finite: Min(x, a*x) at x = 0 is NaN for a = inf")
+    if bool(np.any(v < 1)):
+        raise ck.Refuse(f"slope {v.ravel()[v.ravel() < 1][0]:g} < 1: Min(x, a*x) is LeakyRelu "
+                        "only for a >= 1")
+
+
+class MaxSlope(_Rule):
+    """``Max(x, x * a)`` with constant 0 < a <= 1 -> LeakyRelu (PRelu for a tensor a)."""
+
+    def pattern(self, op, x, s):
+        return op.Max(x, op.Mul(x, s, _outputs=["sx"]))
+
+    def plan(self, context, x, s, sx, **_):
+        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
+                             value_check=_between_0_and_1)
+
+
+class MinSlope(_Rule):
+    """``Min(x, x * a)`` with constant finite a >= 1 -> LeakyRelu (PRelu for a tensor a)."""
+
+    def pattern(self, op, x, s):
+        return op.Min(x, op.Mul(x, s, _outputs=["sx"]))
+
+    def plan(self, context, x, s, sx, **_):
+        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
+                             value_check=_at_least_1)
+
+
+# -- Relu forms ---------------------------------------------------------------------------
+
+
+class ReluSubSlope(_Rule):
+    """``Relu(x) - s * Relu(-x)`` -> PRelu / LeakyRelu (s a finite constant: for x > 0 the
+    pattern adds s*0)."""
+
+    def pattern(self, op, x, s):
+        return op.Sub(op.Relu(x), op.Mul(s, op.Relu(op.Neg(x)), _outputs=["sx"]))
+
+    def plan(self, context, x, s, sx, **_):
+        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True)
+
+
+class ReluAddSlope(_Rule):
+    """``Relu(x) + s * Min(x, 0)`` -> PRelu / LeakyRelu (s a finite constant)."""
+
+    def pattern(self, op, x, s, z):
+        return op.Add(op.Relu(x), op.Mul(s, op.Min(x, z), _outputs=["sx"]))
+
+    def plan(self, context, x, s, z, sx, **_):
+        zc = ck.zero(z, x, "Min operand")
+        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
+                             extra=zc.producers)
+
+
+class ReluSelu(_Rule):
+    """The legacy-band Selu: ``(Relu(x) + (exp(-Relu(-x)) * a - a)) * g`` -> Selu.
+
+    Same float operations as the op: exp sees min(x, 0), the positive branch adds
+    ``a*1 - a == 0``; at -inf both give ``-a*g``; NaN propagates through Relu.
+    """
+
+    def pattern(self, op, x, a1, a2, g):
+        exp = op.Exp(op.Neg(op.Relu(op.Neg(x))))
+        return op.Mul(op.Add(op.Relu(x), op.Sub(op.Mul(exp, a1), a2)), g)
+
+    def plan(self, context, x, a1, a2, g, **_):
+        return ck.selu_plan(x, graph_opset(context), [a1, a2], [g])
+
+
+class EluSelu(_Rule):
+    """``Elu(x, alpha) * gamma`` -> Selu, only with ``allow_rounding``: Elu computes
+    ``alpha*(exp(x)-1)``, Selu ``alpha*exp(x)-alpha``; they round differently for x < 0 (up to
+    tens of percent relative error near 0-), so by default this rule refuses."""
+
+    def __init__(self, allow_rounding: bool = False) -> None:
+        super().__init__()
+        self.allow_rounding = allow_rounding
+
+    def pattern(self, op, x, g):
+        return op.Mul(op.Elu(x, _outputs=["elu"]), g)
+
+    def plan(self, context, x, g, elu, **_):
+        gc = resolve(g)
+        if gc is None:
+            raise ck.Refuse("gamma is not a constant")
+        if gc.source.size != 1:
+            raise ck.Refuse(f"gamma has shape {list(gc.shape)}, not a scalar")
+        if not self.allow_rounding:
+            raise ck.Refuse("Elu(x)*gamma rounds differently from Selu for x < 0 "
+                            "(alpha*(exp(x)-1) vs alpha*exp(x)-alpha); not exact "
+                            "(allow_rounding=True fuses it anyway)")
+        alpha = elu.producer().attributes.get_float("alpha", 1.0)
+        dtype = ck.x_dtype(x, gc)
+        gamma = ck.scalar_attr(gc, dtype, "gamma")
+        ck._no_expand(gc.shape, x, "gamma")
+        version, ok = ck.type_allowed("Selu", graph_opset(context), dtype)
+        if not ok:
+            raise ck.Refuse(f"Selu-{version} does not accept element type {dtype.name.lower()}")
+        return ck.Plan("Selu", x, attrs={"alpha": float(alpha), "gamma": gamma},
+                       cleanup=gc.producers)
+
+
+RULE_CLASSES = (WhereSlope, WhereSlopeMirrored, WhereSelu, WhereSeluMirrored, MaxSlope,
+                MinSlope, ReluSubSlope, ReluAddSlope, ReluSelu)
