@@ -259,7 +259,8 @@ def batch_norm(ctx, x, scale, bias, mean, var):
         raise ctx.error(f"scale/B/mean/var of shape {list(scale.shape)} do not fit X "
                         f"{list(x.shape)}") from None
     eps = ct.type(ctx.attrs.get("epsilon", 1e-5))
-    y = (x.astype(ct) - m) / np.sqrt(v + eps) * s + b
+    with np.errstate(invalid="ignore"):  # a negative variance gives NaN, as in ONNX
+        y = (x.astype(ct) - m) / np.sqrt(v + eps) * s + b
     return y.astype(x.dtype)
 
 

@@ -1,0 +1,153 @@
+"""onnx's own backend node tests, run through the evaluator as an ``onnx.backend`` Backend.
+
+Every node test case that onnx generates (``collect_testcases``, ``_expanded`` variants
+included) is collected once. A case runs when the evaluator claims everything in it
+(``opshift.evaluator.backend.unclaimed``: every node's (op, schema version), in the graph, its
+subgraphs and its functions, and every element type); it must then pass with the case's own
+tolerances (rtol 1e-3, atol 1e-7, as onnx's runner). The few claimed cases that need training
+mode are asserted to be refused with a clear error. Each claimed case is also run, with fresh
+random float inputs, through onnxruntime (opset >= 7) and compared with the evaluator.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from opshift.errors import UnsupportedError
+from opshift.evaluator.backend import EvaluatorBackend, unclaimed
+
+#: Claimed cases that ask for training-mode randomness or statistics, which the evaluator
+#: refuses by design (inference only). They are asserted to fail with an UnsupportedError.
+TRAINING_ONLY = {
+    "test_batchnorm_example_training_mode", "test_batchnorm_epsilon_training_mode",
+    "test_training_dropout", "test_training_dropout_default", "test_training_dropout_mask",
+    "test_training_dropout_default_mask",
+}
+
+
+@functools.cache
+def _cases() -> dict[str, object]:
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {c.name: c for c in collect_testcases(None)}
+
+
+@functools.cache
+def _claimed() -> tuple[str, ...]:
+    return tuple(n for n, c in _cases().items() if not unclaimed(c.model))
+
+
+def _array(v):
+    return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
+
+
+def _names():
+    return [n for n in _claimed() if n not in TRAINING_ONLY]
+
+
+def test_claim_rule_is_the_only_exclusion():
+    """Every generated case is either claimed, or uses an unclaimed op/version/type."""
+    cases = _cases()
+    claimed = set(_claimed())
+    for name, c in cases.items():
+        if name not in claimed:
+            assert unclaimed(c.model), name
+    # The activations and their function bodies are claimed in every version onnx tests.
+    for name in ("test_prelu_example", "test_prelu_broadcast", "test_prelu_example_expanded",
+                 "test_leakyrelu", "test_leakyrelu_default_expanded", "test_selu",
+                 "test_selu_default_expanded_ver18", "test_if", "test_loop11",
+                 "test_conv_with_strides_padding",
+                 "test_maxpool_2d_ceil", "test_batchnorm_epsilon", "test_gemm_default_no_bias"):
+        assert name in claimed, name
+    assert len(claimed) > 600
+
+
+@pytest.mark.parametrize("name", _names())
+def test_onnx_node_case(name):
+    from onnx.backend.test.runner import Runner
+
+    case = _cases()[name]
+    rep = EvaluatorBackend.prepare(case.model)
+    for inputs, expected in case.data_sets:
+        got = rep.run([_array(v) for v in inputs])
+        Runner.assert_similar_outputs([_array(v) for v in expected], list(got), rtol=case.rtol,
+                                      atol=case.atol)
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING_ONLY))
+def test_training_mode_cases_are_refused(name):
+    case = _cases()[name]
+    assert name in _claimed()
+    rep = EvaluatorBackend.prepare(case.model)
+    inputs, _ = case.data_sets[0]
+    with pytest.raises(UnsupportedError, match=r"node .*\((BatchNormalization|Dropout)-\d+"):
+        rep.run([_array(v) for v in inputs])
+
+
+# -- onnxruntime cross-check ------------------------------------------------------------------
+
+
+def _ort_names():
+    out = []
+    for n in _names():
+        m = _cases()[n].model
+        opset = next(i.version for i in m.opset_import if i.domain in ("", "ai.onnx"))
+        if opset >= 7:
+            out.append(n)
+    return out
+
+
+def _randomize(inputs, rng):
+    """Fresh values for float inputs (ints and bools often carry shapes/indices: kept)."""
+    out = []
+    for v in inputs:
+        v = _array(v)
+        if isinstance(v, np.generic):
+            v = np.asarray(v)  # onnxruntime wants arrays, not numpy scalars
+        if isinstance(v, np.ndarray) and (v.dtype.kind == "f" or v.dtype.name == "bfloat16"):
+            r = np.asarray(rng.standard_normal(v.shape) * 2, dtype=np.float32)
+            v = np.asarray(r.astype(v.dtype))
+        out.append(v)
+    return out
+
+
+def _tol(dtype):
+    # float16 graphs chain many rounded ops (expanded functions), and ORT accumulates some of
+    # them differently; 1e-2 is ~10 float16 ULPs.
+    return {"float16": 1e-2, "bfloat16": 2 ** -5}.get(np.dtype(dtype).name, 1e-4)
+
+
+@pytest.mark.parametrize("name", _ort_names())
+def test_matches_onnxruntime(name):
+    ort = pytest.importorskip("onnxruntime")
+    case = _cases()[name]
+    try:
+        sess = ort.InferenceSession(case.model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+    except Exception as e:  # ORT lacks the op/type/version: nothing to compare with
+        pytest.skip(f"onnxruntime cannot load it: {str(e).splitlines()[0][:120]}")
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    inputs = _randomize(case.data_sets[0][0], rng)
+    names = [i.name for i in sess.get_inputs()]
+    try:
+        want = sess.run(None, dict(zip(names, inputs)))
+    except Exception as e:
+        pytest.skip(f"onnxruntime cannot run it: {str(e).splitlines()[0][:120]}")
+    got = EvaluatorBackend.prepare(case.model).run(inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if g.dtype.kind in "iub" and g.dtype.name != "bfloat16":
+            np.testing.assert_array_equal(g, w)
+        else:
+            t = _tol(g.dtype)
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=t,
+                                       atol=t, equal_nan=True)
