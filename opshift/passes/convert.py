@@ -53,7 +53,21 @@ class Change:
     after: list[onnx.NodeProto] = field(default_factory=list, repr=False)
     source_opsets: dict[str, int] = field(default_factory=dict, repr=False)
     target_opsets: dict[str, int] = field(default_factory=dict, repr=False)
-    constants: dict[str, onnx.TensorProto] = field(default_factory=dict, repr=False)
+    before_constants: dict[str, onnx.TensorProto] = field(default_factory=dict, repr=False)
+    after_constants: dict[str, onnx.TensorProto] = field(default_factory=dict, repr=False)
+    inputs: list[onnx.ValueInfoProto] = field(default_factory=list, repr=False)
+    outputs: list[onnx.ValueInfoProto] = field(default_factory=list, repr=False)
+
+    def region_models(self) -> tuple[onnx.ModelProto, onnx.ModelProto] | None:
+        """(before, after) models of just this rewrite, or None if it was not recorded."""
+        if not self.before:
+            return None
+        from ..verify import region_model
+
+        return (region_model(self.before, self.inputs, self.outputs,
+                             self.before_constants.values(), self.source_opsets),
+                region_model(self.after, self.inputs, self.outputs,
+                             self.after_constants.values(), self.target_opsets))
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "op": self.op, "scope": self.scope, "what": self.what,
@@ -170,13 +184,32 @@ class _Facts:
             return t
         prod = self._producer_map().get(name)
         if prod is None:
-            return None
+            t = self._from_call_sites(name, depth)
+            if t is not None:
+                self._types[name] = t
+            return t
         node, ops = prod
         t = _output_type_from_schema(node, ops, list(node.output).index(name),
                                      lambda n: self._propagate(n, depth + 1))
         if t is not None:
             self._types[name] = t
         return t
+
+    def _from_call_sites(self, name: str, depth: int) -> int | None:
+        """A function input's type: the one type every call of the function passes in."""
+        for f in self.model.functions:
+            if name not in f.input:
+                continue
+            k = list(f.input).index(name)
+            found: set[int | None] = set()
+            for sc in iter_scopes(self.model):
+                for n in sc.nodes:
+                    if (n.op_type == f.name and n.domain == f.domain and len(n.input) > k
+                            and n.input[k]):
+                        found.add(self._propagate(n.input[k], depth + 1))
+            if len(found) == 1:
+                return found.pop()
+        return None
 
     def uses(self, name: str) -> int:
         """How many node inputs (anywhere in the model) and graph outputs read ``name``."""
@@ -701,6 +734,8 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
             facts.shape("")  # slope rule changes: infer shapes on the unconverted model
             break
 
+    if record:
+        facts.shape("")  # the region models need the unconverted model's shapes
     if convert_other_ops is not None and other_ops_change(model, source, target,
                                                           skip=ACTIVATIONS):
         for c in convert_other_ops(model, source, target, skip=ACTIVATIONS):
@@ -722,6 +757,7 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
                 continue
             before = copy.deepcopy(n) if record else None
             consts = _region_constants(sc, [n], model.ir_version) if record else {}
+            vis = _value_infos(facts, n, consts) if record else ([], [])
             new, notes = _convert_node(n, i, ctx, src)
             if new is not None:
                 replacements[i] = new
@@ -738,7 +774,9 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
                 ch.after = [copy.deepcopy(x) for x in after]
                 ch.source_opsets = dict(sc.opsets)
                 ch.target_opsets = {**sc.opsets, "": target}
-                ch.constants = {**consts, **_region_constants(sc, after, model.ir_version)}
+                ch.before_constants = consts
+                ch.after_constants = _region_constants(sc, after, model.ir_version)
+                ch.inputs, ch.outputs = vis
             result.changes.append(ch)
             log(f"{ch.scope}: {ch.node} ({ch.op}): {ch.what} -- {ch.why}")
         _splice(sc.nodes, replacements)
@@ -755,6 +793,21 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
     if ir_before != model.ir_version:
         log(f"IR version {ir_before} -> {model.ir_version}")
     return result
+
+
+def _value_infos(facts: _Facts, node: onnx.NodeProto, consts
+                 ) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
+    """Declared types and shapes of a node's non-constant inputs and its outputs."""
+
+    def vi(name: str) -> onnx.ValueInfoProto:
+        elem = facts.elem_type(name) or TensorProto.FLOAT
+        shape = facts.shape(name)
+        return helper.make_tensor_value_info(
+            name, elem, None if shape is None else [d if d is not None else "?"
+                                                    for d in shape])
+
+    ins = [vi(i) for i in dict.fromkeys(node.input) if i and i not in consts]
+    return ins, [vi(o) for o in node.output if o]
 
 
 def _initializers_as_inputs(model: onnx.ModelProto) -> None:

@@ -1,0 +1,134 @@
+"""``opshift convert``: exact opset upgrade/downgrade of a model file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from ..errors import OpshiftError, VerificationError
+
+DESCRIPTION = """\
+Convert IN.onnx to default-domain opset N and write OUT.onnx. PRelu, LeakyRelu and Selu
+are converted exactly (consumed_inputs, changed defaults, PRelu per-channel slopes across
+opset 6/7, types the target does not allow); every other op by opshift's schema-driven
+adapters. External data is never loaded: it is linked or copied beside OUT.onnx.
+The input file is never modified; OUT.onnx is written atomically and not at all on failure.
+
+--verify checks every rewritten node against the original on its real shapes and constants
+(with special values: +-0, +-inf, NaN, ...), and the whole model when the bundled evaluator
+supports all of its ops; it prints the table and exits 1 (writing nothing) on a mismatch.
+
+examples:
+  opshift convert model.onnx --opset 9 -o model9.onnx --verify
+  opshift convert legacy6.onnx --opset 17 -o model17.onnx -v
+  opshift convert model.onnx --opset 21 -o out.onnx --json
+
+exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion
+"""
+
+
+def register(sub, parent) -> None:
+    p = sub.add_parser("convert", parents=[parent], help="exact opset upgrade/downgrade",
+                       description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", metavar="IN.onnx", help="model to convert (never modified)")
+    p.add_argument("--opset", type=int, required=True, metavar="N",
+                   help="target default-domain opset")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.onnx",
+                   help="where to write the converted model")
+    p.add_argument("--verify", action="store_true",
+                   help="check every rewrite (and the whole model when possible)")
+    p.set_defaults(func=run)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def run(args) -> int:
+    from .. import modelio, opsets
+    from ..passes.convert import convert_proto
+
+    src, out = Path(args.input), Path(args.output)
+    if not 1 <= args.opset <= opsets.MAX_OPSET:
+        raise OpshiftError(f"--opset {args.opset} is outside 1..{opsets.MAX_OPSET}")
+    if _same_file(src, out) or src.resolve() == out.resolve():
+        raise OpshiftError(f"{out}: output is the input file; write the result elsewhere "
+                           "(the input is never modified)")
+    model = modelio.load(src)
+    original = None
+    if args.verify:
+        import onnx
+
+        original = onnx.ModelProto()
+        original.CopyFrom(model)
+    log = None
+    if args.verbose and not args.json:
+        def log(msg: str) -> None:
+            print(f"  {msg}")
+    try:
+        result = convert_proto(model, args.opset, verbose_log=log, record=args.verify,
+                               base_dir=src.parent)
+    except OpshiftError as e:
+        raise type(e)(f"{src}: {e}") from None
+    report = None
+    if args.verify:
+        report = _verify(original, model, result, src, args)
+    if report is not None and not report.ok:
+        _print(args, result, report, written=False)
+        raise VerificationError(f"{src}: the converted model differs from the original; "
+                                f"{out} was not written")
+    modelio.save(model, out, src.parent)
+    _print(args, result, report, written=True, out=out)
+    return 0
+
+
+def _verify(original, converted, result, src: Path, args):
+    from ..modelio import has_external_data
+    from ..verify import VerifyReport, evaluator_supports, verify, verify_rewrites
+
+    pairs = []
+    for ch in result.changes:
+        models = ch.region_models()
+        if models is not None:
+            pairs.append((f"{ch.node} ({ch.op})", *models))
+    report = verify_rewrites(pairs) if pairs else VerifyReport()
+    why = None
+    if has_external_data(original):
+        why = "the model keeps its weights in external data (not loaded)"
+    else:
+        why = evaluator_supports(original) or evaluator_supports(converted)
+    if why is None:
+        report = report.merge(verify(original, converted))
+    elif not args.quiet and not args.json:
+        print(f"whole-model check skipped: {why}")
+    return report
+
+
+def _print(args, result, report, *, written: bool, out: Path | None = None) -> None:
+    if args.json:
+        d = result.to_dict()
+        d["written"] = str(out) if written else None
+        if report is not None:
+            d["verify"] = report.to_dict()
+        print(json.dumps(d, indent=1, default=str))
+        return
+    if report is not None:
+        print(report.table())
+    if args.quiet:
+        return
+    n = len(result.changes)
+    ir = result.ir_version
+    ir_s = f", IR {ir[0]} -> {ir[1]}" if ir[0] != ir[1] else ""
+    print(f"opset {result.source_opset} -> {result.target_opset}{ir_s}: {n} node"
+          f"{'s' if n != 1 else ''} changed" + (f"; wrote {out}" if written else ""))
+    if not args.verbose:
+        for ch in result.changes[:20]:
+            print(f"  {ch.node} ({ch.op}): {ch.what}")
+        if n > 20:
+            print(f"  ... {n - 20} more (-v lists all, with reasons)")

@@ -1,0 +1,314 @@
+"""opshift convert: PRelu slopes across 6/7, Selu defaults, consumed_inputs, IR versions,
+subgraphs and functions, the API kinds, and the safety guarantees."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx
+import onnx.version_converter
+import onnx_ir as ir
+import pytest
+from conftest import make_model
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+from test_convert_matrix import legacy_model
+
+from opshift import opsets
+from opshift.errors import ConversionError
+from opshift.evaluator import evaluate
+from opshift.passes.convert import ConvertOpsetPass, convert, convert_proto
+
+RNG = np.random.default_rng(0)
+
+
+def vi(name, shape, elem=TP.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+@functools.cache
+def pytorch_style_prelu6(width: int = 5) -> onnx.ModelProto:
+    """What PyTorch's opset-6 export of Conv -> PReLU(num_parameters=C) looks like: a [C]
+    slope applied per channel (axis 1)."""
+    w = numpy_helper.from_array(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32), "W")
+    s = numpy_helper.from_array(np.array([0.1, -0.2, 0.3, 2.5], np.float32), "slope")
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("PRelu", ["c", "slope"], ["y"], name="prelu")]
+    return legacy_model(make_model(nodes, [vi("x", [1, 3, 4, width])],
+                                   [vi("y", [1, 4, 4, width])], opset=6,
+                                   initializers=[w, s]))
+
+
+def xin(shape, seed=1):
+    v = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    v.flat[:3] = [0.0, -0.0, -2.0]
+    return v
+
+
+def per_channel_reference(x_conv: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    s = slope.reshape(1, -1, 1, 1)
+    return np.where(x_conv < 0, x_conv * s, x_conv)
+
+
+@pytest.mark.parametrize("width", [5, 4])
+def test_legacy_pytorch_prelu_keeps_numbers_at_every_newer_opset(width):
+    m = pytorch_style_prelu6(width)
+    x = xin([1, 3, 4, width])
+    ref = evaluate(m, {"x": x})["y"]
+    conv = evaluate(make_model([m.graph.node[0]], [vi("x", [1, 3, 4, width])],
+                               [vi("c", [1, 4, 4, width])], opset=11,
+                               initializers=[m.graph.initializer[0]]), {"x": x})["c"]
+    # the reference is independent of the evaluator's PRelu: per channel on axis 1
+    np.testing.assert_allclose(ref, per_channel_reference(
+        conv, numpy_helper.to_array(m.graph.initializer[1])), rtol=1e-6)
+    import onnxruntime as ort
+
+    for target in range(7, opsets.MAX_OPSET + 1):
+        out = convert(m, target)
+        onnx.checker.check_model(out, full_check=True)
+        assert np.array_equal(evaluate(out, {"x": x})["y"], ref), target
+        if target <= 26:  # onnxruntime 1.31 refuses unreleased opsets
+            got = ort.InferenceSession(out.SerializeToString(),
+                                       providers=["CPUExecutionProvider"]).run(None, {"x": x})
+            np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-6)
+    # evidence: onnx's converter keeps [C]; at width 5 onnxruntime refuses the result, at
+    # width 4 (last dim == C) it silently computes another function
+    theirs = onnx.version_converter.convert_version(m, 17)
+    assert list(theirs.graph.initializer[1].dims) == [4]
+    try:
+        got = ort.InferenceSession(theirs.SerializeToString(),
+                                   providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    except Exception:
+        assert width == 5
+    else:
+        assert width == 4 and not np.allclose(got, ref)
+
+
+def test_dynamic_legacy_slope_gets_unsqueeze_valid_at_target():
+    nodes = [helper.make_node("PRelu", ["x", "s"], ["y"], name="p")]
+    m = legacy_model(make_model(nodes, [vi("x", [2, 3, 2, 2]), vi("s", [3])],
+                                [vi("y", [2, 3, 2, 2])], opset=6))
+    feeds = {"x": xin([2, 3, 2, 2]), "s": np.array([0.5, -1.0, 3.0], np.float32)}
+    ref = evaluate(m, feeds)["y"]
+    for target in (7, 12, 13, 20):
+        out = convert(m, target)
+        onnx.checker.check_model(out, full_check=True)
+        uns = [n for n in out.graph.node if n.op_type == "Unsqueeze"]
+        assert len(uns) == 1
+        assert (len(uns[0].input) == 2) == (target >= 13)  # axes became an input at 13
+        assert np.array_equal(evaluate(out, feeds)["y"], ref)
+        back = convert(out, 6)
+        onnx.checker.check_model(back, full_check=True)
+        assert np.array_equal(evaluate(back, feeds)["y"], ref)
+
+
+def test_shared_slope_initializer_is_copied_not_edited():
+    s = numpy_helper.from_array(np.array([0.5, -1.0, 3.0], np.float32), "s")
+    nodes = [helper.make_node("PRelu", ["x", "s"], ["y"], name="p"),
+             helper.make_node("Add", ["s", "s"], ["z"], name="add")]
+    m = legacy_model(make_model(nodes, [vi("x", [2, 3, 2, 2])],
+                                [vi("y", [2, 3, 2, 2]), vi("z", [3])], opset=6,
+                                initializers=[s]))
+    ref = evaluate(m, {"x": xin([2, 3, 2, 2])})
+    out = convert(m, 7)
+    onnx.checker.check_model(out, full_check=True)
+    dims = {t.name: list(t.dims) for t in out.graph.initializer}
+    assert dims["s"] == [3] and [3, 1, 1] in dims.values()
+    got = evaluate(out, {"x": xin([2, 3, 2, 2])})
+    assert all(np.array_equal(got[k], ref[k]) for k in ref)
+
+
+def test_rank_of_x_unknown_is_a_clear_error():
+    nodes = [helper.make_node("PRelu", ["x", "s"], ["y"], name="mystery")]
+    s = numpy_helper.from_array(np.array([0.5, -1.0, 3.0], np.float32), "s")
+    m = legacy_model(make_model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, None)],
+                                [helper.make_tensor_value_info("y", TP.FLOAT, None)], opset=6,
+                                initializers=[s]))
+    with pytest.raises(ConversionError, match=r"'mystery'.*PRelu-6.*rank of X"):
+        convert(m, 7)
+
+
+@pytest.mark.parametrize("slope_shape,x_shape", [([3], [2, 4, 2, 3]), ([3], [2, 3, 2, 3]),
+                                                 ([3, 1, 1], [2, 3, 2, 2]),
+                                                 ([1], [2, 3, 2, 2]), ([2, 1], [2, 3, 2, 1]),
+                                                 ([4], [2, 4])])
+def test_downgrade_numpy_slopes_to_legacy(slope_shape, x_shape):
+    """[C] on the last axis -> [1, C] (legacy would read it per channel when C == X dim 1);
+    [C,1,..,1] -> [C]; size-1, multi-dim and rank-2 slopes need nothing."""
+    vals = np.linspace(-2, 2, int(np.prod(slope_shape))).astype(np.float32)
+    s = numpy_helper.from_array(vals.reshape(slope_shape), "s")
+    nodes = [helper.make_node("PRelu", ["x", "s"], ["y"], name="p")]
+    m = make_model(nodes, [vi("x", x_shape)], [vi("y", x_shape)], opset=16,
+                   initializers=[s])
+    x = xin(x_shape)
+    ref = evaluate(m, {"x": x})["y"]
+    for target in (1, 6):
+        out = convert(m, target)
+        onnx.checker.check_model(out, full_check=True)
+        assert np.array_equal(evaluate(out, {"x": x})["y"], ref)
+        (t,) = [t for t in out.graph.initializer if t.name.startswith("s")]
+        if slope_shape == [3] and x_shape[1] == 3:
+            assert list(t.dims) == [1, 3]
+        elif slope_shape == [3, 1, 1]:
+            assert list(t.dims) == [3]
+        else:
+            assert list(t.dims) == slope_shape
+
+
+def selu_model(opset: int, **attrs) -> onnx.ModelProto:
+    node = helper.make_node("Selu", ["x"], ["y"], name="selu", **attrs)
+    return make_model([node], [vi("x", [64])], [vi("y", [64])], opset=opset)
+
+
+def test_selu1_defaults_preserved_both_directions():
+    x = np.random.default_rng(2).standard_normal(64).astype(np.float32)
+    m1 = selu_model(1)
+    ref1 = evaluate(m1, {"x": x})["y"]
+    for target in range(2, opsets.MAX_OPSET + 1):
+        out = convert(m1, target)
+        onnx.checker.check_model(out, full_check=True)
+        assert np.array_equal(evaluate(out, {"x": x})["y"], ref1), target
+        attrs = {a.name: a.f for a in out.graph.node[0].attribute}
+        if target >= 6:
+            assert attrs == pytest.approx({"alpha": 1.6732, "gamma": 1.0507})
+    # onnx's converter loses them (the issue's measured 6e-5)
+    theirs = onnx.version_converter.convert_version(m1, 6)
+    assert not np.array_equal(evaluate(theirs, {"x": x})["y"], ref1)
+    # and down: a default Selu-6 gets the 6+ defaults written when going to opset 1
+    m6 = selu_model(6)
+    ref6 = evaluate(m6, {"x": x})["y"]
+    out = convert(m6, 1)
+    assert np.array_equal(evaluate(out, {"x": x})["y"], ref6)
+    assert {a.name for a in out.graph.node[0].attribute} == {"alpha", "gamma"}
+    # explicit attributes are left alone
+    out = convert(selu_model(1, alpha=2.0, gamma=3.0), 22)
+    assert {a.name: a.f for a in out.graph.node[0].attribute} == {"alpha": 2.0, "gamma": 3.0}
+
+
+def test_consumed_inputs_dropped_going_to_6_and_up():
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", consumed_inputs=[0])
+    m = make_model([node], [vi("x", [4])], [vi("y", [4])], opset=1)
+    for target in (5, 6, 16):
+        out = convert(m, target)
+        onnx.checker.check_model(out, full_check=True)
+        names = {a.name for a in out.graph.node[0].attribute}
+        assert ("consumed_inputs" in names) == (target < 6)
+
+
+@pytest.mark.parametrize("source,target", [(28, 21), (28, 9), (9, 16), (16, 9), (21, 6),
+                                           (6, 28), (13, 14)])
+def test_ir_version_follows_target(source, target):
+    m = selu_model(source)
+    out = convert(m, target)
+    if target < source:
+        assert out.ir_version == opsets.ir_version_for_opset(target)
+    else:
+        assert out.ir_version == max(m.ir_version, opsets.ir_version_for_opset(target))
+    onnx.checker.check_model(out, full_check=True)
+
+
+def test_ir_downgrade_loads_in_onnxruntime():
+    import onnxruntime as ort
+
+    out = convert(selu_model(28), 21)
+    assert out.ir_version == 10
+    ort.InferenceSession(out.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _if_loop_function_model(opset: int) -> onnx.ModelProto:
+    slope = np.array([0.5, -1.0, 3.0], np.float32).reshape([3] if opset < 7 else [3, 1, 1])
+    then_g = helper.make_graph(
+        [helper.make_node("Constant", [], ["ts"], name="tconst",
+                          value=numpy_helper.from_array(slope, "ts")),
+         helper.make_node("PRelu", ["x", "ts"], ["t_out"], name="then_prelu")],
+        "then", [], [vi("t_out", [2, 3, 2, 2])])
+    else_g = helper.make_graph([helper.make_node("Selu", ["x"], ["e_out"], name="else_selu")],
+                               "else", [], [vi("e_out", [2, 3, 2, 2])])
+    body = helper.make_graph(
+        [helper.make_node("LeakyRelu", ["acc"], ["acc_out"], name="body_lrelu", alpha=0.5),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_id")],
+        "body", [vi("i", [], TP.INT64), vi("cond_in", [], TP.BOOL), vi("acc", [2, 3, 2, 2])],
+        [vi("cond_out", [], TP.BOOL), vi("acc_out", [2, 3, 2, 2])])
+    fn = helper.make_function("local", "Act", ["fx"], ["fy"],
+                              [helper.make_node("Selu", ["fx"], ["fy"], name="fn_selu")],
+                              [helper.make_opsetid("", opset)])
+    nodes = [
+        helper.make_node("If", ["c"], ["branch"], name="if", then_branch=then_g,
+                         else_branch=else_g),
+        helper.make_node("Loop", ["n", "c"], ["looped"], name="loop", body=body),
+        helper.make_node("Act", ["looped"], ["y"], name="call", domain="local"),
+    ]
+    inputs = [vi("x", [2, 3, 2, 2]), vi("c", [], TP.BOOL), vi("n", [], TP.INT64)]
+    m = make_model(nodes, inputs, [vi("branch", [2, 3, 2, 2]), vi("y", [2, 3, 2, 2])],
+                   opset=opset, functions=[fn],
+                   extra_opsets=[helper.make_opsetid("local", 1)])
+    m.ir_version = max(m.ir_version, 8)
+    # Loop's body reads the loop-carried acc from x: seed it
+    m.graph.node[1].input.append("x")
+    return m
+
+
+@pytest.mark.parametrize("source,target", [(11, 6), (6, 11), (16, 13), (13, 22), (22, 11)])
+def test_if_loop_and_functions_are_converted(source, target):
+    m = _if_loop_function_model(source)
+    onnx.checker.check_model(m, full_check=True)
+    out = convert(m, target)
+    onnx.checker.check_model(out, full_check=True)
+    assert [f.name for f in out.functions] == ["Act"]
+    assert opsets.opset_of(out.functions[0]) == target
+    for c in (True, False):
+        feeds = {"x": xin([2, 3, 2, 2]), "c": np.array(c), "n": np.array(2, np.int64)}
+        ref = evaluate(m, feeds)
+        got = evaluate(out, feeds)
+        for k in ref:
+            assert np.array_equal(got[k], ref[k]), (k, c)
+
+
+def test_api_kinds_and_input_not_mutated():
+    m = pytorch_style_prelu6()
+    before = m.SerializeToString()
+    out = convert(m, 13)
+    assert isinstance(out, onnx.ModelProto) and m.SerializeToString() == before
+    irm = ir.serde.deserialize_model(m)
+    out_ir = convert(irm, 13)
+    assert isinstance(out_ir, ir.Model)
+    assert irm.opset_imports[""] == 6
+    assert out_ir.opset_imports[""] == 13
+
+
+def test_convert_opset_pass_in_pass_manager():
+    m = ir.serde.deserialize_model(pytorch_style_prelu6())
+    x = xin([1, 3, 4, 5])
+    ref = evaluate(pytorch_style_prelu6(), {"x": x})["y"]
+    pm = ir.passes.PassManager([ConvertOpsetPass(16)])
+    res = pm(m)
+    assert res.modified and res.model is m
+    assert m.opset_imports[""] == 16
+    proto = ir.serde.serialize_model(m)
+    onnx.checker.check_model(proto, full_check=True)
+    assert np.array_equal(evaluate(proto, {"x": x})["y"], ref)
+    assert not ConvertOpsetPass(16)(m).modified
+
+
+def test_noop_idempotent_and_up_then_down():
+    m = pytorch_style_prelu6()
+    same = onnx.ModelProto()
+    same.CopyFrom(m)
+    res = convert_proto(same, 6)
+    assert not res.modified and same.SerializeToString() == m.SerializeToString()
+    once = convert(m, 13)
+    twice = convert(once, 13)
+    assert once.SerializeToString() == twice.SerializeToString()
+    x = xin([1, 3, 4, 5])
+    ref = evaluate(m, {"x": x})["y"]
+    for mid in (7, 9, 16, 28):
+        back = convert(convert(m, mid), 6)
+        onnx.checker.check_model(back, full_check=True)
+        assert np.array_equal(evaluate(back, {"x": x})["y"], ref)
+
+
+def test_bad_target_is_one_line_error():
+    with pytest.raises(Exception, match=r"outside 1\.\.28") as e:
+        convert(selu_model(9), 99)
+    assert "\n" not in str(e.value)
