@@ -245,6 +245,31 @@ def prelu1_consumed_inputs() -> Case:
     return m, {"data": x}, {"flat": y}
 
 
+@generator("prelu6_slope_shapes")
+def prelu6_slope_shapes() -> Case:
+    src = Source(66)
+    x = with_specials(src.normal((2, 3, 4, 5), 2.0), F32)
+    shared = np.array([0.2], F32)
+    chan = np.array([0.1, 0.5, 3.0], F32)
+    hw = (src.ints((4, 5), -8, 24) / 16.0).astype(F32)
+    ys = {"shared_out": ref_prelu(x, shared.reshape(1, 1, 1, 1)),  # size 1: shared
+          "channel_out": ref_prelu(x, chan.reshape(1, 3, 1, 1)),  # [C]: per channel, axis 1
+          "spatial_out": ref_prelu(x, hw)}  # [H,W]: numpy broadcasting
+    g = helper.make_graph(
+        [helper.make_node("PRelu", ["x", "shared_slope"], ["shared_out"], name="prelu_shared"),
+         helper.make_node("PRelu", ["x", "channel_slope"], ["channel_out"],
+                          name="prelu_channel"),
+         helper.make_node("PRelu", ["x", "spatial_slope"], ["spatial_out"],
+                          name="prelu_spatial")],
+        "legacy_slope_shapes", [vi("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+        [vi(k, TensorProto.FLOAT, [2, 3, 4, 5]) for k in ys],
+        [init("shared_slope", shared), init("channel_slope", chan), init("spatial_slope", hw)])
+    m = model(g, 6, "Legacy PRelu-6 with the three slope shapes old exporters wrote: [1] shared "
+                    "by all elements, [C] per channel along axis 1, and [H,W] broadcast the "
+                    "numpy way.")
+    return m, {"x": x}, ys
+
+
 @generator("prelu7")
 def prelu7() -> Case:
     src = Source(7)
@@ -434,6 +459,21 @@ def selu6() -> Case:
     return m, {"fc_out": x}, {"fc_act": y}
 
 
+@generator("selu6_fp16")
+def selu6_fp16() -> Case:
+    src = Source(216)
+    x = with_specials(src.normal((4, 8), 2.0), np.float16)
+    y = ref_selu(x, 1.05, 1.75)
+    assert y.dtype == np.float16
+    g = helper.make_graph(
+        [helper.make_node("Selu", ["logits"], ["act"], name="selu", alpha=1.05, gamma=1.75)],
+        "fp16_selu", [vi("logits", TensorProto.FLOAT16, [4, 8])],
+        [vi("act", TensorProto.FLOAT16, [4, 8])])
+    m = model(g, 14, "Selu-6 (in force at opset 14) on float16 with explicit alpha=1.05, "
+                     "gamma=1.75 (float32 attributes cast to float16).")
+    return m, {"logits": x}, {"act": y}
+
+
 @generator("selu22_bf16")
 def selu22_bf16() -> Case:
     src = Source(222)
@@ -457,7 +497,7 @@ def selu22_bf16() -> Case:
 def control_flow() -> Case:
     src = Source(300)
     steps = 4
-    x = with_specials(src.normal((2, 4), 2.0), F32)
+    x = with_specials(src.normal((4, 4), 2.0), F32)
     slope = np.array([0.25, 0.5, 0.0, 1.25], F32)
     shift = np.array([0.5, -0.5, 0.25, -0.25], F32)
     # Expected: iteration i applies PRelu (even i) or LeakyRelu(h + shift) (odd i), then Selu.
@@ -470,12 +510,12 @@ def control_flow() -> Case:
 
     then_g = helper.make_graph(
         [helper.make_node("PRelu", ["h_in", "slope"], ["prelu_out"], name="branch_prelu")],
-        "prelu_branch", [], [vi("prelu_out", TensorProto.FLOAT, [2, 4])])
+        "prelu_branch", [], [vi("prelu_out", TensorProto.FLOAT, [4, 4])])
     else_g = helper.make_graph(
         [helper.make_node("Add", ["h_in", "shift"], ["shifted"], name="branch_shift"),
          helper.make_node("LeakyRelu", ["shifted"], ["leaky_out"], name="branch_leaky",
                           alpha=0.1)],
-        "leaky_branch", [], [vi("leaky_out", TensorProto.FLOAT, [2, 4])])
+        "leaky_branch", [], [vi("leaky_out", TensorProto.FLOAT, [4, 4])])
     body = helper.make_graph(
         [helper.make_node("If", ["use_prelu"], ["act"], name="pick_activation",
                           then_branch=then_g, else_branch=else_g),
@@ -484,15 +524,15 @@ def control_flow() -> Case:
          helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")],
         "step_body",
         [vi("iter", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
-         vi("h_in", TensorProto.FLOAT, [2, 4]), vi("use_prelu", TensorProto.BOOL, [])],
-        [vi("cond_out", TensorProto.BOOL, []), vi("h_out", TensorProto.FLOAT, [2, 4]),
-         vi("use_prelu_next", TensorProto.BOOL, []), vi("act", TensorProto.FLOAT, [2, 4])])
+         vi("h_in", TensorProto.FLOAT, [4, 4]), vi("use_prelu", TensorProto.BOOL, [])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("h_out", TensorProto.FLOAT, [4, 4]),
+         vi("use_prelu_next", TensorProto.BOOL, []), vi("act", TensorProto.FLOAT, [4, 4])])
     g = helper.make_graph(
         [helper.make_node("Loop", ["num_steps", "", "x", "start_with_prelu"],
                           ["y", "prelu_flag_out", "acts"], name="refine", body=body)],
-        "iterative_refinement", [vi("x", TensorProto.FLOAT, [2, 4])],
-        [vi("y", TensorProto.FLOAT, [2, 4]), vi("prelu_flag_out", TensorProto.BOOL, []),
-         vi("acts", TensorProto.FLOAT, [steps, 2, 4])],
+        "iterative_refinement", [vi("x", TensorProto.FLOAT, [4, 4])],
+        [vi("y", TensorProto.FLOAT, [4, 4]), vi("prelu_flag_out", TensorProto.BOOL, []),
+         vi("acts", TensorProto.FLOAT, [steps, 4, 4])],
         [init("num_steps", np.array(steps, np.int64)),
          init("start_with_prelu", np.array(True)), init("slope", slope),
          init("shift", shift)])
@@ -508,7 +548,7 @@ def control_flow() -> Case:
 @generator("local_function")
 def local_function() -> Case:
     src = Source(400)
-    x = with_specials(src.normal((2, 6), 2.0), F32)
+    x = with_specials(src.normal((3, 6), 2.0), F32)
     s1 = np.array([0.25, 0.5, 0.0, -0.5, 1.0, 0.125], F32)
     s2 = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], F32)
 
@@ -536,8 +576,8 @@ def local_function() -> Case:
                           domain=dom, alpha=0.2),
          helper.make_node("DualActivation", ["h", "block2.slope"], ["y"], name="block2",
                           domain=dom)],
-        "dual_activation_net", [vi("x", TensorProto.FLOAT, [2, 6])],
-        [vi("y", TensorProto.FLOAT, [2, 6])],
+        "dual_activation_net", [vi("x", TensorProto.FLOAT, [3, 6])],
+        [vi("y", TensorProto.FLOAT, [3, 6])],
         [init("block1.slope", s1), init("block2.slope", s2)])
     m = model(g, 19, "A model-local function com.example.blocks::DualActivation (its own "
                      "opset_import, ai.onnx 19) holding PRelu, LeakyRelu and Selu, called "

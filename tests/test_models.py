@@ -332,3 +332,47 @@ def test_readme_lists_every_model():
             if line.startswith("| `") and ".onnx" in line}
     assert rows == {p.name for p in MODEL_PATHS}
     assert "input:<name>" in text and "output:<name>" in text
+
+
+EXACT_BY_CONSTRUCTION = {"Conv", "Gemm", "MatMul", "BatchNormalization"}
+
+
+def _has_linear_ops(path: Path) -> bool:
+    return any(n.op_type in EXACT_BY_CONSTRUCTION for n, _, _ in scopes(onnx.load(path)))
+
+
+ELEMENTWISE_PATHS = [p for p in MODEL_PATHS if not _has_linear_ops(p)]
+
+
+def test_conv_model_feeds_inf_and_nan_through_the_conv():
+    _, inputs, outputs = load_case(MODELS / "prelu6_conv_per_channel.onnx")
+    x, y = inputs["x"], outputs["y"]
+    assert np.isposinf(x).any() and np.isneginf(x).any() and np.isnan(x).any()
+    assert np.isposinf(y).any() and np.isneginf(y).any() and np.isnan(y).any()
+
+
+@pytest.mark.parametrize("path", ELEMENTWISE_PATHS, ids=[p.stem for p in ELEMENTWISE_PATHS])
+def test_inputs_carry_the_special_values_their_dtype_has(path):
+    """Models without Conv/Gemm/MatMul/BatchNormalization (whose inputs are dyadic so their
+    sums stay exact) get every special value of their dtype."""
+    model, inputs, _ = load_case(path)
+    for name, x in inputs.items():
+        if x.dtype.kind in "iu":
+            info = np.iinfo(x.dtype)
+            assert x.min() == info.min and x.max() == info.max, name
+            continue
+        if name == "slope":  # a runtime slope is a parameter, not data
+            continue
+        f = x.astype(np.float64)
+        fi = ml_dtypes.finfo(x.dtype) if x.dtype == ml_dtypes.bfloat16 else np.finfo(x.dtype)
+        sub = float(fi.smallest_subnormal)
+        present = {
+            "+0": bool(np.any((f == 0) & ~np.signbit(f))),
+            "-0": bool(np.any((f == 0) & np.signbit(f))),
+            "+inf": bool(np.any(f == np.inf)), "-inf": bool(np.any(f == -np.inf)),
+            "nan": bool(np.isnan(f).any()),
+            "+subnormal": bool(np.any(f == sub)), "-subnormal": bool(np.any(f == -sub)),
+            "+max": bool(np.any(f == float(fi.max))), "-max": bool(np.any(f == -float(fi.max))),
+        }
+        missing = [k for k, v in present.items() if not v]
+        assert not missing, f"{path.name} input {name} lacks {missing}"
