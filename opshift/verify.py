@@ -124,6 +124,11 @@ def compare(expected: Any, actual: Any, *, ulp: int | None = None,
 
     ``ulp`` overrides the tolerance of :data:`ULP_TOLERANCE` for float dtypes.
     """
+    # numpy scalars (np.float32(1.0), np.bool_) are 0-d tensors
+    if isinstance(expected, np.generic):
+        expected = np.asarray(expected)
+    if isinstance(actual, np.generic):
+        actual = np.asarray(actual)
     if not isinstance(expected, np.ndarray) or not isinstance(actual, np.ndarray):
         if expected is None and actual is None:
             return Comparison(True, 0.0, 0)
@@ -519,6 +524,8 @@ def _compare_outputs(ref: onnx.ModelProto, cand: onnx.ModelProto, exp: list[Any]
 
 
 def _row(name: str, v: Any, c: Comparison | None, ok: bool, reason: str, label: str) -> Row:
+    if isinstance(v, np.generic):
+        v = np.asarray(v)
     if isinstance(v, np.ndarray):
         dtype, shape = str(v.dtype), [int(d) for d in v.shape]
     else:
@@ -555,9 +562,8 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
         ref_names = {s.name for s in specs}
         extra = [s for s in _input_specs(cand.graph, dims) if s.name not in ref_names]
         if extra:
-            raise EvaluationError(f"{cwho}: input {extra[0].name!r} is not an input of the "
-                                  f"{rwho.split()[0]}, so the two cannot be fed the same "
-                                  "inputs")
+            raise EvaluationError(f"{cwho}: input {extra[0].name!r} is not an input of "
+                                  f"{rwho}, so the two cannot be fed the same inputs")
         n = _rounds(specs)
         report.rounds = max(report.rounds, n)
         rounds = [{s.name: _generate(s, seed, p) for s in specs} for p in range(n)]
@@ -661,6 +667,8 @@ def verify_rewrites(rewrites: Iterable[tuple[str, onnx.ModelProto, onnx.ModelPro
     """
     report = VerifyReport(seed=seed)
     for label, before, after in rewrites:
+        before, _ = _load(before, "before")
+        after, _ = _load(after, "after")
         for m, role in ((before, "before"), (after, "after")):
             why = evaluator_supports(m)
             if why is not None:

@@ -553,3 +553,32 @@ def test_evaluator_supports_checks_the_version(monkeypatch):
     why = evaluator_supports(prelu_model(opset=16))
     assert why is not None and "node 'prelu' (PRelu-16" in why
     assert "not supported by the opshift evaluator" in why
+
+
+def test_compare_numpy_scalars_are_0d_tensors():
+    assert compare(np.bool_(True), np.array(True)).ok
+    c = compare(np.float32(1.0), np.float32(2.0))
+    assert not c.ok and "first at []" in c.reason
+
+
+def test_cli_npz_bfloat16_as_uint16_bits(capsys, tmp_path):
+    m = save(leaky_model(0.5, elem=T.BFLOAT16, shape=(2, 3)), tmp_path / "b.onnx")
+    x = np.array([[-1, 0, 1], [2, -2, 3]], np.float32).astype(BF16)
+    np.savez(tmp_path / "b.npz", **{"input:x": x.view(np.uint16)})
+    rc, out, err = run_cli(capsys, m, m, "--inputs", tmp_path / "b.npz", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["rows"][0]["dtype"] == "bfloat16"
+
+
+BUNDLED = sorted((ROOT / "models").glob("*.onnx"))
+
+
+@pytest.mark.skipif(not BUNDLED, reason="bundled models not generated yet")
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
+def test_bundled_model_verifies_against_itself(path, capsys):
+    rc, out, err = run_cli(capsys, path, path, "-q")
+    assert (rc, err) == (0, "")
+    npz = path.with_suffix(".npz")
+    if npz.exists():
+        rc, out, err = run_cli(capsys, path, path, "-q", "--inputs", npz)
+        assert (rc, err) == (0, "")

@@ -29,7 +29,7 @@ examples:
   opshift verify model.onnx model9.onnx --inputs inputs.npz
 
 --inputs: an .npz whose keys are "input:<name>" (or plain "<name>"); "output:*" keys are
-ignored. bfloat16 arrays may be stored as raw 2-byte values (numpy saves them as V2).
+ignored. bfloat16 (and float8) inputs may be stored as their raw bits: numpy's V2, or uint16.
 
 exit codes: 0 all outputs match, 1 an output differs, 2 bad input
 """
@@ -128,8 +128,12 @@ def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> No
                         vi.type.tensor_type.elem_type)))
     for k, v in inputs.items():
         want = declared.get(k)
-        if want is not None and v.dtype.kind == "V" and v.dtype.itemsize == want.itemsize \
-                and v.dtype.fields is None:
+        # ml_dtypes types (kind "V") have no .npz form: accept their raw bits, stored as
+        # numpy's V2 or as unsigned ints of the same width.
+        if want is None or want.kind != "V" or v.dtype == want:
+            continue
+        raw = v.dtype.kind == "V" and v.dtype.fields is None or v.dtype.kind == "u"
+        if raw and v.dtype.itemsize == want.itemsize:
             inputs[k] = v.view(want)
 
 
