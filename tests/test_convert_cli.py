@@ -1,0 +1,124 @@
+"""The ``opshift convert`` command: output files, safety, --verify, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from conftest import make_model
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+from test_convert import pytorch_style_prelu6, selu_model, vi, xin
+
+from opshift.cli import main
+from opshift.evaluator import evaluate
+
+
+def run(argv, capsys):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture
+def legacy_file(tmp_path):
+    p = tmp_path / "legacy6.onnx"
+    onnx.save(pytorch_style_prelu6(), p)
+    return p
+
+
+def test_convert_writes_checked_model_and_leaves_input_alone(tmp_path, legacy_file, capsys):
+    before = legacy_file.read_bytes()
+    out = tmp_path / "m17.onnx"
+    rc, text, err = run(["convert", legacy_file, "--opset", 17, "-o", out, "--verify"], capsys)
+    assert rc == 0, err
+    assert legacy_file.read_bytes() == before
+    m = onnx.load(out)
+    onnx.checker.check_model(m, full_check=True)
+    assert "pass" in text and "FAIL" not in text.upper().replace("FAILURE", "")
+    x = xin([1, 3, 4, 5])
+    assert np.array_equal(evaluate(m, {"x": x})["y"],
+                          evaluate(pytorch_style_prelu6(), {"x": x})["y"])
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_json_output(tmp_path, legacy_file, capsys):
+    rc, text, _ = run(["convert", legacy_file, "--opset", 9, "-o", tmp_path / "o.onnx",
+                       "--json"], capsys)
+    d = json.loads(text)
+    assert rc == 0 and d["source_opset"] == 6 and d["target_opset"] == 9
+    assert any(c["node"] == "prelu" for c in d["changes"])
+
+
+def test_failure_leaves_no_output(tmp_path, capsys):
+    node = helper.make_node("PRelu", ["x", "s"], ["y"], name="p_bf16")
+    s = numpy_helper.from_array(np.ones([1], np.float32), "s")
+    m = make_model([node], [vi("x", [2], TP.BFLOAT16)], [vi("y", [2], TP.BFLOAT16)],
+                   opset=16, initializers=[s])
+    m.graph.initializer[0].data_type = TP.BFLOAT16
+    m.graph.initializer[0].ClearField("float_data")
+    m.graph.initializer[0].ClearField("raw_data")
+    m.graph.initializer[0].int32_data.append(0x3F80)
+    src = tmp_path / "bf16.onnx"
+    onnx.save(m, src)
+    out = tmp_path / "out.onnx"
+    rc, _, err = run(["convert", src, "--opset", 12, "-o", out], capsys)
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "p_bf16" in lines[0] and "bfloat16" in lines[0]
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bf16.onnx"]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["convert", "missing.onnx", "--opset", "9", "-o", "o.onnx"], "no such file"),
+    (["convert", "IN", "--opset", "99", "-o", "o.onnx"], "outside 1..28"),
+    (["convert", "IN", "--opset", "9", "-o", "IN"], "output is the input"),
+    (["convert", "IN", "--opset", "9", "-o", "nodir/o.onnx"], "does not exist"),
+])
+def test_cli_errors_are_one_line_exit_2(tmp_path, legacy_file, capsys, argv, needle,
+                                       monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = legacy_file.read_bytes()
+    argv = [str(legacy_file) if a == "IN" else a for a in argv]
+    rc, _, err = run(argv, capsys)
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], err
+    assert legacy_file.read_bytes() == before
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_not_an_onnx_file(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    rc, _, err = run(["convert", bad, "--opset", "9", "-o", tmp_path / "o.onnx"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_verify_mismatch_exits_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """Break one adapter on purpose: --verify must catch it."""
+    from opshift.passes import convert as conv
+
+    monkeypatch.setattr(conv, "_materialize_defaults", lambda *a, **k: None)
+    src = tmp_path / "selu1.onnx"
+    onnx.save(selu_model(1), src)
+    out = tmp_path / "o.onnx"
+    rc, text, err = run(["convert", src, "--opset", 6, "-o", out, "--verify"], capsys)
+    assert rc == 1, (text, err)
+    assert "differs" in err and not out.exists()
+
+
+def test_noop_conversion_writes_equal_model(tmp_path, legacy_file, capsys):
+    out = tmp_path / "same.onnx"
+    rc, _, _ = run(["convert", legacy_file, "--opset", 6, "-o", out], capsys)
+    assert rc == 0 and out.read_bytes() == legacy_file.read_bytes()
+
+
+def test_help_has_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["convert", "--help"])
+    assert "opshift convert model.onnx --opset 9" in capsys.readouterr().out
