@@ -159,10 +159,6 @@ def vi(name: str, elem: int, shape) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, elem, shape)
 
 
-def elem_of(dtype) -> int:
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-
-
 def init(name: str, arr: np.ndarray) -> onnx.TensorProto:
     return numpy_helper.from_array(arr, name)
 
