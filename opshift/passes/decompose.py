@@ -101,16 +101,22 @@ def band(opset: int) -> str:
     return LEGACY
 
 
-def attributes(node: onnx.NodeProto, op: str, version: int) -> dict[str, float]:
+class Ref(str):
+    """An attribute of a node in a function body that refers to the function's attribute."""
+
+
+def attributes(node: onnx.NodeProto, op: str, version: int) -> dict[str, float | Ref]:
     """alpha/gamma of ``node``: its own, else the defaults of ``op`` at schema ``version``.
 
-    (Selu-1's defaults differ from Selu-6's.)
+    (Selu-1's defaults differ from Selu-6's.) Inside a function body an attribute may be a
+    reference (``alpha=@a``): it is returned as ``Ref('a')``.
     """
-    out = {k: float(v) for k, v in opsets.attribute_defaults(op, version).items()
-           if k in ("alpha", "gamma")}
+    out: dict[str, float | Ref] = {
+        k: float(v) for k, v in opsets.attribute_defaults(op, version).items()
+        if k in ("alpha", "gamma")}
     for a in node.attribute:
         if a.name in ("alpha", "gamma"):
-            out[a.name] = float(a.f)
+            out[a.name] = Ref(a.ref_attr_name) if a.ref_attr_name else float(a.f)
     return out
 
 
@@ -159,8 +165,9 @@ def _schema_body(op: str) -> onnx.FunctionProto:
 
 
 @functools.cache
-def function_template(op: str, attrs: tuple[tuple[str, float], ...]) -> Template:
-    """The schema's function body with ``@attr`` references bound (band *function*)."""
+def function_template(op: str, attrs: tuple[tuple[str, float | Ref], ...]) -> Template:
+    """The schema's function body with ``@attr`` references bound (band *function*); a
+    :class:`Ref` value keeps the reference, renamed to the enclosing function's attribute."""
     body = _schema_body(op)
     values = dict(attrs)
     formal = {n: f"${'S' if n == 'slope' else 'X'}" for n in body.input}
@@ -176,9 +183,12 @@ def function_template(op: str, attrs: tuple[tuple[str, float], ...]) -> Template
             n.output[i] = formal.get(v, f"${v}")
         for a in n.attribute:
             if a.ref_attr_name:
-                ref = a.ref_attr_name
-                a.ClearField("ref_attr_name")
-                a.f = values[ref]
+                value = values[a.ref_attr_name]
+                if isinstance(value, Ref):  # stays a reference, to the caller's attribute
+                    a.ref_attr_name = str(value)
+                else:
+                    a.ClearField("ref_attr_name")
+                    a.f = value
         out.append(n)
     return tuple(out)
 
@@ -358,6 +368,12 @@ def decompose(site: Site, base: str, names) -> list[onnx.NodeProto]:
     if b != FUNCTION and not site.elem_type:
         raise ConversionError(f"{site.where()}: cannot inline at opset {site.opset}: the "
                               "element type of X is not known")
+    refs = [f"{k}=@{v}" for k, v in attrs.items() if isinstance(v, Ref)]
+    if refs and b != FUNCTION:
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: attribute reference "
+            f"{', '.join(refs)} needs CastLike (opset >= 15); inline the function first "
+            "(--functions)")
     if b == FUNCTION:
         tpl = function_template(op, tuple(sorted(attrs.items())))
         return instantiate(tpl, x, y, base, names, slope)

@@ -196,28 +196,42 @@ class _Facts:
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         self._types: dict[str, int] | None = None
+        self._ftypes: dict = {}
         self._inferred = False
         self._shapes: dict | None = None
 
-    def _collect(self) -> dict[str, int]:
-        types: dict[str, int] = {}
+    def _collect(self) -> tuple[dict[str, int], dict[tuple[str, str], dict[str, int]]]:
+        """(value -> elem type for graphs, per-function value -> elem type).
 
-        def vis(vs) -> None:
+        Function inputs take the types of their call sites when every call agrees.
+        """
+        local = {(f.domain, f.name): f for f in self.model.functions}
+        calls: dict[tuple[str, str], list[list[int]]] = {}
+        ftypes: dict[tuple[str, str], dict[str, int]] = {}
+
+        def vis(types, vs) -> None:
             for v in vs:
                 if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type:
                     types[v.name] = v.type.tensor_type.elem_type
 
-        def graph(g: onnx.GraphProto) -> None:
-            vis(g.input)
-            vis(g.value_info)
-            vis(g.output)
+        def graph(types, g: onnx.GraphProto) -> None:
+            vis(types, g.input)
+            vis(types, g.value_info)
+            vis(types, g.output)
             for t in g.initializer:
                 types[t.name] = t.data_type
-            nodes(g.node)
+            nodes(types, g.node)
 
-        def nodes(ns) -> None:
+        def nodes(types, ns) -> None:
             for n in ns:
-                if normalize_domain(n.domain) == "" and n.output:
+                if (n.domain, n.op_type) in local:
+                    key = (n.domain, n.op_type)
+                    calls.setdefault(key, []).append([types.get(i, 0) for i in n.input])
+                    callee = ftypes.get(key, {})
+                    for o, fo in zip(n.output, local[key].output):
+                        if fo in callee:
+                            types.setdefault(o, callee[fo])
+                elif normalize_domain(n.domain) == "" and n.output:
                     if n.op_type == "Constant" and n.attribute:
                         a = n.attribute[0]
                         if a.type == onnx.AttributeProto.TENSOR:
@@ -235,17 +249,29 @@ class _Facts:
                     elif n.op_type in _SAME_TYPE_OPS and n.input and n.input[0] in types:
                         types.setdefault(n.output[0], types[n.input[0]])
                 for _, g in subgraphs(n):
-                    graph(g)
+                    graph(types, g)
 
-        graph(self.model.graph)
-        for f in self.model.functions:
-            vis(getattr(f, "value_info", []))
-            nodes(f.node)
-        return types
+        for _ in range(2 if local else 1):  # a second round for types across calls
+            types: dict[str, int] = {}
+            calls.clear()
+            graph(types, self.model.graph)
+            for key, f in local.items():
+                ft: dict[str, int] = {}
+                vis(ft, getattr(f, "value_info", []))
+                sites = calls.get(key, [])
+                for i, name in enumerate(f.input):
+                    seen = {c[i] for c in sites if i < len(c)}
+                    if len(seen) == 1 and 0 not in seen:
+                        ft.setdefault(name, seen.pop())
+                nodes(ft, f.node)
+                ftypes[key] = ft
+        return types, ftypes
 
-    def elem_type(self, name: str) -> int:
+    def elem_type(self, name: str, function: onnx.FunctionProto | None = None) -> int:
         if self._types is None:
-            self._types = self._collect()
+            self._types, self._ftypes = self._collect()
+        if function is not None:
+            return self._ftypes.get((function.domain, function.name), {}).get(name, 0)
         t = self._types.get(name, 0)
         if not t and not self._inferred:
             self._inferred = True
@@ -255,8 +281,8 @@ class _Facts:
                 m = onnx.shape_inference.infer_shapes(m, strict_mode=False)
             except Exception:  # best effort; an unknown type is reported by the caller
                 return 0
-            self._types.update({k: v for k, v in _Facts(m)._collect().items()
-                                if k not in self._types})
+            more, _ = _Facts(m)._collect()
+            self._types.update({k: v for k, v in more.items() if k not in self._types})
             t = self._types.get(name, 0)
         return t
 
@@ -306,7 +332,7 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
             site = dec.Site(node, version, opset, 0, graph=scope.label)
             b = dec.band(opset)
             if b != dec.FUNCTION:
-                site.elem_type = facts.elem_type(node.input[0])
+                site.elem_type = facts.elem_type(node.input[0], scope.function)
             if b == dec.LEGACY and node.op_type == "PRelu":
                 if consts is None:
                     consts = constants(scope, model)
