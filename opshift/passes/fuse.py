@@ -33,6 +33,7 @@ class Region:
     label: str
     before: onnx.ModelProto
     after: onnx.ModelProto
+    signed_zero_exact: bool = True  # compare the sign of zeros too
 
 
 @dataclass
@@ -112,7 +113,7 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
         _remove_dead(rec.cleanup)
     rec.finish()
     result = FuseResult(list(rec.fused), list(rec.refused))
-    result.regions = [Region(label, b, a) for label, b, a in rec.regions]
+    result.regions = [Region(*r) for r in rec.regions]
     return result
 
 
@@ -184,6 +185,42 @@ def fuse_with_result(model: ModelLike, *, allow_rounding: bool = False,
     if kind == "ir":
         return ir.serde.deserialize_model(out), result
     return out, result
+
+
+def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseResult,
+                *, seed: int = 0):
+    """Check each fusion locally (the matched nodes against the new op, on the real shapes
+    and constants, generated inputs with special values), then the whole model when the
+    evaluator runs all of it. Signed zeros are compared except for the fusions whose
+    pattern fixes the sign of zero differently (see ``opshift.rewriters._checks``).
+    ``result`` must come from ``fuse_proto(..., capture_regions=True)``.
+    Returns ``(VerifyReport, notes)``.
+    """
+    from ..errors import OpshiftError
+    from ..verify import VerifyReport, evaluator_supports, verify, verify_rewrites
+
+    report = VerifyReport(seed=seed)
+    notes: list[str] = []
+    for r in result.regions:
+        try:
+            report.merge(verify_rewrites([(r.label, r.before, r.after)], seed=seed,
+                                         signed_zeros=r.signed_zero_exact))
+        except OpshiftError as e:
+            notes.append(f"{r.label}: not verified locally: {e}")
+    missing = len(result.fused) - len(result.regions)
+    if missing:
+        notes.append(f"{missing} of {len(result.fused)} fusions not verified locally (no "
+                     "type information for the region, e.g. inside a function)")
+    why = evaluator_supports(original) or evaluator_supports(fused)
+    if why is not None:
+        notes.append(f"whole model: not verified: {why}")
+    else:
+        exact = all(r.signed_zero_exact for r in result.regions) and not missing
+        try:
+            report.merge(verify(original, fused, seed=seed, signed_zeros=exact))
+        except OpshiftError as e:
+            notes.append(f"whole model: not verified: {e}")
+    return report, notes
 
 
 class FusePass(ir_passes.InPlacePass):

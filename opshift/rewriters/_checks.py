@@ -34,6 +34,7 @@ class Plan:
     slope_array: np.ndarray | None = None  # emit a new Constant with this value
     attrs: dict[str, float] = field(default_factory=dict)
     cleanup: tuple[ir.Node, ...] = ()
+    signed_zero_exact: bool = True  # False: the sign of a zero result may differ
 
     def describe(self) -> str:
         if self.op == "PRelu":
@@ -222,15 +223,17 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
             except Refuse:
                 alpha = None
             if alpha is not None:
-                return Plan("LeakyRelu", x, attrs={"alpha": alpha}, cleanup=cleanup)
+                return Plan("LeakyRelu", x, attrs={"alpha": alpha}, cleanup=cleanup,
+                            signed_zero_exact=not zero_to_slope)
     version, ok = type_allowed("PRelu", opset, dtype)
     if not ok:
         raise Refuse(f"PRelu-{version} at opset {opset} does not accept element type "
                      f"{dtype.name.lower()}" if version else f"no PRelu at opset {opset}")
     prelu_placement_matches(x, s_shape, placed, version)
     if c is None or not (c.castlike or any(p.op_type == "Cast" for p in c.producers)):
-        return Plan("PRelu", x, slope=s, cleanup=cleanup)
-    return Plan("PRelu", x, slope_array=const_in(c, dtype), cleanup=cleanup)
+        return Plan("PRelu", x, slope=s, cleanup=cleanup, signed_zero_exact=not zero_to_slope)
+    return Plan("PRelu", x, slope_array=const_in(c, dtype), cleanup=cleanup,
+                signed_zero_exact=not zero_to_slope)
 
 
 def selu_plan(x: ir.Value, opset: int, alphas: list[ir.Value], gammas: list[ir.Value],

@@ -50,10 +50,10 @@ def _boundary(nodes: list[ir.Node]) -> tuple[list[onnx.ValueInfoProto], list[onn
     return inputs, inits
 
 
-def capture(label: str, context, plan, opset: int) -> tuple[str, onnx.ModelProto,
-                                                           onnx.ModelProto] | None:
-    """(label, before, after) region models for a fusion about to happen, or None when the
-    region cannot be expressed standalone (values without types, e.g. in functions)."""
+def capture(label: str, context, plan, opset: int
+            ) -> tuple[str, onnx.ModelProto, onnx.ModelProto, bool] | None:
+    """(label, before, after, signed_zero_exact) for a fusion about to happen, or None when
+    the region cannot be expressed standalone (values without types, e.g. in functions)."""
     try:
         before_nodes = _toposort([*reversed(plan.cleanup), *context.nodes])
         inputs, inits = _boundary(before_nodes)
@@ -83,6 +83,6 @@ def capture(label: str, context, plan, opset: int) -> tuple[str, onnx.ModelProto
         a_inputs = [v for v in inputs if v.name in used - produced]
         a_inits = [t for t in inits if t.name in used - produced]
         after = region_model(after_nodes, a_inputs, outputs, a_inits, {"": opset})
-        return label, before, after
+        return label, before, after, plan.signed_zero_exact
     except (ValueError, TypeError, AttributeError):
         return None

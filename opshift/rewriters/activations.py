@@ -139,7 +139,9 @@ class WhereSelu(_Rule):
 
     def plan(self, context, x, z, a1, a2, g1, g2, **_):
         zc = ck.zero(z, x)
-        return ck.selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+        plan = ck.selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+        plan.signed_zero_exact = False  # the body maps -0 to -0, the op to +0
+        return plan
 
 
 class WhereSeluMirrored(_Rule):
@@ -152,7 +154,9 @@ class WhereSeluMirrored(_Rule):
 
     def plan(self, context, x, z, a1, a2, g1, g2, **_):
         zc = ck.zero(z, x)
-        return ck.selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+        plan = ck.selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+        plan.signed_zero_exact = False  # the body maps -0 to -0, the op to +0
+        return plan
 
 
 # -- Max / Min forms (legacy band, exporters) ------------------------------------------------
