@@ -264,6 +264,7 @@ class VerifyReport:
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> dtype/shape/source
     seed: int | None = None
     rounds: int = 1
+    signed_zeros: bool = True  # whether -0.0 vs +0.0 counted as a difference
 
     @property
     def ok(self) -> bool:
@@ -316,7 +317,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "seed": self.seed, "rounds": self.rounds,
-                "tolerance_ulp": dict(ULP_TOLERANCE), "signed_zeros_differ": True,
+                "tolerance_ulp": dict(ULP_TOLERANCE), "signed_zeros_differ": self.signed_zeros,
                 "inputs": self.inputs, "rows": [r.to_dict() for r in self.rows]}
 
     def to_json(self) -> str:
@@ -379,6 +380,9 @@ class _InputSpec:
 
 def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None) -> list[_InputSpec]:
     dims = dict(dims or {})
+    for k, v in dims.items():
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+            raise OpshiftError(f"dims[{k!r}] = {v!r}: a dim size must be a non-negative integer")
     inits = {t.name for t in graph.initializer} | {t.values.name for t in
                                                   graph.sparse_initializer}
     specs = []
@@ -417,7 +421,11 @@ def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None) -> list
 
 
 def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
-    rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
+    key = [seed, zlib.crc32(spec.name.encode())]
+    # The order of the special values is fixed per (seed, name), so the rounds walk through
+    # all of them; values and positions change from round to round.
+    order = np.random.default_rng(key).permutation(len(special_values(spec.dtype)))
+    rng = np.random.default_rng(key + [part] if part else key)
     dt, n = spec.dtype, spec.size
     if dt.kind == "b":
         flat = rng.random(n) < 0.5
@@ -431,8 +439,7 @@ def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
         flat = rng.standard_normal(n)
     else:
         flat = rng.standard_normal(n, dtype=np.float32).astype(dt, copy=False)
-    specials = special_values(dt)
-    specials = specials[rng.permutation(len(specials))]
+    specials = special_values(dt)[order]
     if n >= 2:
         k = min(spec.per_round, len(specials))
         start = part * spec.per_round
@@ -452,7 +459,13 @@ def make_inputs(graph: onnx.GraphProto, *, dims: Mapping[str, int] | None = None
     of :func:`special_values` at random positions. Deterministic for a seed. Raises
     :class:`UnsupportedError` for inputs whose type or rank is unknown or not generatable.
     """
+    _check_seed(seed)
     return {s.name: _generate(s, seed, 0) for s in _input_specs(graph, dims)}
+
+
+def _check_seed(seed: int) -> None:
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise OpshiftError(f"seed {seed!r}: must be a non-negative integer")
 
 
 def _rounds(specs: Sequence[_InputSpec]) -> int:
@@ -558,6 +571,7 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
         rounds = [dict(inputs)]
         report.inputs.update(_describe(inputs, "given"))
     else:
+        _check_seed(seed)
         specs = _input_specs(ref.graph, dims)
         ref_names = {s.name for s in specs}
         extra = [s for s in _input_specs(cand.graph, dims) if s.name not in ref_names]
@@ -566,7 +580,11 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
                                   f"{rwho}, so the two cannot be fed the same inputs")
         n = _rounds(specs)
         report.rounds = max(report.rounds, n)
-        rounds = [{s.name: _generate(s, seed, p) for s in specs} for p in range(n)]
+        try:
+            rounds = [{s.name: _generate(s, seed, p) for s in specs} for p in range(n)]
+        except ValueError as e:  # e.g. a shape too large for numpy
+            shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
+            raise OpshiftError(f"cannot generate inputs ({shapes}): {e}") from e
         report.inputs.update(_describe(rounds[0], "generated"))
     rows: list[Row] | None = None
     for feeds in rounds:
@@ -590,7 +608,7 @@ def verify(reference: ModelLike, candidate: ModelLike,
     """
     ref, rwho = _load(reference, "reference")
     cand, cwho = _load(candidate, "candidate")
-    report = VerifyReport(seed=None if inputs is not None else seed)
+    report = VerifyReport(seed=None if inputs is not None else seed, signed_zeros=signed_zeros)
     if inputs is not None:
         inputs = _check_given(inputs, ref, cand, rwho, cwho)
     report.rows = _pair_rows(ref, cand, rwho, cwho, inputs, dims, seed, "", signed_zeros,
@@ -665,7 +683,7 @@ def verify_rewrites(rewrites: Iterable[tuple[str, onnx.ModelProto, onnx.ModelPro
     One row per output per rewrite, with the label in the row. A region the evaluator cannot
     run raises :class:`UnsupportedError` naming the label (nothing can be verified there).
     """
-    report = VerifyReport(seed=seed)
+    report = VerifyReport(seed=seed, signed_zeros=signed_zeros)
     for label, before, after in rewrites:
         before, _ = _load(before, "before")
         after, _ = _load(after, "after")

@@ -417,6 +417,7 @@ def bad_cases(tmp_path, ref, cand):
         "dim value": ([ref, cand, "--dim", "N=two"], "bad --dim 'N=two'"),
         "dim negative": ([ref, cand, "--dim", "N=-1"], "bad --dim"),
         "dim unknown": ([ref, cand, "--dim", "batch=4"], "--dim batch: no input"),
+        "negative seed": ([ref, cand, "--seed", "-1"], "seed -1"),
         "dim with inputs": ([ref, cand, "--dim", "N=2", "--inputs", npz["rank"]], "--dim only"),
         "evaluator failure": ([ref, bad_slope], "candidate"),
         "unsupported op": ([custom_p, custom_p], "node 'frob'"),
@@ -582,3 +583,21 @@ def test_bundled_model_verifies_against_itself(path, capsys):
     if npz.exists():
         rc, out, err = run_cli(capsys, path, path, "-q", "--inputs", npz)
         assert (rc, err) == (0, "")
+
+
+@pytest.mark.parametrize("elem,shape", [(T.FLOAT, [1]), (T.FLOAT16, [3]), (T.INT8, [2]),
+                                        (T.BFLOAT16, [2, 2])])
+def test_rounds_feed_every_special_value(elem, shape):
+    from opshift.verify import _generate, _input_specs, _rounds, special_values
+
+    specs = _input_specs(graph_with(elem, shape), None)
+    n = _rounds(specs)
+    seen = np.concatenate([_generate(specs[0], 0, p).ravel() for p in range(n)])
+    want = special_values(specs[0].dtype)
+    seen_bits = {v.tobytes() for v in seen}
+    nan = [np.isnan(v.astype(np.float64)) for v in want] if want.dtype.kind != "i" else []
+    for i, v in enumerate(want):
+        if nan and nan[i]:
+            assert np.isnan(seen.astype(np.float64)).any()
+        else:
+            assert v.tobytes() in seen_bits, v
