@@ -190,6 +190,14 @@ _SAME_TYPE_OPS = frozenset((
 ))
 
 
+_SAME_SHAPE_OPS = frozenset((
+    "Abs", "BatchNormalization", "Cast", "Ceil", "Clip", "Dropout", "Elu", "Exp", "Floor",
+    "HardSigmoid", "Identity", "InstanceNormalization", "LRN", "LeakyRelu", "Log", "Neg",
+    "Reciprocal", "Relu", "Selu", "Sigmoid", "Softplus", "Softsign", "Sqrt", "Tanh",
+    "ThresholdedRelu", "PRelu",
+))
+
+
 class _Facts:
     """Element types, shapes and constants, computed only when a site needs them."""
 
@@ -242,7 +250,9 @@ class _Facts:
                             types[n.output[0]] = TensorProto.INT64
                     elif n.op_type == "Cast":
                         for a in n.attribute:
-                            if a.name == "to":
+                            if a.name == "to" and a.type == onnx.AttributeProto.STRING:
+                                types[n.output[0]] = TensorProto.DataType.Value(a.s.decode())
+                            elif a.name == "to":
                                 types[n.output[0]] = a.i
                     elif n.op_type == "Where" and len(n.input) == 3 and n.input[1] in types:
                         types.setdefault(n.output[0], types[n.input[1]])
@@ -287,10 +297,30 @@ class _Facts:
         return t
 
     def shape(self, name: str):
+        """Static shape of ``name``: onnx inference, else walking back through ops whose
+        first output has their first input's shape (legacy ops such as BatchNormalization-1
+        have no shape inference)."""
         if self._shapes is None:
             from ._graph import static_shapes
 
             self._shapes = static_shapes(self.model)
+            self._producer = {}
+
+            def nodes(ns) -> None:
+                for n in ns:
+                    if n.output:
+                        self._producer[n.output[0]] = n
+                    for _, g in subgraphs(n):
+                        nodes(g.node)
+
+            nodes(self.model.graph.node)
+        seen = 0
+        while name not in self._shapes and seen < 1000:
+            n = self._producer.get(name)
+            if n is None or n.op_type not in _SAME_SHAPE_OPS or not n.input:
+                return None
+            name = n.input[0]
+            seen += 1
         return self._shapes.get(name)
 
 
@@ -329,7 +359,9 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
             version = opsets.since_version(node.op_type, opset)
             if version is None:
                 continue
-            site = dec.Site(node, version, opset, 0, graph=scope.label)
+            gname = scope.graph.name if scope.graph is not None and scope.owner is None \
+                else scope.label
+            site = dec.Site(node, version, opset, 0, graph=gname)
             b = dec.band(opset)
             if b != dec.FUNCTION:
                 site.elem_type = facts.elem_type(node.input[0], scope.function)

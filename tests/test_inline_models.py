@@ -1,0 +1,92 @@
+"""inline on every bundled model, at its own opset and converted to every opset 1..newest:
+primitives only, checker full_check at that opset, the same numbers as before inlining."""
+
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from conftest import MODELS
+
+from opshift import evaluate, opsets
+from opshift.errors import OpshiftError
+from opshift.passes.inline import inline_proto
+from opshift.verify import compare
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+ACTS = {"PRelu", "LeakyRelu", "Selu"}
+NAMES = sorted(p.stem for p in MODELS.glob("*.onnx"))
+
+
+@functools.cache
+def _load(name: str):
+    m = onnx.load(MODELS / f"{name}.onnx")
+    data = np.load(MODELS / f"{name}.npz")
+    feeds = {}
+    for vi in m.graph.input:
+        k = f"input:{vi.name}"
+        if k in data:
+            a = data[k]
+            if vi.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
+                a = a.view(ml_dtypes.bfloat16)
+            feeds[vi.name] = a
+    return m, feeds
+
+
+def _ops(m: onnx.ModelProto) -> set[str]:
+    seen: set[str] = set()
+
+    def nodes(ns):
+        for n in ns:
+            seen.add(n.op_type)
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    nodes(a.g.node)
+                for g in a.graphs:
+                    nodes(g.node)
+
+    nodes(m.graph.node)
+    for f in m.functions:
+        nodes(f.node)
+    return seen
+
+
+def _check(m: onnx.ModelProto, feeds, label: str) -> None:
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    result = inline_proto(out, functions="all")
+    assert not ACTS & _ops(out), label
+    assert not out.functions, label
+    onnx.checker.check_model(out, full_check=True)
+    exact = all(n.signed_zero_exact for n in result.nodes)
+    ref, got = evaluate(m, feeds), evaluate(out, feeds)
+    assert list(ref) == list(got)
+    for k in ref:
+        c = compare(np.asarray(ref[k]), np.asarray(got[k]), ulp=0, signed_zeros=exact)
+        assert c.ok, f"{label}: output {k}: {c.reason}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bundled_model_inlines_exactly(name):
+    m, feeds = _load(name)
+    _check(m, feeds, name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bundled_model_inlines_at_every_opset(name):
+    from opshift.passes.convert import convert
+
+    m, feeds = _load(name)
+    done = []
+    for opset in range(1, opsets.MAX_OPSET + 1):
+        try:
+            conv = convert(m, opset)
+        except OpshiftError:
+            continue  # not convertible exactly to this opset (convert's own tests cover why)
+        _check(conv, feeds, f"{name} at opset {opset}")
+        done.append(opset)
+    assert done, f"{name}: convertible to no opset at all"
