@@ -17,6 +17,9 @@ Comparison policy
   values between the two numbers, across zero (the smallest subnormal and its negative are 2
   apart). NaN equals NaN (any sign or payload); NaN never equals a number. An infinity must be
   matched by the same infinity, never by a finite number however large.
+  The tolerance leaves room for a different but equivalent order of float operations in a
+  rewrite (e.g. ``s*x`` vs ``x*s`` is exact, ``g*(a*e - a)`` vs ``g*a*(e - 1)`` is not); a
+  wrong constant or formula shows up as far more than 4 ulp.
 * Signed zeros: ``-0.0`` and ``+0.0`` are **different** (``signed_zeros=True``, the default):
   the sign of zero is observable (``1/x``, ``atan2``, ``copysign``) and ONNX's definitions of
   PRelu/LeakyRelu/Selu fix it, so a rewrite that flips it is not exact. Pass
@@ -712,23 +715,21 @@ def evaluator_supports(model: ModelLike) -> str | None:
     table = supported_ops()
     local = {(normalize_domain(f.domain), f.name) for f in proto.functions}
     for sc in iter_scopes(proto):
-        gname = sc.graph.name if sc.graph is not None and sc.owner is None else sc.label
         for node in sc.nodes:
             domain = normalize_domain(node.domain)
             if (domain, node.op_type) in local:
                 continue
             opset = sc.opsets.get(domain)
             if opset is None:
-                return (f"{where(node, domain=domain, graph=gname)}: no opset import for "
+                return (f"{where(node, domain=domain)} in {sc.label}: no opset import for "
                         f"domain {domain or 'ai.onnx'!r}")
             s = schema(node.op_type, opset, domain)
             if s is None:
-                return (f"{where(node, domain=domain, graph=gname)}: no such op at opset "
-                        f"{opset}")
+                return f"{where(node, domain=domain)} in {sc.label}: no such op at opset {opset}"
             have = table.get((domain, node.op_type))
             if not have or s.since_version not in have:
                 also = (f" (it implements versions {', '.join(map(str, have))})" if have
                         else "")
-                return (f"{where(node, version=s.since_version, domain=domain, graph=gname)}"
-                        f": not supported by the opshift evaluator{also}")
+                return (f"{where(node, version=s.since_version, domain=domain)} in "
+                        f"{sc.label}: not supported by the opshift evaluator{also}")
     return None
