@@ -285,6 +285,11 @@ class Step:
             self.state.work = w
         return self.state.work
 
+    def remove(self, why: str) -> None:
+        """Replace the node by the nodes added before/after it (none: drop it)."""
+        self.state.removed = True
+        self.note(why)
+
     def note(self, what: str) -> None:
         self.state.notes.append(f"{self.op}-{self.src}->{self.dst}: {what}")
 
@@ -317,6 +322,9 @@ class Step:
     def set_inputs(self, inputs: list[str]) -> None:
         while inputs and not inputs[-1]:
             inputs.pop()
+        dropped = set(self.w.input) - set(inputs) - {""}
+        if dropped:
+            self.conv.dropped.setdefault(id(self.scope), (self.scope, set()))[1].update(dropped)
         w = self.edit()
         del w.input[:]
         w.input.extend(inputs)
@@ -373,10 +381,18 @@ class Step:
         out = output or self.conv.names.fresh(base)
         node = helper.make_node(op, inputs, [out], name=self.conv.names.fresh(base), **attrs)
         (self.state.post if after else self.state.pre).append(node)
+        t = onnx.TensorProto.INT64 if op == "Shape" else self.elem_type(inputs[0])
+        if t:
+            self.conv.facts.extra_types[out] = t
         return out
 
-    def fresh_value(self, what: str) -> str:
-        return self.conv.names.fresh(f"{node_label(self.node, self.index)}/{what}")
+    def fresh_value(self, what: str, like: str | None = None) -> str:
+        """A new value name; ``like`` gives it that value's element type."""
+        out = self.conv.names.fresh(f"{node_label(self.node, self.index)}/{what}")
+        t = self.elem_type(like) if like else None
+        if t:
+            self.conv.facts.extra_types[out] = t
+        return out
 
     def need_const(self, i: int, what: str) -> np.ndarray:
         name = self.input(i)
@@ -391,6 +407,7 @@ class _NodeState:
     work: onnx.NodeProto | None = None
     pre: list[onnx.NodeProto] = field(default_factory=list)
     post: list[onnx.NodeProto] = field(default_factory=list)
+    removed: bool = False
     notes: list[str] = field(default_factory=list)
 
 
@@ -400,6 +417,8 @@ class _Conversion:
         self.target = target
         # (graph, initializer, is main graph): written only once every node is planned.
         self.pending_inits: list[tuple[onnx.GraphProto, onnx.TensorProto, bool]] = []
+        # Values a rewrite stopped using (folded into attributes): removed if now unused.
+        self.dropped: dict[int, tuple[Scope, set[str]]] = {}
         self.facts = ModelFacts(model, source)
         self._names: Names | None = None
         self._consts: dict[int, dict[str, np.ndarray | None]] = {}
@@ -502,7 +521,6 @@ _DROPPABLE = frozenset({"consumed_inputs"})
 
 def _generic_step(st: Step) -> None:
     """Accept the node at ``st.dst`` when the two schemas say it is unaffected."""
-    src_s = opsets.schema(st.op, st.src)
     dst_s = opsets.schema(st.op, st.dst)
     if dst_s is None or dst_s.since_version != st.dst:
         raise Refuse(f"no schema {st.op}-{st.dst}")
@@ -659,20 +677,26 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
                 raise ConversionError(f"{loc}: {op} does not exist at opset {target}")
             state = _NodeState()
             for lo, hi in _versions_between(op, v_from, v_to):
+                if state.removed:
+                    break
                 st = Step(n, op, lo, hi, v_from < v_to, conv, sc, i, state)
                 try:
                     for adapter in TABLE.get((op, hi), ()):
                         adapter(st)
-                    _generic_step(st)
+                    if not state.removed:
+                        _generic_step(st)
                 except Refuse as e:
                     raise ConversionError(
                         f"{loc}: step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
                     ) from None
-            if state.work is not None or state.pre or state.post:
+            if state.removed:
+                repl[i] = [*state.pre, *state.post]
+            elif state.work is not None or state.pre or state.post:
                 repl[i] = [*state.pre, state.work or n, *state.post]
             changes.append(Change(
                 node=name, op=op, scope=sc.label, from_version=v_from, to_version=v_to,
-                action="rewrite" if state.work is not None or state.pre else "relabel",
+                action="rewrite" if state.work is not None or state.pre or state.removed
+                else "relabel",
                 reason="; ".join(state.notes) or
                        "the schemas differ only in what this node does not use"))
         plans.append((sc, repl))
@@ -680,11 +704,41 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
     # iter_scopes; splicing them first keeps their edits when a parent list is rebuilt.
     for sc, repl in reversed(plans):
         splice(sc.nodes, repl)
-    # IR < 4 (opsets < 9) wants every initializer listed among the graph inputs too.
-    as_input = opsets.ir_version_for_opset(target) < 4
-    for graph, tensor, main in conv.pending_inits:
+    for sc, names in conv.dropped.values():
+        _remove_unused_constants(sc, names)
+    # New initializers are not listed as graph inputs: the caller picks an IR version >= 4
+    # (or lists every initializer) when it declares the target's IR version.
+    for graph, tensor, _main in conv.pending_inits:
         graph.initializer.append(tensor)
-        if as_input and main:
-            graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type,
-                                                             tensor.dims))
     return changes
+
+
+def _used_names(nodes) -> set[str]:
+    used: set[str] = set()
+    for n in nodes:
+        used.update(n.input)
+        for _, g in subgraphs(n):
+            used.update(_used_names(g.node))
+            used.update(o.name for o in g.output)
+    return used
+
+
+def _remove_unused_constants(scope: Scope, names: set[str]) -> None:
+    """Drop the Constant nodes and initializers of ``names`` that nothing uses any more."""
+    used = _used_names(scope.nodes)
+    if scope.graph is not None:
+        used.update(o.name for o in scope.graph.output)
+    if scope.function is not None:
+        used.update(scope.function.output)
+    dead = names - used
+    if not dead:
+        return
+    gone = {i: [] for i, n in enumerate(scope.nodes)
+            if n.op_type == "Constant" and len(n.output) == 1 and n.output[0] in dead}
+    splice(scope.nodes, gone)
+    g = scope.graph
+    if g is not None and any(t.name in dead for t in g.initializer):
+        inputs = {v.name for v in g.input}
+        for i in reversed(range(len(g.initializer))):
+            if g.initializer[i].name in dead and g.initializer[i].name not in inputs:
+                del g.initializer[i]

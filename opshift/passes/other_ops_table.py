@@ -210,7 +210,7 @@ def softmax_axis(st: Step) -> None:
             st.note(f"axis={axis}: the coerced 2-D and single-axis forms agree here")
             return
         flat = st.add_node("Flatten", [x], "flat", axis=axis)
-        inner = st.fresh_value("2d")
+        inner = st.fresh_value("2d", like=x)
         shape = st.add_node("Shape", [x], "shape")
         w = st.edit()
         w.input[0] = flat
@@ -227,7 +227,7 @@ def softmax_axis(st: Step) -> None:
     perm = [i for i in range(r) if i != axis] + [axis]
     inv = [perm.index(i) for i in range(r)]
     xt = st.add_node("Transpose", [x], "to_last", perm=perm)
-    inner = st.fresh_value("last")
+    inner = st.fresh_value("last", like=x)
     w = st.edit()
     w.input[0] = xt
     w.output[0] = inner
@@ -268,8 +268,7 @@ def negative_axes(st: Step) -> None:
             return
         r = st.need_rank(st.input(0), "negative axes before opset 11")
         new = st.add_const("axes", np.where(axes < 0, axes + r, axes).astype(axes.dtype))
-        w = st.edit()
-        w.input[3] = new
+        st.set_inputs([*st.w.input[:3], new, *st.w.input[4:]])
         st.note("negative axes normalized")
         return
     name, which = NEG_AXES[st.op]
@@ -308,8 +307,7 @@ def gather_negative_indices(st: Step) -> None:
         raise Refuse("negative indices need the size of the gathered dimension")
     dim = s[_norm_axis(axis, len(s))]
     new = st.add_const("indices", np.where(idx < 0, idx + dim, idx).astype(idx.dtype))
-    w = st.edit()
-    w.input[1] = new
+    st.set_inputs([st.input(0), new])
     st.note("negative indices normalized")
 
 
@@ -647,6 +645,22 @@ def constant_value_attrs(st: Step) -> None:
             return
 
 
+@at(9, "Constant")
+def constant_as_initializer(st: Step) -> None:
+    if st.up or st.scope.graph is None:
+        return
+    t = st.w.attribute[0].t if st.w.attribute and st.w.attribute[0].name == "value" else None
+    if t is None or t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                                    onnx.TensorProto.FLOAT16):
+        return
+    tensor = onnx.TensorProto()
+    tensor.CopyFrom(t)
+    tensor.name = st.w.output[0]
+    st.conv.pending_inits.append((st.scope.graph, tensor, st.scope.owner is None))
+    st.remove(f"{onnx.TensorProto.DataType.Name(t.data_type)} Constant (float types only "
+              "before 9) turned into an initializer")
+
+
 @at(11, "Constant")
 def constant_sparse(st: Step) -> None:
     if not st.up and st.has_attr("sparse_value"):
@@ -664,6 +678,18 @@ def lp_p(st: Step) -> None:
         st.set_attr("p", int(p))
     else:
         st.set_attr("p", float(p))
+
+
+@at(7, "AveragePool")
+def avgpool_count_include_pad(st: Step) -> None:
+    if st.up or not st.attr("count_include_pad", 0):
+        return
+    pads = st.attr("pads", [])
+    auto_pad = st.attr("auto_pad", b"NOTSET")
+    if any(pads) or auto_pad not in (b"NOTSET", b"VALID", "NOTSET", "VALID"):
+        raise Refuse("count_include_pad=1 with padding exists only from AveragePool-7")
+    st.del_attr("count_include_pad")
+    st.note("dropped count_include_pad=1: there is no padding")
 
 
 @at(10, "MaxPool")
@@ -718,10 +744,7 @@ def dft_axis(st: Step) -> None:
         c = st.add_const("axis", np.array(axis, np.int64))
         st.set_inputs([st.input(0), st.input(1), c])
         return
-    if st.input(2):
-        axis = int(st.need_const(2, "axis").reshape(-1)[0])
-    else:
-        axis = -2
+    axis = int(st.need_const(2, "axis").reshape(-1)[0]) if st.input(2) else -2
     if axis < 0:
         axis += st.need_rank(st.input(0), "negative DFT axis")
     st.set_attr("axis", axis)

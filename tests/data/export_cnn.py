@@ -45,7 +45,7 @@ class SmallCNN(nn.Module):
         y = self.avg(self.pool(y) * 0.5)                    # Mul, MaxPool, AveragePool
         n = y.shape[0]
         g = torch.flatten(self.gap(y), 1)                   # GlobalAveragePool, Flatten
-        m = y.reshape(n, y.shape[1], -1).mean(dim=2)        # Shape/Gather chain, Reshape, ReduceMean
+        m = y.reshape(n, y.shape[1], -1).mean(dim=2)        # Shape/Gather, Reshape, ReduceMean
         z = torch.cat([g, self.selu(m)], dim=1)             # Concat, Selu
         z = z @ self.proj                                   # MatMul
         s = z.mean(dim=1, keepdim=True)                     # ReduceMean
@@ -66,8 +66,11 @@ def main() -> None:
     with torch.no_grad():
         y = model(x)
     for opset in (17, 20):
+        # PRESERVE (the model is in eval mode) keeps BatchNormalization instead of folding it
+        # into the Conv weights, so the converter sees it.
         torch.onnx.export(model, (x,), str(HERE / f"cnn_opset{opset}.onnx"), opset_version=opset,
-                          input_names=["x"], output_names=["y"], dynamo=False, training=torch.onnx.TrainingMode.PRESERVE,
+                          input_names=["x"], output_names=["y"], dynamo=False,
+                          training=torch.onnx.TrainingMode.PRESERVE,
                           dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
     np.savez(HERE / "cnn_ref.npz", x=x.numpy(), y=y.numpy())
 

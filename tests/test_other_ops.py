@@ -1,0 +1,636 @@
+"""opshift.passes.other_ops: every non-activation op converted between opsets, exactly.
+
+The real model is a small CNN exported by PyTorch (tests/data/export_cnn.py) at opsets 17
+and 20 with torch's reference outputs. Activations are skipped (another pass owns them), so
+the tests set the opset import themselves.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import make_model
+from onnx import TensorProto, helper, numpy_helper
+
+from opshift.errors import ConversionError, UnsupportedError
+from opshift.evaluator import evaluate
+from opshift.opsets import ACTIVATIONS, ir_version_for_opset
+from opshift.passes.other_ops import convert_other_ops, other_ops_change
+
+DATA = Path(__file__).resolve().parent / "data"
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+def load_cnn(opset: int) -> onnx.ModelProto:
+    return onnx.load(DATA / f"cnn_opset{opset}.onnx")
+
+
+def finish(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    """What the orchestrator does after this pass: the opset import and the IR version."""
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            imp.version = target
+    # IR >= 4 so initializers need not be listed as graph inputs (the orchestrator's job).
+    model.ir_version = max(ir_version_for_opset(target), 4)
+    return model
+
+
+def convert(model: onnx.ModelProto, source: int, target: int, **kw) -> list:
+    changes = convert_other_ops(model, source, target, **kw)
+    finish(model, target)
+    onnx.checker.check_model(model, full_check=True)
+    return changes
+
+
+@functools.cache
+def ort_max_opset() -> int:
+    for v in range(onnx.defs.onnx_opset_version(), 6, -1):
+        m = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                       [helper.make_tensor_value_info("x", F, [1])],
+                       [helper.make_tensor_value_info("y", F, [1])], opset=v)
+        try:
+            ort.InferenceSession(m.SerializeToString())
+            return v
+        except Exception:
+            continue
+    return 6
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so).run(None, feeds)
+
+
+def outputs_everywhere(model: onnx.ModelProto, feeds: dict, opset: int) -> list[list]:
+    """The model's outputs by the evaluator and, where it can run the opset, onnxruntime."""
+    res = []
+    try:
+        res.append(list(evaluate(model, feeds).values()))
+    except UnsupportedError as e:  # fine while onnxruntime checks instead
+        if "not supported by the opshift evaluator" not in str(e):
+            raise
+    if 7 <= opset <= ort_max_opset():
+        res.append(run_ort(model, feeds))
+    assert res, "neither the evaluator nor onnxruntime can run this model"
+    return res
+
+
+# ------------------------------------------------------------------------- the real CNN
+
+REF = np.load(DATA / "cnn_ref.npz")
+TARGETS = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 21, 22, 28]
+
+
+@pytest.mark.parametrize("source", [17, 20])
+@pytest.mark.parametrize("target", TARGETS)
+def test_cnn_converts_and_keeps_numbers(source, target):
+    model = load_cnn(source)
+    names_before = [n.name for n in model.graph.node]
+    convert(model, source, target, skip=ACTIVATIONS)
+    for ys in outputs_everywhere(model, {"x": REF["x"]}, target):
+        np.testing.assert_allclose(ys[0], REF["y"], rtol=1e-5, atol=1e-6)
+    # The model's interface and the converted nodes' names survive.
+    assert [i.name for i in model.graph.input] == ["x"]
+    assert [o.name for o in model.graph.output] == ["y"]
+    kept = {n.name for n in model.graph.node}
+    assert {n for n in names_before if "Constant" not in n} <= kept
+
+
+@pytest.mark.parametrize("source", [17, 20])
+def test_cnn_down_to_9_then_back_up(source):
+    model = load_cnn(source)
+    convert(model, source, 9, skip=ACTIVATIONS)
+    ops = {n.op_type for n in model.graph.node}
+    assert {"BatchNormalization", "Gemm", "Reshape", "Flatten", "ReduceMean", "Concat",
+            "MatMul", "GlobalAveragePool", "Add", "Conv"} <= ops
+    # Unsqueeze and ReduceMean carry their axes as attributes below 13 / 18.
+    for n in model.graph.node:
+        if n.op_type in ("Unsqueeze", "ReduceMean"):
+            assert len(n.input) == 1 and any(a.name == "axes" for a in n.attribute)
+        if n.op_type == "BatchNormalization":
+            assert not any(a.name == "training_mode" for a in n.attribute)
+    convert(model, 9, source, skip=ACTIVATIONS)
+    for ys in outputs_everywhere(model, {"x": REF["x"]}, source):
+        np.testing.assert_allclose(ys[0], REF["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_cnn_below_7_is_valid_and_refused_where_inexact():
+    model = load_cnn(17)
+    changes = convert(model, 17, 6, skip=ACTIVATIONS)
+    bn = [n for n in model.graph.node if n.op_type == "BatchNormalization"]
+    assert all(helper.get_node_attr_value(n, "is_test") == 1 for n in bn)
+    assert any(c.op == "Mul" and "broadcast=1" in c.reason for c in changes)
+    mul = next(n for n in model.graph.node if n.op_type == "Mul")
+    assert helper.get_node_attr_value(mul, "broadcast") == 1
+    # Below 5 the Reshape's shape is computed at run time: no attribute can hold it.
+    with pytest.raises(ConversionError, match=r"node '/Reshape' \(Reshape-14 -> 1.*not a "
+                                              r"constant"):
+        convert_other_ops(load_cnn(17), 17, 4)
+
+
+def test_nothing_to_do_is_cheap_and_untouched():
+    model = load_cnn(17)
+    before = model.SerializeToString()
+    assert not other_ops_change(model, 17, 16)
+    assert convert_other_ops(model, 17, 16) == []
+    assert model.SerializeToString() == before
+    assert other_ops_change(model, 17, 9)
+    assert other_ops_change(model, 17, 18)  # ReduceMean-18
+
+
+def test_activations_are_left_alone():
+    model = load_cnn(17)
+    acts = [(n.name, n.SerializeToString()) for n in model.graph.node
+            if n.op_type in ACTIVATIONS]
+    changes = convert_other_ops(model, 17, 9)
+    assert not any(c.op in ACTIVATIONS for c in changes)
+    assert [(n.name, n.SerializeToString()) for n in model.graph.node
+            if n.op_type in ACTIVATIONS] == acts
+
+
+# ------------------------------------------------------------------------- helpers for units
+
+
+def vi(name, elem, shape):
+    """A value info; an int shape means that rank with unknown dims."""
+    if isinstance(shape, int):
+        shape = [None] * shape
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def one(op, inputs, outputs, **attrs):
+    return helper.make_node(op, inputs, outputs, name=f"n_{op.lower()}", **attrs)
+
+
+def check_same(m_before, opset_before, m_after, opset_after, feeds):
+    """Same outputs before and after, by the evaluator and, where it can, onnxruntime."""
+    ref = outputs_everywhere(m_before, feeds, opset_before)[0]
+    for ys in outputs_everywhere(m_after, feeds, opset_after):
+        for a, b in zip(ref, ys):
+            np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
+
+
+def roundtrip(model, source, target, feeds):
+    before = onnx.ModelProto()
+    before.CopyFrom(model)
+    changes = convert(model, source, target)
+    check_same(before, source, model, target, feeds)
+    return changes
+
+
+def node(model, op):
+    return next(n for n in model.graph.node if n.op_type == op)
+
+
+def attrs(n):
+    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
+
+
+# ------------------------------------------------------------------------- relabelling rule
+
+
+def test_step_that_only_adds_types_is_a_relabel():
+    m = make_model([one("Relu", ["x"], ["y"])], [vi("x", F, [2, 3])], [vi("y", F, [2, 3])],
+                   opset=14)
+    changes = convert(m, 14, 6)
+    assert [(c.action, c.from_version, c.to_version) for c in changes] == [("relabel", 14, 6)]
+    assert m.graph.node[0].SerializeToString() == one("Relu", ["x"], ["y"]).SerializeToString()
+
+
+def test_type_missing_at_the_target_is_refused():
+    m = make_model([one("Relu", ["x"], ["y"])], [vi("x", TensorProto.INT8, [2])],
+                   [vi("y", TensorProto.INT8, [2])], opset=14)
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError, match=r"node 'n_relu' \(Relu-14 -> 13.*tensor\(int8\)"):
+        convert_other_ops(m, 14, 13)
+    assert m.SerializeToString() == before  # a refusal writes nothing
+
+
+def test_type_found_by_propagation_through_other_nodes():
+    # Abs keeps the type of its input; the Relu's input type is only known through it.
+    m = make_model([one("Abs", ["x"], ["a"]), one("Relu", ["a"], ["y"])],
+                   [vi("x", TensorProto.INT32, [2])], [vi("y", TensorProto.INT32, [2])],
+                   opset=14)
+    with pytest.raises(ConversionError, match=r"tensor\(int32\), not allowed at Relu-13"):
+        convert_other_ops(m, 14, 13)
+
+
+def test_attribute_that_changed_meaning_is_refused():
+    def pool(**kw):
+        return make_model([one("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], **kw)],
+                          [vi("x", F, [1, 1, 4, 4])], [vi("y", F, 4)], opset=11)
+    with pytest.raises(ConversionError, match=r"AveragePool-11 -> 1.*count_include_pad"):
+        convert_other_ops(pool(count_include_pad=1, pads=[1, 1, 1, 1]), 11, 6)
+    m = pool(count_include_pad=1)  # no padding: the attribute has no effect
+    roundtrip(m, 11, 6, {"x": np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)})
+    assert "count_include_pad" not in attrs(m.graph.node[0])
+    m = pool(ceil_mode=1)
+    with pytest.raises(ConversionError, match=r"AveragePool-10 -> AveragePool-7.*ceil_mode=1"):
+        convert_other_ops(m, 11, 9)
+
+
+def test_unset_attribute_whose_default_changes_is_written():
+    # Clip-6's unset bounds are -FLT_MAX/FLT_MAX; Clip-1 has no default: written explicitly.
+    m = make_model([one("Clip", ["x"], ["y"], max=2.0)], [vi("x", F, [3])], [vi("y", F, [3])],
+                   opset=6)
+    convert(m, 6, 1)
+    a = attrs(m.graph.node[0])
+    assert a["max"] == 2.0 and a["min"] == pytest.approx(-np.finfo(np.float32).max)
+    convert(m, 1, 6)  # back up: an explicit value survives
+    assert attrs(m.graph.node[0])["min"] == pytest.approx(-np.finfo(np.float32).max)
+
+
+# ------------------------------------------------------------------------- explicit adapters
+
+
+X234 = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+
+
+def test_binary_broadcast_down_to_6_and_up_again():
+    b = numpy_helper.from_array(np.arange(4, dtype=np.float32), "b")
+    m = make_model([one("Sub", ["x", "b"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [2, 3, 4])], opset=14, initializers=[b])
+    roundtrip(m, 14, 6, {"x": X234})
+    assert attrs(m.graph.node[0]) == {"broadcast": 1}
+    roundtrip(m, 6, 7, {"x": X234})
+    assert attrs(m.graph.node[0]) == {}
+
+
+def test_binary_broadcast_commutative_swap_and_refusal():
+    a = numpy_helper.from_array(np.arange(4, dtype=np.float32), "a")
+    m = make_model([one("Add", ["a", "x"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [2, 3, 4])], opset=13, initializers=[a])
+    roundtrip(m, 13, 6, {"x": X234})
+    assert list(m.graph.node[0].input) == ["x", "a"]
+    m = make_model([one("Sub", ["a", "x"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [2, 3, 4])], opset=13, initializers=[a])
+    with pytest.raises(ConversionError, match=r"node 'n_sub' \(Sub-13 -> 6.*Sub-7 -> Sub-6.*"
+                                              r"legacy broadcasting"):
+        convert_other_ops(m, 13, 6)
+    m = make_model([one("Mul", ["x", "z"], ["y"])], [vi("x", F, [3, 1]), vi("z", F, [1, 4])],
+                   [vi("y", F, [3, 4])], opset=13)
+    with pytest.raises(ConversionError, match="cannot express"):
+        convert_other_ops(m, 13, 5)
+
+
+def test_binary_legacy_axis_upgrade_reshapes_b():
+    b = numpy_helper.from_array(np.arange(3, dtype=np.float32) + 1, "b")
+    m = make_model([one("Div", ["x", "b"], ["y"], broadcast=1, axis=1)],
+                   [vi("x", F, [2, 3, 4])], [vi("y", F, [2, 3, 4])], opset=6, initializers=[b])
+    convert(m, 6, 7)
+    assert attrs(m.graph.node[0]) == {}
+    (y,) = run_ort(m, {"x": X234})
+    np.testing.assert_allclose(y, X234 / (np.arange(3, dtype=np.float32) + 1)[:, None],
+                               rtol=1e-6)
+    # The evaluator's legacy broadcasting agrees with that reading of axis=1.
+    m6 = make_model([one("Div", ["x", "b"], ["y"], broadcast=1, axis=1)],
+                    [vi("x", F, [2, 3, 4])], [vi("y", F, [2, 3, 4])], opset=6, initializers=[b])
+    np.testing.assert_allclose(evaluate(m6, {"x": X234})["y"], y, rtol=1e-6)
+
+
+def test_variadic_sum_needs_equal_shapes_below_8():
+    m = make_model([one("Sum", ["x", "z"], ["y"])], [vi("x", F, [2, 3]), vi("z", F, [3])],
+                   [vi("y", F, [2, 3])], opset=13)
+    with pytest.raises(ConversionError, match=r"Sum-8 -> Sum-6.*one shape"):
+        convert_other_ops(m, 13, 7)
+
+
+def softmax_model(op, axis, opset, shape=(2, 3, 4)):
+    kw = {} if axis is None else {"axis": axis}
+    return make_model([one(op, ["x"], ["y"], **kw)], [vi("x", F, list(shape))],
+                      [vi("y", F, list(shape))], opset=opset)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_softmax_family_down_across_13(op, axis):
+    m = softmax_model(op, axis, 13)
+    roundtrip(m, 13, 11, {"x": X234})
+    roundtrip(m, 11, 13, {"x": X234})  # and back up: the coerced form is kept exact too
+
+
+@pytest.mark.parametrize("axis", [None, 0, 2])
+def test_softmax_coerced_upgrade(axis):
+    m = softmax_model("Softmax", axis, 11)
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    convert(m, 11, 13)
+    y = run_ort(m, {"x": X234})[0]
+    a = 1 if axis is None else axis  # the coerced 2-D reference, computed by hand
+    flat = X234.reshape(int(np.prod(X234.shape[:a])), -1)
+    e = np.exp(flat - flat.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, (e / e.sum(axis=1, keepdims=True)).reshape(X234.shape),
+                               rtol=1e-5)
+
+
+def test_softmax_unknown_rank_refused():
+    m = make_model([one("Softmax", ["x"], ["y"])], [vi("x", F, None)], [vi("y", F, None)],
+                   opset=13)
+    with pytest.raises(ConversionError, match=r"Softmax-13 -> Softmax-11.*rank"):
+        convert_other_ops(m, 13, 11)
+
+
+def bn_model(opset, n_out=1, **kw):
+    c = 3
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in (
+        ("s", rng.uniform(0.5, 1.5, c)), ("b", rng.uniform(-1, 1, c)),
+        ("m", rng.uniform(-1, 1, c)), ("v", rng.uniform(0.5, 2, c)))]
+    outs = ["y", "rm", "rv"][:n_out]
+    return make_model([one("BatchNormalization", ["x", "s", "b", "m", "v"], outs, **kw)],
+                      [vi("x", F, [2, 3, 4])], [vi(o, F, 3) for o in outs],
+                      opset=opset, initializers=inits)
+
+
+def test_batchnorm_down_to_every_version_and_up():
+    for target in (14, 9, 7, 6, 1):
+        m = bn_model(15, training_mode=0)
+        roundtrip(m, 15, target, {"x": X234})
+        a = attrs(m.graph.node[0])
+        assert ("training_mode" in a) == (target >= 14)
+        assert (a.get("is_test") == 1) == (target < 7)
+        assert ("consumed_inputs" in a) == (target < 6)
+        roundtrip(m, target, 15, {"x": X234})
+        assert set(attrs(m.graph.node[0])) <= {"training_mode"}
+
+
+def test_batchnorm_training_refused():
+    with pytest.raises(ConversionError, match=r"BatchNormalization-15 -> 9.*training_mode=1"):
+        convert_other_ops(bn_model(15, n_out=3, training_mode=1), 15, 9)
+    with pytest.raises(ConversionError, match=r"BatchNormalization-6 -> 9.*is_test=0"):
+        convert_other_ops(bn_model(6), 6, 9)
+
+
+def test_reshape_shape_attribute_and_input():
+    shape = numpy_helper.from_array(np.array([0, -1], np.int64), "shape")
+    m = make_model([one("Reshape", ["x", "shape"], ["y"], allowzero=0)],
+                   [vi("x", F, [2, 3, 4])], [vi("y", F, [2, 12])], opset=14,
+                   initializers=[shape])
+    roundtrip(m, 14, 4, {"x": X234})
+    assert attrs(m.graph.node[0]) == {"shape": [0, -1]} and len(m.graph.node[0].input) == 1
+    assert not m.graph.initializer  # the folded shape is not left behind
+    roundtrip(m, 4, 14, {"x": X234})
+    assert len(m.graph.node[0].input) == 2
+    m = make_model([one("Reshape", ["x", "s"], ["y"])], [vi("x", F, [2, 3, 4]),
+                                                          vi("s", I64, [2])],
+                   [vi("y", F, None)], opset=13)
+    with pytest.raises(ConversionError, match=r"node 'n_reshape' \(Reshape-13 -> 1.*"
+                                              r"Reshape-5 -> Reshape-1.*'s'.*not a constant"):
+        convert_other_ops(m, 13, 4)
+
+
+def test_reshape_allowzero():
+    shape = numpy_helper.from_array(np.array([4, 6], np.int64), "shape")
+    m = make_model([one("Reshape", ["x", "shape"], ["y"], allowzero=1)],
+                   [vi("x", F, [2, 3, 4])], [vi("y", F, [4, 6])], opset=14,
+                   initializers=[shape])
+    roundtrip(m, 14, 13, {"x": X234})
+    shape = numpy_helper.from_array(np.array([0, 24], np.int64), "shape")
+    m = make_model([one("Reshape", ["x", "shape"], ["y"], allowzero=1)],
+                   [vi("x", F, [0, 3])], [vi("y", F, None)], opset=14, initializers=[shape])
+    with pytest.raises(ConversionError, match="allowzero=1"):
+        convert_other_ops(m, 14, 13)
+
+
+@pytest.mark.parametrize("op,version", [("Unsqueeze", 13), ("Squeeze", 13),
+                                        ("ReduceSum", 13), ("ReduceMean", 18),
+                                        ("ReduceMax", 18)])
+def test_axes_attribute_and_input(op, version):
+    x = np.random.default_rng(2).standard_normal((2, 1, 4)).astype(np.float32)
+    axes = numpy_helper.from_array(np.array([-2], np.int64), "axes")
+    m = make_model([one(op, ["x", "axes"], ["y"])], [vi("x", F, [2, 1, 4])],
+                   [vi("y", F, {"Unsqueeze": 4, "Squeeze": 2}.get(op, 3))], opset=version,
+                   initializers=[axes])
+    roundtrip(m, version, 9, {"x": x})
+    n = m.graph.node[0]
+    # The negative axis is normalized below 11 (Unsqueeze's axes count in the output's rank).
+    assert len(n.input) == 1 and attrs(n)["axes"] == ([2] if op == "Unsqueeze" else [1])
+    roundtrip(m, 9, version, {"x": x})
+    assert len(m.graph.node[0].input) == 2
+
+
+def test_reduce_without_axes_and_noop():
+    m = make_model([one("ReduceMean", ["x"], ["y"], keepdims=0)], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [])], opset=18)
+    roundtrip(m, 18, 13, {"x": X234})
+    assert attrs(m.graph.node[0]) == {"keepdims": 0}
+    m = make_model([one("ReduceMean", ["x"], ["y"], noop_with_empty_axes=1)],
+                   [vi("x", F, [2, 3, 4])], [vi("y", F, None)], opset=18)
+    with pytest.raises(ConversionError, match="noop_with_empty_axes=1"):
+        convert_other_ops(m, 18, 13)
+
+
+def test_negative_axis_needs_rank_below_11():
+    m = make_model([one("Concat", ["x", "z"], ["y"], axis=-1)],
+                   [vi("x", F, [2, 3]), vi("z", F, [2, 3])], [vi("y", F, [2, 6])], opset=13)
+    x = np.ones((2, 3), np.float32)
+    roundtrip(m, 13, 9, {"x": x, "z": 2 * x})
+    assert attrs(m.graph.node[0]) == {"axis": 1}
+    m = make_model([one("Flatten", ["x"], ["y"], axis=-1)], [vi("x", F, None)],
+                   [vi("y", F, None)], opset=13)
+    with pytest.raises(ConversionError, match=r"Flatten-11 -> Flatten-9.*axis=-1.*rank"):
+        convert_other_ops(m, 13, 9)
+
+
+def test_gather_indices_below_11():
+    idx = numpy_helper.from_array(np.array([-1, 0], np.int64), "i")
+    m = make_model([one("Gather", ["x", "i"], ["y"], axis=1)], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, 3)], opset=13, initializers=[idx])
+    roundtrip(m, 13, 9, {"x": X234})
+    m = make_model([one("Gather", ["x", "i"], ["y"])], [vi("x", F, [2, 3]),
+                                                        vi("i", I64, [2])],
+                   [vi("y", F, None)], opset=13)
+    with pytest.raises(ConversionError, match=r"Gather-11 -> Gather-1.*not constant"):
+        convert_other_ops(m, 13, 10)
+
+
+def test_clip_bounds_between_attributes_and_inputs():
+    x = np.linspace(-3, 3, 7, dtype=np.float32)
+    m = make_model([one("Clip", ["x"], ["y"], min=-1.0)], [vi("x", F, [7])],
+                   [vi("y", F, [7])], opset=6)
+    roundtrip(m, 6, 13, {"x": x})
+    assert len(m.graph.node[0].input) == 3
+    roundtrip(m, 13, 6, {"x": x})
+    assert attrs(m.graph.node[0])["min"] == -1.0
+    lo = numpy_helper.from_array(np.array(0.5, np.float32), "lo")
+    m = make_model([one("Clip", ["x", "lo"], ["y"])], [vi("x", F, [7])], [vi("y", F, [7])],
+                   opset=13, initializers=[lo])
+    roundtrip(m, 13, 1, {"x": x})
+    m = make_model([one("Clip", ["x", "lo"], ["y"])], [vi("x", F, [7]), vi("lo", F, [])],
+                   [vi("y", F, [7])], opset=13)
+    with pytest.raises(ConversionError, match=r"Clip-11 -> Clip-6.*min.*not a constant"):
+        convert_other_ops(m, 13, 10)
+
+
+def test_dropout_versions():
+    x = X234
+    m = make_model([one("Dropout", ["x"], ["y"], ratio=0.3)], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [2, 3, 4])], opset=10)
+    roundtrip(m, 10, 13, {"x": x})
+    roundtrip(m, 13, 6, {"x": x})
+    assert attrs(m.graph.node[0]) == {"ratio": pytest.approx(0.3), "is_test": 1}
+    m = make_model([one("Dropout", ["x"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [2, 3, 4])], opset=6)
+    with pytest.raises(ConversionError, match=r"Dropout-6 -> 13.*is_test=0.*training"):
+        convert_other_ops(m, 6, 13)
+
+
+def test_gemm_optional_c_and_legacy_broadcast():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((3, 4))
+    w = numpy_helper.from_array(b.astype(np.float32), "w")
+    m = make_model([one("Gemm", ["a", "w"], ["y"])], [vi("a", F, [2, 3])], [vi("y", F, [2, 4])],
+                   opset=13, initializers=[w])
+    roundtrip(m, 13, 6, {"a": a})
+    assert attrs(m.graph.node[0]) == {"broadcast": 1} and len(m.graph.node[0].input) == 3
+    c = numpy_helper.from_array(np.arange(4, dtype=np.float32), "c")
+    m = make_model([one("Gemm", ["a", "w", "c"], ["y"], broadcast=1)], [vi("a", F, [2, 3])],
+                   [vi("y", F, [2, 4])], opset=6, initializers=[w, c])
+    convert(m, 6, 13)
+    np.testing.assert_allclose(run_ort(m, {"a": a})[0], a @ b.astype(np.float32) + np.arange(4),
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("n,width", [(2, 6), (2, 5), (3, 5)])
+def test_split_num_outputs(n, width):
+    x = np.arange(2 * width, dtype=np.float32).reshape(2, width)
+    outs = [f"y{i}" for i in range(n)]
+    m = make_model([one("Split", ["x"], outs, axis=1, num_outputs=n)],
+                   [vi("x", F, [2, width])],
+                   [vi(o, F, 2) for o in outs], opset=18)
+    roundtrip(m, 18, 11, {"x": x})
+    roundtrip(m, 11, 18, {"x": x})
+    assert attrs(m.graph.node[0]).get("num_outputs") == n or len(m.graph.node[0].input) == 2
+
+
+def test_pad_slice_topk_between_attributes_and_inputs():
+    x = X234
+    pads = numpy_helper.from_array(np.array([0, 1, 0, 0, 2, 1], np.int64), "p")
+    cv = numpy_helper.from_array(np.array(1.5, np.float32), "cv")
+    m = make_model([one("Pad", ["x", "p", "cv"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, 3)], opset=13, initializers=[pads, cv])
+    roundtrip(m, 13, 1, {"x": x})
+    assert attrs(m.graph.node[0]) == {"paddings": [0, 1, 0, 0, 2, 1], "value": 1.5}
+    roundtrip(m, 1, 13, {"x": x})
+    m = make_model([one("Slice", ["x"], ["y"], starts=[1, 0], ends=[3, -1], axes=[1, 2])],
+                   [vi("x", F, [2, 3, 4])], [vi("y", F, 3)], opset=9)
+    roundtrip(m, 9, 13, {"x": x})
+    roundtrip(m, 13, 1, {"x": x})
+    m = make_model([one("TopK", ["x"], ["v", "i"], k=2)], [vi("x", F, [2, 3, 4])],
+                   [vi("v", F, 3), vi("i", I64, 3)], opset=7)  # TopK-1 is in force at 7
+    roundtrip(m, 7, 13, {"x": x})
+    roundtrip(m, 13, 9, {"x": x})
+    steps = numpy_helper.from_array(np.array([2], np.int64), "st")
+    sl = [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("s", 0), ("e", 4))]
+    m = make_model([one("Slice", ["x", "s", "e", "", "st"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, None)], opset=13, initializers=[*sl, steps])
+    with pytest.raises(ConversionError, match=r"Slice-10 -> Slice-1.*steps"):
+        convert_other_ops(m, 13, 9)
+
+
+def test_concat_and_cast_old_forms():
+    x = np.ones((2, 3), np.float32)
+    m = make_model([one("Concat", ["x", "x"], ["y"])], [vi("x", F, [2, 3])],
+                   [vi("y", F, [2, 6])], opset=1)
+    convert(m, 1, 13)
+    assert attrs(m.graph.node[0]) == {"axis": 1}
+    assert run_ort(m, {"x": x})[0].shape == (2, 6)
+    m = make_model([one("Cast", ["x"], ["y"], to=TensorProto.DOUBLE)], [vi("x", F, [2, 3])],
+                   [vi("y", TensorProto.DOUBLE, [2, 3])], opset=13)
+    convert(m, 13, 1)
+    assert attrs(m.graph.node[0]) == {"to": b"DOUBLE"}
+    convert(m, 1, 13)
+    assert attrs(m.graph.node[0]) == {"to": TensorProto.DOUBLE}
+
+
+def test_int_constant_becomes_initializer_below_9():
+    c = helper.make_node("Constant", [], ["s"], name="c",
+                         value=numpy_helper.from_array(np.array([6, 4], np.int64)))
+    m = make_model([c, one("Reshape", ["x", "s"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [6, 4])], opset=13)
+    roundtrip(m, 13, 7, {"x": X234})
+    assert [n.op_type for n in m.graph.node] == ["Reshape"]
+
+
+# ------------------------------------------------------------------------- scopes
+
+
+def unsqueeze_graph(name, x, y):
+    axes = helper.make_node("Constant", [], [f"{name}_axes"], name=f"{name}_c",
+                            value=numpy_helper.from_array(np.array([0], np.int64)))
+    return [axes, helper.make_node("Unsqueeze", [x, f"{name}_axes"], [y], name=f"{name}_u")]
+
+
+def test_subgraphs_converted():
+    then_g = helper.make_graph(unsqueeze_graph("t", "x", "ty"), "then", [],
+                               [vi("ty", F, [1, 3])])
+    neg = helper.make_node("Neg", ["x"], ["nx"], name="neg")
+    else_g = helper.make_graph([neg, *unsqueeze_graph("e", "nx", "ey")], "else", [],
+                               [vi("ey", F, [1, 3])])
+    m = make_model([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then_g,
+                                     else_branch=else_g)],
+                   [vi("c", TensorProto.BOOL, []), vi("x", F, [3])], [vi("y", F, [1, 3])],
+                   opset=13)
+    feeds = [{"c": np.array(v), "x": np.arange(3, dtype=np.float32)} for v in (True, False)]
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    changes = convert(m, 13, 11)
+    assert {c.scope for c in changes if c.op == "Unsqueeze"} == {
+        "graph 'g'/node 'if'/then_branch", "graph 'g'/node 'if'/else_branch"}
+    for g in (m.graph.node[0].attribute[0].g, m.graph.node[0].attribute[1].g):
+        u = next(n for n in g.node if n.op_type == "Unsqueeze")
+        assert len(u.input) == 1 and attrs(u) == {"axes": [0]}
+        assert not any(n.op_type == "Constant" for n in g.node)
+    for f in feeds:
+        check_same(before, 13, m, 11, f)
+
+
+def test_functions_converted_and_kept():
+    fn = helper.make_function("local", "F", ["x"], ["y"], unsqueeze_graph("f", "x", "y"),
+                              [helper.make_opsetid("", 13)])
+    m = make_model([helper.make_node("F", ["x"], ["y"], name="call", domain="local")],
+                   [vi("x", F, [3])], [vi("y", F, [1, 3])], opset=13, functions=[fn],
+                   extra_opsets=[helper.make_opsetid("local", 1)])
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    changes = convert_other_ops(m, 13, 11)
+    assert [(c.op, c.scope) for c in changes if c.action == "rewrite"] == [
+        ("Unsqueeze", "function local::F")]
+    finish(m, 11)
+    m.functions[0].opset_import[0].version = 11
+    onnx.checker.check_model(m, full_check=True)
+    assert [f.name for f in m.functions] == ["F"]
+    u = next(n for n in m.functions[0].node if n.op_type == "Unsqueeze")
+    assert attrs(u) == {"axes": [0]}
+    check_same(before, 13, m, 11, {"x": np.arange(3, dtype=np.float32)})
+
+
+def test_function_with_its_own_source_opset():
+    # The function imports opset 11 while the model imports 13: its nodes start from 11.
+    body = [helper.make_node("Unsqueeze", ["x"], ["y"], name="fu", axes=[0])]
+    fn = helper.make_function("local", "F", ["x"], ["y"], body, [helper.make_opsetid("", 11)])
+    m = make_model([helper.make_node("F", ["x"], ["y"], name="call", domain="local")],
+                   [vi("x", F, [3])], [vi("y", F, [1, 3])], opset=13, functions=[fn],
+                   extra_opsets=[helper.make_opsetid("local", 1)])
+    changes = convert_other_ops(m, 13, 13)
+    assert [(c.node, c.from_version, c.to_version) for c in changes] == [("fu", 11, 13)]
+    assert len(m.functions[0].node[1].input) == 2  # axes moved to an input (Constant node)
+    assert m.functions[0].node[0].op_type == "Constant"
+
+
+def test_error_names_op_node_scope_and_versions():
+    m = make_model([one("Scan", ["s", "x"], ["y"], num_scan_inputs=1,
+                        body=helper.make_graph([], "b", [], []))],
+                   [vi("s", I64, [1]), vi("x", F, [1, 2])], [vi("y", F, None)], opset=8)
+    with pytest.raises(ConversionError) as e:
+        convert_other_ops(m, 8, 9)
+    msg = str(e.value)
+    assert "node 'n_scan'" in msg and "Scan-8 -> 9" in msg and "graph 'g'" in msg
+    assert "\n" not in msg
