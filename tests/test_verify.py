@@ -601,3 +601,24 @@ def test_rounds_feed_every_special_value(elem, shape):
             assert np.isnan(seen.astype(np.float64)).any()
         else:
             assert v.tobytes() in seen_bits, v
+
+
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64])
+def test_compare_ulp_matches_nextafter_walk(dt):
+    rng = np.random.default_rng(1)
+    start = np.concatenate([rng.normal(0, 1, 20), rng.normal(0, 1e4, 10), [0.0, -0.0]]
+                           ).astype(dt)
+    for k in range(7):
+        b = start.copy()
+        for _ in range(k):
+            b = np.nextafter(b, dt(np.inf))
+        c = compare(start, b, ulp=10, signed_zeros=False)
+        assert c.ok and c.max_ulp == k, (k, c)
+
+
+def test_report_json_is_strict_json_with_infinities():
+    m = leaky_model(0.5, shape=(2,))
+    r = verify(m, m, {"x": np.array([1.0, -1.0], np.float32)})
+    r.rows[0].max_abs = r.rows[0].max_ulp = float("inf")
+    d = json.loads(r.to_json(), parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
+    assert d["rows"][0]["max_ulp"] == "inf"
