@@ -1,0 +1,110 @@
+"""``opshift inline`` on the command line: output, --verify, --json, errors, atomic writes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from conftest import MODELS, make_model
+from onnx import TensorProto as TP
+from onnx import helper
+
+from opshift.cli import main
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _write(tmp_path, opset=13, name="m.onnx"):
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["a"], name="lr", alpha=0.2),
+             helper.make_node("Selu", ["a"], ["y"], name="se")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, ["N", 8])],
+                   [helper.make_tensor_value_info("y", TP.FLOAT, ["N", 8])], opset=opset)
+    p = tmp_path / name
+    onnx.save(m, p)
+    return p
+
+
+@pytest.mark.parametrize("opset", [6, 13, 18])
+def test_inline_verify_ok(tmp_path, capsys, opset):
+    src = _write(tmp_path, opset)
+    out = tmp_path / "out.onnx"
+    before = src.read_bytes()
+    assert main(["inline", str(src), "-o", str(out), "--verify", "-v"]) == 0
+    text = capsys.readouterr().out
+    assert "verify: ok" in text and "lr (LeakyRelu-" in text and f"wrote {out}" in text
+    m = onnx.load(out)
+    onnx.checker.check_model(m, full_check=True)
+    assert not {"LeakyRelu", "Selu"} & {n.op_type for n in m.graph.node}
+    assert src.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out.onnx"]
+
+
+def test_inline_json(tmp_path, capsys):
+    src = _write(tmp_path, 18)
+    out = tmp_path / "out.onnx"
+    assert main(["inline", str(src), "-o", str(out), "--json", "--ops", "Selu"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["output"] == str(out) and [n["op"] for n in d["nodes"]] == ["Selu"]
+    assert d["nodes"][0]["band"] == "function" and d["nodes"][0]["signed_zero_exact"] is False
+    assert "Where" in d["nodes"][0]["replacement"]
+
+
+def test_verify_mismatch_exits_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """A wrong decomposition (gamma 0.1% off) is caught by --verify. (opshift.verify allows
+    4 ulp for float32, so --verify cannot see a 1-ulp error; the exactness tests do.)"""
+    from opshift.passes import decompose as dec
+
+    real = dec.legacy_selu_template.__wrapped__
+
+    def wrong(alpha, gamma, elem_type, opset):
+        return real(alpha, gamma * 1.001, elem_type, opset)
+
+    monkeypatch.setattr(dec, "legacy_selu_template", wrong)
+    src = _write(tmp_path, 7)
+    out = tmp_path / "out.onnx"
+    assert main(["inline", str(src), "-o", str(out), "--verify"]) == 1
+    err = capsys.readouterr().err
+    assert "FAIL" in err and "se" in err
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_cannot_inline_is_one_line_exit_2(tmp_path, capsys):
+    ins = [helper.make_tensor_value_info("x", TP.FLOAT, None),
+           helper.make_tensor_value_info("s", TP.FLOAT, None)]
+    m = make_model([helper.make_node("PRelu", ["x", "s"], ["y"], name="p")], ins,
+                   [helper.make_tensor_value_info("y", TP.FLOAT, None)], opset=6)
+    src = tmp_path / "p.onnx"
+    onnx.save(m, src)
+    out = tmp_path / "out.onnx"
+    assert main(["inline", str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "p.onnx" in err and "node 'p' (PRelu-6" in err
+    assert not out.exists()
+
+
+def test_bad_options(tmp_path, capsys):
+    src = _write(tmp_path)
+    assert main(["inline", str(src), "-o", str(tmp_path / "o.onnx"), "--ops", "Elu"]) == 2
+    assert "unknown op 'Elu'" in capsys.readouterr().err
+    assert main(["inline", str(src), "-o", str(tmp_path / "o.onnx"), "--functions", "F"]) == 2
+    assert "no model-local function 'F'" in capsys.readouterr().err
+    assert main(["inline", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o.onnx")]) == 2
+
+
+def test_help_shows_an_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["inline", "--help"])
+    assert "opshift inline model.onnx -o" in capsys.readouterr().out
+
+
+def test_bundled_local_function_model(tmp_path, capsys):
+    src = MODELS / "local_function.onnx"
+    out = tmp_path / "out.onnx"
+    assert main(["inline", str(src), "-o", str(out), "--functions", "all", "--verify"]) == 0
+    m = onnx.load(out)
+    assert not m.functions
+    onnx.checker.check_model(m, full_check=True)
+    assert "verify: ok" in capsys.readouterr().out
