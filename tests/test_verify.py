@@ -622,3 +622,11 @@ def test_report_json_is_strict_json_with_infinities():
     r.rows[0].max_abs = r.rows[0].max_ulp = float("inf")
     d = json.loads(r.to_json(), parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
     assert d["rows"][0]["max_ulp"] == "inf"
+
+
+def test_cli_model_error_with_npz_names_the_model_not_the_npz(capsys, tmp_path, pair):
+    ref, _, _ = pair
+    bad = save(prelu_model(slope=(0.1, 0.2, 0.3, 0.4, 0.5)), tmp_path / "bad.onnx")
+    np.savez(tmp_path / "in.npz", x=np.ones((1, 3, 2, 2), np.float32))
+    rc, _, err = run_cli(capsys, ref, bad, "--inputs", tmp_path / "in.npz")
+    assert rc == 2 and err.startswith(f"opshift verify: error: candidate {bad}: node 'prelu'")

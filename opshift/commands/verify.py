@@ -139,7 +139,7 @@ def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> No
 
 def run(args) -> int:
     from ..modelio import load
-    from ..verify import verify
+    from ..verify import _check_given, verify
 
     dims = parse_dims(args.dim)
     ref = load(args.reference, load_external_data=True)
@@ -150,10 +150,12 @@ def run(args) -> int:
             raise OpshiftError("--dim only applies to generated inputs, not with --inputs")
         inputs = load_npz(args.inputs)
         _fit_raw(inputs, [ref.graph, cand.graph])
-        try:
-            report = _verify(ref, cand, args, inputs, dims, verify)
+        try:  # inputs that do not fit: name the .npz and the model
+            _check_given(inputs, ref, cand, f"reference {args.reference}",
+                         f"candidate {args.candidate}")
         except OpshiftError as e:
             raise type(e)(f"{args.inputs}: {e}") from e
+        report = _verify(ref, cand, args, inputs, dims, verify)
     else:
         known = _symbolic_dims(ref.graph) | _symbolic_dims(cand.graph)
         unknown = sorted(set(dims) - known)
