@@ -630,3 +630,12 @@ def test_cli_model_error_with_npz_names_the_model_not_the_npz(capsys, tmp_path, 
     np.savez(tmp_path / "in.npz", x=np.ones((1, 3, 2, 2), np.float32))
     rc, _, err = run_cli(capsys, ref, bad, "--inputs", tmp_path / "in.npz")
     assert rc == 2 and err.startswith(f"opshift verify: error: candidate {bad}: node 'prelu'")
+
+
+def test_opshift_verify_is_callable_after_importing_the_submodule():
+    import opshift
+    import opshift.verify  # noqa: F401  (sets the package attribute to the module)
+
+    m = prelu_model()
+    assert opshift.verify(m, m).ok
+    assert isinstance(opshift.verify(m, m), opshift.VerifyReport)
