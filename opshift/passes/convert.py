@@ -12,6 +12,7 @@ when a target opset drops a type the source allowed.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +108,8 @@ class _Facts:
         self._shapes: dict[str, tuple] | None = None
         self._types: dict[str, int] | None = None
         self._inferred_types = False
-        self._producers: dict[str, tuple[onnx.NodeProto, dict[str, int]]] | None = None
+        self._forwarded = False
+        self._possible: frozenset[str] | None = None
         self._uses: dict[str, int] | None = None
         self._names: Names | None = None
 
@@ -147,22 +149,16 @@ class _Facts:
             take(getattr(f, "value_info", ()))
         return types
 
-    def _producer_map(self) -> dict[str, tuple[onnx.NodeProto, dict[str, int]]]:
-        if self._producers is None:
-            self._producers = {}
-            for sc in iter_scopes(self.model):
-                for n in sc.nodes:
-                    for o in n.output:
-                        if o:
-                            self._producers[o] = (n, sc.opsets)
-        return self._producers
-
     def elem_type(self, name: str) -> int | None:
         """Element type of ``name``: declared, else propagated through the producing nodes'
         schema type parameters, else from onnx type inference."""
         if self._types is None:
             self._types = self._declared_types()
-        t = self._propagate(name, 0)
+        t = self._types.get(name)
+        if t is None and not self._forwarded:
+            self._forwarded = True
+            self._forward()
+            t = self._types.get(name)
         if t is None and not self._inferred_types:
             self._inferred_types = True
             m = onnx.ModelProto()
@@ -177,39 +173,60 @@ class _Facts:
             t = self._types.get(name)
         return t
 
-    def _propagate(self, name: str, depth: int) -> int | None:
-        assert self._types is not None
-        t = self._types.get(name)
-        if t is not None or depth > 200:
-            return t
-        prod = self._producer_map().get(name)
-        if prod is None:
-            t = self._from_call_sites(name, depth)
-            if t is not None:
-                self._types[name] = t
-            return t
-        node, ops = prod
-        t = _output_type_from_schema(node, ops, list(node.output).index(name),
-                                     lambda n: self._propagate(n, depth + 1))
-        if t is not None:
-            self._types[name] = t
-        return t
-
-    def _from_call_sites(self, name: str, depth: int) -> int | None:
-        """A function input's type: the one type every call of the function passes in."""
-        for f in self.model.functions:
-            if name not in f.input:
-                continue
-            k = list(f.input).index(name)
-            found: set[int | None] = set()
+    def possible_types(self) -> frozenset[str]:
+        """Every element type (as 'tensor(...)') any value of the model could have: declared
+        ones, Cast targets, and all allowed types of outputs whose type no input binds."""
+        if self._possible is None:
+            if self._types is None:
+                self._types = self._declared_types()
+            found = {f"tensor({opsets.tensor_type_name(t)})" for t in set(self._types.values())}
+            seen: set[tuple[str, str, int]] = set()
             for sc in iter_scopes(self.model):
                 for n in sc.nodes:
-                    if (n.op_type == f.name and n.domain == f.domain and len(n.input) > k
-                            and n.input[k]):
-                        found.add(self._propagate(n.input[k], depth + 1))
-            if len(found) == 1:
-                return found.pop()
-        return None
+                    dom = opsets.normalize_domain(n.domain)
+                    if dom == "" and n.op_type == "Cast":
+                        t = _output_type_from_schema(n, sc.opsets, 0, lambda _n: None)
+                        if t is not None:
+                            found.add(f"tensor({opsets.tensor_type_name(t)})")
+                        continue
+                    key = (dom, n.op_type, sc.opsets.get(dom, 0))
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    found |= _free_output_types(*key)
+            self._possible = frozenset(found)
+        return self._possible
+
+    def _forward(self) -> None:
+        """One pass over every scope in order (nodes are topologically sorted), typing each
+        output from its node's schema: the output's type parameter is bound by an input."""
+        types = self._types
+        assert types is not None
+        for sc in iter_scopes(self.model):
+            if sc.function is not None and sc.owner is None:
+                for name in sc.function.input:
+                    if name not in types:
+                        t = self._from_call_sites(sc.function, name)
+                        if t is not None:
+                            types[name] = t
+            for n in sc.nodes:
+                for k, o in enumerate(n.output):
+                    if o and o not in types:
+                        t = _output_type_from_schema(n, sc.opsets, k, types.get)
+                        if t is not None:
+                            types[o] = t
+
+    def _from_call_sites(self, f: onnx.FunctionProto, name: str) -> int | None:
+        """A function input's type: the one type every call of the function passes in."""
+        assert self._types is not None
+        k = list(f.input).index(name)
+        found: set[int | None] = set()
+        for sc in iter_scopes(self.model):
+            for n in sc.nodes:
+                if (n.op_type == f.name and n.domain == f.domain and len(n.input) > k
+                        and n.input[k]):
+                    found.add(self._types.get(n.input[k]))
+        return found.pop() if len(found) == 1 else None
 
     def uses(self, name: str) -> int:
         """How many node inputs (anywhere in the model) and graph outputs read ``name``."""
@@ -239,6 +256,28 @@ class _Facts:
     def add_use(self, name: str, n: int) -> None:
         if self._uses is not None:
             self._uses[name] = self._uses.get(name, 0) + n
+
+
+@functools.cache
+def _free_output_types(domain: str, op: str, opset: int) -> frozenset[str]:
+    """Types an op can output that none of its inputs determines (Shape -> int64, Cast-like
+    ops, ...); everything if the op is unknown (a local function, another domain)."""
+    s = opsets.schema(op, opset, domain) if opset else None
+    if s is None:
+        return _ALL_TYPES
+    allowed = {tc.type_param_str: frozenset(tc.allowed_type_strs) for tc in s.type_constraints}
+    bound = {p.type_str for p in s.inputs}
+    out: set[str] = set()
+    for p in s.outputs:
+        if p.type_str.startswith("tensor("):
+            out.add(p.type_str)
+        elif p.type_str not in bound:
+            out |= allowed.get(p.type_str, _ALL_TYPES)
+    return frozenset(out)
+
+
+_ALL_TYPES = frozenset(f"tensor({opsets.tensor_type_name(t)})"
+                       for t in onnx.TensorProto.DataType.values() if t)
 
 
 def _output_type_from_schema(node: onnx.NodeProto, ops: dict[str, int], index: int,
@@ -568,6 +607,9 @@ def _round_attrs_to(node, op, vt, elem_type: int, notes) -> None:
 def _cast_types(node, op, vs, vt, ctx, notes, prefix, index) -> list[onnx.NodeProto] | None:
     label = _label(node, op, vs, ctx.scope)
     allowed = opsets.allowed_types(op, vt)
+    dropped = opsets.allowed_types(op, vs) - allowed
+    if not (dropped & ctx.facts.possible_types()):
+        return None  # no value in the model can have a type the target drops
     elem = ctx.facts.elem_type(node.input[0])
     if elem is None:
         raise ConversionError(f"{label}: the element type of X {node.input[0]!r} is unknown, "
@@ -725,7 +767,9 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
 
     facts = _Facts(model)
     # Activation nodes, found before other ops are converted (their opsets are the sources).
-    for sc in iter_scopes(model):
+    crosses_7 = any((v < 7) != (target < 7) for v in (source, *scopes_sources.values())
+                    if v is not None)
+    for sc in iter_scopes(model) if crosses_7 else ():
         src = sc.opsets.get("", source)
         if (src < 7) == (target < 7):
             continue
@@ -748,12 +792,14 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
         src = sc.opsets.get("", source)
         if src == target:
             continue
+        changing = frozenset(op for op in ACTIVATIONS
+                             if opsets.since_version(op, src) != opsets.since_version(op, target))
+        if not changing:
+            continue
         replacements: dict[int, list[onnx.NodeProto]] = {}
         ctx = _Ctx(model, facts, sc, target, base_dir)
         for i, n in enumerate(sc.nodes):
-            if n.op_type not in ACTIVATIONS or opsets.normalize_domain(n.domain) != "":
-                continue
-            if opsets.since_version(n.op_type, src) == opsets.since_version(n.op_type, target):
+            if n.op_type not in changing or n.domain not in ("", "ai.onnx"):
                 continue
             before = copy.deepcopy(n) if record else None
             consts = _region_constants(sc, [n], model.ir_version) if record else {}

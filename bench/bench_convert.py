@@ -1,0 +1,170 @@
+"""Speed and memory of ``opshift convert`` next to onnx's converter and the load+save floor.
+
+Builds synthetic models of 1,000 / 10,000 / 100,000 nodes (Conv -> Add -> PRelu ->
+LeakyRelu -> Selu blocks on tiny tensors) at opsets 9 and 16, then measures, each in a fresh
+subprocess, for 9 -> 16 and 16 -> 9:
+
+* floor: ``onnx.load`` + ``onnx.save`` of the same file (C++ protobuf parsing);
+* opshift: ``opshift convert IN --opset N -o OUT`` (its CLI entry point, in the child);
+* onnx: ``onnx.load`` + ``onnx.version_converter.convert_version`` + ``onnx.save`` (skipped
+  when no op other than the three activations changes between the opsets: opshift then does
+  not use it either).
+
+"time" is the work itself, measured inside the child after its imports (interpreter start-up
+and ``import onnx`` are the same for all three and are reported separately as "total").
+Peak RSS is the child's ``ru_maxrss`` from ``os.wait4``.
+
+usage: python bench/bench_convert.py [--sizes 1000,10000,100000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+CHILD = r"""
+import json, sys, time
+mode, src, dst, opset = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+import onnx
+if mode == "opshift":
+    from opshift.cli import main
+    import opshift.passes.convert, opshift.commands.convert  # imports outside the timing
+t0 = time.perf_counter()
+if mode == "floor":
+    m = onnx.load(src)
+    onnx.save(m, dst)
+elif mode == "onnx":
+    import onnx.version_converter
+    m = onnx.load(src)
+    m = onnx.version_converter.convert_version(m, opset)
+    onnx.save(m, dst)
+else:
+    rc = main([src, "--opset", str(opset), "-o", dst, "-q"][:0] + ["convert", src, "--opset",
+              str(opset), "-o", dst, "-q"])
+    assert rc == 0, rc
+print(json.dumps({"time": time.perf_counter() - t0}))
+"""
+
+BLOCK = 5  # nodes per block
+
+
+def build(n_nodes: int, opset: int) -> onnx.ModelProto:
+    """``n_nodes`` nodes in blocks of Conv(1x1) -> Add -> PRelu -> LeakyRelu -> Selu."""
+    c = 4
+    nodes, inits = [], []
+    w = numpy_helper.from_array(np.eye(c, dtype=np.float32).reshape(c, c, 1, 1) * 0.5, "w")
+    b = numpy_helper.from_array(np.full([c, 1, 1], 0.1, np.float32), "b")
+    s = numpy_helper.from_array(np.linspace(0.1, 0.4, c, dtype=np.float32).reshape(c, 1, 1),
+                                "slope")
+    inits += [w, b, s]
+    cur = "x"
+    for i in range(n_nodes // BLOCK):
+        nodes += [
+            helper.make_node("Conv", [cur, "w"], [f"c{i}"], name=f"conv{i}"),
+            helper.make_node("Add", [f"c{i}", "b"], [f"a{i}"], name=f"add{i}"),
+            helper.make_node("PRelu", [f"a{i}", "slope"], [f"p{i}"], name=f"prelu{i}"),
+            helper.make_node("LeakyRelu", [f"p{i}"], [f"l{i}"], name=f"lrelu{i}", alpha=0.2),
+            helper.make_node("Selu", [f"l{i}"], [f"s{i}"], name=f"selu{i}"),
+        ]
+        cur = f"s{i}"
+    nodes[-1].output[0] = "y"
+    shape = [1, c, 2, 2]
+    graph = helper.make_graph(nodes, "bench", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, shape)], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                        shape)], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    from opshift.opsets import ir_version_for_opset
+
+    m.ir_version = ir_version_for_opset(opset)
+    return m
+
+
+def measure(mode: str, src: Path, dst: Path, opset: int) -> dict:
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", CHILD, mode, str(src), str(dst), str(opset)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = p.stdout.read()
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    total = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        return {"error": err.decode(errors="replace").strip().splitlines()[-1:]}
+    d = json.loads(out.decode().strip().splitlines()[-1])
+    d["total"] = total
+    d["rss_mb"] = ru.ru_maxrss / 1024
+    return d
+
+
+def best(mode, src, dst, opset, repeat) -> dict:
+    runs = [measure(mode, src, dst, opset) for _ in range(repeat)]
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    return min(ok, key=lambda r: r["time"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    from opshift.passes.other_ops import other_ops_change
+
+    rows = []
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        tmp = Path(tmp)
+        for n in sizes:
+            for src_opset, dst_opset in ((9, 16), (16, 9)):
+                m = build(n, src_opset)
+                src = tmp / f"m{n}_{src_opset}.onnx"
+                onnx.save(m, src)
+                dst = tmp / f"out{n}.onnx"
+                row = {"nodes": n, "convert": f"{src_opset}->{dst_opset}",
+                       "floor": best("floor", src, dst, dst_opset, args.repeat),
+                       "opshift": best("opshift", src, dst, dst_opset, args.repeat)}
+                # opshift never calls onnx's converter; say whether onnx's would be needed
+                # for the other ops at all, and measure it on the same model regardless
+                row["other_ops_change"] = other_ops_change(m, src_opset, dst_opset)
+                row["onnx"] = best("onnx", src, dst, dst_opset, max(1, args.repeat - 1))
+                rows.append(row)
+                _print_row(row)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    return 0
+
+
+def _fmt(r: dict) -> str:
+    if "error" in r:
+        return f"{'error: ' + ' '.join(r['error'])[:60]:>30}"
+    return f"{r['time'] * 1000:9.1f} ms {r['rss_mb']:7.0f} MB"
+
+
+def _print_row(row: dict) -> None:
+    if not hasattr(_print_row, "done"):
+        print(f"{'nodes':>7} {'conv':>6} | {'floor (load+save)':>21} | {'opshift convert':>21} "
+              f"| {'onnx.version_converter':>22} | opshift/floor time, rss")
+        _print_row.done = True
+    f, o, x = row["floor"], row["opshift"], row["onnx"]
+    ratio = ""
+    if "error" not in f and "error" not in o:
+        ratio = f"{o['time'] / f['time']:.2f}x, {o['rss_mb'] / f['rss_mb']:.2f}x"
+    print(f"{row['nodes']:>7} {row['convert']:>6} | {_fmt(f)} | {_fmt(o)} | {_fmt(x):>22} | "
+          f"{ratio}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
