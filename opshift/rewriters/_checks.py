@@ -20,6 +20,10 @@ from ._values import Const, dtype_of, float32_attr, resolve, shape_of, type_allo
 Shape = tuple[int | str | None, ...]
 
 
+#: Placement "per channel on axis 1" for an X of unknown shape (legacy Mul axis=1).
+AXIS1 = ("axis 1",)
+
+
 class Refuse(Exception):
     """A match that cannot be fused exactly; the message says why."""
 
@@ -73,6 +77,19 @@ def zero(z: ir.Value | None, x: ir.Value, what: str = "comparison operand") -> C
     return c
 
 
+def fits(xs: Shape, shape: Shape) -> Shape | None:
+    """``shape`` placed on X as numpy broadcasting does, if it provably broadcasts to X
+    without changing X's shape (an unknown dim fits only a 1, a symbolic dim only itself)."""
+    if len(shape) > len(xs):
+        return None
+    for s, d in zip(shape, xs[len(xs) - len(shape):]):
+        if s == 1:
+            continue
+        if s is None or d is None or s != d:
+            return None
+    return numpy_shape(xs, shape)
+
+
 def _no_expand(shape: Shape, x: ir.Value, what: str) -> None:
     """``shape`` broadcasts to X without changing X's shape."""
     if len(shape) == 0:
@@ -81,7 +98,7 @@ def _no_expand(shape: Shape, x: ir.Value, what: str) -> None:
     if xs is None:
         raise Refuse(f"the shape of X is unknown, so a {what} of shape {list(shape)} might "
                      "broadcast X to another shape")
-    if numpy_shape(xs, shape) is None:
+    if fits(xs, shape) is None:
         raise Refuse(f"the {what} of shape {list(shape)} does not broadcast to X of shape "
                      f"{_fmt(xs)} without changing it")
 
@@ -121,18 +138,24 @@ def pattern_placement(x: ir.Value, s_shape: Shape, mul: ir.Node, s_index: int,
     if xs is None:
         if len(s_shape) == 0:
             return None
+        if opset < 7 and s_index == 1 and len(s_shape) == 1 \
+                and mul.attributes.get_int("broadcast", 0) == 1 \
+                and mul.attributes.get_int("axis", -1) == 1:
+            # legacy Mul with axis=1 runs only when X's dim 1 equals the slope's length,
+            # which is exactly when legacy PRelu applies a 1-D slope per channel
+            return AXIS1
         raise Refuse(f"the shape of X is unknown, so a slope of shape {list(s_shape)} "
                      "might broadcast X to another shape")
     rank = len(xs)
     if opset >= 7:
-        p = numpy_shape(xs, s_shape)
+        p = fits(xs, s_shape)
         if p is None:
             raise Refuse(f"slope of shape {list(s_shape)} does not broadcast to X of shape "
                          f"{_fmt(xs)} without changing it")
         return p
     # legacy Mul (opset <= 6): B broadcasts to A only with broadcast=1, placed at axis
     bcast = mul.attributes.get_int("broadcast", 0)
-    if list(s_shape) == list(xs):
+    if list(s_shape) == list(xs) and None not in xs:
         return tuple(s_shape)
     if not bcast or s_index != 1:
         raise Refuse(f"legacy Mul (opset {opset}) without broadcast=1 on the slope: slope "
@@ -144,8 +167,8 @@ def pattern_placement(x: ir.Value, s_shape: Shape, mul: ir.Node, s_index: int,
         return (1,) * rank
     axis_attr = mul.attributes.get("axis")
     axis = axis_attr.as_int() if axis_attr is not None else rank - len(s_shape)
-    if axis < 0 or axis + len(s_shape) > rank or \
-            list(s_shape) != list(xs[axis:axis + len(s_shape)]):
+    if axis < 0 or axis + len(s_shape) > rank or any(
+            s is None or s != d for s, d in zip(s_shape, xs[axis:axis + len(s_shape)])):
         raise Refuse(f"legacy Mul broadcast (axis {axis}) of slope {list(s_shape)} does "
                      f"not fit X {_fmt(xs)}")
     return (1,) * axis + tuple(s_shape) + (1,) * (rank - axis - len(s_shape))
@@ -156,6 +179,11 @@ def prelu_placement_matches(x: ir.Value, s_shape: Shape, placed: Shape | None,
     """PRelu at schema ``version`` puts the slope where the pattern did."""
     if placed is None:
         return  # rank-0 slope: one value everywhere under every rule
+    if placed == AXIS1:
+        if version < 7:
+            return
+        raise Refuse(f"PRelu-{version} broadcasts the slope as numpy does, and the shape of X "
+                     "is unknown")
     xs = shape_of(x)
     rule = rule_for_version(version)
     size = 1

@@ -1,19 +1,33 @@
 """What the fusion checks need to know about IR values: constants, dtypes, shapes, opsets.
 
 A *constant* here is a value whose content is fixed for every run of the model: an initializer
-that is not also a graph input, a ``Constant`` node's output, or an exact ``Cast`` /
-``CastLike`` of one. Graph inputs with an initializer default are not constants: a caller
-may feed another value.
+that is not also a graph input, a ``Constant`` node's output, or a ``Cast`` / ``CastLike`` of
+one. From IR version 4 on, an initializer that is also a graph input is a default a caller
+may override, so it is not a constant; before IR 4 every initializer had to be listed as a
+graph input, so there the listing says nothing and initializers are constants (as
+onnxruntime and opshift's converters treat them).
 """
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
 
 from ..opsets import allowed_types, since_version, tensor_type_name
+
+#: True while matching in a model whose IR version is < 4 (set by the rules' checks).
+LEGACY_INITIALIZER_INPUTS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "opshift_legacy_initializer_inputs", default=False)
+
+
+def _overridable(value: ir.Value) -> bool:
+    """A graph input (an initializer listed as input counts only from IR 4 on)."""
+    if not value.is_graph_input():
+        return False
+    return not (value.is_initializer() and LEGACY_INITIALIZER_INPUTS.get())
 
 
 @dataclass(frozen=True)
@@ -86,7 +100,7 @@ def _exact_cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
 
 def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
     """The constant ``value`` always holds, or None."""
-    if value is None or depth > 4 or value.is_graph_input():
+    if value is None or depth > 4 or _overridable(value):
         return None
     node = value.producer()
     if node is None:
@@ -107,7 +121,15 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
             to = node.attributes.get("to")
             if to is None or to.is_ref():
                 return None
-            target = ir.DataType(to.as_int())
+            if to.type == ir.AttributeType.STRING:  # Cast-1: the type's name
+                import onnx
+
+                try:
+                    target = ir.DataType(onnx.TensorProto.DataType.Value(to.as_string().upper()))
+                except ValueError:
+                    return None
+            else:
+                target = ir.DataType(to.as_int())
         else:
             like = node.inputs[1] if len(node.inputs) > 1 else None
             target = dtype_of(like)

@@ -20,7 +20,7 @@ from onnxscript.rewriter._basics import MatchResult
 
 from . import _checks as ck
 from ._report import current
-from ._values import graph_opset, resolve
+from ._values import LEGACY_INITIALIZER_INPUTS, graph_opset, resolve
 
 
 def _cmp_alternatives(op, x, z, negative: bool):
@@ -58,6 +58,7 @@ class _Rule(pattern.RewriteRuleClassBase):
     def check(self, context, **bindings) -> MatchResult:
         self._plan = None
         self._anchor = context.root
+        token = LEGACY_INITIALIZER_INPUTS.set(context.model.ir_version < 4)
         try:
             self._plan = self.plan(context, **bindings)
         except ck.Refuse as e:
@@ -65,6 +66,8 @@ class _Rule(pattern.RewriteRuleClassBase):
             if rec is not None:
                 rec.refuse(self.name, context.root, str(e))
             return MatchResult().fail(str(e))
+        finally:
+            LEGACY_INITIALIZER_INPUTS.reset(token)
         rec = current()
         if rec is not None and rec.capture:
             from ._region import capture
