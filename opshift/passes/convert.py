@@ -911,34 +911,42 @@ def convert(model: ModelLike, opset: int, *, verbose_log=None) -> Any:
     return from_proto(work, "proto" if kind == "path" else kind)
 
 
-try:
-    import onnx_ir as _ir
-    from onnx_ir.passes import InPlacePass as _InPlacePass
-    from onnx_ir.passes import PassResult as _PassResult
-except ImportError:  # pragma: no cover - onnx_ir is a dependency
-    _ir = None
-    _InPlacePass = object
+def _make_pass_class():
+    # onnx_ir (which imports sympy, ~1 s) is loaded only when the pass is asked for, so the
+    # command line and convert() never pay for it
+    import onnx_ir as ir
+    from onnx_ir.passes import InPlacePass, PassResult
+
+    class ConvertOpsetPass(InPlacePass):
+        """``onnx_ir`` pass converting a model to default-domain ``opset``: a thin adapter
+        over :func:`convert_proto` (serialize once, convert, move the result into the given
+        model object)."""
+
+        def __init__(self, opset: int):
+            super().__init__()
+            _check_target(opset)
+            self.opset = opset
+            self.last_result: ConvertResult | None = None
+
+        def call(self, model):
+            proto = ir.serde.serialize_model(model)
+            result = convert_proto(proto, self.opset)
+            self.last_result = result
+            if not result.modified:
+                return PassResult(model, modified=False)
+            _replace_model_contents(model, ir.serde.deserialize_model(proto))
+            return PassResult(model, modified=True)
+
+    ConvertOpsetPass.__module__ = __name__
+    return ConvertOpsetPass
 
 
-class ConvertOpsetPass(_InPlacePass):
-    """``onnx_ir`` pass converting a model to default-domain ``opset`` (see
-    :func:`convert_proto`; this adapter serializes once, converts, and refreshes the model)."""
-
-    def __init__(self, opset: int):
-        super().__init__()
-        _check_target(opset)
-        self.opset = opset
-        self.last_result: ConvertResult | None = None
-
-    def call(self, model):
-        proto = _ir.serde.serialize_model(model)
-        result = convert_proto(proto, self.opset)
-        self.last_result = result
-        if not result.modified:
-            return _PassResult(model, modified=False)
-        new = _ir.serde.deserialize_model(proto)
-        _replace_model_contents(model, new)
-        return _PassResult(model, modified=True)
+def __getattr__(name: str) -> Any:
+    if name == "ConvertOpsetPass":
+        cls = _make_pass_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _replace_model_contents(model, new) -> None:
