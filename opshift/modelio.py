@@ -135,6 +135,9 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
                            f"{e.strerror or e}") from e
     os.close(fd)
     tmp_path = Path(tmp)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp makes 0600; outputs get normal permissions
     try:
         yield tmp_path
         os.replace(tmp_path, path)
