@@ -1,11 +1,20 @@
 """PRelu, LeakyRelu and Selu in every version.
 
-Formulations are vectorized, use ``out=`` to avoid temporaries, and keep ONNX's exact
-semantics: NaN propagates, -0.0 stays -0.0 where the op's function body keeps it, infinities
-map as the formula says. ``np.maximum`` replaces ``np.where`` only where that is exact.
+Formulations are vectorized and keep ONNX's exact semantics: NaN propagates, -0.0 stays
+-0.0 where ``x < 0`` is false (PRelu/LeakyRelu), infinities map as the formula says.
+``np.maximum``/``np.minimum`` replace ``np.where`` only where that is exact.
+
+Large inputs are processed in cache-sized blocks: each block's few ufunc passes stay in L2,
+so a multi-step formula costs about one read and one write of memory (``x.copy()``) plus its
+arithmetic. The Python loop runs once per block (tens of thousands of elements), never per
+element. Blocks are shared among up to two threads (``OPSHIFT_THREADS`` overrides; numpy
+releases the GIL inside ufuncs); results do not depend on the thread count.
 """
 
 from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -13,9 +22,94 @@ from ...broadcast import SlopeRule, rule_for_version, slope_shape_for
 from ...errors import EvaluationError
 from ..registry import op
 
+#: Elements per block: 32 Ki float32 = 128 KiB per buffer, so x, y and a temporary fit in L2.
+BLOCK = 1 << 15
+
 
 def _float_kind(x: np.ndarray) -> bool:
     return x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+
+
+def _threads() -> int:
+    """Worker threads for large inputs: OPSHIFT_THREADS, else min(2, cpu count)."""
+    env = os.environ.get("OPSHIFT_THREADS")
+    if env:
+        return max(1, int(env))
+    return min(2, os.cpu_count() or 1)
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _execute(tasks: list[tuple], kernel, dtype: np.dtype) -> None:
+    """Run ``kernel(x, s, y, buf)`` on every task; numpy ufuncs release the GIL, so tasks
+    split over a few threads run in parallel. Each thread owns one block-sized buffer."""
+    global _POOL
+    nt = min(_threads(), len(tasks))
+
+    def work(part: list[tuple]) -> None:
+        buf = np.empty(BLOCK, dtype)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            for x, s, y in part:
+                kernel(x, s, y, buf)
+
+    if nt <= 1:
+        work(tasks)
+        return
+    if _POOL is None or _POOL._max_workers < nt:
+        _POOL = ThreadPoolExecutor(max_workers=nt, thread_name_prefix="opshift-act")
+    per = -(-len(tasks) // nt)
+    list(_POOL.map(work, [tasks[i:i + per] for i in range(0, len(tasks), per)]))
+
+
+def _rows(x: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(x as [rows, inner], slope per row [rows, 1]) when the slope is constant over the
+    trailing axes after its last non-1 axis (a per-channel or shared slope); else None."""
+    non1 = [i for i, d in enumerate(s.shape) if d != 1]
+    last = non1[-1] + 1 if non1 else 0
+    if not x.flags.c_contiguous:
+        return None
+    rows = int(np.prod(x.shape[:last], dtype=np.int64))
+    x2 = x.reshape(rows, -1)
+    srow = np.broadcast_to(s.reshape(s.shape[:last]), x.shape[:last]).reshape(rows, 1)
+    return x2, srow
+
+
+def _row_tasks(x2: np.ndarray, srow: np.ndarray, out2: np.ndarray) -> list[tuple]:
+    """Cache-sized (x block, slope, out block) views over [rows, inner] arrays."""
+    rows, inner = x2.shape
+    if inner >= BLOCK:
+        return [(x2[r, c:c + BLOCK], srow[r, 0], out2[r, c:c + BLOCK])
+                for r in range(rows) for c in range(0, inner, BLOCK)]
+    step = max(1, BLOCK // max(inner, 1))
+    return [(x2[r:r + step], srow[r:r + step], out2[r:r + step])
+            for r in range(0, rows, step)]
+
+
+def _leaky_kernel(mode: str):
+    """y = s*x where x < 0 else x, by the exact formulation for the slope's range."""
+    if mode == "max":  # 0 < s <= 1: max(x, s*x); -0.0 -> s*-0.0 == -0.0, NaN propagates
+        def k(x, s, y, buf=None):
+            np.multiply(x, s, out=y)
+            np.maximum(x, y, out=y)
+    elif mode == "min":  # s > 1: min(x, s*x)
+        def k(x, s, y, buf=None):
+            np.multiply(x, s, out=y)
+            np.minimum(x, y, out=y)
+    else:  # any slope (0, negative, NaN): s*x, then x back wherever x < 0 is false
+        def k(x, s, y, buf=None):
+            np.multiply(x, s, out=y)
+            np.copyto(y, x, where=~(x < 0))
+    return k
+
+
+def _mode(x: np.ndarray, s: np.ndarray) -> str:
+    if _float_kind(x) and s.size:
+        if bool(np.all(s > 0)) and bool(np.all(s <= 1)):
+            return "max"
+        if bool(np.all(s > 1)):
+            return "min"
+    return "where"
 
 
 def prelu_apply(x: np.ndarray, slope: np.ndarray, rule: SlopeRule) -> np.ndarray:
@@ -24,17 +118,15 @@ def prelu_apply(x: np.ndarray, slope: np.ndarray, rule: SlopeRule) -> np.ndarray
     s = slope.reshape(shape)
     if x.dtype.kind == "u":
         return x.copy()  # never negative
-    y = np.multiply(x, s)
-    if _float_kind(x) and s.size and bool(np.all(s > 0)) and bool(np.all(s <= 1)):
-        # For 0 < s <= 1, max(x, s*x) is x for x >= 0 and s*x for x < 0, NaN propagates,
-        # and -0.0 stays -0.0 (s*-0.0 == -0.0). s == 0 is excluded: 0*inf is NaN.
-        np.maximum(x, y, out=y)
+    kernel = _leaky_kernel(_mode(x, s))
+    rows = _rows(x, s) if x.size > BLOCK else None
+    if rows is None:
+        y = np.empty(np.broadcast_shapes(x.shape, s.shape), dtype=x.dtype)
+        kernel(x, s, y)
         return y
-    if _float_kind(x) and s.size and bool(np.all(s > 1)):
-        np.minimum(x, y, out=y)
-        return y
-    # General case: y = s*x already; put x back wherever x < 0 is false (NaN and -0 included).
-    np.copyto(y, x, where=~(x < 0))
+    x2, srow = rows
+    y = np.empty_like(x)
+    _execute(_row_tasks(x2, srow, y.reshape(x2.shape)), kernel, x.dtype)
     return y
 
 
@@ -47,15 +139,9 @@ def prelu(ctx, x, slope):
 
 
 def leaky_relu_apply(x: np.ndarray, alpha: float) -> np.ndarray:
-    a = x.dtype.type(alpha)
-    y = np.multiply(x, a)
-    if 0 < float(a) <= 1:
-        np.maximum(x, y, out=y)
-    elif float(a) > 1:
-        np.minimum(x, y, out=y)
-    else:
-        np.copyto(y, x, where=~(x < 0))
-    return y
+    """LeakyRelu: alpha * x where x < 0, else x (alpha rounded to x's dtype first)."""
+    a = np.asarray(x.dtype.type(alpha)).reshape((1,) * x.ndim)
+    return prelu_apply(x, a, SlopeRule.NUMPY)
 
 
 @op("LeakyRelu", 1, 6, 16)
@@ -63,23 +149,41 @@ def leaky_relu(ctx, x):
     return leaky_relu_apply(x, ctx.attrs["alpha"])
 
 
+def _selu_kernel(a, g, zero):
+    def k(x, _s, y, buf):
+        # negative branch as onnx's reference computes it: exp(x) * alpha - alpha, on
+        # min(x, 0) so that it is exactly 0 for x > 0 and exp never overflows. ``buf`` is
+        # reused across blocks (a fresh 128 KiB temporary per block would be mmap'ed).
+        if buf is None or buf.size < x.size:
+            buf = np.empty(x.size, x.dtype)
+        t = np.minimum(x, zero, out=buf[:x.size].reshape(x.shape))
+        np.exp(t, out=t)
+        np.multiply(t, a, out=t)
+        np.subtract(t, a, out=t)
+        np.maximum(x, zero, out=y)  # positive branch (0 for x <= 0, NaN kept)
+        np.add(y, t, out=y)
+        np.multiply(y, g, out=y)
+    return k
+
+
 def selu_apply(x: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
     """gamma * (alpha * exp(x) - alpha) for x <= 0, gamma * x for x > 0 (ONNX Selu).
 
-    exp is evaluated on min(x, 0) only, so large positive x never overflows and the positive
-    branch contributes exactly alpha * 1 - alpha == 0. -0.0 maps to +0.0, as in onnx's
-    reference implementation.
+    Both branches are summed, each exact where the other is 0: for x > 0 the negative
+    branch is exp(0) * alpha - alpha == 0; for x <= 0 the positive branch max(x, 0) is +0.
+    -0.0 maps to +0.0 and NaN propagates, as in onnx's reference implementation.
     """
     t = x.dtype.type
-    a, g = t(alpha), t(gamma)
-    neg = np.minimum(x, t(0))
-    np.exp(neg, out=neg)
-    np.multiply(neg, a, out=neg)
-    np.subtract(neg, a, out=neg)
-    pos = np.maximum(x, t(0))
-    np.add(pos, neg, out=pos)
-    np.multiply(pos, g, out=pos)
-    return pos
+    kernel = _selu_kernel(t(alpha), t(gamma), t(0))
+    y = np.empty_like(x)
+    if x.size <= BLOCK or not x.flags.c_contiguous:
+        with np.errstate(over="ignore"):
+            kernel(x, None, y, None)
+        return y
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    _execute([(xf[c:c + BLOCK], None, yf[c:c + BLOCK]) for c in range(0, xf.size, BLOCK)],
+             kernel, x.dtype)
+    return y
 
 
 @op("Selu", 1, 6, 22)
