@@ -146,6 +146,7 @@ def main() -> int:
             ("opshift convert (hard link)", tmp / "link", opshift),
             ("opshift convert (streaming copy)", tmp / "copy",
              [sys.executable, "-c", NO_LINK]),
+            ("cp weights.bin (again, warm cache)", tmp / "cp2", None),
         ):
             out_dir.mkdir()
             if cmd is None:
@@ -169,8 +170,8 @@ def main() -> int:
             res = run([sys.executable, "-c", code, str(model), str(out_dir / "model.onnx")])
             print(f"  {'onnx load+convert+save':<34} {res[0]:7.2f} s  peak RSS {res[1]:7.1f} "
                   f"MiB  exit {res[2]}  {res[3].splitlines()[-1] if res[3] else ''}")
-        cp_time = rows[0][1]
-        for name, t, rss, rc, _ in rows[1:]:
+        cp_time = min(rows[0][1], rows[-1][1])
+        for name, t, rss, rc, _ in rows[1:-1]:
             if rc == 0:
                 print(f"  {name}: {t / cp_time:.2f}x cp time (target <= 1.2x), peak RSS "
                       f"{rss:.0f} MiB (target < 150)")

@@ -28,15 +28,10 @@ from ..modelio import ModelLike, from_proto, to_proto
 from ._graph import Names, Scope, iter_scopes, node_label, static_shapes, subgraphs
 from .activation_table import MEANINGLESS_ATTRIBUTES, Adapter, plan
 from .casts import RANGE_LIMITED, exact_compute_type, wrap_in_casts
+from .other_ops import convert_other_ops, other_ops_change
 
 ACTIVATIONS = opsets.ACTIVATIONS
 
-try:  # being written concurrently; remove this guard once opshift.passes.other_ops exists
-    from .other_ops import convert_other_ops, other_ops_change
-except ModuleNotFoundError as _e:  # pragma: no cover - only while the module is missing
-    if _e.name != f"{__package__}.other_ops":
-        raise
-    convert_other_ops = other_ops_change = None
 
 
 @dataclass
@@ -202,19 +197,29 @@ class _Facts:
         output from its node's schema: the output's type parameter is bound by an input."""
         types = self._types
         assert types is not None
-        for sc in iter_scopes(self.model):
-            if sc.function is not None and sc.owner is None:
-                for name in sc.function.input:
-                    if name not in types:
-                        t = self._from_call_sites(sc.function, name)
-                        if t is not None:
-                            types[name] = t
-            for n in sc.nodes:
-                for k, o in enumerate(n.output):
-                    if o and o not in types:
-                        t = _output_type_from_schema(n, sc.opsets, k, types.get)
+        local = {(f.domain, f.name): f for f in self.model.functions}
+        for _ in range(1 + len(local)):  # calls of functions typed by their bodies: repeat
+            before = len(types)
+            for sc in iter_scopes(self.model):
+                if sc.function is not None and sc.owner is None:
+                    for name in sc.function.input:
+                        if name not in types:
+                            t = self._from_call_sites(sc.function, name)
+                            if t is not None:
+                                types[name] = t
+                for n in sc.nodes:
+                    f = local.get((n.domain, n.op_type))
+                    for k, o in enumerate(n.output):
+                        if not o or o in types:
+                            continue
+                        if f is not None:
+                            t = types.get(f.output[k]) if k < len(f.output) else None
+                        else:
+                            t = _output_type_from_schema(n, sc.opsets, k, types.get)
                         if t is not None:
                             types[o] = t
+            if len(types) == before or not local:
+                break
 
     def _from_call_sites(self, f: onnx.FunctionProto, name: str) -> int | None:
         """A function input's type: the one type every call of the function passes in."""
@@ -327,7 +332,7 @@ class _Ctx:
 
 
 def _label(node: onnx.NodeProto, op: str, version: int, scope: Scope) -> str:
-    return where(node, op=op, version=version, graph=scope.label)
+    return f"{where(node, op=op, version=version)} in {scope.label}"
 
 
 def _attr(node: onnx.NodeProto, name: str) -> onnx.AttributeProto | None:
@@ -688,10 +693,10 @@ def _convert_node(node: onnx.NodeProto, index: int, ctx: _Ctx, source_opset: int
     vs = opsets.since_version(op, source_opset)
     vt = opsets.since_version(op, ctx.target)
     if vs is None:
-        raise ConversionError(f"{where(node, graph=ctx.scope.label)}: {op} does not exist at "
+        raise ConversionError(f"{where(node)} in {ctx.scope.label}: {op} does not exist at "
                               f"opset {source_opset}")
     if vt is None:
-        raise ConversionError(f"{where(node, op=op, version=vs, graph=ctx.scope.label)}: "
+        raise ConversionError(f"{where(node, op=op, version=vs)} in {ctx.scope.label}: "
                               f"{op} does not exist at opset {ctx.target}")
     notes: list[tuple[str, str]] = []
     prefix: list[onnx.NodeProto] = []
@@ -780,8 +785,7 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
 
     if record:
         facts.shape("")  # the region models need the unconverted model's shapes
-    if convert_other_ops is not None and other_ops_change(model, source, target,
-                                                          skip=ACTIVATIONS):
+    if other_ops_change(model, source, target, skip=ACTIVATIONS):
         for c in convert_other_ops(model, source, target, skip=ACTIVATIONS):
             ch = Change(node=c.node, op=f"{c.op}-{c.from_version}->{c.to_version}",
                         scope=c.scope, what=c.action, why=c.reason)
