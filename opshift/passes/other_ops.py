@@ -88,6 +88,12 @@ class ModelFacts:
             return t
         return self._infer()[0].get(name) or None
 
+    def propagated(self) -> dict[str, int]:
+        """The declared and propagated element types (no shape inference)."""
+        if self._types is None:
+            self._types = _declared_and_propagated_types(self.model, self.source)
+        return self._types
+
     # -- shapes
     def shape(self, name: str) -> tuple | None:
         if not name:
@@ -166,6 +172,10 @@ def _elem_of_type_str(ts: str) -> int | None:
     return None
 
 
+_UNSET = object()
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
 def _declared_and_propagated_types(model: onnx.ModelProto, source: int) -> dict[str, int]:
     types: dict[str, int] = {}
 
@@ -178,34 +188,43 @@ def _declared_and_propagated_types(model: onnx.ModelProto, source: int) -> dict[
         nodes(g.node, opset)
 
     def nodes(ns, opset: int) -> None:
+        # The hot loop of type propagation: few protobuf field reads per node.
+        rules_for: dict[str, tuple | None] = {}
+        get = types.get
         for n in ns:
-            for _, sg in subgraphs(n):
-                graph(sg, opset)
-            if opsets.normalize_domain(n.domain) != "":
-                continue
-            c = _constant_tensor(n)
-            if c is not None:
-                types[n.output[0]] = c.data_type
-                continue
-            rules = _output_type_rules(n.op_type, opset)
-            if not rules:
-                continue
-            for i, out in enumerate(n.output):
-                if not out or out in types:
+            op = n.op_type
+            rules = rules_for.get(op, _UNSET)
+            if rules is _UNSET:
+                rules = rules_for[op] = _output_type_rules(op, opset)
+            if rules is None or op in _CONTROL_FLOW:
+                for _, sg in subgraphs(n):
+                    graph(sg, opset)
+                if rules is None:
                     continue
-                r = rules[i] if i < len(rules) else rules[-1]
+            dom = n.domain
+            if dom and dom != "ai.onnx":
+                continue
+            if op == "Constant":
+                c = _constant_tensor(n)
+                if c is not None:
+                    types[n.output[0]] = c.data_type
+                continue
+            outs = n.output
+            for i, r in enumerate(rules):
+                if i >= len(outs):
+                    break
                 if r is None:
                     continue
-                if r[0] == "fixed" and r[1]:
-                    types[out] = r[1]
-                elif r[0] == "input" and r[1] < len(n.input):
-                    t = types.get(n.input[r[1]])
-                    if t:
-                        types[out] = t
-                elif r[0] == "attr":
-                    for a in n.attribute:
-                        if a.name == r[1] and a.type == onnx.AttributeProto.INT:
-                            types[out] = a.i
+                kind, arg = r
+                if kind == "input":
+                    ins = n.input
+                    t = get(ins[arg]) if arg < len(ins) else None
+                elif kind == "fixed":
+                    t = arg
+                else:
+                    t = next((a.i for a in n.attribute if a.name == arg), None)
+                if t:
+                    types[outs[i]] = t
 
     graph(model.graph, source)
     for f in model.functions:
@@ -598,6 +617,156 @@ def _generic_step(st: Step) -> None:
                 raise Refuse(f"{kind} {i} ({v!r}) is {ts}, not allowed at {st.op}-{st.dst}")
 
 
+@dataclass(frozen=True)
+class _FastWalk:
+    """What makes a whole walk a plain relabel for a node, decided once per (op, from, to).
+
+    Only built for walks with no listed step and no default that changes. A node passes when
+    it sets only attributes that exist with one type and one default all along the walk, has
+    input/output counts every version accepts, and (where some version allows fewer types
+    than the source) element types every version allows. Anything else takes the step-by-step
+    path, which also words the refusal.
+    """
+
+    safe_attrs: frozenset[str]
+    check_attrs: bool  # some attribute valid at the source is not safe
+    check_counts: bool  # some count or required input differs from the source's
+    n_in: tuple[int, int]
+    n_out: tuple[int, int]
+    required_in: tuple[int, ...]
+    narrow_in: tuple[tuple[int, frozenset[str]], ...]  # (position, allowed); -1 = variadic tail
+    narrow_out: tuple[tuple[int, frozenset[str]], ...]
+
+
+@functools.cache
+def _fast_walk(op: str, v_from: int, v_to: int, table_keys: frozenset) -> _FastWalk | None:
+    steps = _versions_between(op, v_from, v_to)
+    if any((op, hi) in table_keys for _, hi in steps):
+        return None
+    walk = [v_from] + [hi if v_from < v_to else lo for lo, hi in steps]
+    schemas = [opsets.schema(op, v) for v in walk]
+    if any(s is None or s.deprecated for s in schemas[1:]):
+        return None
+    first = schemas[0].attributes
+    safe = set(first)
+    for s in schemas[1:]:
+        safe &= set(s.attributes)
+    for name in list(safe):
+        types = {s.attributes[name].type for s in schemas}
+        defaults = {repr(opsets.attribute_defaults(op, v).get(name)) for v in walk}
+        if len(types) > 1 or len(defaults) > 1:
+            safe.discard(name)
+    # Attributes not safe must not be needed when unset either.
+    for s in schemas[1:]:
+        for name, spec in s.attributes.items():
+            if name in safe:
+                continue
+            if spec.required or name in first:
+                return None  # a default to write or a required attribute: slow path
+    n_in = (max(s.min_input for s in schemas[1:]), min(s.max_input for s in schemas[1:]))
+    n_out = (max(s.min_output for s in schemas[1:]), min(s.max_output for s in schemas[1:]))
+    required = sorted({i for s in schemas[1:] for i, p in enumerate(s.inputs)
+                       if p.option == _SINGLE})
+
+    def narrow(pick):
+        src = pick(_formals(op, v_from))
+        out = []
+        n = max(len(pick(_formals(op, v))) for v in walk)
+        for i in range(n):
+            sf = _formal_at(src, i)
+            if sf is None:
+                continue
+            allowed = sf[2]
+            for v in walk[1:]:
+                f = _formal_at(pick(_formals(op, v)), i)
+                if f is None:
+                    return None
+                allowed = allowed & f[2]
+            if allowed != sf[2]:
+                variadic_tail = i == n - 1 and sf[1] == _VARIADIC
+                out.append((-1 if variadic_tail else i, frozenset(allowed)))
+        return tuple(out)
+
+    narrow_in = narrow(lambda f: f[0])
+    narrow_out = narrow(lambda f: f[1])
+    if narrow_in is None or narrow_out is None:
+        return None
+    # An output typed by the same parameter as a checked input, in every version, has that
+    # input's type: no need to look it up.
+    always = min(s.min_input for s in schemas)  # inputs every valid node has
+    checked_in = {i for i, _ in narrow_in if 0 <= i < always}
+
+    def same_param(k: int) -> bool:
+        for s in schemas:
+            if k >= len(s.outputs):
+                return False
+            if not any(j < len(s.inputs) and s.inputs[j].type_str == s.outputs[k].type_str
+                       for j in checked_in):
+                return False
+        return True
+
+    narrow_out = tuple((k, a) for k, a in narrow_out if k < 0 or not same_param(k))
+    s0 = schemas[0]
+    src_required = tuple(i for i, p in enumerate(s0.inputs) if p.option == _SINGLE)
+    check_counts = (n_in != (s0.min_input, s0.max_input)
+                    or n_out != (s0.min_output, s0.max_output)
+                    or tuple(required) != src_required)
+    return _FastWalk(frozenset(safe), not set(first) <= safe, check_counts, n_in, n_out,
+                     tuple(required), narrow_in, narrow_out)
+
+
+@functools.cache
+def _type_string(elem: int) -> str:
+    return f"tensor({opsets.tensor_type_name(elem)})"
+
+
+def _present(names) -> int:
+    n = len(names)
+    while n and not names[n - 1]:
+        n -= 1
+    return n
+
+
+def _fast_ok(fw: _FastWalk, n: onnx.NodeProto, facts: ModelFacts) -> bool:
+    if fw.check_attrs:
+        attrs = n.attribute
+        if attrs:
+            safe = fw.safe_attrs
+            for a in attrs:
+                if a.name not in safe:
+                    return False
+    if not (fw.check_counts or fw.narrow_in or fw.narrow_out):
+        return True
+    ins = n.input
+    nin = len(ins)
+    if nin and not ins[-1]:
+        nin = _present(ins)
+    outs = n.output
+    nout = len(outs)
+    if nout and not outs[-1]:
+        nout = _present(outs)
+    if fw.check_counts:
+        if not (fw.n_in[0] <= nin <= fw.n_in[1] and fw.n_out[0] <= nout <= fw.n_out[1]):
+            return False
+        for i in fw.required_in:
+            if i < nin and not ins[i]:
+                return False
+    types = facts.propagated()
+    for names, narrow, count in ((ins, fw.narrow_in, nin), (outs, fw.narrow_out, nout)):
+        for i, allowed in narrow:
+            positions = range(i, i + 1) if i >= 0 else range(len(narrow) - 1, count)
+            for j in positions:
+                if j >= count:
+                    continue
+                v = names[j]
+                if not v:
+                    continue
+                t = types.get(v) or facts.elem_type(v)
+                if t is None or _type_string(t) not in allowed:
+                    return False
+    return True
+
+
 # --------------------------------------------------------------------------------------------
 # Driver.
 
@@ -610,6 +779,9 @@ def _versions_between(op: str, v_from: int, v_to: int) -> tuple[tuple[int, int],
     chain = [v for v in vs if lo <= v <= hi]
     steps = tuple(zip(chain, chain[1:]))
     return steps if v_from < v_to else tuple(reversed(steps))
+
+
+_RELABEL = "the schemas differ only in what this node does not use"
 
 
 def _scope_source(scope: Scope, source: int) -> int:
@@ -653,6 +825,7 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
     from .other_ops_table import TABLE  # the adapters import Step/Refuse from here
 
     skip = _skip_set(skip)
+    table_keys = frozenset(TABLE)
     conv = _Conversion(model, source, target)
     changes: list[Change] = []
     plans: list[tuple[Scope, dict[int, list[onnx.NodeProto]]]] = []
@@ -661,15 +834,26 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
         if src == target:
             continue
         repl: dict[int, list[onnx.NodeProto]] = {}
+        per_op: dict[str, tuple] = {}  # op -> (v_from, v_to, fast walk or None)
         for i, n in enumerate(sc.nodes):
             op = n.op_type
-            if op in skip or opsets.normalize_domain(n.domain) != "":
+            known = per_op.get(op)
+            if known is None:
+                v_from = opsets.since_version(op, src)
+                v_to = opsets.since_version(op, target)
+                fw = (_fast_walk(op, v_from, v_to, table_keys)
+                      if v_from is not None and v_to is not None and v_from != v_to else None)
+                known = per_op[op] = (v_from, v_to, fw, op in skip)
+            v_from, v_to, fw, skipped = known
+            if skipped or v_from == v_to:
                 continue
-            v_from = opsets.since_version(op, src)
-            v_to = opsets.since_version(op, target)
-            if v_from == v_to:
+            dom = n.domain
+            if dom and dom != "ai.onnx":
                 continue
             name = n.name or f"<{op} #{i}>"
+            if fw is not None and _fast_ok(fw, n, conv.facts):
+                changes.append(Change(name, op, sc.label, v_from, v_to, "relabel", _RELABEL))
+                continue
             loc = f"node {name!r} ({op}-{v_from} -> {v_to}, {sc.label})"
             if v_from is None:
                 raise ConversionError(f"{loc}: {op} does not exist at opset {src}")
@@ -697,8 +881,7 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
                 node=name, op=op, scope=sc.label, from_version=v_from, to_version=v_to,
                 action="rewrite" if state.work is not None or state.pre or state.removed
                 else "relabel",
-                reason="; ".join(state.notes) or
-                       "the schemas differ only in what this node does not use"))
+                reason="; ".join(state.notes) or _RELABEL))
         plans.append((sc, repl))
     # Nothing is written before every node is planned. Subgraphs come after their parents in
     # iter_scopes; splicing them first keeps their edits when a parent list is rebuilt.
