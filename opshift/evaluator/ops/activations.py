@@ -70,6 +70,8 @@ def _rows(x: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     if not x.flags.c_contiguous:
         return None
     rows = int(np.prod(x.shape[:last], dtype=np.int64))
+    if rows and x.size // rows < 64:
+        return None  # a slope varying along the innermost axes: one unblocked pass
     x2 = x.reshape(rows, -1)
     srow = np.broadcast_to(s.reshape(s.shape[:last]), x.shape[:last]).reshape(rows, 1)
     return x2, srow
@@ -107,7 +109,7 @@ def _mode(x: np.ndarray, s: np.ndarray) -> str:
     if _float_kind(x) and s.size:
         if bool(np.all(s > 0)) and bool(np.all(s <= 1)):
             return "max"
-        if bool(np.all(s > 1)):
+        if bool(np.all(s > 1)) and bool(np.all(np.isfinite(s))):  # inf * 0 would be NaN
             return "min"
     return "where"
 
@@ -122,7 +124,8 @@ def prelu_apply(x: np.ndarray, slope: np.ndarray, rule: SlopeRule) -> np.ndarray
     rows = _rows(x, s) if x.size > BLOCK else None
     if rows is None:
         y = np.empty(np.broadcast_shapes(x.shape, s.shape), dtype=x.dtype)
-        kernel(x, s, y)
+        with np.errstate(all="ignore"):  # 0 * inf is NaN, as the formula says
+            kernel(x, s, y)
         return y
     x2, srow = rows
     y = np.empty_like(x)
