@@ -312,3 +312,21 @@ def test_bad_target_is_one_line_error():
     with pytest.raises(Exception, match=r"outside 1\.\.28") as e:
         convert(selu_model(9), 99)
     assert "\n" not in str(e.value)
+
+
+def test_slope_shared_by_many_prelus_is_copied_once():
+    s = numpy_helper.from_array(np.array([0.5, -1.0, 3.0], np.float32), "s")
+    nodes = [helper.make_node("PRelu", ["x", "s"], ["a"], name="p0"),
+             helper.make_node("PRelu", ["a", "s"], ["b"], name="p1"),
+             helper.make_node("PRelu", ["b", "s"], ["y"], name="p2"),
+             helper.make_node("Identity", ["s"], ["s_out"], name="keep")]
+    m = legacy_model(make_model(nodes, [vi("x", [2, 3, 2, 2])],
+                                [vi("y", [2, 3, 2, 2]), vi("s_out", [3])], opset=6,
+                                initializers=[s]))
+    x = xin([2, 3, 2, 2])
+    ref = evaluate(m, {"x": x})
+    out = convert(m, 9)
+    onnx.checker.check_model(out, full_check=True)
+    assert sorted(list(t.dims) for t in out.graph.initializer) == [[3], [3, 1, 1]]
+    got = evaluate(out, {"x": x})
+    assert all(np.array_equal(got[k], ref[k]) for k in ref)

@@ -105,6 +105,8 @@ class _Facts:
         self._inferred_types = False
         self._forwarded = False
         self._possible: frozenset[str] | None = None
+        #: (scope, constant, new shape) -> name of the reshaped copy already made
+        self.reshaped: dict[tuple, str] = {}
         self._uses: dict[str, int] | None = None
         self._names: Names | None = None
 
@@ -329,6 +331,18 @@ class _Ctx:
     scope: Scope
     target: int
     base_dir: Any = None
+    _consts: dict[str, onnx.TensorProto] | None = None
+
+    def constant(self, name: str) -> onnx.TensorProto | None:
+        """The constant tensor (initializer or Constant node of this scope) named ``name``,
+        from an index built once per scope."""
+        if self._consts is None:
+            self._consts = _scope_constants(self.scope, self.model.ir_version)
+        return self._consts.get(name)
+
+    def add_constant(self, name: str, tensor: onnx.TensorProto) -> None:
+        if self._consts is not None:
+            self._consts[name] = tensor
 
 
 def _label(node: onnx.NodeProto, op: str, version: int, scope: Scope) -> str:
@@ -371,25 +385,26 @@ def _materialize_defaults(node, op, vs, vt, ctx, notes) -> None:
 def _slope_info(node, ctx) -> tuple[tuple | None, onnx.TensorProto | None]:
     """(shape of the slope or None, its constant TensorProto or None)."""
     name = node.input[1]
-    const = _constant(ctx.scope, name, ctx.model.ir_version)
+    const = ctx.constant(name)
     if const is not None:
         return tuple(const.dims), const
     return ctx.facts.shape(name), None
 
 
-def _constant(scope: Scope, name: str, ir_version: int = 99) -> onnx.TensorProto | None:
+def _scope_constants(scope: Scope, ir_version: int) -> dict[str, onnx.TensorProto]:
+    """Initializers (not overridable ones: from IR 4 an initializer that is also a graph
+    input can be fed) and Constant(value=...) outputs of ``scope``."""
+    out: dict[str, onnx.TensorProto] = {}
     if scope.graph is not None:
+        fed = {i.name for i in scope.graph.input} if ir_version >= 4 else set()
         for t in scope.graph.initializer:
-            if t.name == name:
-                if ir_version >= 4 and any(i.name == name for i in scope.graph.input):
-                    return None  # overridable initializer: not a constant
-                return t  # (before IR 4 every initializer had to be a graph input)
+            if t.name not in fed:
+                out[t.name] = t
     for n in scope.nodes:
-        if (n.op_type == "Constant" and opsets.normalize_domain(n.domain) == ""
-                and n.output and n.output[0] == name and len(n.attribute) == 1
-                and n.attribute[0].name == "value"):
-            return n.attribute[0].t
-    return None
+        if (n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output
+                and len(n.attribute) == 1 and n.attribute[0].name == "value"):
+            out[n.output[0]] = n.attribute[0].t
+    return out
 
 
 def _is_graph_io(scope: Scope, name: str) -> bool:
@@ -416,12 +431,19 @@ def _reshape_constant(node, ctx, tensor: onnx.TensorProto, new_shape: tuple[int,
                     for d in new_shape:
                         vi.type.tensor_type.shape.dim.add().dim_value = d
         return f"slope {name!r} reshaped in place to {list(new_shape)}"
+    key = (id(ctx.scope.nodes), name, tuple(new_shape))
+    reused = ctx.facts.reshaped.get(key)
+    if reused is not None:  # another reader already got this reshaped copy
+        node.input[1] = reused
+        ctx.facts.add_use(name, -1)
+        return f"slope {name!r} read as {reused!r} with shape {list(new_shape)}"
     new = TensorProto()
     new.CopyFrom(tensor)
     new_name = ctx.facts.names.fresh(f"{name}_{'x'.join(map(str, new_shape)) or 'scalar'}")
     new.name = new_name
     del new.dims[:]
     new.dims.extend(new_shape)
+    ctx.add_constant(new_name, new)
     if ctx.scope.graph is not None:
         ctx.scope.graph.initializer.append(new)
         if ctx.model.ir_version < 4 or ctx.target < 9:
@@ -433,6 +455,7 @@ def _reshape_constant(node, ctx, tensor: onnx.TensorProto, new_shape: tuple[int,
                                        value=new))
     node.input[1] = new_name
     ctx.facts.add_use(name, -1)
+    ctx.facts.reshaped[key] = new_name
     return (f"slope {name!r} copied to {new_name!r} with shape {list(new_shape)} "
             f"({name!r} has other readers)")
 
@@ -738,11 +761,15 @@ def _needed_ir(model: onnx.ModelProto, target: int) -> int:
     return ir
 
 
-def _region_constants(scope: Scope, nodes, ir_version: int) -> dict[str, onnx.TensorProto]:
+def _region_constants(ctx: _Ctx, nodes) -> dict[str, onnx.TensorProto]:
     out = {}
+    local = {}
+    for n in nodes:  # Constant nodes inside the region are part of it
+        if n.op_type == "Constant" and n.output:
+            local[n.output[0]] = True
     for n in nodes:
         for i in n.input:
-            t = _constant(scope, i, ir_version) if i else None
+            t = ctx.constant(i) if i and i not in local else None
             if t is not None and not t.external_data:
                 out[i] = copy.deepcopy(t)
     return out
@@ -806,7 +833,7 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
             if n.op_type not in changing or n.domain not in ("", "ai.onnx"):
                 continue
             before = copy.deepcopy(n) if record else None
-            consts = _region_constants(sc, [n], model.ir_version) if record else {}
+            consts = _region_constants(ctx, [n]) if record else {}
             vis = _value_infos(facts, n, consts) if record else ([], [])
             new, notes = _convert_node(n, i, ctx, src)
             if new is not None:
@@ -825,7 +852,7 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
                 ch.source_opsets = dict(sc.opsets)
                 ch.target_opsets = {**sc.opsets, "": target}
                 ch.before_constants = consts
-                ch.after_constants = _region_constants(sc, after, model.ir_version)
+                ch.after_constants = _region_constants(ctx, after)
                 ch.inputs, ch.outputs = vis
             result.changes.append(ch)
             log(f"{ch.scope}: {ch.node} ({ch.op}): {ch.what} -- {ch.why}")
