@@ -64,8 +64,10 @@ def _runtime_slopes(m: onnx.ModelProto) -> int:
     may feed, or computed from one)."""
     inputs = {v.name for v in m.graph.input}
     inits = {t.name for t in m.graph.initializer}
-    consts = {n.output[0] for n in m.graph.node if n.op_type == "Constant"}
-    fixed = (inits if m.ir_version < 4 else inits - inputs) | consts
+    fixed = (inits if m.ir_version < 4 else inits - inputs)
+    for n in m.graph.node:
+        if n.op_type == "Constant" or (n.op_type == "Cast" and n.input[0] in fixed):
+            fixed.add(n.output[0])
     return sum(1 for n in m.graph.node if n.op_type == "PRelu" and n.input[1] not in fixed)
 
 

@@ -145,6 +145,89 @@ def _keep_value_info(graph: onnx.GraphProto, keep: set[str]) -> None:
                     _keep_value_info(g, keep)
 
 
+def _graph_types(g: onnx.GraphProto, out: dict[str, onnx.TypeProto]) -> None:
+    for vi in (*g.input, *g.output, *g.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            out.setdefault(vi.name, vi.type)
+    for t in g.initializer:
+        if t.name not in out:
+            out[t.name] = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _graph_types(a.g, out)
+            for sg in a.graphs:
+                _graph_types(sg, out)
+
+
+def _calls(g: onnx.GraphProto, key: tuple[str, str], out: list[onnx.NodeProto]) -> None:
+    for n in g.node:
+        if (n.domain, n.op_type) == key:
+            out.append(n)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _calls(a.g, key, out)
+            for sg in a.graphs:
+                _calls(sg, key, out)
+
+
+def function_types(model: onnx.ModelProto) -> dict[tuple[str, str], dict[str, onnx.TypeProto]]:
+    """Types of the values inside each model-local function, inferred from its call sites
+    in the (shape-inferred) ``model`` when they all agree on an input's type (else that
+    input stays untyped), then propagated through the body by onnx shape inference."""
+    known: dict[str, onnx.TypeProto] = {}
+    _graph_types(model.graph, known)
+    out: dict[tuple[str, str], dict[str, onnx.TypeProto]] = {}
+    for f in model.functions:
+        calls: list[onnx.NodeProto] = []
+        _calls(model.graph, (f.domain, f.name), calls)
+        if not calls:
+            continue
+        inputs = []
+        for i, name in enumerate(f.input):
+            ts = {known[c.input[i]].SerializeToString() for c in calls
+                  if i < len(c.input) and c.input[i] in known}
+            if len(ts) == 1 and all(i < len(c.input) and c.input[i] in known for c in calls):
+                t = onnx.TypeProto()
+                t.ParseFromString(ts.pop())
+                inputs.append(onnx.helper.make_value_info(name, t))
+            else:
+                inputs.append(onnx.helper.make_value_info(name, onnx.TypeProto()))
+        graph = onnx.helper.make_graph(list(f.node), "body", inputs,
+                                       [onnx.helper.make_value_info(o, onnx.TypeProto())
+                                        for o in f.output])
+        imports = {i.domain: i.version for i in model.opset_import}
+        imports.update({i.domain: i.version for i in f.opset_import})
+        body = onnx.helper.make_model(
+            graph, opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in imports.items()],
+            functions=list(model.functions))
+        body.ir_version = model.ir_version
+        types: dict[str, onnx.TypeProto] = {}
+        with contextlib.suppress(Exception):
+            inferred = onnx.shape_inference.infer_shapes(body, strict_mode=False)
+            _graph_types(inferred.graph, types)
+        out[(f.domain, f.name)] = types
+    return out
+
+
+def _annotate_functions(ir_model: ir.Model, types) -> list[ir.Value]:
+    """Give function values the inferred types (returned, to be cleared after fusing)."""
+    done: list[ir.Value] = []
+    for f in ir_model.functions.values():
+        table = types.get((f.domain, f.name))
+        if not table:
+            continue
+        values = list(f.inputs) + [v for n in f for v in n.outputs]
+        for v in values:
+            t = table.get(v.name or "")
+            if v.type is not None or t is None:
+                continue
+            v.type = ir.serde.deserialize_type_proto_for_type(t)
+            v.shape = ir.serde.deserialize_type_proto_for_shape(t)
+            done.append(v)
+    return done
+
+
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
                capture_regions: bool = False) -> tuple[onnx.ModelProto, FuseResult]:
     """Fuse ``model`` (not modified); returns the new ModelProto and the result."""
@@ -154,7 +237,11 @@ def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
     with contextlib.suppress(Exception):
         work = onnx.shape_inference.infer_shapes(work, strict_mode=False, data_prop=True)
     ir_model = ir.serde.deserialize_model(work)
+    annotated = _annotate_functions(ir_model, function_types(work)) if work.functions else []
     result = fuse_ir(ir_model, allow_rounding=allow_rounding, capture_regions=capture_regions)
+    for v in annotated:  # function bodies carry no inferred types in the result
+        v.type = None
+        v.shape = None
     if not result.modified:
         out = onnx.ModelProto()
         out.CopyFrom(model)

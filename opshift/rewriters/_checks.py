@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from ..broadcast import numpy_shape, rule_for_version, slope_shape_for
 from ..errors import EvaluationError
-from ._values import Const, dtype_of, float32_attr, resolve, shape_of, type_allowed
+from ._values import Const, dtype_of, float32_attr, ref_attr, resolve, shape_of, type_allowed
 
 Shape = tuple[int | str | None, ...]
 
@@ -43,7 +43,11 @@ class Plan:
     def describe(self) -> str:
         if self.op == "PRelu":
             return "PRelu"
-        return self.op + "(" + ", ".join(f"{k}={v:.9g}" for k, v in self.attrs.items()) + ")"
+
+        def fmt(v) -> str:
+            return f"{v:.9g}" if isinstance(v, float) else f"@{v.ref_attr_name}"
+
+        return self.op + "(" + ", ".join(f"{k}={fmt(v)}" for k, v in self.attrs.items()) + ")"
 
 
 def _fmt(shape) -> str:
@@ -220,6 +224,9 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
     x > 0), which equals PRelu's 0 only for a finite slope. ``value_check(array)`` may
     refuse slope values (e.g. the Max form needs 0 < s <= 1).
     """
+    ref = ref_attr(s)
+    if ref is not None:
+        return _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra)
     c = resolve(s)
     s_index = 0 if mul.inputs[0] is s else 1
     if c is None:
@@ -264,9 +271,60 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
                 signed_zero_exact=not zero_to_slope)
 
 
+def _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra) -> Plan:
+    """LeakyRelu with ``alpha=@name`` in a function body whose slope is that attribute."""
+    name, nodes = ref
+    if value_check is not None:
+        raise Refuse(f"the slope is function attribute @{name}: its values cannot be checked")
+    if zero_to_slope:
+        raise Refuse(f"the slope is function attribute @{name}: cannot prove it finite, and "
+                     "the pattern computes slope*0 where LeakyRelu returns x")
+    dtype = x_dtype(x)
+    version, ok = type_allowed("LeakyRelu", opset, dtype)
+    if not ok:
+        raise Refuse(f"LeakyRelu-{version} at opset {opset} does not accept element type "
+                     f"{dtype.name.lower()}")
+    alpha = ir.RefAttr("alpha", name, ir.AttributeType.FLOAT)
+    return Plan("LeakyRelu", x, attrs={"alpha": alpha}, cleanup=extra + nodes)
+
+
+def _ref_attrs(values: list[ir.Value], what: str) -> tuple[ir.RefAttr, tuple] | None:
+    refs = [ref_attr(v) for v in values]
+    if all(r is None for r in refs):
+        return None
+    if any(r is None for r in refs) or len({r[0] for r in refs}) != 1:
+        raise Refuse(f"the {what} operands are not all the same function attribute")
+    nodes = tuple(n for r in refs for n in r[1])
+    return ir.RefAttr(what, refs[0][0], ir.AttributeType.FLOAT), nodes
+
+
 def selu_plan(x: ir.Value, opset: int, alphas: list[ir.Value], gammas: list[ir.Value],
               extra: tuple[ir.Node, ...] = ()) -> Plan:
     """Selu for a pattern whose alpha (gamma) operands are ``alphas`` (``gammas``)."""
+    ra, rg = _ref_attrs(alphas, "alpha"), _ref_attrs(gammas, "gamma")
+    if ra is not None or rg is not None:
+        # in a function body: Constant(value_float=@attr); values resolved per call
+        vals: dict = {}
+        nodes: tuple = ()
+        for name, r, vs in (("alpha", ra, alphas), ("gamma", rg, gammas)):
+            if r is not None:
+                vals[name], more = r
+                nodes += more
+            else:
+                cs = [resolve(v) for v in vs]
+                if any(c is None for c in cs):
+                    raise Refuse(f"{name} is not a constant")
+                got = {scalar_attr(c, x_dtype(x, c), name) for c in cs}
+                if len(got) != 1:
+                    raise Refuse(f"the {name} operands differ")
+                vals[name] = got.pop()
+                nodes += producers(*cs)
+        dtype = x_dtype(x)
+        version, ok = type_allowed("Selu", opset, dtype)
+        if not ok:
+            raise Refuse(f"Selu-{version} at opset {opset} does not accept element type "
+                         f"{dtype.name.lower()}")
+        return Plan("Selu", x, attrs=vals, cleanup=extra + nodes)
     ac = [resolve(a) for a in alphas]
     gc = [resolve(g) for g in gammas]
     if any(c is None for c in ac):

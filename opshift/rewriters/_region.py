@@ -54,6 +54,8 @@ def capture(label: str, context, plan, opset: int
             ) -> tuple[str, onnx.ModelProto, onnx.ModelProto, bool] | None:
     """(label, before, after, signed_zero_exact) for a fusion about to happen, or None when
     the region cannot be expressed standalone (values without types, e.g. in functions)."""
+    if any(not isinstance(v, float) for v in plan.attrs.values()):
+        return None  # function attribute references: no standalone region
     try:
         before_nodes = _toposort([*reversed(plan.cleanup), *context.nodes])
         inputs, inits = _boundary(before_nodes)

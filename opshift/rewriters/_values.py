@@ -147,6 +147,22 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
     return None
 
 
+def ref_attr(value: ir.Value | None) -> tuple[str, tuple[ir.Node, ...]] | None:
+    """For ``Constant(value_float=@name)`` (in a function body), possibly through
+    ``CastLike``: the function attribute's name and the producer nodes."""
+    node = value.producer() if value is not None else None
+    if node is None or node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "CastLike" and node.inputs and node.inputs[0] is not None:
+        inner = ref_attr(node.inputs[0])
+        return None if inner is None else (inner[0], (node, *inner[1]))
+    if node.op_type == "Constant" and len(node.attributes) == 1:
+        (name, attr), = node.attributes.items()
+        if name == "value_float" and attr.is_ref():
+            return attr.ref_attr_name, (node,)
+    return None
+
+
 def dtype_of(value: ir.Value | None) -> ir.DataType | None:
     if value is None or value.type is None:
         return None

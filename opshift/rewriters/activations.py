@@ -94,6 +94,9 @@ class _Rule(pattern.RewriteRuleClassBase):
             out = op.LeakyRelu(plan.x, alpha=plan.attrs["alpha"])
         else:
             out = op.Selu(plan.x, alpha=plan.attrs["alpha"], gamma=plan.attrs["gamma"])
+        producer = out.producer()
+        if producer is not None and self._anchor.name:
+            producer.name = self._anchor.name  # the anchor is removed; keep a readable name
         if rec is not None:
             rec.fuse(self.name, self._anchor, plan.describe())
             if rec.pending is not None:
