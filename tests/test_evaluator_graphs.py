@@ -1,0 +1,432 @@
+"""Evaluator beyond single activations: control flow with outer scope, model-local functions,
+legacy attributes, dtype rules, errors, and small networks end to end (vs onnxruntime)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from conftest import make_model
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from opshift.errors import EvaluationError, UnsupportedError
+from opshift.evaluator import evaluate
+
+F = TP.FLOAT
+
+
+def vi(name, elem=F, shape=None):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+# -- control flow -----------------------------------------------------------------------------
+
+def _if_model(opset):
+    then_g = helper.make_graph([helper.make_node("PRelu", ["x", "slope"], ["t"])], "then", [],
+                               [vi("t")])
+    else_g = helper.make_graph([helper.make_node("Mul", ["x", "k"], ["e"])], "else", [],
+                               [vi("e")])
+    nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    return make_model(nodes, [vi("c", TP.BOOL, []), vi("x", F, [2, 3])], [vi("y")],
+                      opset=opset, initializers=[init("slope", np.float32([0.5])),
+                                                 init("k", np.float32(3.0))])
+
+
+@pytest.mark.parametrize("opset", [7, 11, 13, 16, 22])
+def test_if_branches_see_outer_scope(opset, rng):
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    m = _if_model(opset)
+    y = evaluate(m, {"c": np.array(True), "x": x})["y"]
+    np.testing.assert_array_equal(y, np.where(x < 0, np.float32(0.5) * x, x))
+    y = evaluate(m, {"c": np.array(False), "x": x})["y"]
+    np.testing.assert_array_equal(y, x * np.float32(3.0))
+
+
+def _loop_model(opset):
+    # carried s += LeakyRelu(x) * i ; scan output: s each iteration ; x is outer scope
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=F),
+         helper.make_node("LeakyRelu", ["x"], ["lx"], alpha=0.5),
+         helper.make_node("Mul", ["lx", "fi"], ["d"]),
+         helper.make_node("Add", ["s_in", "d"], ["s_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Identity", ["s_out"], ["scan"])],
+        "body", [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("s_in", F, [3])],
+        [vi("cond_out", TP.BOOL, []), vi("s_out", F, [3]), vi("scan", F, [3])])
+    nodes = [helper.make_node("Loop", ["M", "", "s0"], ["s", "scans"], body=body)]
+    return make_model(nodes, [vi("M", TP.INT64, []), vi("x", F, [3]), vi("s0", F, [3])],
+                      [vi("s"), vi("scans")], opset=opset)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 16, 22])
+def test_loop_outer_scope_carried_and_scan(opset):
+    x = np.array([-2.0, 1.0, 4.0], np.float32)
+    s0 = np.array([1.0, 1.0, 1.0], np.float32)
+    out = evaluate(_loop_model(opset), {"M": np.array(4, np.int64), "x": x, "s0": s0})
+    lx = np.where(x < 0, np.float32(0.5) * x, x)
+    want, rows = s0.copy(), []
+    for i in range(4):
+        want = want + lx * np.float32(i)
+        rows.append(want)
+    np.testing.assert_array_equal(out["s"], want)
+    np.testing.assert_array_equal(out["scans"], np.stack(rows))
+    out = evaluate(_loop_model(opset), {"M": np.array(0, np.int64), "x": x, "s0": s0})
+    np.testing.assert_array_equal(out["s"], s0)
+    assert out["scans"].shape == (0, 3) and out["scans"].dtype == np.float32
+
+
+def test_loop_stops_on_condition():
+    # while i < 3 (cond computed in body); trip count absent
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v_in", "one"], ["v_out"]),
+         helper.make_node("Less", ["v_out", "three"], ["cond_out"])],
+        "body", [vi("i", TP.INT64, []), vi("c", TP.BOOL, []), vi("v_in", TP.INT64, [])],
+        [vi("cond_out", TP.BOOL, []), vi("v_out", TP.INT64, [])])
+    m = make_model([helper.make_node("Loop", ["", "c0", "v0"], ["v"], body=body)],
+                   [vi("c0", TP.BOOL, []), vi("v0", TP.INT64, [])], [vi("v", TP.INT64)],
+                   opset=13, initializers=[init("one", np.int64(1)), init("three", np.int64(3))])
+    assert evaluate(m, {"c0": np.array(True), "v0": np.array(0, np.int64)})["v"] == 3
+    assert evaluate(m, {"c0": np.array(False), "v0": np.array(0, np.int64)})["v"] == 0
+
+
+def test_scan_cumulative_with_outer_scale():
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["xt", "scale"], ["st"]),
+         helper.make_node("Add", ["acc_in", "st"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["y"])],
+        "body", [vi("acc_in", F, [2]), vi("xt", F, [2])], [vi("acc_out", F, [2]), vi("y", F, [2])])
+    m = make_model([helper.make_node("Scan", ["a0", "x"], ["acc", "ys"], body=body,
+                                     num_scan_inputs=1, scan_input_directions=[1])],
+                   [vi("a0", F, [2]), vi("x", F, [4, 2])], [vi("acc"), vi("ys")], opset=16,
+                   initializers=[init("scale", np.float32(2.0))])
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    out = evaluate(m, {"a0": np.zeros(2, np.float32), "x": x})
+    want = np.cumsum((x * 2)[::-1], axis=0)
+    np.testing.assert_array_equal(out["ys"], want)
+    np.testing.assert_array_equal(out["acc"], want[-1])
+
+
+# -- model-local functions --------------------------------------------------------------------
+
+def _functions():
+    # inner(X) <alpha>: LeakyRelu(alpha=@alpha)
+    inner = helper.make_function(
+        "local", "Inner", ["X"], ["Y"],
+        [_ref_node("LeakyRelu", ["X"], ["Y"], alpha="alpha")],
+        [helper.make_opsetid("", 16)], attributes=["alpha"])
+    # outer(X, S) <a2>: PRelu(X, S) then Inner(alpha=@a2), then Selu (defaults of Selu-6)
+    outer = helper.make_function(
+        "local", "Outer", ["X", "S"], ["Z"],
+        [helper.make_node("PRelu", ["X", "S"], ["P"]),
+         _ref_node("Inner", ["P"], ["Q"], domain="local", alpha="a2"),
+         helper.make_node("Selu", ["Q"], ["Z"])],
+        [helper.make_opsetid("", 16), helper.make_opsetid("local", 1)], attributes=["a2"])
+    return [inner, outer]
+
+
+def _ref_node(op, ins, outs, domain="", **refs):
+    n = helper.make_node(op, ins, outs, domain=domain)
+    for name, ref in refs.items():
+        a = onnx.AttributeProto()
+        a.name, a.ref_attr_name, a.type = name, ref, onnx.AttributeProto.FLOAT
+        n.attribute.append(a)
+    return n
+
+
+@pytest.mark.parametrize("a2", [None, 0.2])
+def test_nested_functions_with_attribute_references(a2, rng):
+    attrs = {} if a2 is None else {"a2": a2}
+    node = helper.make_node("Outer", ["x", "s"], ["z"], domain="local", **attrs)
+    m = make_model([node], [vi("x", F, [2, 3, 4])], [vi("z")], opset=16,
+                   initializers=[init("s", np.float32([[0.5], [0.25], [2.0]]))],
+                   functions=_functions(), extra_opsets=[helper.make_opsetid("local", 1)])
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    s = np.float32([[0.5], [0.25], [2.0]])
+    p = np.where(x < 0, s * x, x)
+    # without a2 the reference is unset: LeakyRelu-16's schema default applies
+    alpha = np.float32(a2) if a2 is not None else np.float32(helper.get_attribute_value(
+        onnx.defs.get_schema("LeakyRelu", 16).attributes["alpha"].default_value))
+    q = np.where(p < 0, alpha * p, p)
+    sch = onnx.defs.get_schema("Selu", 16)
+    a = np.float32(helper.get_attribute_value(sch.attributes["alpha"].default_value))
+    g = np.float32(helper.get_attribute_value(sch.attributes["gamma"].default_value))
+    want = np.where(q > 0, q, np.exp(q) * a - a) * g
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["z"], want.astype(np.float32))
+
+
+def test_function_opset_governs_its_body():
+    """A function importing opset 6 runs PRelu-6 (per-channel) inside an opset-16 model."""
+    f = helper.make_function("local", "Old", ["X", "S"], ["Y"],
+                             [helper.make_node("PRelu", ["X", "S"], ["Y"])],
+                             [helper.make_opsetid("", 6)])
+    m = make_model([helper.make_node("Old", ["x", "s"], ["y"], domain="local")],
+                   [vi("x", F, [1, 3, 2])], [vi("y")], opset=16, functions=[f],
+                   initializers=[init("s", np.float32([0.1, 0.2, 0.3]))],
+                   extra_opsets=[helper.make_opsetid("local", 1)])
+    x = -np.ones((1, 3, 2), np.float32)
+    want = np.float32([0.1, 0.2, 0.3]).reshape(1, 3, 1) * x
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], want)
+
+
+# -- legacy attributes and dtype rules --------------------------------------------------------
+
+@pytest.mark.parametrize("op,fn", [("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply),
+                                   ("Div", np.divide)])
+@pytest.mark.parametrize("opset", [1, 6])
+def test_legacy_broadcast_axis(op, fn, opset, rng):
+    a = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    b = (rng.random((3, 4)) + 0.5).astype(np.float32)
+    extra = {"consumed_inputs": [0]} if opset == 1 else {}
+    m = make_model([helper.make_node(op, ["a", "b"], ["y"], name="n", broadcast=1, axis=1,
+                                     **extra)],
+                   [vi("a", F, [2, 3, 4, 5]), vi("b", F, [3, 4])], [vi("y")], opset=opset)
+    got = evaluate(m, {"a": a, "b": b})["y"]
+    np.testing.assert_array_equal(got, fn(a, b.reshape(1, 3, 4, 1)))
+    # suffix matching without axis, and broadcast=0 demands equal shapes
+    m2 = make_model([helper.make_node(op, ["a", "b"], ["y"], name="n", broadcast=1)],
+                    [vi("a", F, [2, 3, 4, 5]), vi("b", F, [4, 5])], [vi("y")], opset=opset)
+    b2 = (rng.random((4, 5)) + 0.5).astype(np.float32)
+    np.testing.assert_array_equal(evaluate(m2, {"a": a, "b": b2})["y"], fn(a, b2))
+    m3 = make_model([helper.make_node(op, ["a", "b"], ["y"], name="n")],
+                    [vi("a", F, [2, 3, 4, 5]), vi("b", F, [4, 5])], [vi("y")], opset=opset)
+    with pytest.raises(EvaluationError, match=rf"node 'n' \({op}-{opset}\b.*broadcast=0"):
+        evaluate(m3, {"a": a, "b": b2})
+
+
+def test_legacy_comparison_broadcast():
+    m = make_model([helper.make_node("Less", ["a", "b"], ["y"], broadcast=1, axis=0)],
+                   [vi("a", F, [2, 3]), vi("b", F, [2])], [vi("y", TP.BOOL)], opset=6)
+    a = np.float32([[1, 2, 3], [4, 5, 6]])
+    y = evaluate(m, {"a": a, "b": np.float32([2, 5])})["y"]
+    np.testing.assert_array_equal(y, a < np.float32([[2], [5]]))
+
+
+def test_consumed_inputs_rejected_where_undefined():
+    m = make_model([helper.make_node("Add", ["a", "a"], ["y"], name="n", consumed_inputs=[0])],
+                   [vi("a", F, [2])], [vi("y")], opset=6)
+    with pytest.raises(UnsupportedError, match=r"node 'n' \(Add-6\b.*'consumed_inputs'"):
+        evaluate(m, {"a": np.ones(2, np.float32)})
+
+
+@pytest.mark.parametrize("dtype,elem", [(np.int32, TP.INT32), (np.int64, TP.INT64),
+                                        (np.int8, TP.INT8), (np.uint16, TP.UINT16)])
+def test_integer_div_truncates_toward_zero(dtype, elem):
+    a = np.array([7, -7, 7, -7, 0, 100], dtype=dtype if np.dtype(dtype).kind == "i" else np.int64)
+    b = np.array([2, 2, -2, -2, 3, 7], dtype=a.dtype)
+    if np.dtype(dtype).kind == "u":
+        a, b = np.abs(a).astype(dtype), np.abs(b).astype(dtype)
+    a, b = a.astype(dtype), b.astype(dtype)
+    m = make_model([helper.make_node("Div", ["a", "b"], ["y"], name="d")],
+                   [vi("a", elem, [6]), vi("b", elem, [6])], [vi("y", elem)], opset=14)
+    y = evaluate(m, {"a": a, "b": b})["y"]
+    assert y.dtype == dtype
+    want = [int(float(p) / float(q)) for p, q in zip(a.tolist(), b.tolist())]  # C truncation
+    assert y.tolist() == want
+    with pytest.raises(EvaluationError, match=r"node 'd' \(Div-14\b.*division by zero"):
+        evaluate(m, {"a": a, "b": np.zeros(6, dtype)})
+
+
+def test_float16_and_bfloat16_stay():
+    import ml_dtypes
+
+    for dt in (np.float16, ml_dtypes.bfloat16):
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+        m = make_model([helper.make_node("Div", ["a", "b"], ["q"]),
+                        helper.make_node("Relu", ["q"], ["y"])],
+                       [vi("a", elem, [3]), vi("b", elem, [3])], [vi("y", elem)], opset=14)
+        a = np.array([1, -2, 3], dt)
+        b = np.array([3, 3, 3], dt)
+        y = evaluate(m, {"a": a, "b": b})["y"]
+        assert y.dtype == np.dtype(dt)
+        np.testing.assert_array_equal(y, np.maximum(a / b, np.array(0, dt)))
+
+
+def test_softmax_axis_semantics_changed_at_13(rng):
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+
+    def sm(v, axis):
+        e = np.exp(v - v.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    for opset, want in [(11, sm(x.reshape(2, 12), 1).reshape(2, 3, 4)), (13, sm(x, 1))]:
+        m = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [vi("x", F, [2, 3, 4])],
+                       [vi("y")], opset=opset)
+        np.testing.assert_allclose(evaluate(m, {"x": x})["y"], want, rtol=1e-6)
+
+
+def test_clip_attributes_then_inputs():
+    x = np.float32([-5, -1, 0, 1, 5, np.nan])
+    m6 = make_model([helper.make_node("Clip", ["x"], ["y"], min=-1.0, max=2.0)], [vi("x", F, [6])],
+                    [vi("y")], opset=6)
+    m13 = make_model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], [vi("x", F, [6])],
+                     [vi("y")], opset=13, initializers=[init("lo", np.float32(-1)),
+                                                         init("hi", np.float32(2))])
+    want = np.float32([-1, -1, 0, 1, 2, np.nan])
+    for m in (m6, m13):
+        np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], want)
+    m6d = make_model([helper.make_node("Clip", ["x"], ["y"])], [vi("x", F, [6])], [vi("y")],
+                     opset=6)  # defaults: +-FLT_MAX
+    np.testing.assert_array_equal(evaluate(m6d, {"x": x})["y"], x)
+
+
+# -- Constant, Cast, shape ops ----------------------------------------------------------------
+
+@pytest.mark.parametrize("attr,value,want", [
+    ("value", numpy_helper.from_array(np.float16([1.5, -2])), np.float16([1.5, -2])),
+    ("value_float", 2.5, np.float32(2.5)),
+    ("value_floats", [1.0, 2.0], np.float32([1, 2])),
+    ("value_int", 7, np.int64(7)),
+    ("value_ints", [3, -4], np.int64([3, -4])),
+    ("value_string", "hi", np.array("hi", dtype=object)),
+    ("value_strings", ["a", "b"], np.array(["a", "b"], dtype=object)),
+])
+def test_constant_forms(attr, value, want):
+    elem = helper.np_dtype_to_tensor_dtype(want.dtype) if want.dtype != object else TP.STRING
+    m = make_model([helper.make_node("Constant", [], ["y"], **{attr: value})], [],
+                   [vi("y", elem)], opset=13)
+    y = evaluate(m, {})["y"]
+    assert y.dtype == want.dtype and y.shape == want.shape
+    assert y.tolist() == want.tolist()
+
+
+def test_constant_sparse_refused_clearly():
+    sp = helper.make_sparse_tensor(numpy_helper.from_array(np.float32([1.0]), "v"),
+                                   numpy_helper.from_array(np.int64([0]), "i"), [2])
+    m = make_model([helper.make_node("Constant", [], ["y"], name="c", sparse_value=sp)], [],
+                   [vi("y")], opset=13)
+    with pytest.raises(UnsupportedError, match=r"node 'c' \(Constant-13\b.*sparse"):
+        evaluate(m, {})
+
+
+def test_cast_1_string_target_and_cast_rounding():
+    import ml_dtypes
+
+    m = make_model([helper.make_node("Cast", ["x"], ["y"], to="INT32")], [vi("x", F, [4])],
+                   [vi("y", TP.INT32)], opset=1)
+    y = evaluate(m, {"x": np.float32([1.9, -1.9, 0.0, 7.0])})["y"]
+    assert y.dtype == np.int32 and y.tolist() == [1, -1, 0, 7]
+    m = make_model([helper.make_node("Cast", ["x"], ["y"], to=TP.BFLOAT16)], [vi("x", F, [1])],
+                   [vi("y", TP.BFLOAT16)], opset=13)
+    y = evaluate(m, {"x": np.float32([1.00390625])})["y"]  # halfway: ties to even
+    assert y.dtype == ml_dtypes.bfloat16 and float(y[0]) == 1.0
+
+
+def test_shape_ops_legacy_and_new():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    m1 = make_model([helper.make_node("Reshape", ["x"], ["r"], shape=[3, -1],
+                                      consumed_inputs=[0]),
+                     helper.make_node("Unsqueeze", ["r"], ["u"], axes=[0]),
+                     helper.make_node("Squeeze", ["u"], ["y"], axes=[0])],
+                    [vi("x", F, [2, 3])], [vi("y")], opset=1)
+    np.testing.assert_array_equal(evaluate(m1, {"x": x})["y"], x.reshape(3, 2))
+    m13 = make_model([helper.make_node("Reshape", ["x", "shp"], ["r"]),
+                      helper.make_node("Unsqueeze", ["r", "ax"], ["u"]),
+                      helper.make_node("Shape", ["u"], ["s"], start=1),
+                      helper.make_node("Expand", ["x", "es"], ["e"])],
+                     [vi("x", F, [2, 3])], [vi("u"), vi("s", TP.INT64), vi("e")], opset=15,
+                     initializers=[init("shp", np.int64([0, -1])), init("ax", np.int64([-1])),
+                                   init("es", np.int64([4, 1, 1]))])
+    out = evaluate(m13, {"x": x})
+    assert out["u"].shape == (2, 3, 1) and out["s"].tolist() == [3, 1]
+    np.testing.assert_array_equal(out["e"], np.broadcast_to(x, (4, 2, 3)))
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+def test_unsupported_op_names_node_op_domain_version():
+    m = make_model([helper.make_node("Mod", ["a", "a"], ["y"], name="m1")],
+                   [vi("a", TP.INT64, [2])], [vi("y", TP.INT64)], opset=13)
+    with pytest.raises(UnsupportedError, match=r"node 'm1' \(Mod-13\b.*not supported"):
+        evaluate(m, {"a": np.ones(2, np.int64)})
+    m = make_model([helper.make_node("Foo", ["a"], ["y"], name="f", domain="acme")],
+                   [vi("a", F, [2])], [vi("y")], opset=13,
+                   extra_opsets=[helper.make_opsetid("acme", 2)])
+    with pytest.raises(UnsupportedError, match=r"node 'f'.*'Foo'.*'acme'.*opset 2"):
+        evaluate(m, {"a": np.ones(2, np.float32)})
+
+
+def test_training_modes_refused():
+    x = np.ones((1, 2, 2), np.float32)
+    c = [init(n, np.ones(2, np.float32)) for n in ("s", "b", "m", "v")]
+    m = make_model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                                     name="bn", is_test=0)], [vi("x", F, [1, 2, 2])], [vi("y")],
+                   opset=6, initializers=c)
+    with pytest.raises(UnsupportedError, match=r"node 'bn' \(BatchNormalization-6\b.*is_test"):
+        evaluate(m, {"x": x})
+    m = make_model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                                     name="bn", training_mode=1)], [vi("x", F, [1, 2, 2])],
+                   [vi("y")], opset=15, initializers=c)
+    with pytest.raises(UnsupportedError, match=r"BatchNormalization-15\b.*training_mode"):
+        evaluate(m, {"x": x})
+
+
+# -- networks end to end ----------------------------------------------------------------------
+
+def _cnn(opset, rng):
+    w1 = rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3
+    b1 = rng.standard_normal(4).astype(np.float32)
+    bn = [rng.random(4).astype(np.float32) + 0.5, rng.standard_normal(4).astype(np.float32),
+          rng.standard_normal(4).astype(np.float32), rng.random(4).astype(np.float32) + 0.5]
+    w2 = rng.standard_normal((4 * 4 * 4, 5)).astype(np.float32) * 0.2
+    b2 = rng.standard_normal(5).astype(np.float32)
+    slope = np.float32([0.1, 0.2, 0.3, 0.4])
+    legacy = opset < 7
+    bn_attrs = {"is_test": 1} if legacy else {}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["n"],
+                         epsilon=1e-3, **bn_attrs),
+        helper.make_node("PRelu", ["n", "slope_l" if legacy else "slope"], ["p"]),
+        helper.make_node("MaxPool", ["p"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("AveragePool", ["mp"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                         strides=[1, 1]),
+        helper.make_node("Flatten", ["ap"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "w2", "b2"], ["g"], **({"broadcast": 1} if legacy else {})),
+        helper.make_node("Dropout", ["g"], ["d"], **bn_attrs),
+        helper.make_node("Softmax", ["d"], ["y"]),
+    ]
+    inits = [init("w1", w1), init("b1", b1), init("s", bn[0]), init("bb", bn[1]),
+             init("mu", bn[2]), init("var", bn[3]), init("w2", w2), init("b2", b2),
+             init("slope_l", slope), init("slope", slope.reshape(4, 1, 1))]
+    return make_model(nodes, [vi("x", F, [2, 3, 8, 8])], [vi("y")], opset=opset,
+                      initializers=inits)
+
+
+def _mlp(rng):
+    w = [rng.standard_normal((6, 8)).astype(np.float32), rng.standard_normal((8, 3)).astype(
+        np.float32)]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"]),
+             helper.make_node("Add", ["h", "b0"], ["h1"]),
+             helper.make_node("Selu", ["h1"], ["h2"]),
+             helper.make_node("MatMul", ["h2", "w1"], ["o"]),
+             helper.make_node("Tanh", ["o"], ["t"]),
+             helper.make_node("Sigmoid", ["t"], ["s"]),
+             helper.make_node("ReduceMean", ["s"], ["y"], axes=[1], keepdims=0)]
+    return make_model(nodes, [vi("x", F, [5, 6])], [vi("y")], opset=13,
+                      initializers=[init("w0", w[0]), init("w1", w[1]),
+                                    init("b0", rng.standard_normal(8).astype(np.float32))])
+
+
+def test_small_cnn_and_mlp_match_onnxruntime(rng):
+    ort = pytest.importorskip("onnxruntime")
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    ref = None
+    for opset in (13, 9, 6):  # the legacy (opset-6) CNN means the same as the modern one
+        m = _cnn(opset, np.random.default_rng(1))
+        got = evaluate(m, {"x": x})["y"]
+        if opset >= 7:
+            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+        if ref is None:
+            ref = got
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+    m = _mlp(rng)
+    xm = rng.standard_normal((5, 6)).astype(np.float32)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(evaluate(m, {"x": xm})["y"], sess.run(None, {"x": xm})[0],
+                               rtol=1e-5, atol=1e-6)
