@@ -330,3 +330,26 @@ def test_slope_shared_by_many_prelus_is_copied_once():
     assert sorted(list(t.dims) for t in out.graph.initializer) == [[3], [3, 1, 1]]
     got = evaluate(out, {"x": x})
     assert all(np.array_equal(got[k], ref[k]) for k in ref)
+
+
+def test_dynamic_last_axis_slope_downgrade_and_symbolic_dims():
+    """A dynamic [C] slope on the last axis (C == X's dim 1 too) becomes [1, C] through an
+    Unsqueeze valid at opset 6, so legacy PRelu does not read it per channel."""
+    nodes = [helper.make_node("PRelu", ["x", "s"], ["y"], name="p")]
+    m = make_model(nodes, [vi("x", ["N", 3, 2, 3]), vi("s", [3])], [vi("y", ["N", 3, 2, 3])],
+                   opset=16)
+    feeds = {"x": xin([4, 3, 2, 3]), "s": np.array([0.5, -1.0, 3.0], np.float32)}
+    ref = evaluate(m, feeds)["y"]
+    out = convert(m, 6)
+    onnx.checker.check_model(out, full_check=True)
+    (u,) = [n for n in out.graph.node if n.op_type == "Unsqueeze"]
+    assert list(u.attribute[0].ints) == [0]
+    assert np.array_equal(evaluate(out, feeds)["y"], ref)
+    # and the legacy per-channel form with a symbolic batch goes up again
+    legacy = legacy_model(make_model(nodes, [vi("x", ["N", 3, 2, 4]), vi("s", [3])],
+                                     [vi("y", ["N", 3, 2, 4])], opset=6))
+    feeds = {"x": xin([4, 3, 2, 4]), "s": np.array([0.5, -1.0, 3.0], np.float32)}
+    ref = evaluate(legacy, feeds)["y"]
+    up = convert(legacy, 14)
+    onnx.checker.check_model(up, full_check=True)
+    assert np.array_equal(evaluate(up, feeds)["y"], ref)
