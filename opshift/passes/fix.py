@@ -139,11 +139,11 @@ def fix_with_result(model: ModelLike, *, prelu_slope: str | None = None,
     return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict)
 
 
-try:
+def _make_fix_pass() -> type:
     import onnx_ir as ir
-    import onnx_ir.passes as _ir_passes
+    import onnx_ir.passes as ir_passes
 
-    class FixPass(_ir_passes.InPlacePass):
+    class FixPass(ir_passes.InPlacePass):
         """``onnx_ir`` adapter over :func:`fix_proto`. ``modified`` is True only if a fix was
         made. The last run's :class:`FixResult` is kept in :attr:`last_result`."""
 
@@ -152,26 +152,37 @@ try:
             self.prelu_slope = prelu_slope
             self.last_result: FixResult | None = None
 
-        def call(self, model: ir.Model) -> _ir_passes.PassResult:
+        def call(self, model: ir.Model) -> ir_passes.PassResult:
             proto = ir.serde.serialize_model(model)
             result = fix_proto(proto, prelu_slope=self.prelu_slope)
             self.last_result = result
             if not result.modified:
-                return _ir_passes.PassResult(model, modified=False)
-            new = ir.serde.deserialize_model(proto)
-            _replace_ir_model(model, new)
-            return _ir_passes.PassResult(model, modified=True)
+                return ir_passes.PassResult(model, modified=False)
+            _replace_ir_model(model, ir.serde.deserialize_model(proto))
+            return ir_passes.PassResult(model, modified=True)
 
-    def _replace_ir_model(model: ir.Model, new: ir.Model) -> None:
-        """Make ``model`` (the object the pass manager holds) become ``new`` in place."""
-        for cls in type(model).__mro__:
-            for slot in getattr(cls, "__slots__", ()):
-                if slot != "__weakref__" and hasattr(new, slot):
-                    setattr(model, slot, getattr(new, slot))
-        if hasattr(new, "__dict__"):
-            model.__dict__.update(new.__dict__)
-except ImportError:  # pragma: no cover - onnx_ir is a dependency
-    pass
+    FixPass.__module__ = __name__
+    return FixPass
+
+
+def _replace_ir_model(model, new) -> None:
+    """Make ``model`` (the object the pass manager holds) become ``new`` in place."""
+    for cls in type(model).__mro__:
+        for slot in getattr(cls, "__slots__", ()):
+            if slot != "__weakref__" and hasattr(new, slot):
+                setattr(model, slot, getattr(new, slot))
+    if hasattr(new, "__dict__"):
+        model.__dict__.update(new.__dict__)
+
+
+def __getattr__(name: str) -> Any:
+    # FixPass is built on first use so that importing this module (the CLI) does not pay
+    # for importing onnx_ir.
+    if name == "FixPass":
+        cls = _make_fix_pass()
+        globals()["FixPass"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- the fixer --------------------------------------------------------------------------------
@@ -192,6 +203,8 @@ class _Fixer:
         self.model = model
         self.prelu_slope = prelu_slope
         self.result = FixResult()
+        self._functions: set[tuple[str, str]] | None = None
+        self._uses: dict[int, dict[str, int]] = {}  # id(root node list) -> name -> uses
 
     def change(self, kind, scope, node, what, why) -> None:
         self.result.changes.append(FixChange(kind, scope, node, what, why))
@@ -307,9 +320,10 @@ class _Fixer:
                 node.attribute.extend(keep)
 
     def _is_function(self, node: onnx.NodeProto) -> bool:
-        d = opsets.normalize_domain(node.domain)
-        return any(opsets.normalize_domain(f.domain) == d and f.name == node.op_type
-                   for f in self.model.functions)
+        if self._functions is None:
+            self._functions = {(opsets.normalize_domain(f.domain), f.name)
+                               for f in self.model.functions}
+        return (opsets.normalize_domain(node.domain), node.op_type) in self._functions
 
     # -- SSA ----------------------------------------------------------------------------------
     def fix_value_names(self, scope: Scope) -> None:
@@ -383,9 +397,13 @@ class _Fixer:
         names: Names | None = None
         for scope in list(iter_scopes(self.model)):
             replacements: dict[int, list[onnx.NodeProto]] = {}
+            consts: dict[str, tuple] | None = None
             for i, node in enumerate(scope.nodes):
                 if node.op_type != "PRelu" or opsets.normalize_domain(node.domain) != "":
                     continue
+                if consts is None:
+                    consts = _scope_constants(scope)
+                self._consts = consts
                 if scope.opset is None or len(node.input) < 2:
                     continue
                 ver = opsets.since_version("PRelu", scope.opset)
@@ -394,7 +412,7 @@ class _Fixer:
                 if scope.function is not None:
                     # X's shape depends on each call site; names in a function body are
                     # their own namespace, so graph shapes say nothing about them.
-                    found = _find_constant(scope, node.input[1])
+                    found = consts.get(node.input[1])
                     if found is not None and len(found[0].dims) == 1 and found[0].dims[0] > 1:
                         self.leave("prelu_slope", scope.label, _node_id(node, i),
                                    f"1-D slope {node.input[1]!r} {list(found[0].dims)} not "
@@ -441,7 +459,7 @@ class _Fixer:
             splice(scope.nodes, replacements)
 
     def _slope_shape(self, scope: Scope, name: str, shapes: dict):
-        t = _find_constant(scope, name)
+        t = self._consts.get(name)
         if t is not None:
             return tuple(t[0].dims)
         return shapes.get(name)
@@ -449,17 +467,20 @@ class _Fixer:
     def _reshape_slope(self, scope: Scope, index: int, node: onnx.NodeProto,
                        target: list[int], names: Names) -> tuple[str, list[onnx.NodeProto]]:
         slope = node.input[1]
-        found = _find_constant(scope, slope)
+        found = self._consts.get(slope)
         graph_inputs = {v.name for v in scope.graph.input} if scope.graph is not None else set()
         if found is not None and slope not in graph_inputs:
             tensor, holder = found
-            if _count_uses(self.model, scope, slope) == 1:
+            uses = self._use_counts(scope)
+            if uses.get(slope, 0) == 1:
                 del tensor.dims[:]
                 tensor.dims.extend(target)
                 if scope.graph is not None:
                     _update_value_info(scope.graph, slope, target)
                 return "constant reshaped in place", []
             new_name = names.fresh(f"{slope}_per_channel")
+            uses[slope] -= 1
+            uses[new_name] = 1
             t2 = onnx.TensorProto()
             t2.CopyFrom(tensor)
             t2.name = new_name
@@ -488,6 +509,13 @@ class _Fixer:
             new_nodes = [helper.make_node("Unsqueeze", [slope], [out], name=uname, axes=axes)]
         node.input[1] = out
         return f"Unsqueeze {uname!r} inserted (axes {axes})", new_nodes
+
+    def _use_counts(self, scope: Scope) -> dict[str, int]:
+        root = scope.function if scope.function is not None else self.model.graph
+        key = id(root)
+        if key not in self._uses:
+            self._uses[key] = _count_uses(root)
+        return self._uses[key]
 
     # -- IR version ---------------------------------------------------------------------------
     def fix_ir_version(self) -> None:
@@ -649,33 +677,35 @@ def _convert_attribute(a: onnx.AttributeProto, want: int
     return new, f"value {shown!r}"
 
 
-def _find_constant(scope: Scope, name: str):
-    """(TensorProto, holder) for an initializer or Constant(value=) output in ``scope``."""
+def _scope_constants(scope: Scope) -> dict[str, tuple]:
+    """Name -> (TensorProto, holder) for initializers and Constant(value=) outputs in
+    ``scope`` (holder: the GraphProto or the Constant node)."""
+    out: dict[str, tuple] = {}
     if scope.graph is not None:
         for t in scope.graph.initializer:
-            if t.name == name:
-                return t, scope.graph
+            out[t.name] = (t, scope.graph)
     for n in scope.nodes:
         if (n.op_type == "Constant" and opsets.normalize_domain(n.domain) == ""
-                and len(n.output) == 1 and n.output[0] == name and len(n.attribute) == 1
+                and len(n.output) == 1 and len(n.attribute) == 1
                 and n.attribute[0].name == "value" and n.attribute[0].type == _A.TENSOR):
-            return n.attribute[0].t, n
-    return None
+            out[n.output[0]] = (n.attribute[0].t, n)
+    return out
 
 
-def _count_uses(model: onnx.ModelProto, scope: Scope, name: str) -> int:
-    """Uses of ``name`` by nodes and outputs of the graph tree (or function) holding it."""
-    root_nodes = scope.function.node if scope.function is not None else model.graph.node
-    count = 0
-    if scope.function is not None:
-        count += list(scope.function.output).count(name)
-    else:
-        count += sum(1 for v in model.graph.output if v.name == name)
-    for n in _walk_nodes(root_nodes):
-        count += list(n.input).count(name)
+def _count_uses(root) -> dict[str, int]:
+    """Name -> uses by nodes and outputs of a graph tree or a function (with subgraphs)."""
+    counts: dict[str, int] = {}
+    outs = root.output if isinstance(root, onnx.FunctionProto) else [v.name for v in
+                                                                       root.output]
+    for name in outs:
+        counts[name] = counts.get(name, 0) + 1
+    for n in _walk_nodes(root.node):
+        for name in n.input:
+            counts[name] = counts.get(name, 0) + 1
         for _, g in subgraphs(n):
-            count += sum(1 for v in g.output if v.name == name)
-    return count
+            for v in g.output:
+                counts[v.name] = counts.get(v.name, 0) + 1
+    return counts
 
 
 def _update_value_info(graph: onnx.GraphProto, name: str, dims: list[int]) -> None:
