@@ -52,8 +52,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     shape = [int(d) for d in args.shape.split(",")]
 
-    import opshift
     from onnx.reference import ReferenceEvaluator
+
+    import opshift
 
     try:
         import onnxruntime as ort
@@ -69,12 +70,15 @@ def main(argv=None) -> int:
              ("Selu", _model("Selu", 22, shape))]
 
     copy_t = _best(lambda: x.copy(), args.repeat)
-    print(f"float32 {shape}, best of {args.repeat}; x.copy() = {copy_t:.4f} s")
+    from opshift.evaluator.ops.activations import _threads
+
+    print(f"float32 {shape}, best of {args.repeat}; x.copy() = {copy_t:.4f} s; opshift "
+          f"threads = {_threads()} (OPSHIFT_THREADS)")
     print(f"{'op':<10} {'opshift s':>10} {'x copy':>7} {'onnx.ref s':>10} {'ref/ours':>9} "
           f"{'ort s':>8}  result")
     failed = False
+    feeds = {"x": x}
     for name, model in cases:
-        feeds = {"x": x}
         ours = _best(lambda m=model: opshift.evaluate(m, feeds), args.repeat)
         ref = ReferenceEvaluator(model)
         ref_t = _best(lambda r=ref: r.run(None, feeds), max(2, args.repeat // 2))
