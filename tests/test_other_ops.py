@@ -634,3 +634,218 @@ def test_error_names_op_node_scope_and_versions():
     msg = str(e.value)
     assert "node 'n_scan'" in msg and "Scan-8 -> 9" in msg and "graph 'g'" in msg
     assert "\n" not in msg
+
+
+# ------------------------------------------------------------------------- more listed steps
+
+
+def test_constant_value_attributes_below_12():
+    c = helper.make_node("Constant", [], ["c"], name="c", value_ints=[4, 6])
+    m = make_model([c, one("Reshape", ["x", "c"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [4, 6])], opset=13)
+    roundtrip(m, 13, 11, {"x": X234})
+    t = m.graph.node[0].attribute[0]
+    assert t.name == "value" and numpy_helper.to_array(t.t).tolist() == [4, 6]
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0], np.float32)),
+                                       numpy_helper.from_array(np.array([0], np.int64)), [2])
+    m = make_model([helper.make_node("Constant", [], ["y"], name="sp", sparse_value=sparse)],
+                   [], [vi("y", F, [2])], opset=13)
+    with pytest.raises(ConversionError, match=r"node 'sp' \(Constant-13 -> 9.*sparse_value"):
+        convert_other_ops(m, 13, 10)
+
+
+def test_lp_pool_p_float_and_int():
+    x = np.random.default_rng(4).standard_normal((1, 2, 3, 3)).astype(np.float32)
+    m = make_model([one("GlobalLpPool", ["x"], ["y"], p=2)], [vi("x", F, [1, 2, 3, 3])],
+                   [vi("y", F, [1, 2, 1, 1])], opset=7)
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    convert(m, 7, 1)
+    a = m.graph.node[0].attribute[0]
+    assert a.type == onnx.AttributeProto.FLOAT and a.f == 2.0
+    convert(m, 1, 7)
+    np.testing.assert_allclose(run_ort(m, {"x": x})[0], run_ort(before, {"x": x})[0])
+    m = make_model([one("GlobalLpPool", ["x"], ["y"], p=2.5)], [vi("x", F, [1, 2, 3, 3])],
+                   [vi("y", F, [1, 2, 1, 1])], opset=1)
+    with pytest.raises(ConversionError, match=r"GlobalLpPool-1 -> GlobalLpPool-2.*p=2.5"):
+        convert_other_ops(m, 1, 7)
+
+
+def test_pool_dilations_of_ones_dropped_others_refused():
+    x = np.random.default_rng(5).standard_normal((1, 1, 5, 5)).astype(np.float32)
+
+    def pool(d):
+        return make_model([one("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], dilations=d)],
+                          [vi("x", F, [1, 1, 5, 5])], [vi("y", F, 4)], opset=12)
+    m = pool([1, 1])
+    roundtrip(m, 12, 8, {"x": x})
+    assert "dilations" not in attrs(m.graph.node[0])
+    with pytest.raises(ConversionError, match=r"MaxPool-10 -> MaxPool-8.*dilations=\[2, 2\]"):
+        convert_other_ops(pool([2, 2]), 12, 8)
+
+
+@pytest.mark.parametrize("old,new", [(None, "linear"), ("bicubic", "cubic"),
+                                     ("nearest", "nearest")])
+def test_gridsample_mode_names(old, new):
+    rng = np.random.default_rng(6)
+    feeds = {"x": rng.standard_normal((1, 1, 4, 4)).astype(np.float32),
+             "g": rng.uniform(-1, 1, (1, 3, 3, 2)).astype(np.float32)}
+    kw = {} if old is None else {"mode": old}
+    m = make_model([one("GridSample", ["x", "g"], ["y"], **kw)],
+                   [vi("x", F, [1, 1, 4, 4]), vi("g", F, [1, 3, 3, 2])],
+                   [vi("y", F, [1, 1, 3, 3])], opset=16)
+    roundtrip(m, 16, 20, feeds)
+    assert attrs(m.graph.node[0])["mode"] == new.encode()
+    roundtrip(m, 20, 16, feeds)
+    assert attrs(m.graph.node[0])["mode"] == (old or "bilinear").encode()
+
+
+def test_gru_default_direction_typo():
+    w = numpy_helper.from_array(np.zeros((1, 6, 2), np.float32), "w")
+    r = numpy_helper.from_array(np.zeros((1, 6, 2), np.float32), "r")
+    m = make_model([one("GRU", ["x", "w", "r"], ["y", "h"], hidden_size=2)],
+                   [vi("x", F, [1, 1, 2])], [vi("y", F, 4), vi("h", F, 3)], opset=1,
+                   initializers=[w, r])
+    convert(m, 1, 7)
+    assert attrs(m.graph.node[0])["direction"] == b"forward"
+
+
+def test_roialign_coordinate_mode():
+    m = make_model([one("RoiAlign", ["x", "rois", "bi"], ["y"])],
+                   [vi("x", F, [1, 1, 4, 4]), vi("rois", F, [1, 4]),
+                    vi("bi", I64, [1])], [vi("y", F, 4)], opset=10)
+    feeds = {"x": np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4),
+             "rois": np.array([[0.3, 0.2, 2.9, 3.1]], np.float32), "bi": np.array([0])}
+    roundtrip(m, 10, 16, feeds)
+    assert attrs(m.graph.node[0])["coordinate_transformation_mode"] == b"output_half_pixel"
+    roundtrip(m, 16, 10, feeds)
+    m = make_model([one("RoiAlign", ["x", "rois", "bi"], ["y"])],
+                   [vi("x", F, [1, 1, 4, 4]), vi("rois", F, [1, 4]),
+                    vi("bi", I64, [1])], [vi("y", F, 4)], opset=16)
+    with pytest.raises(ConversionError, match=r"RoiAlign-16 -> RoiAlign-10.*half_pixel"):
+        convert_other_ops(m, 16, 10)
+
+
+def test_dft_axis_attribute_and_input():
+    x = np.random.default_rng(7).standard_normal((1, 4, 3, 1)).astype(np.float32)
+    m = make_model([one("DFT", ["x"], ["y"])], [vi("x", F, [1, 4, 3, 1])],
+                   [vi("y", F, [1, 4, 3, 2])], opset=17)
+    roundtrip(m, 17, 20, {"x": x})  # DFT-17's default axis 1 written as DFT-20's input
+    roundtrip(m, 20, 17, {"x": x})
+    assert attrs(m.graph.node[0]) == {"axis": 1}
+    m = make_model([one("DFT", ["x"], ["y"])], [vi("x", F, 4)], [vi("y", F, 4)], opset=20)
+    convert(m, 20, 17)  # DFT-20's default axis -2 is the second last
+    assert attrs(m.graph.node[0]) == {"axis": 2}
+    m = make_model([one("DFT", ["x"], ["y"])], [vi("x", F, None)], [vi("y", F, None)],
+                   opset=20)
+    with pytest.raises(ConversionError, match=r"DFT-20 -> DFT-17.*rank"):
+        convert_other_ops(m, 20, 17)
+
+
+def test_resize_steps():
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc")
+    x = np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)
+    m = make_model([one("Resize", ["x", "", "sc"], ["y"], mode="nearest")],
+                   [vi("x", F, [1, 1, 2, 2])], [vi("y", F, [1, 1, 4, 4])], opset=13,
+                   initializers=[scales])
+    roundtrip(m, 13, 11, {"x": x})
+    assert m.graph.node[0].input[1]  # Resize-11 requires roi
+    with pytest.raises(ConversionError, match=r"Resize-11 -> Resize-10.*different inputs"):
+        convert_other_ops(m, 11, 10)
+    m = make_model([one("Resize", ["x", "", "sc"], ["y"],
+                        coordinate_transformation_mode="half_pixel_symmetric")],
+                   [vi("x", F, [1, 1, 2, 2])], [vi("y", F, [1, 1, 4, 4])], opset=19,
+                   initializers=[scales])
+    with pytest.raises(ConversionError, match="half_pixel_symmetric"):
+        convert_other_ops(m, 19, 18)
+
+
+def test_quantize_per_axis_only_from_13():
+    def q(scale):
+        s = numpy_helper.from_array(np.asarray(scale, np.float32), "s")
+        return make_model([one("QuantizeLinear", ["x", "s"], ["y"], axis=1)],
+                          [vi("x", F, [2, 3])], [vi("y", TensorProto.UINT8, [2, 3])],
+                          opset=13, initializers=[s])
+    m = q(0.5)
+    roundtrip(m, 13, 10, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+    with pytest.raises(ConversionError, match=r"QuantizeLinear-13 -> QuantizeLinear-10.*"
+                                              r"per-axis"):
+        convert_other_ops(q([0.5, 1.0, 2.0]), 13, 10)
+
+
+def test_more_refusals():
+    cases = [
+        (one("OneHot", ["i", "d", "v"], ["y"]),
+         [vi("i", I64, [2]), vi("d", I64, [1]), vi("v", F, [2])], 11, 9,
+         r"OneHot-11 -> OneHot-9.*negative indices"),
+        (one("ScatterElements", ["x", "i", "u"], ["y"], reduction="max"),
+         [vi("x", F, [3]), vi("i", I64, [1]), vi("u", F, [1])], 18, 16,
+         r"ScatterElements-18 -> ScatterElements-16.*reduction"),
+        (one("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=1),
+         [vi("x", F, [1, 2, 3]), vi("s", F, [2]), vi("b", F, [2])], 21, 18,
+         r"GroupNormalization-21 -> GroupNormalization-18.*per channel"),
+        (one("Pad", ["x", "p"], ["y"], mode="wrap"), [vi("x", F, [3]), vi("p", I64, [2])],
+         19, 18, r"Pad-19 -> Pad-18.*wrap"),
+        (one("Dropout", ["x", "r", "t"], ["y"]),
+         [vi("x", F, [3]), vi("r", F, []), vi("t", TensorProto.BOOL, [])], 13, 10,
+         r"Dropout-12 -> Dropout-10.*training_mode.*not a constant"),
+        (one("Gemm", ["a", "b", "c"], ["y"]),
+         [vi("a", F, [2, 3]), vi("b", F, [3, 4]), vi("c", F, [2, 1])], 13, 6,
+         r"Gemm-7 -> Gemm-6.*C of shape \(2, 1\)"),
+        (one("Upsample", ["x", "s"], ["y"]), [vi("x", F, [1, 4]), vi("s", F, [2])], 9, 7,
+         r"Upsample-9 -> Upsample-7.*scales \(input 1, 's'\) is not a constant"),
+        (one("Tile", ["x", "t", "a"], ["y"]),
+         [vi("x", F, [3]), vi("t", F, [1]), vi("a", F, [1])], 1, 6,
+         r"Tile-1 -> Tile-6.*3 inputs"),
+    ]
+    for n, inputs, src, tgt, pattern in cases:
+        m = make_model([n], inputs, [vi("y", F, None)], opset=src)
+        before = m.SerializeToString()
+        with pytest.raises(ConversionError, match=pattern):
+            convert_other_ops(m, src, tgt)
+        assert m.SerializeToString() == before
+
+
+def test_clip_1_unset_bounds_upgrade():
+    m = make_model([one("Clip", ["x"], ["y"], min=0.0)], [vi("x", F, [3])], [vi("y", F, [3])],
+                   opset=1)
+    convert(m, 1, 6)
+    assert attrs(m.graph.node[0]) == {"min": 0.0, "max": float("inf")}
+    x = np.array([-1, 0.5, np.inf], np.float32)  # +inf stays +inf: no upper bound
+    (y,) = evaluate(m, {"x": x}).values()
+    np.testing.assert_array_equal(y, [0, 0.5, np.inf])
+
+
+def test_slice_negative_axes_below_11():
+    consts = [numpy_helper.from_array(np.array(v, np.int64), k)
+              for k, v in (("s", [1]), ("e", [3]), ("a", [-1]))]
+    m = make_model([one("Slice", ["x", "s", "e", "a"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [2, 3, 2])], opset=13, initializers=consts)
+    roundtrip(m, 13, 10, {"x": X234})
+    roundtrip(m, 10, 9, {"x": X234})
+    assert attrs(m.graph.node[0])["axes"] == [2]
+
+
+def test_split_1_input_to_attribute():
+    sp = numpy_helper.from_array(np.array([1, 3], np.int64), "sp")
+    m = make_model([one("Split", ["x", "sp"], ["a", "b"])], [vi("x", F, [4])],
+                   [vi("a", F, [1]), vi("b", F, [3])], opset=1, initializers=[sp])
+    convert(m, 1, 2)
+    assert attrs(m.graph.node[0]) == {"split": [1, 3], "axis": 0}
+    assert list(m.graph.node[0].input) == ["x"]
+
+
+def test_upsample_scales_forms():
+    x = np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)
+    sc = numpy_helper.from_array(np.array([1, 1, 2, 3], np.float32), "sc")
+    m = make_model([one("Upsample", ["x", "sc"], ["y"])], [vi("x", F, [1, 1, 2, 2])],
+                   [vi("y", F, [1, 1, 4, 6])], opset=9, initializers=[sc])
+    roundtrip(m, 9, 7, {"x": x})
+    assert attrs(m.graph.node[0])["scales"] == [1.0, 1.0, 2.0, 3.0]
+    convert(m, 7, 1)
+    assert attrs(m.graph.node[0]) == {"height_scale": 2.0, "width_scale": 3.0}
+    convert(m, 1, 9)
+    np.testing.assert_array_equal(run_ort(m, {"x": x})[0],
+                                  np.repeat(np.repeat(x, 2, axis=2), 3, axis=3))
+    with pytest.raises(ConversionError, match=r"Upsample-9 -> 10.*deprecated"):
+        convert_other_ops(m, 9, 10)

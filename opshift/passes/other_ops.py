@@ -784,10 +784,11 @@ def _versions_between(op: str, v_from: int, v_to: int) -> tuple[tuple[int, int],
 _RELABEL = "the schemas differ only in what this node does not use"
 
 
-def _scope_source(scope: Scope, source: int) -> int:
-    if scope.function is not None:
-        return scope.opsets.get("", source)
-    return source
+def _scope_source(scope: Scope, source: int, model_opset: int | None) -> int:
+    """``source`` for the model's own scopes; a function's own import (also inside its
+    subgraphs) where it differs from the model's."""
+    v = scope.opsets.get("")
+    return v if v is not None and v != model_opset else source
 
 
 def _skip_set(skip: Iterable[str]) -> frozenset[str]:
@@ -798,8 +799,9 @@ def other_ops_change(model: onnx.ModelProto, source: int, target: int,
                      skip: Iterable[str] = ACTIVATIONS) -> bool:
     """True when some default-domain node not in ``skip`` changes schema version."""
     skip = _skip_set(skip)
+    model_opset = opsets.opset_of(model)
     for sc in iter_scopes(model):
-        src = _scope_source(sc, source)
+        src = _scope_source(sc, source, model_opset)
         if src == target:
             continue
         seen: set[str] = set()
@@ -829,8 +831,9 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
     conv = _Conversion(model, source, target)
     changes: list[Change] = []
     plans: list[tuple[Scope, dict[int, list[onnx.NodeProto]]]] = []
+    model_opset = opsets.opset_of(model)
     for sc in iter_scopes(model):
-        src = _scope_source(sc, source)
+        src = _scope_source(sc, source, model_opset)
         if src == target:
             continue
         repl: dict[int, list[onnx.NodeProto]] = {}

@@ -40,10 +40,12 @@ GridSample 20                         mode names bilinear/bicubic -> linear/cubi
 GRU 3                                 default direction spelled 'foward' at 1
 RoiAlign 16                           old behaviour is coordinate mode 'output_half_pixel'
 DFT 20                                axis attribute (default 1) vs input (default -2)
+Upsample 7, 9                         height/width_scale -> scales -> scales input
 Resize 11, 13, 19                     10 -> 11 refused (different inputs); roi/scales optional
                                       from 13; half_pixel_symmetric from 19
 Quantize/DequantizeLinear 13          per-axis scales only from 13
 OneHot 11                             negative indices count from the back from 11
+ScatterND/ScatterElements 18          reduction min/max only from 18
 Scan 9, GroupNormalization 21         refused (different inputs / scale shape)
 ===================================  =======================================================
 """
@@ -524,6 +526,8 @@ def clip_inputs(st: Step) -> None:
             raise Refuse("the element type of the input is unknown")
         inputs = [st.input(0), "", ""]
         for i, (name, d) in enumerate((("min", -FLT_MAX), ("max", FLT_MAX)), 1):
+            if not st.has_attr(name) and t == onnx.TensorProto.FLOAT16:
+                continue  # +-FLT_MAX is +-inf in float16: no bound
             v = st.attr(name, d)
             if st.has_attr(name):
                 st.del_attr(name)
@@ -785,6 +789,40 @@ def quant_per_axis(st: Step) -> None:
     s = st.shape(st.input(1))
     if s is None or len(s) != 0 and not (len(s) == 1 and s[0] == 1):
         raise Refuse(f"scale of shape {s}: per-axis scales exist only from 13")
+
+
+@at(18, "ScatterND", "ScatterElements")
+def scatter_min_max(st: Step) -> None:
+    red = st.attr("reduction", b"none")
+    if not st.up and red in (b"min", b"max", "min", "max"):
+        raise Refuse(f"reduction={red!r} exists only from {st.op}-18")
+
+
+@at(7, "Upsample")
+def upsample_height_width(st: Step) -> None:
+    if st.up:
+        h, w = st.attr("height_scale"), st.attr("width_scale")
+        if h is None or w is None:
+            raise Refuse("Upsample-1 without height_scale/width_scale")
+        st.del_attr("height_scale")
+        st.del_attr("width_scale")
+        st.set_attr("scales", [1.0, 1.0, float(h), float(w)])
+        st.note("height_scale/width_scale written as scales (NCHW)")
+        return
+    scales = st.attr("scales")
+    if scales is None or len(scales) != 4 or scales[0] != 1 or scales[1] != 1:
+        raise Refuse(f"scales={scales}: Upsample-1 scales only H and W of NCHW inputs")
+    st.del_attr("scales")
+    st.set_attr("height_scale", float(scales[2]))
+    st.set_attr("width_scale", float(scales[3]))
+
+
+@at(9, "Upsample")
+def upsample_scales_input(st: Step) -> None:
+    if st.up:
+        _attr_to_input(st, "scales", 1, dtype=np.float32)
+    else:
+        _input_to_attr(st, 1, "scales", as_int=False)
 
 
 @at(9, "Scan")
