@@ -60,8 +60,10 @@ def run(args) -> int:
         with bar.phase("load"):
             original = modelio.load(args.input)
         with bar.phase("inline"):
-            model = onnx.ModelProto()
-            model.CopyFrom(original)
+            model = original
+            if args.verify:  # keep the original to compare with
+                model = onnx.ModelProto()
+                model.CopyFrom(original)
             try:
                 result = inline_proto(model, args.ops, args.functions,
                                       keep_before=args.verify)

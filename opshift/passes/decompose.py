@@ -154,8 +154,8 @@ def _scalar(value: float, elem_type: int) -> onnx.TensorProto:
 @functools.cache
 def _schema_body(op: str) -> onnx.FunctionProto:
     """The newest function body the schemas give for ``op``."""
-    for v in reversed(opsets.versions(op)):
-        s = opsets.schema(op, v)
+    s = opsets.schema(op, opsets.MAX_OPSET)
+    if s is not None:
         fvs = list(s.function_opset_versions)
         if fvs:
             f = onnx.FunctionProto()
@@ -291,34 +291,101 @@ def signed_zero_exact(op: str, band_: str, nodes: Sequence[onnx.NodeProto]) -> b
 # -- instantiation ----------------------------------------------------------------------------
 
 
+def _varint(n: int) -> bytes:
+    if n < 128:
+        return _SMALL[n]
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+_SMALL = [bytes([i]) for i in range(128)]
+
+
+def _lv(s: str) -> bytes:
+    """Length-prefixed UTF-8 (the payload of a protobuf string field)."""
+    b = s.encode()
+    n = len(b)
+    return (_SMALL[n] if n < 128 else _varint(n)) + b
+
+
+def _field(tag: int, data: bytes) -> bytes:
+    """One length-delimited protobuf field (wire type 2) with field number ``tag``."""
+    return _varint(tag << 3 | 2) + _varint(len(data)) + data
+
+
+@dataclass
+class _Plan:
+    """A template compiled for :func:`instantiate`: every node as a list of keys into a table
+    holding both the constant wire-format pieces and the per-instance length-prefixed names."""
+
+    template: Template
+    internal: tuple[str, ...]  # "$V" placeholders of values made inside, in order
+    consts: dict[str, bytes]
+    nodes: tuple[tuple[str, ...], ...]
+
+
+_PLANS: dict[int, _Plan] = {}
+
+
+def _plan(template: Template) -> _Plan:
+    hit = _PLANS.get(id(template))
+    if hit is not None and hit.template is template:
+        return hit
+    consts: dict[str, bytes] = {"#in": b"\x0a", "#out": b"\x12", "#name": b"\x1a",
+                                "": b"\x00"}
+    internal: list[str] = []
+    nodes = []
+    for k, t in enumerate(template):
+        rest = onnx.NodeProto()
+        rest.CopyFrom(t)
+        rest.ClearField("input")
+        rest.ClearField("output")
+        rest.ClearField("name")
+        consts[f"#rest{k}"] = rest.SerializeToString()
+        o = t.output[0]
+        if o not in ("$X", "$Y", "$S") and o not in internal:
+            internal.append(o)
+        keys: list[str] = []
+        for v in t.input:
+            keys += ("#in", v)
+        # NodeProto fields: input = 1 (tag 0x0a), output = 2 (0x12), name = 3 (0x1a)
+        keys += ("#out", o, "#name", o if o != "$Y" else "#yname", f"#rest{k}")
+        nodes.append(tuple(keys))
+    plan = _Plan(template, tuple(internal), consts, tuple(nodes))
+    _PLANS[id(template)] = plan  # the plan keeps the template alive, so its id stays unique
+    return plan
+
+
 def instantiate(template: Template, x: str, y: str, base: str, names,
-                slope: str | None = None) -> list[onnx.NodeProto]:
-    """Copy ``template`` with placeholders bound: ``$X``/``$S``/``$Y`` to the node's values,
-    internal ``$V`` to fresh ``<base>/V``; each node is named as its output value (the
-    last one ``<base>/Y``)."""
-    mapping = {"$X": x, "$Y": y}
+                slope: str | None = None) -> list[bytes]:
+    """Serialized NodeProtos of ``template`` with placeholders bound: ``$X``/``$S``/``$Y`` to
+    the node's values, internal ``$V`` to fresh ``<base>/V``; each node is named as its output
+    value (the last one ``<base>/Y``).
+
+    Built as bytes from a precompiled plan (no per-field protobuf calls): inline's hot path.
+    """
+    plan = _plan(template)
+    table = dict(plan.consts)
+    table["$X"] = _lv(x)
+    table["$Y"] = _lv(y)
     if slope is not None:
-        mapping["$S"] = slope
-    out = []
-    for t in template:
-        n = onnx.NodeProto()
-        n.CopyFrom(t)
-        for i, v in enumerate(n.input):
-            if v:
-                n.input[i] = mapping[v]
-        o = n.output[0]
-        new = mapping.get(o)
-        if new is None:
-            new = mapping[o] = names.fresh(f"{base}/{o[1:]}")
-        n.output[0] = new
-        # a node is named as its output; the one writing the node's output gets <base>/Y
-        n.name = new if o != "$Y" else names.fresh(f"{base}/Y")
-        out.append(n)
-    return out
+        table["$S"] = _lv(slope)
+    fresh = names.fresh
+    for v in plan.internal:
+        table[v] = _lv(fresh(f"{base}/{v[1:]}"))
+    table["#yname"] = _lv(fresh(f"{base}/Y"))
+    get = table.__getitem__
+    return [b"".join(map(get, keys)) for keys in plan.nodes]
 
 
-def _legacy_slope(site: Site, base: str, names) -> tuple[list[onnx.NodeProto], str,
-                                                          int | None, bool]:
+def _legacy_slope(site: Site, base: str, names) -> tuple[list[bytes], str, int | None, bool]:
     """Resolve a PRelu slope for opset <= 6: (extra nodes, slope value name, axis, broadcast)."""
     node = site.node
     x_shape, s_shape = site.x_shape, site.slope_shape
@@ -354,11 +421,16 @@ def _legacy_slope(site: Site, base: str, names) -> tuple[list[onnx.NodeProto], s
     name = names.fresh(f"{base}/Slope")
     const = helper.make_node("Constant", [], [name], name=name,
                              value=numpy_helper.from_array(value))
-    return [const], name, axis, True
+    return [const.SerializeToString()], name, axis, True
 
 
 def decompose(site: Site, base: str, names) -> list[onnx.NodeProto]:
     """The primitive nodes replacing ``site.node`` at ``site.opset`` (see module docstring)."""
+    return [onnx.NodeProto.FromString(b) for b in decompose_bytes(site, base, names)]
+
+
+def decompose_bytes(site: Site, base: str, names) -> list[bytes]:
+    """:func:`decompose` as serialized NodeProtos (the form inline splices in)."""
     node = site.node
     op = node.op_type
     b = band(site.opset)
@@ -394,7 +466,7 @@ def decompose(site: Site, base: str, names) -> list[onnx.NodeProto]:
         tpl = legacy_leaky_template(kind, attrs["alpha"], site.elem_type, site.opset)
         return instantiate(tpl, x, y, base, names)
     # PRelu
-    extra: list[onnx.NodeProto] = []
+    extra: list[bytes] = []
     axis, broadcast = None, True
     if site.opset <= 6:
         extra, slope, axis, broadcast = _legacy_slope(site, base, names)

@@ -10,10 +10,12 @@ calls inside subgraphs), and inlined functions no longer called anywhere are rem
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import onnx
+import onnx.defs
 import onnx.numpy_helper
 from onnx import TensorProto
 
@@ -22,7 +24,7 @@ from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import normalize_domain
 from . import decompose as dec
-from ._graph import Names, constants, iter_scopes, node_label, splice, subgraphs
+from ._graph import subgraphs
 
 
 @dataclass
@@ -36,8 +38,12 @@ class InlinedNode:
     band: str
     scope: str
     before: onnx.NodeProto | None  # a copy, with ``keep_before``
-    after: list[onnx.NodeProto]
+    after_bytes: list[bytes]  # the serialized replacement nodes
     opsets: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def after(self) -> list[onnx.NodeProto]:
+        return [onnx.NodeProto.FromString(b) for b in self.after_bytes]
 
     @property
     def signed_zero_exact(self) -> bool:
@@ -327,6 +333,118 @@ class _Facts:
 # -- the pass ---------------------------------------------------------------------------------
 
 
+@dataclass
+class _Work:
+    """One node list to edit: a graph (field 1 of GraphProto) or a function (field 7)."""
+
+    owner: onnx.GraphProto | onnx.FunctionProto
+    field: int
+    label: str
+    gname: str
+    opsets: dict[str, int]
+    function: onnx.FunctionProto | None
+    sites: list[int]
+
+
+@functools.cache
+def _graph_ops() -> frozenset[str]:
+    """Default-domain ops that have graph attributes (If, Loop, Scan, SequenceMap, ...)."""
+    kinds = (onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS)
+    return frozenset(s.name for s in onnx.defs.get_all_schemas()
+                     if any(a.type in kinds for a in s.attributes.values()))
+
+
+class _Fresh:
+    """Unique names (the :class:`opshift.passes._graph.Names` API over a prebuilt set)."""
+
+    def __init__(self, used: set[str]):
+        self._used = used
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 1
+        while name in self._used:
+            name = f"{base}_{i}"
+            i += 1
+        self._used.add(name)
+        return name
+
+
+def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], set[str]]:
+    """Every scope (pre-order: a graph before its subgraphs) with the indices of the nodes to
+    inline, and every name in use. One pass over the nodes."""
+    used: set[str] = set()
+    work: list[_Work] = []
+    graph_ops = _graph_ops()
+
+    def graph(g: onnx.GraphProto, ops: dict[str, int], label: str, gname: str) -> None:
+        used.update(v.name for v in g.input)
+        used.update(v.name for v in g.output)
+        used.update(t.name for t in g.initializer)
+        w = _Work(g, 1, label, gname, ops, None, [])
+        work.append(w)
+        nodes(g.node, w)
+
+    def nodes(ns, w: _Work) -> None:
+        add, upd, sites = used.add, used.update, w.sites
+        for i, n in enumerate(ns):
+            op = n.op_type
+            add(n.name)
+            upd(n.output)
+            dom = n.domain
+            if op in wanted and dom in ("", "ai.onnx"):
+                sites.append(i)
+            if (dom or op in graph_ops) and n.attribute:
+                for attr, sg in subgraphs(n):
+                    sub = f"{w.label}/node {n.name!r}/{attr}"
+                    graph(sg, w.opsets, sub, sub)
+
+    ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
+    graph(model.graph, ops, f"graph {model.graph.name!r}", model.graph.name)
+    for f in model.functions:
+        fops = dict(ops)
+        fops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
+        label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
+        used.update(f.input)
+        used.update(f.output)
+        w = _Work(f, 7, label, label, fops, f, [])
+        work.append(w)
+        nodes(f.node, w)
+    used.discard("")
+    return work, used
+
+
+def _scope_constants(w: _Work) -> dict[str, onnx.TensorProto]:
+    out: dict[str, onnx.TensorProto] = {}
+    if isinstance(w.owner, onnx.GraphProto):
+        for t in w.owner.initializer:
+            out[t.name] = t
+    for n in w.owner.node:
+        if n.op_type == "Constant" and normalize_domain(n.domain) == "" and \
+                len(n.attribute) == 1 and n.attribute[0].name == "value":
+            out[n.output[0]] = n.attribute[0].t
+    return out
+
+
+def _splice_bytes(w: _Work, reps: dict[int, list[bytes]]) -> None:
+    """Replace nodes by serialized nodes: the tail from the first replaced index is rebuilt
+    as one serialized blob and parsed back in C (no per-field Python protobuf calls)."""
+    nodes = w.owner.node
+    first = min(reps)
+    tag = dec._varint(w.field << 3 | 2)
+    varint = dec._varint
+    parts: list[bytes] = []
+    for i in range(first, len(nodes)):
+        r = reps.get(i)
+        if r is None:
+            b = nodes[i].SerializeToString()
+            parts += (tag, varint(len(b)), b)
+        else:
+            for b in r:
+                parts += (tag, varint(len(b)), b)
+    del nodes[first:]
+    w.owner.MergeFromString(b"".join(parts))
+
+
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                  functions: Iterable[str] | str | None = None, *,
                  keep_before: bool = False) -> InlineResult:
@@ -343,31 +461,32 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
         _inline_functions(model, functions, result)
     if not wanted:
         return result
-    names: Names | None = None
+    work, used = _walk(model, wanted)
+    if not any(w.sites for w in work):
+        return result
+    names = _Fresh(used)
     facts = _Facts(model)
-    for scope in iter_scopes(model):
-        opset = scope.opset
-        if opset is None:
+    # Deepest scopes first: editing a graph re-creates its nodes, so a subgraph is edited
+    # before the graph that holds it.
+    for w in reversed(work):
+        opset = w.opsets.get("")
+        if not w.sites or opset is None:
             continue
-        reps: dict[int, list[onnx.NodeProto]] = {}
+        b = dec.band(opset)
+        reps: dict[int, list[bytes]] = {}
         consts: dict[str, onnx.TensorProto] | None = None
-        for i, node in enumerate(scope.nodes):
-            if node.op_type not in wanted or normalize_domain(node.domain) != "":
-                continue
-            if names is None:
-                names = Names(model)
+        nodes = w.owner.node
+        for i in w.sites:
+            node = nodes[i]
             version = opsets.since_version(node.op_type, opset)
             if version is None:
                 continue
-            gname = scope.graph.name if scope.graph is not None and scope.owner is None \
-                else scope.label
-            site = dec.Site(node, version, opset, 0, graph=gname)
-            b = dec.band(opset)
+            site = dec.Site(node, version, opset, 0, graph=w.gname)
             if b != dec.FUNCTION:
-                site.elem_type = facts.elem_type(node.input[0], scope.function)
+                site.elem_type = facts.elem_type(node.input[0], w.function)
             if b == dec.LEGACY and node.op_type == "PRelu":
                 if consts is None:
-                    consts = constants(scope, model)
+                    consts = _scope_constants(w)
                 t = consts.get(node.input[1])
                 if t is not None:
                     site.slope_value = onnx.numpy_helper.to_array(t)
@@ -376,16 +495,17 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                     site.x_shape = facts.shape(node.input[0])
                     if site.slope_shape is None:
                         site.slope_shape = facts.shape(node.input[1])
-            base = node_label(node, i)
-            new = dec.decompose(site, base, names)
+            base = node.name or f"{node.op_type.lower()}_{i}"
+            new = dec.decompose_bytes(site, base, names)
             reps[i] = new
             before = None
             if keep_before:
                 before = onnx.NodeProto()
                 before.CopyFrom(node)
-            result.nodes.append(InlinedNode(base, node.op_type, version, opset, b,
-                                            scope.label, before, new, dict(scope.opsets)))
-        splice(scope.nodes, reps)
+            result.nodes.append(InlinedNode(base, node.op_type, version, opset, b, w.label,
+                                            before, new, w.opsets))
+        if reps:
+            _splice_bytes(w, reps)
     return result
 
 
