@@ -176,6 +176,31 @@ def test_prelu_slope_in_function_left_alone():
     assert [(c.kind, c.scope) for c in res.left_alone] == [("prelu_slope", "function local::F")]
 
 
+def test_prelu_in_if_branch_with_outer_slope(rng):
+    slope = np.array([0.5, -1, 2], np.float32)
+    then = h.make_graph([h.make_node("PRelu", ["x", "slope"], ["t"], name="tp"),
+                         h.make_node("Neg", ["t"], ["u"], name="dup"),
+                         h.make_node("Abs", ["t"], ["u2"], name="dup")],
+                        "then", [], [vi("u2", T.FLOAT, [2, 3, 4])])
+    other = h.make_graph([h.make_node("Identity", ["x"], ["e"], name="dup")], "else", [],
+                         [vi("e", T.FLOAT, [2, 3, 4])])
+    m = make_model([h.make_node("If", ["c"], ["y"], name="if", then_branch=then,
+                                else_branch=other)],
+                   [vi("x", T.FLOAT, [2, 3, 4]), vi("c", T.BOOL, [])],
+                   [vi("y", T.FLOAT, [2, 3, 4])], opset=13,
+                   initializers=[nh.from_array(slope, "slope")], ir_version=7)
+    res = fix_proto(m)
+    assert sorted(_kinds(res)) == ["node_name", "node_name", "prelu_slope"]
+    scope = "graph 'g'/node 'if'/then_branch"
+    # one namespace for the graph tree: else_branch (visited first) keeps 'dup'
+    assert {c.scope for c in res.changes} == {scope}
+    assert "Unsqueeze" in next(c.what for c in res.changes if c.kind == "prelu_slope")
+    onnx.checker.check_model(m, full_check=True)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    y = _ort(m, {"x": x, "c": np.array(True)})[0]
+    np.testing.assert_array_equal(y, np.abs(_prelu_channel(x, slope)))
+
+
 # -- attribute types ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("attr,value", [
@@ -406,7 +431,7 @@ def test_cli_verify_runs_both_when_original_runnable(tmp_path, capsys):
     onnx.save(m, src)
     assert main(["fix", str(src), "-o", str(out), "--verify"]) == 0
     text = capsys.readouterr().out
-    assert "verify: verified (evaluator)" in text and "renamed the Selu node" in text
+    assert "verify: verified (evaluator)" in text and "renamed this Selu node" in text
 
 
 def test_cli_refusal_exit_2_no_output(tmp_path, capsys):

@@ -371,25 +371,25 @@ class _Fixer:
 
     # -- node names ---------------------------------------------------------------------------
     def fix_node_names(self) -> None:
+        """Node names are unique per graph tree (main graph with its subgraphs) and per
+        function body; later duplicates get fresh names."""
         names: Names | None = None
-        groups = [("graph " + repr(self.model.graph.name), list(_walk_nodes(
-            self.model.graph.node)))]
-        for f in self.model.functions:
-            groups.append((f"function {f.domain + '::' if f.domain else ''}{f.name}",
-                           list(_walk_nodes(f.node))))
-        for label, nodes in groups:
-            seen: set[str] = set()
-            for i, n in enumerate(nodes):
+        seen: dict[str, set[str]] = {}
+        for scope in iter_scopes(self.model):
+            root = scope.label.split("/", 1)[0]  # the main graph, or the function
+            used = seen.setdefault(root, set())
+            for i, n in enumerate(scope.nodes):
                 if not n.name:
                     continue
-                if n.name in seen:
+                if n.name in used:
                     names = names or Names(self.model)
                     old = n.name
                     n.name = names.fresh(old)
-                    self.change("node_name", label, repr(old),
-                                f"renamed the {n.op_type} node #{i} {old!r} to {n.name!r}",
-                                "node names must be unique")
-                seen.add(n.name)
+                    self.change("node_name", scope.label, repr(old),
+                                f"renamed this {n.op_type} node (#{i}) to {n.name!r}",
+                                f"another node is already named {old!r}; node names must be "
+                                "unique")
+                used.add(n.name)
 
     # -- PRelu slope --------------------------------------------------------------------------
     def fix_prelu_slopes(self) -> None:
