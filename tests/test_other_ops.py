@@ -750,8 +750,8 @@ def test_resize_steps():
                    initializers=[scales])
     roundtrip(m, 13, 11, {"x": x})
     assert m.graph.node[0].input[1]  # Resize-11 requires roi
-    with pytest.raises(ConversionError, match=r"Resize-11 -> Resize-10.*different inputs"):
-        convert_other_ops(m, 11, 10)
+    with pytest.raises(ConversionError, match=r"Resize-11 -> Resize-10.*asymmetric"):
+        convert_other_ops(m, 11, 10)  # half_pixel sampling with round_prefer_floor
     m = make_model([one("Resize", ["x", "", "sc"], ["y"],
                         coordinate_transformation_mode="half_pixel_symmetric")],
                    [vi("x", F, [1, 1, 2, 2])], [vi("y", F, [1, 1, 4, 4])], opset=19,
@@ -849,3 +849,21 @@ def test_upsample_scales_forms():
                                   np.repeat(np.repeat(x, 2, axis=2), 3, axis=3))
     with pytest.raises(ConversionError, match=r"Upsample-9 -> 10.*deprecated"):
         convert_other_ops(m, 9, 10)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("scale", [2.0, 1.5, 0.6])
+def test_resize_10_and_11(mode, scale):
+    x = np.random.default_rng(8).standard_normal((1, 2, 5, 4)).astype(np.float32)
+    sc = numpy_helper.from_array(np.array([1, 1, scale, scale], np.float32), "sc")
+    m = make_model([one("Resize", ["x", "sc"], ["y"], mode=mode)], [vi("x", F, [1, 2, 5, 4])],
+                   [vi("y", F, 4)], opset=10, initializers=[sc])
+    if mode == "nearest" and scale < 1:
+        with pytest.raises(ConversionError, match=r"Resize-10 -> 13.*nearest downsampling"):
+            convert_other_ops(m, 10, 13)
+        return
+    roundtrip(m, 10, 13, {"x": x})
+    a = attrs(m.graph.node[0])
+    assert a["coordinate_transformation_mode"] == b"asymmetric"
+    roundtrip(m, 13, 10, {"x": x})
+    assert list(m.graph.node[0].input) == ["x", "sc"]

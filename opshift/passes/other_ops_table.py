@@ -41,8 +41,9 @@ GRU 3                                 default direction spelled 'foward' at 1
 RoiAlign 16                           old behaviour is coordinate mode 'output_half_pixel'
 DFT 20                                axis attribute (default 1) vs input (default -2)
 Upsample 7, 9                         height/width_scale -> scales -> scales input
-Resize 11, 13, 19                     10 -> 11 refused (different inputs); roi/scales optional
-                                      from 13; half_pixel_symmetric from 19
+Resize 11, 13, 19                     Resize-10 is asymmetric sampling with floor rounding;
+                                      roi/scales optional from 13; half_pixel_symmetric
+                                      from 19
 Quantize/DequantizeLinear 13          per-axis scales only from 13
 OneHot 11                             negative indices count from the back from 11
 ScatterND/ScatterElements 18          reduction min/max only from 18
@@ -755,9 +756,45 @@ def dft_axis(st: Step) -> None:
     st.set_inputs([st.input(0), st.input(1)])
 
 
+def _s(v) -> str | None:
+    return v.decode() if isinstance(v, bytes) else v
+
+
 @at(11, "Resize")
 def resize_10_11(st: Step) -> None:
-    raise Refuse("Resize-10 and Resize-11 take different inputs and coordinate rules")
+    # Resize-10 samples asymmetrically (x_in = x_out / scale) and rounds nearest down.
+    mode = _s(st.attr("mode", b"nearest"))
+    if mode == "nearest":
+        # Resize-10 does not say how nearest rounds when shrinking (onnxruntime takes ceil).
+        scales = st.need_const(1 if st.up else 2, "scales of a nearest Resize")
+        if (scales < 1).any():
+            raise Refuse(f"nearest downsampling (scales {scales.tolist()}) rounds by no "
+                         "rule Resize-10 states")
+    if st.up:
+        st.set_attr("coordinate_transformation_mode", "asymmetric")
+        if mode == "nearest":
+            st.set_attr("nearest_mode", "floor")
+        roi = st.add_const("roi", np.zeros((0,), np.float32))
+        st.set_inputs([st.input(0), roi, st.input(1)])
+        st.note("Resize-10's asymmetric sampling (and floor rounding) written explicitly")
+        return
+    ctm = _s(st.attr("coordinate_transformation_mode", b"half_pixel"))
+    nm = _s(st.attr("nearest_mode", b"round_prefer_floor"))
+    if ctm != "asymmetric" or mode not in ("nearest", "linear") or (
+            mode == "nearest" and nm != "floor"):
+        raise Refuse(f"mode={mode!r}, coordinate_transformation_mode={ctm!r}, "
+                     f"nearest_mode={nm!r}: Resize-10 samples only asymmetrically with "
+                     "floor rounding")
+    if st.input(3):
+        raise Refuse("sizes exist only from Resize-11")
+    scales = st.need_const(2, "scales")
+    if scales.size == 0:
+        raise Refuse("empty scales")
+    for name in ("coordinate_transformation_mode", "nearest_mode"):
+        if st.has_attr(name):
+            st.del_attr(name)
+    st.set_inputs([st.input(0), st.input(2)])
+    st.note("asymmetric sampling is Resize-10's own")
 
 
 @at(13, "Resize")
