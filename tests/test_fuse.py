@@ -1,0 +1,537 @@
+"""fuse: onnx's expanded backend models, exporter patterns, comparison forms, refusals, the
+rule set inside onnxscript's rewriter, the pass API and the command."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from conftest import make_model
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from opshift import evaluate
+from opshift.passes.fuse import FusePass, fuse, fuse_with_result
+from opshift.rewriters import rules
+from opshift.rewriters._report import USED_OUTSIDE
+from opshift.verify import compare
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+NP = {TP.FLOAT: np.float32, TP.DOUBLE: np.float64, TP.FLOAT16: np.float16,
+      TP.BFLOAT16: ml_dtypes.bfloat16, TP.INT32: np.int32}
+
+
+def specials(dtype, shape) -> np.ndarray:
+    """Special values (+-0, +-inf, NaN, subnormals, extremes) then random ones, in ``shape``."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        vals = [0, 1, -1, 7, -7, info.max, info.min, 100, -100]
+    else:
+        fi = ml_dtypes.finfo(dtype)
+        t = float(fi.smallest_subnormal)
+        vals = [0.0, -0.0, np.inf, -np.inf, np.nan, t, -t, float(fi.tiny), -float(fi.tiny),
+                float(fi.max), -float(fi.max), 1.0, -1.0, 0.5, -0.5, 89.0, -89.0, 1e-3, -1e-3]
+    rng = np.random.default_rng(0)
+    vals += list(rng.standard_normal(max(n - len(vals), 0)) * 3)
+    with np.errstate(over="ignore"):
+        return np.array(vals[:n], dtype=np.float64).astype(dtype).reshape(shape)
+
+
+def ops(m: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in m.graph.node if n.op_type != "Constant"]
+
+
+def attrs(m: onnx.ModelProto, op: str) -> dict:
+    (node,) = [n for n in m.graph.node if n.op_type == op]
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def run_ort(m: onnx.ModelProto, feeds):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def same_numbers(before, after, feeds, *, signed_zeros=True, ort=True) -> None:
+    """The fused model computes what the unfused one does: opshift's evaluator, bit for bit
+    (NaN as NaN); onnxruntime, bit for bit too -- except that its Selu kernel rounds
+    differently from Selu's function body (cancellation in alpha*exp(x) - alpha near 0-), so
+    there the difference may be a few ulp of max(|y|, 1)."""
+    e1, e2 = evaluate(before, feeds), evaluate(after, feeds)
+    for k in e1:
+        c = compare(np.asarray(e1[k]), np.asarray(e2[k]), ulp=0, signed_zeros=signed_zeros)
+        assert c.ok, f"evaluator, output {k}: {c.reason}"
+    if not ort:
+        return
+    selu = any(n.op_type == "Selu" for n in after.graph.node)
+    for a, b in zip(run_ort(before, feeds), run_ort(after, feeds)):
+        a, b = np.asarray(a), np.asarray(b)
+        if not selu:
+            c = compare(a, b, ulp=0, signed_zeros=False)
+            assert c.ok, f"onnxruntime: {c.reason}"
+            continue
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        fin = np.isfinite(a)
+        assert np.array_equal(a[~fin & ~np.isnan(a)], b[~fin & ~np.isnan(a)])
+        scale = np.maximum(np.abs(a[fin]).astype(np.float64), 1.0)
+        err = np.abs(a[fin].astype(np.float64) - b[fin].astype(np.float64))
+        assert np.all(err <= 4 * np.finfo(a.dtype).eps * scale), float(np.max(err / scale))
+
+
+# -- onnx's own expanded backend models -------------------------------------------------------
+
+
+def _backend_cases() -> dict:
+    import onnx.backend.test.case.node as node_cases
+
+    for mod in ("prelu", "leakyrelu", "selu"):  # importing a module generates its cases
+        importlib.import_module(f"onnx.backend.test.case.node.{mod}")
+    cases = {c.name: c for c in node_cases._NodeTestCases}
+    if "test_selu_expanded_ver18" not in cases:  # generated earlier under an op filter
+        cases = {c.name: c for c in node_cases.collect_testcases(None)}
+    return cases
+
+
+EXPANDED = ["test_prelu_example_expanded", "test_prelu_broadcast_expanded",
+            "test_leakyrelu_expanded", "test_leakyrelu_example_expanded",
+            "test_leakyrelu_default_expanded", "test_selu_expanded_ver18",
+            "test_selu_example_expanded_ver18", "test_selu_default_expanded_ver18"]
+
+
+@pytest.fixture(scope="module")
+def backend_cases():
+    return _backend_cases()
+
+
+@pytest.mark.parametrize("name", EXPANDED)
+def test_backend_expanded_model_fuses_to_single_op(backend_cases, name):
+    case = backend_cases[name]
+    plain = backend_cases[name.replace("_expanded", "").replace("_ver18", "")]
+    expanded = case.model
+    assert len(expanded.graph.node) > 3
+    fused, result = fuse_with_result(expanded)
+    op = plain.model.graph.node[0].op_type
+    assert ops(fused) == [op], result.lines()
+    want = {a.name: helper.get_attribute_value(a) for a in plain.model.graph.node[0].attribute}
+    got = attrs(fused, op)
+    for k, v in want.items():
+        assert np.float32(got[k]) == np.float32(v), (k, got[k], v)
+    onnx.checker.check_model(fused, full_check=True)
+    inputs, expected = case.data_sets[0]
+    names = [v.name for v in expanded.graph.input]
+    feeds = dict(zip(names, inputs))
+    feeds[names[0]] = specials(inputs[0].dtype, inputs[0].shape)
+    # Selu's function body maps -0 to -0, the op (and opshift's evaluator) to +0
+    same_numbers(expanded, fused, feeds, signed_zeros=op != "Selu")
+    # and the fused model reproduces onnx's expected outputs (at the case's tolerance)
+    got = evaluate(fused, dict(zip(names, inputs)))
+    for k, e in zip(got, expected):
+        np.testing.assert_allclose(got[k], e, rtol=case.rtol, atol=case.atol)
+
+
+def test_backend_models_fuse_with_onnxscript_rewriter_alone_and_with_default_rules(
+        backend_cases):
+    from onnxscript import rewriter
+
+    m = backend_cases["test_selu_expanded_ver18"].model
+    alone = rewriter.rewrite(m, pattern_rewrite_rules=rules())
+    assert ops(alone) == ["Selu"]
+    defaults = list(getattr(rewriter, "_DEFAULT_REWRITE_RULES", ()))
+    assert defaults, "onnxscript no longer exposes its default rules"
+    both = rewriter.rewrite(m, pattern_rewrite_rules=[*defaults, *rules()])
+    assert ops(both) == ["Selu"]
+    # and one after the other (default rules first, which leave the pattern alone)
+    seq = rewriter.rewrite(rewriter.rewrite(backend_cases["test_prelu_example_expanded"].model),
+                           pattern_rewrite_rules=rules())
+    assert ops(seq) == ["PRelu"]
+
+
+# -- building blocks ---------------------------------------------------------------------------
+
+
+def vi(name, elem=TP.FLOAT, shape=(2, 3, 4)):
+    return helper.make_tensor_value_info(name, elem, list(shape))
+
+
+def const(name, value, dtype=np.float32):
+    return helper.make_node("Constant", [], [name],
+                            value=numpy_helper.from_array(np.asarray(value, dtype=dtype)))
+
+
+def init(name, value, dtype=np.float32):
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def model(nodes, *, opset=17, elem=TP.FLOAT, shape=(2, 3, 4), inits=(), extra_inputs=(),
+          outputs=("y",)):
+    return make_model(nodes, [vi("x", elem, shape), *extra_inputs],
+                      [vi(o, elem, shape) for o in outputs], opset=opset, initializers=inits)
+
+
+def feeds_for(m):
+    out = {}
+    for v in m.graph.input:
+        t = v.type.tensor_type
+        shape = tuple(d.dim_value for d in t.shape.dim)
+        out[v.name] = specials(NP[t.elem_type], shape)
+    return out
+
+
+def fuses_to(m, op, *, signed_zeros=True, ort=True, **kw):
+    fused, result = fuse_with_result(m, **kw)
+    assert ops(fused) == [op], (ops(fused), result.lines())
+    onnx.checker.check_model(fused, full_check=True)
+    same_numbers(m, fused, feeds_for(m), signed_zeros=signed_zeros, ort=ort)
+    return fused, result
+
+
+def refused(m, reason: str, **kw):
+    fused, result = fuse_with_result(m, **kw)
+    assert not result.modified, result.lines()
+    assert ops(fused) == ops(m)
+    assert any(reason in e.detail for e in result.refused), result.lines()
+    return result
+
+
+# -- exporter patterns --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("swap_max,swap_mul", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_max_x_ax_is_leakyrelu(swap_max, swap_mul):
+    mul = ["a", "x"] if swap_mul else ["x", "a"]
+    mx = ["ax", "x"] if swap_max else ["x", "ax"]
+    m = model([const("a", 0.2), helper.make_node("Mul", mul, ["ax"]),
+               helper.make_node("Max", mx, ["y"])])
+    fused, _ = fuses_to(m, "LeakyRelu")
+    assert attrs(fused, "LeakyRelu")["alpha"] == np.float32(0.2)
+
+
+def test_max_with_a_1_and_min_with_a_ge_1_are_leakyrelu():
+    m = model([const("a", 1.0), helper.make_node("Mul", ["x", "a"], ["ax"]),
+               helper.make_node("Max", ["x", "ax"], ["y"])])
+    fuses_to(m, "LeakyRelu")
+    m = model([const("a", 2.5), helper.make_node("Mul", ["x", "a"], ["ax"]),
+               helper.make_node("Min", ["x", "ax"], ["y"])])
+    fused, _ = fuses_to(m, "LeakyRelu")
+    assert attrs(fused, "LeakyRelu")["alpha"] == 2.5
+
+
+def test_max_with_per_channel_initializer_is_prelu():
+    m = model([helper.make_node("Mul", ["x", "s"], ["ax"]),
+               helper.make_node("Max", ["x", "ax"], ["y"])],
+              inits=[init("s", np.array([0.5, 0.25, 1.0]).reshape(3, 1))])
+    fuses_to(m, "PRelu")
+
+
+@pytest.mark.parametrize("a", [1.5, -0.5, 0.0, np.nan])
+def test_max_refuses_slope_outside_0_1(a):
+    m = model([const("a", a), helper.make_node("Mul", ["x", "a"], ["ax"]),
+               helper.make_node("Max", ["x", "ax"], ["y"])])
+    refused(m, "slope")
+
+
+def test_max_with_zero_slope_differs_at_inf_which_is_why_it_is_refused():
+    x = np.array([np.inf], np.float32)
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(np.maximum(x, np.float32(0) * x))[0]  # Max(x, 0*x) at +inf: NaN
+    m = model([const("a", 0.0), helper.make_node("Mul", ["x", "a"], ["ax"]),
+               helper.make_node("Max", ["x", "ax"], ["y"])])
+    refused(m, "NaN at x = +inf")
+
+
+def test_max_with_runtime_slope_is_refused():
+    m = model([helper.make_node("Mul", ["x", "a"], ["ax"]),
+               helper.make_node("Max", ["x", "ax"], ["y"])],
+              extra_inputs=[vi("a", shape=())])
+    refused(m, "not a constant")
+
+
+def test_where_greater_scalar_constant_is_leakyrelu_and_initializer_is_prelu():
+    nodes = [const("z", 0.0), helper.make_node("Greater", ["x", "z"], ["c"]),
+             helper.make_node("Mul", ["x", "s"], ["sx"]),
+             helper.make_node("Where", ["c", "x", "sx"], ["y"])]
+    fused, _ = fuses_to(model([const("s", 0.3), *nodes]), "LeakyRelu")
+    assert attrs(fused, "LeakyRelu")["alpha"] == np.float32(0.3)
+    fuses_to(model(nodes, inits=[init("s", [[0.1], [0.2], [0.3]])]), "PRelu")
+
+
+def test_where_greater_with_slope_not_float32_representable_is_prelu():
+    nodes = [const("z", 0.0, np.float64), helper.make_node("Greater", ["x", "z"], ["c"]),
+             const("s", 0.1, np.float64), helper.make_node("Mul", ["x", "s"], ["sx"]),
+             helper.make_node("Where", ["c", "x", "sx"], ["y"])]
+    fuses_to(model(nodes, elem=TP.DOUBLE), "PRelu")
+    nodes[2] = const("s", 0.25, np.float64)  # exactly a float32: LeakyRelu reproduces it
+    fuses_to(model(nodes, elem=TP.DOUBLE), "LeakyRelu")
+
+
+def test_where_greater_refuses_infinite_or_runtime_slope():
+    base = [const("z", 0.0), helper.make_node("Greater", ["x", "z"], ["c"]),
+            helper.make_node("Mul", ["x", "s"], ["sx"]),
+            helper.make_node("Where", ["c", "x", "sx"], ["y"])]
+    refused(model([const("s", np.inf), *base]), "not finite")
+    refused(model(base, extra_inputs=[vi("s", shape=())]), "not a constant")
+
+
+@pytest.mark.parametrize("form", ["Less", "Greater0x", "NotGreaterOrEqual", "NotLessOrEqual0x",
+                                  "LessOrEqual", "NotGreater"])
+def test_comparison_forms_of_x_lt_0(form):
+    if form == "Less":
+        cmp = [helper.make_node("Less", ["x", "z"], ["c"])]
+    elif form == "Greater0x":
+        cmp = [helper.make_node("Greater", ["z", "x"], ["c"])]
+    elif form == "NotGreaterOrEqual":
+        cmp = [helper.make_node("GreaterOrEqual", ["x", "z"], ["g"]),
+               helper.make_node("Not", ["g"], ["c"])]
+    elif form == "NotLessOrEqual0x":
+        cmp = [helper.make_node("LessOrEqual", ["z", "x"], ["g"]),
+               helper.make_node("Not", ["g"], ["c"])]
+    elif form == "LessOrEqual":
+        cmp = [helper.make_node("LessOrEqual", ["x", "z"], ["c"])]
+    else:
+        cmp = [helper.make_node("Greater", ["x", "z"], ["g"]),
+               helper.make_node("Not", ["g"], ["c"])]
+    nodes = [const("z", 0.0), *cmp, helper.make_node("Mul", ["s", "x"], ["sx"]),
+             helper.make_node("Where", ["c", "sx", "x"], ["y"])]
+    fuses_to(model(nodes, inits=[init("s", [[0.5], [-2.0], [3.0]])]), "PRelu",
+             signed_zeros=form in ("Less", "Greater0x", "NotGreaterOrEqual",
+                                   "NotLessOrEqual0x"))
+
+
+def test_not_greater_or_equal_equals_less_on_nan_inside_where():
+    """Not(x >= 0) is true at NaN where Less is false -- both branches are NaN there."""
+    x = np.array([np.nan, -0.0, 0.0, -1.0, 2.0], np.float32)
+    s = np.float32(0.5)
+    a = np.where(~(x >= 0), s * x, x)
+    b = np.where(x < 0, s * x, x)
+    assert compare(a, b, ulp=0).ok
+
+
+def test_comparison_with_nonzero_constant_is_refused():
+    nodes = [const("z", 1.0), helper.make_node("Less", ["x", "z"], ["c"]),
+             const("s", 0.5), helper.make_node("Mul", ["s", "x"], ["sx"]),
+             helper.make_node("Where", ["c", "sx", "x"], ["y"])]
+    refused(model(nodes), "not zero")
+
+
+def test_relu_forms_are_prelu():
+    s = init("s", [[0.5], [-0.25], [2.0]])
+    add = model([const("z", 0.0), helper.make_node("Relu", ["x"], ["r"]),
+                 helper.make_node("Min", ["x", "z"], ["mn"]),
+                 helper.make_node("Mul", ["s", "mn"], ["smn"]),
+                 helper.make_node("Add", ["r", "smn"], ["y"])], inits=[s])
+    fuses_to(add, "PRelu", signed_zeros=False)
+    sub = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["x"], ["nx"]),
+                 helper.make_node("Relu", ["nx"], ["rn"]),
+                 helper.make_node("Mul", ["s", "rn"], ["srn"]),
+                 helper.make_node("Sub", ["r", "srn"], ["y"])], inits=[s])
+    fuses_to(sub, "PRelu", signed_zeros=False)
+
+
+def test_relu_form_with_infinite_slope_is_refused():
+    sub = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["x"], ["nx"]),
+                 helper.make_node("Relu", ["nx"], ["rn"]),
+                 helper.make_node("Mul", ["s", "rn"], ["srn"]),
+                 helper.make_node("Sub", ["r", "srn"], ["y"])],
+                inits=[init("s", [[0.5], [np.inf], [2.0]])])
+    refused(sub, "not finite")
+
+
+def _elu_gamma(gamma):
+    return model([helper.make_node("Elu", ["x"], ["e"], alpha=1.6732632),
+                  helper.make_node("Mul", ["e", "g"], ["y"])],
+                 inits=[init("g", gamma)])
+
+
+def test_elu_times_gamma_is_refused_by_default_and_fused_with_allow_rounding():
+    m = _elu_gamma(1.050701)
+    refused(m, "rounds differently")
+    fused, _ = fuse_with_result(m, allow_rounding=True)
+    assert ops(fused) == ["Selu"]
+    a = attrs(fused, "Selu")
+    assert np.float32(a["alpha"]) == np.float32(1.6732632)
+    assert np.float32(a["gamma"]) == np.float32(1.050701)
+
+
+def test_elu_times_non_scalar_gamma_is_refused():
+    refused(_elu_gamma([[1.0], [2.0], [1.05]]), "not a scalar", allow_rounding=True)
+
+
+# -- broadcasting, opsets, types ------------------------------------------------------------
+
+
+def test_slope_that_would_broadcast_x_to_another_shape_is_refused():
+    nodes = [const("z", 0.0), helper.make_node("Less", ["x", "z"], ["c"]),
+             helper.make_node("Mul", ["s", "x"], ["sx"]),
+             helper.make_node("Where", ["c", "sx", "x"], ["y"])]
+    m = make_model(nodes, [vi("x", shape=(1, 3))], [vi("y", shape=(2, 3))], opset=17,
+                   initializers=[init("s", np.full((2, 3), 0.5))])
+    refused(m, "does not broadcast")
+
+
+def test_legacy_prelu_placement_must_match_the_pattern():
+    """Opset 6: a 1-D slope the pattern's Mul puts on the last axis, whose length is also
+    X's channel count: PRelu-6 would apply it per channel (axis 1) -- refused."""
+    def m(axis):
+        kw = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
+        return model([helper.make_node("Mul", ["x", "s"], ["sx"], **kw),
+                      helper.make_node("Max", ["x", "sx"], ["y"])], opset=6, shape=(2, 3, 4, 3),
+                     inits=[init("s", [0.5, 0.25, 1.0])])
+    refused(m(None), "would place slope")
+    fused, _ = fuse_with_result(m(1))  # Mul puts it on axis 1, as PRelu-6 does
+    assert ops(fused) == ["PRelu"]
+    same_numbers(m(1), fused, feeds_for(m(1)), ort=False)  # onnxruntime runs opset >= 7 only
+
+
+def test_value_used_outside_the_pattern_blocks_fusion():
+    nodes = [const("z", 0.0), helper.make_node("Less", ["x", "z"], ["c"]),
+             const("s", 0.5), helper.make_node("Mul", ["s", "x"], ["sx"]),
+             helper.make_node("Where", ["c", "sx", "x"], ["y"])]
+    m = model(nodes, outputs=("y", "sx"))
+    refused(m, USED_OUTSIDE)
+    # the comparison also feeds another node
+    m = model([*nodes, helper.make_node("Cast", ["c"], ["y2"], to=TP.FLOAT)],
+              outputs=("y", "y2"))
+    refused(m, USED_OUTSIDE)
+
+
+def test_element_type_the_target_op_does_not_accept_is_refused():
+    # bfloat16 at opset 15: PRelu-9 and LeakyRelu-6 do not accept it (they do from 16)
+    nodes = [const("z", 0.0, ml_dtypes.bfloat16), helper.make_node("Less", ["x", "z"], ["c"]),
+             const("s", 0.5, ml_dtypes.bfloat16), helper.make_node("Mul", ["s", "x"], ["sx"]),
+             helper.make_node("Where", ["c", "sx", "x"], ["y"])]
+    refused(model(nodes, opset=15, elem=TP.BFLOAT16), "does not accept element type bfloat16")
+    fused, _ = fuse_with_result(model(nodes, opset=16, elem=TP.BFLOAT16))
+    assert ops(fused) == ["LeakyRelu"]
+
+
+def test_integer_pattern_fuses_to_prelu():
+    nodes = [const("z", 0, np.int32), helper.make_node("Less", ["x", "z"], ["c"]),
+             const("s", 3, np.int32), helper.make_node("Mul", ["s", "x"], ["sx"]),
+             helper.make_node("Where", ["c", "sx", "x"], ["y"])]
+    # onnxruntime has no int32 PRelu kernel: the evaluator checks the numbers
+    fuses_to(model(nodes, opset=13, elem=TP.INT32), "PRelu", ort=False)
+
+
+def test_selu_body_with_different_alphas_is_refused():
+    nodes = [const("z", 0.0), const("a1", 1.5), const("a2", 1.25), const("g", 1.05),
+             helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Mul", ["a1", "e"], ["ae"]),
+             helper.make_node("Sub", ["ae", "a2"], ["aea"]),
+             helper.make_node("Mul", ["g", "aea"], ["neg"]),
+             helper.make_node("Mul", ["g", "x"], ["pos"]),
+             helper.make_node("Less", ["x", "z"], ["c"]),
+             helper.make_node("Where", ["c", "neg", "pos"], ["y"])]
+    refused(model(nodes, opset=13), "differ")
+    nodes[2] = const("a2", 1.5)
+    fused, _ = fuses_to(model(nodes, opset=13), "Selu", signed_zeros=False)
+    assert attrs(fused, "Selu") == {"alpha": 1.5, "gamma": pytest.approx(1.05)}
+
+
+def test_subgraph_patterns_are_fused():
+    body = [const("s", 0.25), helper.make_node("Mul", ["x", "s"], ["sx"]),
+            helper.make_node("Max", ["x", "sx"], ["then_y"])]
+    then = helper.make_graph(body, "then", [], [vi("then_y")])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["else_y"])], "else", [],
+                              [vi("else_y")])
+    m = make_model([helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)],
+                   [vi("x"), helper.make_tensor_value_info("cond", TP.BOOL, [])], [vi("y")],
+                   opset=17)
+    fused, result = fuse_with_result(m)
+    (g,) = [a.g for a in fused.graph.node[0].attribute if a.name == "then_branch"]
+    assert [n.op_type for n in g.node] == ["LeakyRelu"], result.lines()
+    feeds = {"x": specials(np.float32, (2, 3, 4)), "cond": np.array(True)}
+    same_numbers(m, fused, feeds)
+
+
+# -- API -----------------------------------------------------------------------------------
+
+
+def _leaky_model():
+    return model([const("a", 0.2), helper.make_node("Mul", ["x", "a"], ["ax"]),
+                  helper.make_node("Max", ["x", "ax"], ["y"])])
+
+
+def test_fuse_does_not_mutate_and_returns_the_same_kind(tmp_path):
+    m = _leaky_model()
+    before = m.SerializeToString()
+    out = fuse(m)
+    assert m.SerializeToString() == before
+    assert isinstance(out, onnx.ModelProto) and ops(out) == ["LeakyRelu"]
+    irm = ir.serde.deserialize_model(m)
+    n_before = len(list(irm.graph))
+    out_ir = fuse(irm)
+    assert isinstance(out_ir, ir.Model) and len(list(irm.graph)) == n_before
+    assert [n.op_type for n in out_ir.graph] == ["LeakyRelu"]
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    assert ops(fuse(p)) == ["LeakyRelu"]
+    # no value_info added by the shape inference fuse runs on its copy
+    assert not out.graph.value_info
+
+
+def test_fuse_pass_modified_is_truthful():
+    p = FusePass()
+    irm = ir.serde.deserialize_model(_leaky_model())
+    assert p(irm).modified
+    assert [n.op_type for n in irm.graph] == ["LeakyRelu"]
+    assert not FusePass()(irm).modified
+    bad = ir.serde.deserialize_model(model([const("a", 1.5),
+                                            helper.make_node("Mul", ["x", "a"], ["ax"]),
+                                            helper.make_node("Max", ["x", "ax"], ["y"])]))
+    p = FusePass()
+    assert not p(bad).modified
+    assert any("> 1" in e.detail for e in p.last_result.refused)
+
+
+def test_rules_is_a_rewrite_rule_set():
+    from onnxscript.rewriter import RewriteRuleSet
+
+    rs = rules()
+    assert isinstance(rs, RewriteRuleSet)
+    assert all(r.name for r in rs)
+
+
+# -- command -------------------------------------------------------------------------------
+
+
+def test_cli_fuse_verify_verbose_json(tmp_path, capsys):
+    from opshift.cli import main
+
+    src = tmp_path / "in.onnx"
+    onnx.save(model([const("a", 0.2), helper.make_node("Mul", ["x", "a"], ["ax"]),
+                     helper.make_node("Max", ["x", "ax"], ["y"]),
+                     const("b", 1.5), helper.make_node("Mul", ["y", "b"], ["yb"]),
+                     helper.make_node("Max", ["y", "yb"], ["y2"])], outputs=("y2",)), src)
+    out = tmp_path / "out.onnx"
+    assert main(["fuse", str(src), "-o", str(out), "--verify", "-v"]) == 0
+    text = capsys.readouterr().out
+    assert "fused" in text and "-> LeakyRelu" in text
+    assert "refused" in text and "> 1" in text
+    assert "verify: ok" in text
+    assert ops(onnx.load(out)) == ["LeakyRelu", "Mul", "Max"]
+    assert main(["fuse", str(src), "-o", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["fused"]) == 1 and data["fused"][0]["produced"].startswith("LeakyRelu")
+    assert "> 1" in data["refused"][0]["reason"]
+
+
+def test_cli_verify_catches_a_wrong_fusion_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    from opshift.cli import main
+    from opshift.rewriters import _checks
+
+    real = _checks.scalar_attr
+    monkeypatch.setattr(_checks, "scalar_attr", lambda *a, **k: real(*a, **k) * 1.5)
+    src = tmp_path / "in.onnx"
+    onnx.save(_leaky_model(), src)
+    out = tmp_path / "out.onnx"
+    assert main(["fuse", str(src), "-o", str(out), "--verify"]) == 1
+    assert not out.exists()
+    assert "FAIL" in capsys.readouterr().err
