@@ -111,3 +111,17 @@ def opshift_fixed_model():
     from opshift.passes.fix import fix
 
     return fix(_defect_model())
+
+
+def test_module_docstring_example_runs(tmp_path, monkeypatch):
+    """The usage example in opshift.graphsurgeon's docstring runs as written."""
+    doc = opshift.graphsurgeon.__doc__
+    block = doc.split("::\n", 1)[1].split("\n\n", 2)
+    code = "\n".join(line[4:] for line in "\n\n".join(block[:2]).splitlines())
+    assert "opshift_fix().opshift_convert(13)" in code
+    onnx.save(_defect_model(), tmp_path / "model.onnx")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "opshift.graphsurgeon docstring", "exec"), {})
+    out = onnx.load(tmp_path / "model13.onnx")
+    onnx.checker.check_model(out, full_check=True)
+    assert [(i.domain, i.version) for i in out.opset_import] == [("", 13)]

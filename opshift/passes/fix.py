@@ -584,8 +584,13 @@ def _ir_needed(m: onnx.ModelProto) -> tuple[int, str]:
             undatable = undatable or f"element type {onnx.TensorProto.DataType.Name(t)}"
     if _has_non_tensor_types(m):
         undatable = undatable or "sequence, map or optional types"
-    if any(len(getattr(n, "metadata_props", [])) for n in _all_nodes(m)):
-        need = max(need, 10)
+    if any(len(getattr(n, "metadata_props", [])) for n in _all_nodes(m)) or any(
+            len(getattr(f, "value_info", [])) or len(getattr(f, "metadata_props", []))
+            for f in m.functions):
+        need = max(need, 10)  # node metadata, function value_info/metadata (IR 10)
+    if len(getattr(m, "configuration", [])) or any(
+            len(getattr(n, "device_configurations", [])) for n in _all_nodes(m)):
+        undatable = undatable or "device configurations"
     return need, undatable
 
 
