@@ -13,7 +13,7 @@ Registered through ``gs.Graph.register()`` (for every opset):
 
 * ``graph.opshift_convert(opset)`` -- :func:`opshift.convert`
 * ``graph.opshift_inline(ops=None, functions=None)`` -- :func:`opshift.inline`
-* ``graph.opshift_fuse()`` -- :func:`opshift.fuse`
+* ``graph.opshift_fuse(allow_rounding=False)`` -- :func:`opshift.fuse`
 * ``graph.opshift_fix(prelu_slope=None)`` -- :func:`opshift.fix`
 
 Each exports the graph (``gs.export_onnx``), runs the opshift function on the model, imports
@@ -81,12 +81,6 @@ def _load(module: str, name: str, method: str) -> Any:
     return fn
 
 
-def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    return m
-
-
 @gs.Graph.register()
 def opshift_convert(self: gs.Graph, opset: int) -> gs.Graph:
     """Convert the graph to default-domain ``opset`` exactly (see :func:`opshift.convert`).
@@ -114,13 +108,13 @@ def opshift_inline(self: gs.Graph, ops=None, functions=None) -> gs.Graph:
 
 
 @gs.Graph.register()
-def opshift_fuse(self: gs.Graph) -> gs.Graph:
-    """Fuse decomposed PRelu/LeakyRelu/Selu patterns back into single ops (see
+def opshift_fuse(self: gs.Graph, allow_rounding: bool = False) -> gs.Graph:
+    """Fuse decomposed PRelu/LeakyRelu/Selu patterns back into single ops where exact (see
     :func:`opshift.fuse`). Updates the graph in place and returns it."""
-    fuse = _load("opshift.passes.fuse", "fuse", "opshift_fuse")
+    fuse_proto = _load("opshift.passes.fuse", "fuse_proto", "opshift_fuse")
 
     def run(model):
-        return fuse(_copy(model)), None
+        return fuse_proto(model, allow_rounding=allow_rounding)
 
     return _roundtrip(self, run)
 

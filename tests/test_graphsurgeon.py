@@ -3,8 +3,6 @@ the exported model, graph still usable by graphsurgeon afterwards."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import onnx
 import pytest
@@ -97,14 +95,26 @@ def test_inline_round_trip(rng):
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], _want(x), rtol=1e-5)
 
 
-def test_fuse_available_or_clear_error():
+def test_inline_then_fuse_round_trip(rng):
     graph = gs.import_onnx(opshift_fixed_model())
-    if importlib.util.find_spec("opshift.passes.fuse") is None:
-        with pytest.raises(OpshiftError, match="opshift_fuse.*not available"):
-            graph.opshift_fuse()
-    else:
-        assert graph.opshift_fuse() is graph
-        onnx.checker.check_model(gs.export_onnx(graph))
+    graph.opshift_inline().opshift_fuse().cleanup().toposort()
+    assert {n.op for n in graph.nodes} >= {"PRelu"}
+    model = gs.export_onnx(graph)
+    onnx.checker.check_model(model, full_check=True)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    np.testing.assert_allclose(evaluate(model, {"x": x})["y"], _want(x), rtol=1e-6)
+
+
+def test_missing_module_gives_clear_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opshift.passes.fuse", None)  # as if not installed
+    graph = gs.import_onnx(opshift_fixed_model())
+    before = gs.export_onnx(graph).SerializeToString()
+    with pytest.raises(OpshiftError, match=r"opshift_fuse\(\): opshift.passes.fuse is not "
+                       "available"):
+        graph.opshift_fuse()
+    assert gs.export_onnx(graph).SerializeToString() == before
 
 
 def opshift_fixed_model():
