@@ -155,6 +155,12 @@ def test_prelu_ambiguous_slope_left_alone_unless_told(rng):
     np.testing.assert_array_equal(evaluate(m2, {"x": x})["y"], _prelu_channel(x, slope))
 
 
+def test_prelu_slope_that_cannot_broadcast_refused():
+    m = _prelu_model([2, 3, 4], np.ones(5, np.float32), 13)
+    with pytest.raises(ConversionError, match=r"node 'p'.*\[5\] does not broadcast"):
+        fix(m)
+
+
 def test_prelu_numpy_slopes_untouched():
     for x_shape, s in (([2, 3, 4], [4]), ([2, 3], [3]), ([2, 3, 4], [1]), ([2, 3, 4], [3, 1])):
         m = _prelu_model(x_shape, np.ones(s, np.float32), 9)
@@ -455,3 +461,21 @@ def test_cli_prelu_slope_option(tmp_path, capsys):
     assert onnx.load(out).graph.initializer[0].dims == [3]
     assert main(["fix", str(src), "-o", str(out), "--prelu-slope", "channel"]) == 0
     assert onnx.load(out).graph.initializer[0].dims == [3, 1, 1]
+
+
+@pytest.mark.parametrize("command", ["fix", "inspect"])
+@pytest.mark.parametrize("kind", ["missing", "directory", "empty", "garbage"])
+def test_cli_bad_input_one_line_exit_2(command, kind, tmp_path, capsys):
+    src = tmp_path / "in.onnx"
+    if kind == "directory":
+        src.mkdir()
+    elif kind == "empty":
+        src.write_bytes(b"")
+    elif kind == "garbage":
+        src.write_bytes(np.random.default_rng(0).bytes(256))
+    args = [command, str(src)] + (["-o", str(tmp_path / "out.onnx")] if command == "fix"
+                                  else [])
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and str(src) in err
+    assert not (tmp_path / "out.onnx").exists()

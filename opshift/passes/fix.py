@@ -423,7 +423,17 @@ class _Fixer:
                     shapes = static_shapes(self.model)
                 xs = shapes.get(node.input[0])
                 ss = self._slope_shape(scope, node.input[1], shapes)
-                if xs is None or ss is None or len(ss) != 1 or len(xs) < 3:
+                if xs is None or ss is None:
+                    continue
+                if (all(isinstance(d, int) for d in (*xs, *ss))
+                        and broadcast.numpy_shape(xs, ss) is None
+                        and not broadcast.legacy_is_per_channel(xs, ss)):
+                    self.refuse("prelu_slope", scope.label, _node_id(node, i),
+                                f"slope {node.input[1]!r} {list(ss)} does not broadcast to X "
+                                f"{list(xs)}", "no reading (numpy, or per channel on axis 1) "
+                                "fits, so there is nothing exact to repair")
+                    continue
+                if len(ss) != 1 or len(xs) < 3:
                     continue
                 c = ss[0]
                 if not isinstance(c, int) or c == 1 or xs[1] != c:
