@@ -124,6 +124,23 @@ def test_prelu_shared_slope_copied(rng):
     np.testing.assert_array_equal(s_out, -slope)
 
 
+def test_prelu_shared_constant_node_slope_copied(rng):
+    slope = np.array([0.1, -0.5, 2.0], np.float32)
+    nodes = [h.make_node("Constant", [], ["s"], value=nh.from_array(slope), name="c"),
+             h.make_node("PRelu", ["x", "s"], ["y"], name="p"),
+             h.make_node("PRelu", ["x", "s"], ["y2"], name="p2")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [2, 3, 4])],
+                   [vi("y", T.FLOAT, [2, 3, 4]), vi("y2", T.FLOAT, [2, 3, 4])], opset=13)
+    res = fix_proto(m)
+    assert _kinds(res) == ["prelu_slope", "prelu_slope"]
+    # the first PRelu gets a copy (the constant is still shared then), the second the original
+    assert "copied" in res.changes[0].what and "in place" in res.changes[1].what
+    onnx.checker.check_model(m, full_check=True)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    for got in _ort(m, {"x": x}):
+        np.testing.assert_array_equal(got, _prelu_channel(x, slope))
+
+
 @pytest.mark.parametrize("opset", [9, 13])
 def test_prelu_dynamic_slope_unsqueezed(opset, rng):
     slope = np.array([0.1, -0.5, 2.0], np.float32)
