@@ -174,3 +174,57 @@ def clip(ctx, x, lo=None, hi=None):
     if hi is not None:
         y = np.minimum(y, t(np.asarray(hi).reshape(())))
     return np.array(y, copy=y is x)
+
+
+# -- more math --------------------------------------------------------------------------------
+
+
+@op("Pow", 1, 7, 12, 13, 15)
+def pow_(ctx, x, y):
+    y = _rhs(ctx, x, y)
+    with np.errstate(all="ignore"):
+        if x.dtype.kind in "iu" and y.dtype.kind in "iu" and not np.any(y < 0):
+            return np.asarray(np.power(x.astype(np.int64), y.astype(np.int64))).astype(x.dtype)
+        wide = np.float64 if x.dtype == np.float64 or x.dtype.kind in "iu" else np.float32
+        r = np.power(x.astype(wide), y.astype(wide))
+        if x.dtype.kind in "iu":
+            r = np.trunc(r)
+        return np.asarray(r).astype(x.dtype)
+
+
+@op("Mod", 10, 13, 28)
+def mod(ctx, a, b):
+    fmod = ctx.attrs.get("fmod", 0)
+    if is_float(a):
+        if not fmod and ctx.version < 28:
+            raise ctx.error("fmod=0 is defined for integers only at this version")
+        with np.errstate(all="ignore"):
+            return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
+    if np.any(b == 0):
+        raise ctx.error("integer modulo by zero")
+    return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
+
+
+_unary("Sign", np.sign, 9, 13)
+
+
+def _float_unary(name: str, fn, *versions: int) -> None:
+    """A float op written as a formula of numpy ufuncs, with the attributes as x's dtype."""
+    def impl(ctx, x):
+        t = x.dtype.type
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(x, t, ctx.attrs)).astype(x.dtype, copy=False)
+
+    impl.__name__ = impl.__qualname__ = name.lower()
+    op(name, *versions)(impl)
+
+
+_float_unary("HardSigmoid", lambda x, t, a: np.clip(x * t(a["alpha"]) + t(a["beta"]), t(0), t(1)),
+             1, 6, 22)
+_float_unary("Softplus", lambda x, t, a: np.log1p(np.exp(-np.abs(x))) + np.maximum(x, t(0)),
+             1, 22)
+_float_unary("Softsign", lambda x, t, a: x / (t(1) + np.abs(x)), 1, 22)
+_float_unary("HardSwish", lambda x, t, a: x * np.clip(x * t(1 / 6) + t(0.5), t(0), t(1)), 14, 22)
+_float_unary("ThresholdedRelu", lambda x, t, a: np.where(x > t(a["alpha"]), x, t(0)), 10, 22)
+_float_unary("Celu", lambda x, t, a: np.maximum(x, t(0)) + np.minimum(
+    t(0), t(a["alpha"]) * (np.exp(x / t(a["alpha"])) - t(1))), 12, 28)

@@ -73,3 +73,28 @@ _reduce("ReduceSum", _sum, 1, 11, 13)
 _reduce("ReduceMean", _mean, 1, 11, 13, 18)
 _reduce("ReduceMax", _max, 1, 11, 12, 13, 18, 20)
 _reduce("ReduceMin", _min, 1, 11, 12, 13, 18, 20)
+
+
+_AXES_INPUT_FROM["ReduceProd"] = 18
+_reduce("ReduceProd", lambda x, axes, keep: np.prod(x, axis=axes, keepdims=keep,
+                                                    dtype=compute_dtype(x.dtype)), 1, 11, 13, 18)
+
+
+def _arg(name: str, fn, *versions: int) -> None:
+    def impl(ctx, x):
+        axis = normalize_axes([ctx.attrs.get("axis", 0)], max(x.ndim, 1), ctx)[0]
+        if x.shape[axis] == 0:
+            raise ctx.error(f"axis {axis} is empty")
+        if ctx.attrs.get("select_last_index", 0):
+            idx = x.shape[axis] - 1 - fn(np.flip(x, axis), axis=axis)
+        else:
+            idx = fn(x, axis=axis)
+        idx = np.asarray(idx, dtype=np.int64)
+        return np.expand_dims(idx, axis) if ctx.attrs.get("keepdims", 1) else idx
+
+    impl.__name__ = impl.__qualname__ = name.lower()
+    op(name, *versions)(impl)
+
+
+_arg("ArgMax", np.argmax, 1, 11, 12, 13)
+_arg("ArgMin", np.argmin, 1, 11, 12, 13)

@@ -281,3 +281,29 @@ def range_(ctx, start, limit, delta):
         raise ctx.error("delta is 0")
     n = max(int(math.ceil((float(lim) - float(s)) / float(d))), 0)
     return (s + np.arange(n).astype(s.dtype) * d).astype(s.dtype)
+
+
+@op("Split", 1, 2, 11, 13, 18)
+def split(ctx, x, split_input=None):
+    axis = normalize_axes([ctx.attrs.get("axis", 0)], x.ndim, ctx)[0]
+    n_out = len(ctx.node.output)
+    sizes = ctx.attrs.get("split") if ctx.version < 13 else None
+    if split_input is not None and ctx.version in (1, 13, 18):
+        sizes = ints(split_input)
+    d = x.shape[axis]
+    if sizes is None:
+        k = ctx.attrs.get("num_outputs", n_out) if ctx.version >= 18 else n_out
+        if ctx.version >= 18 and "num_outputs" not in ctx.attrs:
+            raise ctx.error("needs the split input or the num_outputs attribute")
+        if ctx.version >= 18:
+            step = -(-d // k)
+            sizes = [min(step, d - i * step) for i in range(k)]
+        else:
+            if d % k:
+                raise ctx.error(f"axis {axis} of size {d} does not split into {k} equal parts")
+            sizes = [d // k] * k
+    sizes = list(sizes)
+    if sum(sizes) != d or len(sizes) != n_out or min(sizes, default=0) < 0:
+        raise ctx.error(f"split {sizes} does not fit axis {axis} of size {d} into {n_out} "
+                        "outputs")
+    return [np.array(p) for p in np.split(x, np.cumsum(sizes)[:-1], axis=axis)]
