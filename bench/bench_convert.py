@@ -58,8 +58,9 @@ print(json.dumps({"time": time.perf_counter() - t0}))
 BLOCK = 5  # nodes per block
 
 
-def build(n_nodes: int, opset: int) -> onnx.ModelProto:
-    """``n_nodes`` nodes in blocks of Conv(1x1) -> Add -> PRelu -> LeakyRelu -> Selu."""
+def build(n_nodes: int, opset: int, kind: str = "conv") -> onnx.ModelProto:
+    """``n_nodes`` nodes in blocks of Conv(1x1) -> Add -> PRelu -> LeakyRelu -> Selu
+    (``kind="conv"``), or of PRelu -> LeakyRelu -> Selu only (``kind="chain"``)."""
     c = 4
     nodes, inits = [], []
     w = numpy_helper.from_array(np.eye(c, dtype=np.float32).reshape(c, c, 1, 1) * 0.5, "w")
@@ -68,11 +69,14 @@ def build(n_nodes: int, opset: int) -> onnx.ModelProto:
                                 "slope")
     inits += [w, b, s]
     cur = "x"
-    for i in range(n_nodes // BLOCK):
+    block = BLOCK if kind == "conv" else 3
+    for i in range(n_nodes // block):
+        if kind == "conv":
+            nodes += [helper.make_node("Conv", [cur, "w"], [f"c{i}"], name=f"conv{i}"),
+                      helper.make_node("Add", [f"c{i}", "b"], [f"a{i}"], name=f"add{i}")]
+            cur = f"a{i}"
         nodes += [
-            helper.make_node("Conv", [cur, "w"], [f"c{i}"], name=f"conv{i}"),
-            helper.make_node("Add", [f"c{i}", "b"], [f"a{i}"], name=f"add{i}"),
-            helper.make_node("PRelu", [f"a{i}", "slope"], [f"p{i}"], name=f"prelu{i}"),
+            helper.make_node("PRelu", [cur, "slope"], [f"p{i}"], name=f"prelu{i}"),
             helper.make_node("LeakyRelu", [f"p{i}"], [f"l{i}"], name=f"lrelu{i}", alpha=0.2),
             helper.make_node("Selu", [f"l{i}"], [f"s{i}"], name=f"selu{i}"),
         ]
@@ -90,19 +94,22 @@ def build(n_nodes: int, opset: int) -> onnx.ModelProto:
 
 
 def measure(mode: str, src: Path, dst: Path, opset: int) -> dict:
-    t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-c", CHILD, mode, str(src), str(dst), str(opset)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    total = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        return {"error": err.decode(errors="replace").strip().splitlines()[-1:]}
-    d = json.loads(out.decode().strip().splitlines()[-1])
-    d["total"] = total
-    d["rss_mb"] = ru.ru_maxrss / 1024
+    """One fresh child: its own timing of the work, and its peak RSS by /usr/bin/time (the
+    ru_maxrss of a forked child can include pages of this process)."""
+    timer = "/usr/bin/time" if Path("/usr/bin/time").exists() else None
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        cmd = [sys.executable, "-c", CHILD, mode, str(src), str(dst), str(opset)]
+        if timer:
+            cmd = [timer, "-f", "%M", "-o", tf.name, *cmd]
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True)
+        total = time.perf_counter() - t0
+        if p.returncode != 0:
+            return {"error": p.stderr.decode(errors="replace").strip().splitlines()[-1:]}
+        d = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        d["total"] = total
+        lines = tf.read().strip().splitlines() if timer else []
+        d["rss_mb"] = int(lines[-1]) / 1024 if lines and lines[-1].isdigit() else float("nan")
     return d
 
 
@@ -119,6 +126,8 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--kinds", default="chain,conv",
+                    help="chain: PRelu/LeakyRelu/Selu only; conv: with Conv/Add around them")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -127,19 +136,21 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         tmp = Path(tmp)
-        for n in sizes:
-            for src_opset, dst_opset in ((9, 16), (16, 9)):
-                m = build(n, src_opset)
+        for kind, n, (src_opset, dst_opset) in ((k, n, c) for k in args.kinds.split(",")
+                                                for n in sizes for c in ((9, 16), (16, 9))):
+            if True:  # noqa: SIM108 - keeps the loop body flat
+                m = build(n, src_opset, kind)
                 src = tmp / f"m{n}_{src_opset}.onnx"
                 onnx.save(m, src)
                 dst = tmp / f"out{n}.onnx"
-                row = {"nodes": n, "convert": f"{src_opset}->{dst_opset}",
+                row = {"model": kind, "nodes": n, "convert": f"{src_opset}->{dst_opset}",
                        "floor": best("floor", src, dst, dst_opset, args.repeat),
                        "opshift": best("opshift", src, dst, dst_opset, args.repeat)}
                 # opshift never calls onnx's converter; say whether onnx's would be needed
                 # for the other ops at all, and measure it on the same model regardless
                 row["other_ops_change"] = other_ops_change(m, src_opset, dst_opset)
                 row["onnx"] = best("onnx", src, dst, dst_opset, max(1, args.repeat - 1))
+                del m
                 rows.append(row)
                 _print_row(row)
     if args.json:
@@ -155,15 +166,16 @@ def _fmt(r: dict) -> str:
 
 def _print_row(row: dict) -> None:
     if not hasattr(_print_row, "done"):
-        print(f"{'nodes':>7} {'conv':>6} | {'floor (load+save)':>21} | {'opshift convert':>21} "
-              f"| {'onnx.version_converter':>22} | opshift/floor time, rss")
+        print(f"{'model':>5} {'nodes':>7} {'conv':>6} | {'floor (load+save)':>21} | "
+              f"{'opshift convert':>21} | {'onnx.version_converter':>22} | "
+              "opshift/floor time, rss")
         _print_row.done = True
     f, o, x = row["floor"], row["opshift"], row["onnx"]
     ratio = ""
     if "error" not in f and "error" not in o:
         ratio = f"{o['time'] / f['time']:.2f}x, {o['rss_mb'] / f['rss_mb']:.2f}x"
-    print(f"{row['nodes']:>7} {row['convert']:>6} | {_fmt(f)} | {_fmt(o)} | {_fmt(x):>22} | "
-          f"{ratio}", flush=True)
+    print(f"{row['model']:>5} {row['nodes']:>7} {row['convert']:>6} | {_fmt(f)} | {_fmt(o)} | "
+          f"{_fmt(x):>22} | {ratio}", flush=True)
 
 
 if __name__ == "__main__":

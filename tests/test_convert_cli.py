@@ -122,3 +122,30 @@ def test_help_has_example(capsys):
     with pytest.raises(SystemExit):
         main(["convert", "--help"])
     assert "opshift convert model.onnx --opset 9" in capsys.readouterr().out
+
+
+def test_external_data_placed_beside_output_never_loaded(tmp_path, capsys, monkeypatch):
+    m = onnx.ModelProto()
+    m.CopyFrom(pytorch_style_prelu6())  # onnx.save(save_as_external_data) edits its argument
+    src_dir, out_dir = tmp_path / "src", tmp_path / "out"
+    src_dir.mkdir()
+    out_dir.mkdir()
+    src = src_dir / "m.onnx"
+    onnx.save(m, src, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="weights.bin", size_threshold=0)
+    data_before = (src_dir / "weights.bin").read_bytes()
+    import onnx.external_data_helper as edh
+
+    def refuse(*a, **k):
+        raise AssertionError("external data must not be loaded")
+
+    monkeypatch.setattr(edh, "load_external_data_for_model", refuse)
+    rc, _, err = run(["convert", src, "--opset", 13, "-o", out_dir / "m13.onnx"], capsys)
+    assert rc == 0, err
+    monkeypatch.undo()
+    assert (src_dir / "weights.bin").read_bytes() == data_before
+    out = onnx.load(out_dir / "m13.onnx")  # loads weights.bin from out_dir
+    assert (out_dir / "weights.bin").exists()
+    x = xin([1, 3, 4, 5])
+    assert np.array_equal(evaluate(out, {"x": x})["y"],
+                          evaluate(pytorch_style_prelu6(), {"x": x})["y"])

@@ -172,25 +172,34 @@ class _Facts:
 
     def possible_types(self) -> frozenset[str]:
         """Every element type (as 'tensor(...)') any value of the model could have: declared
-        ones, Cast targets, and all allowed types of outputs whose type no input binds."""
+        ones, constants, Cast targets, and all allowed types of outputs whose type no input
+        binds. One walk over the nodes."""
         if self._possible is None:
-            if self._types is None:
-                self._types = self._declared_types()
-            found = {f"tensor({opsets.tensor_type_name(t)})" for t in set(self._types.values())}
+            elems: set[int] = set()
+            found: set[str] = set()
             seen: set[tuple[str, str, int]] = set()
             for sc in iter_scopes(self.model):
+                if sc.graph is not None:
+                    g = sc.graph
+                    for vi in (*g.input, *g.output, *g.value_info):
+                        if vi.type.HasField("tensor_type"):
+                            elems.add(vi.type.tensor_type.elem_type)
+                    elems.update(t.data_type for t in g.initializer)
                 for n in sc.nodes:
-                    dom = opsets.normalize_domain(n.domain)
-                    if dom == "" and n.op_type == "Cast":
-                        t = _output_type_from_schema(n, sc.opsets, 0, lambda _n: None)
-                        if t is not None:
-                            found.add(f"tensor({opsets.tensor_type_name(t)})")
-                        continue
-                    key = (dom, n.op_type, sc.opsets.get(dom, 0))
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    found |= _free_output_types(*key)
+                    op = n.op_type
+                    if n.domain in ("", "ai.onnx"):
+                        if op == "Cast":
+                            elems.add(_output_type_from_schema(n, sc.opsets, 0,
+                                                               lambda _n: None) or 0)
+                            continue
+                        if op == "Constant" and n.attribute and n.attribute[0].type == 4:
+                            elems.add(n.attribute[0].t.data_type)
+                    key = (n.domain, op, sc.opsets.get(opsets.normalize_domain(n.domain), 0))
+                    if key not in seen:
+                        seen.add(key)
+                        found |= _free_output_types(opsets.normalize_domain(key[0]), op,
+                                                    key[2])
+            found |= {f"tensor({opsets.tensor_type_name(t)})" for t in elems if t}
             self._possible = frozenset(found)
         return self._possible
 
@@ -632,12 +641,17 @@ def _round_attrs_to(node, op, vt, elem_type: int, notes) -> None:
                       "same value"))
 
 
+def _types_may_drop(op: str, vs: int, vt: int, facts: _Facts) -> bool:
+    """Some value of the model could have a type ``op``-``vs`` allows and ``op``-``vt`` not."""
+    dropped = opsets.allowed_types(op, vs) - opsets.allowed_types(op, vt)
+    return bool(dropped & facts.possible_types())
+
+
 def _cast_types(node, op, vs, vt, ctx, notes, prefix, index) -> list[onnx.NodeProto] | None:
-    label = _label(node, op, vs, ctx.scope)
     allowed = opsets.allowed_types(op, vt)
-    dropped = opsets.allowed_types(op, vs) - allowed
-    if not (dropped & ctx.facts.possible_types()):
+    if not _types_may_drop(op, vs, vt, ctx.facts):
         return None  # no value in the model can have a type the target drops
+    label = _label(node, op, vs, ctx.scope)
     elem = ctx.facts.elem_type(node.input[0])
     if elem is None:
         raise ConversionError(f"{label}: the element type of X {node.input[0]!r} is unknown, "
@@ -707,6 +721,19 @@ def _prelu_integer(node, ctx, elem: int, index: int) -> list[onnx.NodeProto]:
         helper.make_node("Mul", [mask, d], [md], name=v("mul_mask")),
         helper.make_node("Add", [x, md], [y], name=node.name or v("add")),
     ]
+
+
+def _may_change(op: str, vs: int | None, vt: int | None, facts: _Facts) -> bool:
+    """Whether some ``op`` node could need a rewrite going from version vs to vt (decided
+    per op and scope, so unchanged nodes are not even looked at)."""
+    if vs == vt:
+        return False
+    if vs is None or vt is None:
+        return True  # _convert_node reports it
+    adapters = plan(op, vs, vt)
+    if adapters == (Adapter.CAST_TYPES,):
+        return _types_may_drop(op, vs, vt, facts)
+    return bool(adapters)
 
 
 def _convert_node(node: onnx.NodeProto, index: int, ctx: _Ctx, source_opset: int
@@ -824,7 +851,8 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
         if src == target:
             continue
         changing = frozenset(op for op in ACTIVATIONS
-                             if opsets.since_version(op, src) != opsets.since_version(op, target))
+                             if _may_change(op, opsets.since_version(op, src),
+                                            opsets.since_version(op, target), facts))
         if not changing:
             continue
         replacements: dict[int, list[onnx.NodeProto]] = {}
