@@ -78,9 +78,34 @@ def load(path: str | os.PathLike, *, load_external_data: bool = False) -> onnx.M
 
 
 def has_external_data(model: onnx.ModelProto) -> bool:
-    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+    """Whether any tensor (initializer or tensor attribute, in any graph or function) lives
+    in external data. Reads only the attributes of nodes that can hold tensors."""
+    from onnx.external_data_helper import uses_external_data
 
-    return any(uses_external_data(t) for t in _get_all_tensors(model))
+    from .opsets import tensor_attribute_ops
+
+    tensor_ops = tensor_attribute_ops()
+
+    def nodes(ns) -> bool:
+        for n in ns:
+            if n.domain in ("", "ai.onnx") and n.op_type not in tensor_ops:
+                continue
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.TENSOR and uses_external_data(a.t):
+                    return True
+                if a.type == onnx.AttributeProto.TENSORS and any(
+                        uses_external_data(t) for t in a.tensors):
+                    return True
+                if a.type == onnx.AttributeProto.GRAPH and graph(a.g):
+                    return True
+                if a.type == onnx.AttributeProto.GRAPHS and any(graph(g) for g in a.graphs):
+                    return True
+        return False
+
+    def graph(g: onnx.GraphProto) -> bool:
+        return any(uses_external_data(t) for t in g.initializer) or nodes(g.node)
+
+    return graph(model.graph) or any(nodes(f.node) for f in model.functions)
 
 
 def to_proto(model: ModelLike, *, load_external_data: bool = False

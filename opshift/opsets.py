@@ -139,3 +139,15 @@ def opset_of(model: onnx.ModelProto | onnx.FunctionProto, domain: str = "") -> i
         if normalize_domain(imp.domain) == domain:
             return imp.version
     return None
+
+
+@functools.cache
+def tensor_attribute_ops() -> frozenset[str]:
+    """Default-domain ops whose schema has a tensor or graph attribute (Constant, If, ...):
+    the only default-domain nodes whose attributes can hold tensors."""
+    kinds = {onnx.defs.OpSchema.AttrType.TENSOR, onnx.defs.OpSchema.AttrType.TENSORS,
+             onnx.defs.OpSchema.AttrType.SPARSE_TENSOR, onnx.defs.OpSchema.AttrType.GRAPH,
+             onnx.defs.OpSchema.AttrType.GRAPHS}
+    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history()
+                     if normalize_domain(s.domain) == ""
+                     and any(a.type in kinds for a in s.attributes.values()))
