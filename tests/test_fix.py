@@ -496,3 +496,27 @@ def test_cli_bad_input_one_line_exit_2(command, kind, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and str(src) in err
     assert not (tmp_path / "out.onnx").exists()
+
+
+def test_cli_external_data_kept_and_verified(tmp_path, capsys, monkeypatch):
+    slope = np.arange(1, 4, dtype=np.float32)
+    m = _prelu_model([2, 3, 4], slope, 13, share=True)
+    src_dir, out_dir = tmp_path / "src", tmp_path / "out"
+    src_dir.mkdir()
+    out_dir.mkdir()
+    onnx.save(m, src_dir / "in.onnx", save_as_external_data=True, location="w.bin",
+              size_threshold=0)
+    monkeypatch.chdir(tmp_path)  # not the model's folder: data must be found beside it
+    assert main(["fix", str(src_dir / "in.onnx"), "-o", str(out_dir / "f.onnx"), "--verify",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    # the original is invalid as-is; the fixed one must run (its weights found beside it)
+    assert d["verify"]["status"] == "partial" and d["verify"]["method"] in ("evaluator",
+                                                                           "onnxruntime")
+    assert "does not run" not in d["verify"]["detail"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["f.onnx", "w.bin"]
+    fixed = onnx.load(out_dir / "f.onnx")  # loads w.bin from beside it
+    x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
+    y, s_out = _ort(fixed, {"x": x})
+    np.testing.assert_array_equal(y, _prelu_channel(x, slope))
+    np.testing.assert_array_equal(s_out, -slope)

@@ -70,7 +70,7 @@ def run(args) -> int:
         ver = None
         if args.verify:
             with bar.phase("verify"):
-                ver = verify_fix(original, fixed)
+                ver = verify_fix(*_with_data(args.input, original, fixed))
         if not args.dry_run and (ver is None or ver.ok):
             with bar.phase("save"):
                 modelio.save(fixed, args.output, source_dir=_parent(args.input))
@@ -78,6 +78,26 @@ def run(args) -> int:
         bar.close()
     _print(args, result, ver)
     return 1 if ver is not None and not ver.ok else 0
+
+
+def _with_data(path: str, *models):
+    """Copies of ``models`` with their external data loaded (from beside ``path``), so the
+    evaluator and onnxruntime see the weights whatever the working directory."""
+    from .. import modelio
+
+    if not modelio.has_external_data(models[0]):
+        return models
+    import onnx
+
+    from ..external import load_external_data_safely
+
+    out = []
+    for m in models:
+        c = onnx.ModelProto()
+        c.CopyFrom(m)
+        load_external_data_safely(c, _parent(path), origin=path)
+        out.append(c)
+    return out
 
 
 def _parent(path: str):
