@@ -910,3 +910,13 @@ def test_external_weights_are_never_read(tmp_path):
     convert_other_ops(m, 13, 9)
     assert attrs(m.graph.node[1]) == {"axes": [0]}
     assert m.graph.initializer[0].data_location == TensorProto.EXTERNAL
+
+
+def test_type_propagated_through_cast():
+    m = make_model([one("Cast", ["x"], ["c"], to=TensorProto.INT8), one("Relu", ["c"], ["y"])],
+                   [vi("x", F, [2])], [vi("y", TensorProto.INT8, [2])], opset=14)
+    with pytest.raises(ConversionError, match=r"'c'\) is tensor\(int8\), not allowed"):
+        convert_other_ops(m, 14, 13)
+    m = make_model([one("Cast", ["x"], ["c"], to=TensorProto.FLOAT), one("Relu", ["c"], ["y"])],
+                   [vi("x", TensorProto.INT8, [2])], [vi("y", F, [2])], opset=14)
+    assert [(c.op, c.action) for c in convert_other_ops(m, 14, 13)] == [("Relu", "relabel")]

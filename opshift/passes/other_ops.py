@@ -81,9 +81,7 @@ class ModelFacts:
         t = self.extra_types.get(name)
         if t:
             return t
-        if self._types is None:
-            self._types = _declared_and_propagated_types(self.model, self.source)
-        t = self._types.get(name)
+        t = self.propagated().get(name)
         if t:
             return t
         return self._infer()[0].get(name) or None
@@ -91,7 +89,9 @@ class ModelFacts:
     def propagated(self) -> dict[str, int]:
         """The declared and propagated element types (no shape inference)."""
         if self._types is None:
-            self._types = _declared_and_propagated_types(self.model, self.source)
+            self._types = _uniform_types(self.model, self.source)
+            if self._types is None:
+                self._types = _declared_and_propagated_types(self.model, self.source)
         return self._types
 
     # -- shapes
@@ -170,6 +170,41 @@ def _elem_of_type_str(ts: str) -> int | None:
         except ValueError:
             return None
     return None
+
+
+class _Uniform(dict):
+    """Every value of the model has one element type."""
+
+    def __init__(self, elem: int):
+        super().__init__()
+        self.elem = elem
+
+    def get(self, name, default=None):
+        return self.elem
+
+
+def _uniform_types(model: onnx.ModelProto, source: int) -> _Uniform | None:
+    """A shortcut for models whose declared values all have one element type and whose ops
+    all give their outputs their inputs' type (a chain of Conv/Add/activations): then every
+    value has that type, with no per-node propagation."""
+    g = model.graph
+    if model.functions:
+        return None
+    elems: set[int] = {t.data_type for t in g.initializer}
+    for vis in (g.input, g.output, g.value_info):
+        for vi in vis:
+            if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.elem_type:
+                return None
+            elems.add(vi.type.tensor_type.elem_type)
+    if len(elems) != 1:
+        return None
+    for op, dom in {(n.op_type, n.domain) for n in g.node}:
+        if dom not in ("", "ai.onnx") or op in _CONTROL_FLOW or op == "Constant":
+            return None
+        rules = _output_type_rules(op, source)
+        if not rules or any(r is None or r[0] != "input" for r in rules):
+            return None
+    return _Uniform(elems.pop())
 
 
 _UNSET = object()
