@@ -592,6 +592,9 @@ def _ir_needed(m: onnx.ModelProto) -> tuple[int, str]:
     for t in _all_types(m):
         if t not in _IR3_TYPES:
             undatable = undatable or f"element type {onnx.TensorProto.DataType.Name(t)}"
+    odd = (_A.SPARSE_TENSOR, _A.SPARSE_TENSORS, _A.TYPE_PROTO, _A.TYPE_PROTOS)
+    if any(a.type in odd for n in _all_nodes(m) for a in n.attribute):
+        undatable = undatable or "sparse tensor or type attributes"
     if _has_non_tensor_types(m):
         undatable = undatable or "sequence, map or optional types"
     if any(len(getattr(n, "metadata_props", [])) for n in _all_nodes(m)) or any(
