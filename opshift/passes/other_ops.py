@@ -772,6 +772,10 @@ def _fast_ok(fw: _FastWalk, n: onnx.NodeProto, facts: ModelFacts) -> bool:
                     return False
     if not (fw.check_counts or fw.narrow_in or fw.narrow_out):
         return True
+    types = facts.propagated()
+    if not fw.check_counts and type(types) is _Uniform:
+        ts = _type_string(types.elem)
+        return all(ts in allowed for _, allowed in fw.narrow_in + fw.narrow_out)
     ins = n.input
     nin = len(ins)
     if nin and not ins[-1]:
@@ -786,7 +790,6 @@ def _fast_ok(fw: _FastWalk, n: onnx.NodeProto, facts: ModelFacts) -> bool:
         for i in fw.required_in:
             if i < nin and not ins[i]:
                 return False
-    types = facts.propagated()
     for names, narrow, count in ((ins, fw.narrow_in, nin), (outs, fw.narrow_out, nout)):
         for i, allowed in narrow:
             positions = range(i, i + 1) if i >= 0 else range(len(narrow) - 1, count)
