@@ -7,6 +7,20 @@ op is handed to :func:`opshift.passes.other_ops.convert_other_ops` with the acti
 shielded. The core edits the ``onnx.ModelProto`` in place and touches only the nodes that
 change; shape inference runs only when a PRelu slope needs X's rank, type resolution only
 when a target opset drops a type the source allowed.
+
+Types a target version does not allow (decided from ``onnx.defs``):
+
+* bfloat16 (PRelu < 16, LeakyRelu < 16, Selu < 22): computed in float32 between Casts, with
+  alpha/gamma rounded to bfloat16 first (the ops' function bodies CastLike them to X's type),
+  so PRelu/LeakyRelu give the same bits; Selu is within one bfloat16 ulp of the exact value.
+  Cast has no bfloat16 before opset 13: a ConversionError naming the node.
+* PRelu int32/int64 at opsets 7..8: ``x + (x < 0) * (slope * x - x)`` in the integer type
+  (the sign test through float: int -> float rounding never changes a sign), which wraps
+  exactly like PRelu's own product for every value.
+* PRelu int32 below 7: float64 between Casts (every int32 and every product that fits int32
+  is exact in float64). PRelu int64 below 7: float64 is exact only up to 2**53 and no exact
+  integer form exists there, so the conversion is refused with a ConversionError.
+* PRelu of unsigned integers (never negative) becomes Identity.
 """
 
 from __future__ import annotations
