@@ -430,3 +430,24 @@ def test_small_cnn_and_mlp_match_onnxruntime(rng):
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(evaluate(m, {"x": xm})["y"], sess.run(None, {"x": xm})[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_required_attribute_missing_is_named():
+    m = make_model([helper.make_node("Cast", ["x"], ["y"], name="c")], [vi("x", F, [1])],
+                   [vi("y")], opset=13)
+    with pytest.raises(EvaluationError, match=r"node 'c' \(Cast-13\b.*required attribute 'to'"):
+        evaluate(m, {"x": np.ones(1, np.float32)})
+
+
+@pytest.mark.parametrize("opset", [1, 6, 7])
+def test_batchnorm_legacy_spatial_0(opset, rng):
+    x = rng.standard_normal((2, 3, 2)).astype(np.float32)
+    stats = [rng.random((3, 2)).astype(np.float32) + 0.5 for _ in range(4)]
+    names = ["s", "b", "m", "v"]
+    attrs = {"spatial": 0, "epsilon": 1e-3, **({"is_test": 1} if opset < 7 else {})}
+    m = make_model([helper.make_node("BatchNormalization", ["x", *names], ["y"], **attrs)],
+                   [vi("x", F, [2, 3, 2])], [vi("y")], opset=opset,
+                   initializers=[init(n, a) for n, a in zip(names, stats)])
+    s, b, mu, var = stats
+    want = (x - mu) / np.sqrt(var + np.float32(1e-3)) * s + b
+    np.testing.assert_allclose(evaluate(m, {"x": x})["y"], want, rtol=1e-6)

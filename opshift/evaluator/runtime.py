@@ -56,6 +56,7 @@ class _Sig:
     outputs: list[str]
     allowed: dict[str, frozenset[str]]
     attr_types: dict[str, int] = field(default_factory=dict)
+    required: frozenset[str] = frozenset()
 
 
 @functools.cache
@@ -70,7 +71,10 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
             p.option == variadic) for p in s.inputs]
     outs = [p.type_str for p in s.outputs]
     attr_types = {n: a.type.value for n, a in s.attributes.items()}
-    return _Sig(ins, outs, allowed, attr_types)
+    # consumed_inputs (required by a few version-1 schemas) is an ignored hint: not enforced
+    required = frozenset(n for n, a in s.attributes.items()
+                         if a.required and n != "consumed_inputs")
+    return _Sig(ins, outs, allowed, attr_types, required)
 
 
 def _attr_value(a: onnx.AttributeProto) -> Any:
@@ -226,7 +230,8 @@ class Runtime:
             results = impl(ctx, *inputs)
         except (EvaluationError, UnsupportedError):
             raise
-        except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
+        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
+                OverflowError) as e:
             raise EvaluationError(f"{loc}: {e}") from e
         if not isinstance(results, (list, tuple)):
             results = [results]
@@ -263,6 +268,9 @@ class Runtime:
                     f"{onnx.AttributeProto.AttributeType.Name(a.type)}, the schema wants "
                     f"{onnx.AttributeProto.AttributeType.Name(want)}")
             attrs[a.name] = _attr_value(a)
+        missing = sorted(sig.required - attrs.keys())
+        if missing:
+            raise EvaluationError(f"{loc}: required attribute {missing[0]!r} is missing")
         return attrs
 
     @staticmethod
