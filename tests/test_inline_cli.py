@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import onnx
 import pytest
 from conftest import MODELS, make_model
@@ -107,3 +108,40 @@ def test_bundled_local_function_model(tmp_path, capsys):
     assert not m.functions
     onnx.checker.check_model(m, full_check=True)
     assert "verify: ok" in capsys.readouterr().out
+
+
+def test_external_data_is_carried_to_the_output(tmp_path):
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [2, 256])
+    slope = onnx.numpy_helper.from_array(
+        np.linspace(-1, 1, 256, dtype=np.float32), "slope")
+    m = make_model([helper.make_node("PRelu", ["x", "slope"], ["y"], name="p")], [x],
+                   [helper.make_tensor_value_info("y", TP.FLOAT, [2, 256])], opset=17,
+                   initializers=[slope])
+    src_dir = tmp_path / "src"
+    src_dir.mkdir()
+    onnx.save(m, src_dir / "m.onnx", save_as_external_data=True, location="w.bin",
+              size_threshold=0)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    assert main(["inline", str(src_dir / "m.onnx"), "-o", str(out_dir / "o.onnx"),
+                 "--verify", "-q"]) == 0
+    assert (out_dir / "w.bin").exists()
+    o = onnx.load(out_dir / "o.onnx")
+    onnx.checker.check_model(o, full_check=True)
+    assert "Where" in [n.op_type for n in o.graph.node]
+
+
+def test_untouched_nodes_stay_byte_identical():
+    from opshift.passes.inline import inline
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r", doc_string="keep me"),
+             helper.make_node("Selu", ["a"], ["b"], name="s"),
+             helper.make_node("Neg", ["b"], ["y"], name="n")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, [3])],
+                   [helper.make_tensor_value_info("y", TP.FLOAT, [3])], opset=18)
+    out = inline(m)
+    assert out.graph.node[0].SerializeToString() == m.graph.node[0].SerializeToString()
+    assert out.graph.node[-1].SerializeToString() == m.graph.node[2].SerializeToString()
+    assert [n.name for n in out.graph.node][1:-1] == [
+        "s/Alpha", "s/AlphaCast", "s/Gamma", "s/GammaCast", "s/Zero", "s/ZeroCast", "s/ExpX",
+        "s/AlphaMulExpX", "s/AlphaMulExpXSubAlpha", "s/Neg", "s/Pos", "s/XLessThanZero", "s/Y"]

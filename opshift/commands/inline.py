@@ -59,6 +59,9 @@ def run(args) -> int:
     try:
         with bar.phase("load"):
             original = modelio.load(args.input)
+            # inline adds no external data: look for it once, on the smaller input
+            source_dir = (Path(args.input).resolve().parent
+                          if modelio.has_external_data(original) else None)
         with bar.phase("inline"):
             model = original
             if args.verify:  # keep the original to compare with
@@ -75,7 +78,7 @@ def run(args) -> int:
                 report, notes = verify_inline(original, model, result)
         if report is None or report.ok:
             with bar.phase("save"):
-                modelio.save(model, args.output, source_dir=Path(args.input).resolve().parent)
+                modelio.save(model, args.output, source_dir=source_dir)
     finally:
         bar.close()
     _print(args, result, report, notes)
