@@ -1011,6 +1011,7 @@ def _make_pass_class():
             return PassResult(model, modified=True)
 
     ConvertOpsetPass.__module__ = __name__
+    ConvertOpsetPass.__qualname__ = "ConvertOpsetPass"
     return ConvertOpsetPass
 
 
