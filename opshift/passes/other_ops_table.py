@@ -1,9 +1,9 @@
 """Version steps whose meaning changed in ways the ``onnx.defs`` schemas do not show.
 
 :data:`TABLE` maps ``(op, v)`` -- the step between ``v`` and the op's previous schema
-version -- to adapters. Each adapter receives a :class:`~opshift.passes.other_ops.Step`
+version -- to adapters. Each adapter receives a :class:`~opshift.passes.other_ops_step.Step`
 (``st.up`` tells the direction) and either rewrites the node so that it computes exactly
-the same at the step's destination, or raises :class:`~opshift.passes.other_ops.Refuse`
+the same at the step's destination, or raises :class:`~opshift.passes.other_ops_step.Refuse`
 with the reason. The schema check (``_generic_step``) runs after the adapters, so they only
 deal with what the schemas cannot tell.
 
@@ -58,7 +58,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from .other_ops import Refuse, Step
+from .other_ops_step import Refuse, Step
 
 Adapter = Callable[[Step], None]
 TABLE: dict[tuple[str, int], list[Adapter]] = {}
