@@ -20,17 +20,20 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "evaluate": "opshift.evaluator",
-    "verify": "opshift.verify",
-    "VerifyReport": "opshift.verify",
     "convert": "opshift.passes.convert",
     "inline": "opshift.passes.inline",
     "fuse": "opshift.passes.fuse",
     "fix": "opshift.passes.fix",
-    "inspect": "opshift.inspect",
     "OpshiftError": "opshift.errors",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", "verify", "VerifyReport", "inspect", *_LAZY]
+
+# ``verify`` and ``inspect`` are both submodules and functions. Binding the functions here,
+# after the submodules are imported, keeps ``opshift.verify(...)`` callable however the
+# submodule is imported later (Python sets the package attribute only on first import).
+from .inspect import inspect  # noqa: E402
+from .verify import VerifyReport, verify  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

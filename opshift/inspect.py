@@ -10,8 +10,6 @@ and, with ``opset=N``, a dry run of ``convert``: what each node would become and
 from __future__ import annotations
 
 import json
-import sys
-import types
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -329,13 +327,3 @@ def iter_activations(model: onnx.ModelProto) -> Iterator[tuple[Any, onnx.NodePro
             if n.op_type in opsets.ACTIVATIONS and not opsets.normalize_domain(n.domain):
                 yield sc, n
 
-
-class _CallableModule(types.ModuleType):
-    """``opshift.inspect`` is both this module and the function: once the submodule is
-    imported, the package attribute is the module, so calling it calls :func:`inspect`."""
-
-    def __call__(self, model: ModelLike, opset: int | None = None) -> InspectReport:
-        return inspect(model, opset)
-
-
-sys.modules[__name__].__class__ = _CallableModule

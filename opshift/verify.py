@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-import types
 import warnings
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -736,17 +734,3 @@ def evaluator_supports(model: ModelLike) -> str | None:
                         f"{sc.label}: not supported by the opshift evaluator{also}")
     return None
 
-
-class _CallableModule(types.ModuleType):
-    """``opshift.verify`` is both this module and the :func:`verify` function.
-
-    Importing ``opshift.verify`` (the submodule) makes Python set the package attribute
-    ``opshift.verify`` to the module, hiding the lazily exported function; making the module
-    callable keeps ``opshift.verify(reference, candidate)`` working in either case.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> VerifyReport:
-        return verify(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
