@@ -451,3 +451,12 @@ def test_batchnorm_legacy_spatial_0(opset, rng):
     s, b, mu, var = stats
     want = (x - mu) / np.sqrt(var + np.float32(1e-3)) * s + b
     np.testing.assert_allclose(evaluate(m, {"x": x})["y"], want, rtol=1e-6)
+
+
+def test_zero_d_results_are_arrays():
+    m = make_model([helper.make_node("Not", ["c"], ["n"]),
+                    helper.make_node("Neg", ["x"], ["y"])],
+                   [vi("c", TP.BOOL, []), vi("x", F, [])], [vi("n", TP.BOOL), vi("y")], opset=13)
+    out = evaluate(m, {"c": np.array(True), "x": np.array(2.0, np.float32)})
+    assert all(type(v) is np.ndarray and v.shape == () for v in out.values())
+    assert out["n"] == np.False_ and out["y"] == np.float32(-2)

@@ -235,6 +235,9 @@ class Runtime:
             raise EvaluationError(f"{loc}: {e}") from e
         if not isinstance(results, (list, tuple)):
             results = [results]
+        # numpy returns scalars (np.float32, np.bool_) from ufuncs on 0-d arrays: values
+        # are always arrays
+        results = [np.asarray(r) if isinstance(r, np.generic) else r for r in results]
         for i, (r, t) in enumerate(zip(results, sig.outputs)):
             want = binding.get(t)
             if want is not None and isinstance(r, np.ndarray) and r.dtype != want:
