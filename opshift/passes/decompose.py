@@ -67,6 +67,11 @@ Sign-of-zero differences (everything else is bit-exact against the evaluator, Na
     PRelu Sub form, legacy          x < 0, slope*x == -0       -0         +0
       (slope not constant, or of mixed sign/size; includes slope == 0 and underflow)
 
+The templates are public, for rules that mirror them: :func:`function_template`,
+:func:`static_template`, :func:`legacy_leaky_template`, :func:`legacy_selu_template` return
+the nodes with placeholder names (``$X``, ``$S``, ``$Y``, ``$<Suffix>``); :func:`decompose`
+gives the instantiated nodes for one node.
+
 Element types: every type an op accepts at an opset is accepted there by the primitives
 used (bfloat16 exists for the ops only from opset 16/22, integers for PRelu from 9), so no
 Casts are needed; a node whose type the primitives do not accept raises ConversionError.
@@ -313,11 +318,6 @@ def _lv(s: str) -> bytes:
     b = s.encode()
     n = len(b)
     return (_SMALL[n] if n < 128 else _varint(n)) + b
-
-
-def _field(tag: int, data: bytes) -> bytes:
-    """One length-delimited protobuf field (wire type 2) with field number ``tag``."""
-    return _varint(tag << 3 | 2) + _varint(len(data)) + data
 
 
 @dataclass

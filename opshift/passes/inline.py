@@ -40,6 +40,7 @@ class InlinedNode:
     before: onnx.NodeProto | None  # a copy, with ``keep_before``
     after_bytes: list[bytes]  # the serialized replacement nodes
     opsets: dict[str, int] = field(default_factory=dict)
+    function: tuple[str, str] | None = None  # (domain, name) when in a function body
 
     @property
     def after(self) -> list[onnx.NodeProto]:
@@ -217,7 +218,7 @@ class _Facts:
     def _collect(self) -> tuple[dict[str, int], dict[tuple[str, str], dict[str, int]]]:
         """(value -> elem type for graphs, per-function value -> elem type).
 
-        Function inputs take the types of their call sites when every call agrees.
+        Function inputs take the types of their call sites when every call of known type agrees.
         """
         local = {(f.domain, f.name): f for f in self.model.functions}
         calls: dict[tuple[str, str], list[list[int]]] = {}
@@ -276,8 +277,8 @@ class _Facts:
                 vis(ft, getattr(f, "value_info", []))
                 sites = calls.get(key, [])
                 for i, name in enumerate(f.input):
-                    seen = {c[i] for c in sites if i < len(c)}
-                    if len(seen) == 1 and 0 not in seen:
+                    seen = {c[i] for c in sites if i < len(c)} - {0}
+                    if len(seen) == 1:  # every call whose type is known agrees
                         ft.setdefault(name, seen.pop())
                 nodes(ft, f.node)
                 ftypes[key] = ft
@@ -502,8 +503,9 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
             if keep_before:
                 before = onnx.NodeProto()
                 before.CopyFrom(node)
+            fkey = None if w.function is None else (w.function.domain, w.function.name)
             result.nodes.append(InlinedNode(base, node.op_type, version, opset, b, w.label,
-                                            before, new, w.opsets))
+                                            before, new, w.opsets, fkey))
         if reps:
             _splice_bytes(w, reps)
     return result
@@ -557,7 +559,15 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
         if n.before is None:
             raise OpshiftError("verify_inline needs inline_proto(..., keep_before=True)")
         x, y = n.before.input[0], n.before.output[0]
-        et = facts.elem_type(x) or facts2.elem_type(x)
+        if any(a.ref_attr_name for a in n.before.attribute):
+            notes.append(f"{n.label}: not verified locally: its attributes refer to the "
+                         "enclosing function's (only the whole model can check it)")
+            continue
+        fn = None
+        if n.function is not None:
+            fn = next((f for f in original.functions
+                       if (f.domain, f.name) == n.function), None)
+        et = facts.elem_type(x, fn) or facts2.elem_type(x, fn)
         if not et:
             notes.append(f"{n.label}: not verified locally: the element type of X is unknown")
             continue
