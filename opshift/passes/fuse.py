@@ -120,31 +120,6 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
 # -- the proto entry points -----------------------------------------------------------------
 
 
-def _value_info_names(graph: onnx.GraphProto, out: set[str]) -> None:
-    out.update(v.name for v in graph.value_info)
-    for n in graph.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _value_info_names(a.g, out)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for g in a.graphs:
-                    _value_info_names(g, out)
-
-
-def _keep_value_info(graph: onnx.GraphProto, keep: set[str]) -> None:
-    vis = [v for v in graph.value_info if v.name in keep]
-    if len(vis) != len(graph.value_info):
-        del graph.value_info[:]
-        graph.value_info.extend(vis)
-    for n in graph.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _keep_value_info(a.g, keep)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for g in a.graphs:
-                    _keep_value_info(g, keep)
-
-
 def _graph_types(g: onnx.GraphProto, out: dict[str, onnx.TypeProto]) -> None:
     for vi in (*g.input, *g.output, *g.value_info):
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
@@ -231,14 +206,23 @@ def _annotate_functions(ir_model: ir.Model, types) -> list[ir.Value]:
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
                capture_regions: bool = False) -> tuple[onnx.ModelProto, FuseResult]:
     """Fuse ``model`` (not modified); returns the new ModelProto and the result."""
-    work = onnx.ModelProto()
-    work.CopyFrom(model)
-    # best effort: the checks refuse what they cannot prove without shapes
-    with contextlib.suppress(Exception):
-        work = onnx.shape_inference.infer_shapes(work, strict_mode=False, data_prop=True)
-    ir_model = ir.serde.deserialize_model(work)
-    annotated = _annotate_functions(ir_model, function_types(work)) if work.functions else []
-    result = fuse_ir(ir_model, allow_rounding=allow_rounding, capture_regions=capture_regions)
+    from ..rewriters._values import INFERRED_TYPES
+
+    types: dict[str, onnx.TypeProto] = {}
+    inferred = model
+    with contextlib.suppress(Exception):  # best effort: checks refuse what they cannot prove
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        _graph_types(inferred.graph, types)
+    ir_model = ir.serde.deserialize_model(model)
+    annotated = (_annotate_functions(ir_model, function_types(inferred))
+                 if model.functions else [])
+    graphs = {id(ir_model.graph)} | {id(g) for g in ir_model.graph.subgraphs()}
+    token = INFERRED_TYPES.set((types, graphs))
+    try:
+        result = fuse_ir(ir_model, allow_rounding=allow_rounding,
+                         capture_regions=capture_regions)
+    finally:
+        INFERRED_TYPES.reset(token)
     for v in annotated:  # function bodies carry no inferred types in the result
         v.type = None
         v.shape = None
@@ -246,11 +230,7 @@ def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
         out = onnx.ModelProto()
         out.CopyFrom(model)
         return out, result
-    out = ir.serde.serialize_model(ir_model)
-    keep: set[str] = set()
-    _value_info_names(model.graph, keep)
-    _keep_value_info(out.graph, keep)
-    return out, result
+    return ir.serde.serialize_model(ir_model), result
 
 
 def fuse(model: ModelLike, *, allow_rounding: bool = False):

@@ -23,13 +23,15 @@ def rules(*, allow_rounding: bool = False) -> RewriteRuleSet:
     ``allow_rounding`` also fuses ``Elu(x) * gamma`` into Selu, which rounds differently
     (see :class:`opshift.rewriters.activations.EluSelu`); off by default.
     """
-    from ._report import AnchoredMatcher
+    from ._report import AnchoredMatcher, AnchoredRule
     from .activations import RULE_CLASSES, EluSelu
 
-    instances = [cls() for cls in RULE_CLASSES] + [EluSelu(allow_rounding)]
-    base = [RewriteRule(r.pattern, r.rewrite, r.check, matcher=AnchoredMatcher, name=r.name)
-            for r in instances]
-    rule_set = RewriteRuleSet(base, commute=True)
-    for r in rule_set.rules:
-        r._matcher.rule_name = r.name
-    return rule_set
+    out: list[RewriteRule] = []
+    for r in [cls() for cls in RULE_CLASSES] + [EluSelu(allow_rounding)]:
+        base = RewriteRule(r.pattern, r.rewrite, r.check, name=r.name)
+        for pattern in base._target_pattern.commute():  # Add/Mul/Max/Min operand orders
+            rule = AnchoredRule(pattern, r.rewrite, r.check, matcher=AnchoredMatcher,
+                                name=r.name)
+            rule._matcher.rule_name = r.name
+            out.append(rule)
+    return RewriteRuleSet(out)

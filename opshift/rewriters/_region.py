@@ -7,6 +7,19 @@ import onnx_ir as ir
 from onnx import helper, numpy_helper
 
 from ..verify import region_model
+from ._values import dtype_of, shape_of
+
+
+def _value_info(v: ir.Value) -> onnx.ValueInfoProto:
+    """The value's type (from the IR, else from the inferred types fuse runs with)."""
+    if v.type is not None:
+        return ir.serde.serialize_value(v)
+    dtype = dtype_of(v)
+    if dtype is None:
+        raise ValueError(f"value {v.name!r} has no type")
+    shape = shape_of(v)
+    return helper.make_tensor_value_info(v.name, int(dtype),
+                                         None if shape is None else list(shape))
 
 
 def _toposort(nodes: list[ir.Node]) -> list[ir.Node]:
@@ -44,9 +57,7 @@ def _boundary(nodes: list[ir.Node]) -> tuple[list[onnx.ValueInfoProto], list[onn
                 t.name = v.name
                 inits.append(t)
             else:
-                if v.type is None:
-                    raise ValueError(f"input {v.name!r} has no type")
-                inputs.append(ir.serde.serialize_value(v))
+                inputs.append(_value_info(v))
     return inputs, inits
 
 
@@ -60,9 +71,7 @@ def capture(label: str, context, plan, opset: int
         before_nodes = _toposort([*reversed(plan.cleanup), *context.nodes])
         inputs, inits = _boundary(before_nodes)
         outs = list(context.output_values)
-        if any(v.type is None for v in outs):
-            return None
-        outputs = [ir.serde.serialize_value(v) for v in outs]
+        outputs = [_value_info(v) for v in outs]
         before = region_model([ir.serde.serialize_node(n) for n in before_nodes], inputs,
                               outputs, inits, {"": opset})
         after_nodes: list[onnx.NodeProto] = []

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import onnx_ir as ir
-from onnxscript.rewriter import _basics, _matcher
+from onnxscript.rewriter import RewriteRule, _matcher
 
 _CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
     "opshift_fuse_recorder", default=None)
@@ -81,26 +81,24 @@ def recording(recorder: Recorder) -> Iterator[Recorder]:
         _CURRENT.reset(token)
 
 
-_NO_MATCH = _basics.MatchResult()
-_NO_MATCH.fail("root op type differs")
+def root_op(pattern) -> str | None:
+    """The op type of a single-output pattern's output node (commuted copies included)."""
+    if not pattern.has_single_output_node:
+        return None
+    op = pattern.output_node.op
+    value = getattr(op, "value", None)
+    return value() if callable(value) else None
 
 
 class AnchoredMatcher(_matcher.SimplePatternMatcher):
-    """SimplePatternMatcher that rejects a node of another op type before any work (the
-    rewriter tries every rule at every node) and records "used outside" refusals."""
+    """SimplePatternMatcher that records "used outside" refusals."""
 
     def __init__(self, pattern) -> None:
         super().__init__(pattern)
-        root = pattern.output_node if pattern.has_single_output_node else None
-        ident = root.op_identifier() if root is not None else None
-        self._root_op = ident[1] if ident is not None else None
         self.rule_name = "opshift"
 
     def match(self, model, graph_or_function, node, *, verbose=0, remove_nodes=True,
               tracer=None):
-        if self._root_op is not None and (node.op_type != self._root_op
-                                          or node.domain not in ("", "ai.onnx")):
-            return _NO_MATCH
         result = super().match(model, graph_or_function, node, verbose=verbose,
                                remove_nodes=remove_nodes, tracer=tracer)
         if not result and result.reason.startswith("Matched nodes have other uses"):
@@ -108,3 +106,34 @@ class AnchoredMatcher(_matcher.SimplePatternMatcher):
             if rec is not None:
                 rec.refuse(self.rule_name, node, USED_OUTSIDE)
         return result
+
+
+class AnchoredRule(RewriteRule):
+    """A RewriteRule that rejects a node of another op type before any matching work: the
+    rewriter tries every rule at every node, so this keeps fusion linear and cheap."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._root_op = root_op(self._target_pattern)
+        # (input index, op type) of the root's inputs that the pattern computes by a node
+        self._input_ops: list[tuple[int, str]] = []
+        if self._root_op is not None:
+            for i, v in enumerate(self._target_pattern.output_node.inputs):
+                producer = v.producer() if v is not None else None
+                if producer is not None:
+                    op = getattr(producer.op, "value", None)
+                    if callable(op):
+                        self._input_ops.append((i, op()))
+
+    def try_rewrite(self, model, graph_or_function, node, *, verbose=None, tracer=None):
+        if self._root_op is not None and (node.op_type != self._root_op
+                                          or node.domain not in ("", "ai.onnx")):
+            return None
+        inputs = node.inputs
+        for i, op in self._input_ops:  # one level of structure, before the matcher's work
+            v = inputs[i] if i < len(inputs) else None
+            p = v.producer() if v is not None else None
+            if p is None or p.op_type != op:
+                return None
+        return super().try_rewrite(model, graph_or_function, node, verbose=verbose,
+                                   tracer=tracer)

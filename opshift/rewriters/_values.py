@@ -70,8 +70,8 @@ def _constant_node_value(node: ir.Node) -> np.ndarray | None:
         return None
     if name == "value":
         try:
-            return np.asarray(attr.as_tensor().numpy())
-        except (FileNotFoundError, OSError, ValueError):
+            return np.asarray(attr.value.numpy())  # attr.value: the tensor, unchecked
+        except (FileNotFoundError, OSError, ValueError, AttributeError):
             return None
     if name == "value_float":
         return np.array(attr.as_float(), dtype=np.float32)
@@ -163,9 +163,32 @@ def ref_attr(value: ir.Value | None) -> tuple[str, tuple[ir.Node, ...]] | None:
     return None
 
 
-def dtype_of(value: ir.Value | None) -> ir.DataType | None:
-    if value is None or value.type is None:
+#: (value name -> inferred onnx.TypeProto, ids of the graphs it describes) for values whose
+#: IR carries no type. Set by opshift.passes.fuse from onnx shape inference of the main graph
+#: and its subgraphs, so that the inferred value_info need not be deserialized into the IR.
+INFERRED_TYPES: contextvars.ContextVar[tuple[dict, set[int]] | None] = contextvars.ContextVar(
+    "opshift_inferred_types", default=None)
+
+
+def _inferred(value: ir.Value):
+    entry = INFERRED_TYPES.get()
+    if entry is None or not value.name:
         return None
+    table, graphs = entry
+    g = value.graph
+    if g is None or id(g) not in graphs:
+        return None
+    return table.get(value.name)
+
+
+def dtype_of(value: ir.Value | None) -> ir.DataType | None:
+    if value is None:
+        return None
+    if value.type is None:
+        t = _inferred(value)
+        if t is None or not t.HasField("tensor_type") or not t.tensor_type.elem_type:
+            return None
+        return ir.DataType(t.tensor_type.elem_type)
     try:
         return value.type.dtype
     except AttributeError:
@@ -174,8 +197,14 @@ def dtype_of(value: ir.Value | None) -> ir.DataType | None:
 
 def shape_of(value: ir.Value | None) -> tuple[int | str | None, ...] | None:
     """Static shape with ints for known dims, names for symbolic ones, None for unknown."""
-    if value is None or value.shape is None:
+    if value is None:
         return None
+    if value.shape is None:
+        t = _inferred(value)
+        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+            return None
+        return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                     for d in t.tensor_type.shape.dim)
     out: list[int | str | None] = []
     for d in value.shape:
         if isinstance(d, int):
