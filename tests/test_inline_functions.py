@@ -154,3 +154,29 @@ def test_functions_in_subgraph_calls():
         else:
             nz = ~np.isnan(ref) & (ref != 0)
             assert np.array_equal(ref[nz], got[nz])
+
+
+def test_subgraph_inside_function_static_band():
+    """Types for a Selu in an If branch inside a function come from the function's calls."""
+    d = [helper.make_opsetid("", 13)]
+    then = helper.make_graph([helper.make_node("Selu", ["a"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TP.DOUBLE, [4])])
+    els = helper.make_graph([helper.make_node("Neg", ["a"], ["e"])], "else", [],
+                            [helper.make_tensor_value_info("e", TP.DOUBLE, [4])])
+    f = helper.make_function("local", "F", ["a", "c"], ["b"],
+                             [helper.make_node("If", ["c"], ["b"], then_branch=then,
+                                               else_branch=els)], d)
+    call = helper.make_node("F", ["x", "c"], ["y"], domain="local")
+    m = make_model([call], [helper.make_tensor_value_info("x", TP.DOUBLE, [4]),
+                            helper.make_tensor_value_info("c", TP.BOOL, [])],
+                   [helper.make_tensor_value_info("y", TP.DOUBLE, [4])], opset=13,
+                   functions=[f], extra_opsets=[helper.make_opsetid("local", 1)],
+                   ir_version=8)
+    out = inline(m)
+    onnx.checker.check_model(out, full_check=True)
+    branch = next(a.g for a in out.functions[0].node[0].attribute if a.name == "then_branch")
+    consts = [n for n in branch.node if n.op_type == "Constant"]
+    assert consts and all(n.attribute[0].t.data_type == TP.DOUBLE for n in consts)
+    xv = special_values(np.float64)[:4]
+    feeds = {"x": xv, "c": np.array(True)}
+    check_exact("Selu", 13, "other", xv, evaluate(m, feeds)["y"], evaluate(out, feeds)["y"])

@@ -377,11 +377,12 @@ def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], 
     work: list[_Work] = []
     graph_ops = _graph_ops()
 
-    def graph(g: onnx.GraphProto, ops: dict[str, int], label: str, gname: str) -> None:
+    def graph(g: onnx.GraphProto, ops: dict[str, int], label: str, gname: str,
+              function: onnx.FunctionProto | None = None) -> None:
         used.update(v.name for v in g.input)
         used.update(v.name for v in g.output)
         used.update(t.name for t in g.initializer)
-        w = _Work(g, 1, label, gname, ops, None, [])
+        w = _Work(g, 1, label, gname, ops, function, [])
         work.append(w)
         nodes(g.node, w)
 
@@ -397,7 +398,7 @@ def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], 
             if (dom or op in graph_ops) and n.attribute:
                 for attr, sg in subgraphs(n):
                     sub = f"{w.label}/node {n.name!r}/{attr}"
-                    graph(sg, w.opsets, sub, sub)
+                    graph(sg, w.opsets, sub, sub, w.function)
 
     ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
     graph(model.graph, ops, f"graph {model.graph.name!r}", model.graph.name)
