@@ -366,3 +366,31 @@ def test_inline_pass_adapter():
     assert not InlinePass()(model).modified
     out = ir.serde.serialize_model(model)
     onnx.checker.check_model(out, full_check=True)
+
+
+def test_non_finite_constants_refused_at_legacy_opsets():
+    from opshift.errors import ConversionError
+
+    x = special_values(np.float32)
+    for attrs, op, elem in (({"alpha": float("inf")}, "LeakyRelu", TP.FLOAT),
+                            ({"alpha": 1e5}, "LeakyRelu", TP.FLOAT16),  # inf in float16
+                            ({"alpha": float("nan")}, "Selu", TP.FLOAT)):
+        m = build(op, 8, elem, list(x.shape), attrs)
+        with pytest.raises(ConversionError, match=r"node 'act' .*infinite or NaN"):
+            inline(m)
+    s = np.resize(np.array([0.5, np.inf], np.float32), x.shape)
+    with pytest.raises(ConversionError, match="slope element is infinite"):
+        inline(build("PRelu", 7, TP.FLOAT, list(x.shape), slope=s))
+    # from opset 9 on, Where selects, so any constant is exact
+    run_case("LeakyRelu", 9, TP.FLOAT, x, attrs={"alpha": float("inf")})
+
+
+def test_documented_non_constant_slope_limit_at_legacy_opsets():
+    """The table's one non-zero row: a run-time inf slope at opset <= 8, x >= 0 -> NaN."""
+    x = np.array([2.0, -2.0, 0.0], np.float32)
+    s = np.array([np.inf, 0.5, 0.25], np.float32)
+    m = build("PRelu", 8, TP.FLOAT, [3], slope=s, slope_input=True)
+    got = evaluate(inline(m), {"x": x, "s": s})["y"]
+    ref = evaluate(m, {"x": x, "s": s})["y"]
+    assert ref[0] == 2.0 and np.isnan(got[0])
+    assert np.array_equal(ref[1:], got[1:])

@@ -67,6 +67,11 @@ Sign-of-zero differences (everything else is bit-exact against the evaluator, Na
     PRelu Sub form, legacy          x < 0, slope*x == -0       -0         +0
       (slope not constant, or of mixed sign/size; includes slope == 0 and underflow)
 
+Not a sign of zero: a PRelu slope that is *not a constant* at opset <= 8 and holds +-inf or
+NaN at run time gives NaN at x >= 0 (the op gives x), since Sub(Relu(x), Mul(Relu(-x), s))
+multiplies s by 0 there. Constant slopes and alphas (and Selu's alpha) that are infinite
+or NaN in X's type are refused (ConversionError) at opsets 1..8.
+
 The templates are public, for rules that mirror them: :func:`function_template`,
 :func:`static_template`, :func:`legacy_leaky_template`, :func:`legacy_selu_template` return
 the nodes with placeholder names (``$X``, ``$S``, ``$Y``, ``$<Suffix>``); :func:`decompose`
@@ -457,11 +462,21 @@ def decompose_bytes(site: Site, base: str, names) -> list[bytes]:
         raise ConversionError(
             f"{site.where()}: cannot inline at opset {site.opset}: element type "
             f"{opsets.tensor_type_name(site.elem_type)} is not accepted by Relu/Max/Mul there")
+    def refuse_non_finite(what: str) -> None:
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: {what} is infinite or NaN "
+            f"in {opsets.tensor_type_name(site.elem_type)}, and without Where the legacy "
+            "forms would turn x >= 0 into NaN")
+
     if op == "Selu":
+        if not np.isfinite(_typed(attrs["alpha"], site.elem_type)):
+            refuse_non_finite("alpha")
         tpl = legacy_selu_template(attrs["alpha"], attrs["gamma"], site.elem_type, site.opset)
         return instantiate(tpl, x, y, base, names)
     if op == "LeakyRelu":
         a = _typed(attrs["alpha"], site.elem_type)
+        if not np.isfinite(a):
+            refuse_non_finite("alpha")
         kind = _kind(np.array([a]))
         tpl = legacy_leaky_template(kind, attrs["alpha"], site.elem_type, site.opset)
         return instantiate(tpl, x, y, base, names)
@@ -472,8 +487,12 @@ def decompose_bytes(site: Site, base: str, names) -> list[bytes]:
         extra, slope, axis, broadcast = _legacy_slope(site, base, names)
     kind = "sub"
     if site.slope_value is not None:
-        kind = _kind(np.asarray(site.slope_value).astype(
-            helper.tensor_dtype_to_np_dtype(site.elem_type)))
+        with np.errstate(over="ignore"):
+            values = np.asarray(site.slope_value).astype(
+                helper.tensor_dtype_to_np_dtype(site.elem_type))
+        if not np.all(np.isfinite(values)):
+            refuse_non_finite("a slope element")
+        kind = _kind(values)
     tpl = legacy_leaky_template(kind, None, site.elem_type, site.opset, axis, broadcast,
                                 "Slope")
     return extra + instantiate(tpl, x, y, base, names, slope)
