@@ -100,7 +100,8 @@ def conv(ctx, x, w, b=None):
     for gi in range(g):
         vg = v[:, gi * cg:(gi + 1) * cg]
         wg = wc[gi * mg:(gi + 1) * mg]
-        y = np.tensordot(vg, wg, axes=([1, *kaxes], [1, *range(2, 2 + nk)]))  # N,*out,Mg
+        with np.errstate(all="ignore"):  # inf/NaN inputs give inf/NaN, as the formula says
+            y = np.tensordot(vg, wg, axes=([1, *kaxes], [1, *range(2, 2 + nk)]))  # N,*out,Mg
         parts.append(np.moveaxis(y, -1, 1))
     y = parts[0] if g == 1 else np.concatenate(parts, axis=1)
     if b is not None:
@@ -200,8 +201,9 @@ def matmul(ctx, a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise ctx.error("MatMul inputs must have rank >= 1")
     ct = compute_dtype(a.dtype)
-    return np.asarray(np.matmul(a.astype(ct, copy=False), b.astype(ct, copy=False))
-                      ).astype(a.dtype, copy=False)
+    with np.errstate(all="ignore"):
+        y = np.matmul(a.astype(ct, copy=False), b.astype(ct, copy=False))
+    return np.asarray(y).astype(a.dtype, copy=False)
 
 
 @op("Gemm", 1, 6, 7, 9, 11, 13)
@@ -216,7 +218,8 @@ def gemm(ctx, a, b, c=None):
     if ctx.attrs.get("transB", 0):
         bb = bb.T
     alpha, beta = ctx.attrs.get("alpha", 1.0), ctx.attrs.get("beta", 1.0)
-    y = aa @ bb
+    with np.errstate(all="ignore"):
+        y = aa @ bb
     if alpha != 1.0:
         y = y * (ct.type(alpha) if is_float(aa) else alpha)
     if c is not None:
