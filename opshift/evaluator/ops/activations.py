@@ -32,8 +32,8 @@ def _float_kind(x: np.ndarray) -> bool:
 
 def _threads() -> int:
     """Worker threads for large inputs: OPSHIFT_THREADS, else min(2, cpu count)."""
-    env = os.environ.get("OPSHIFT_THREADS")
-    if env:
+    env = os.environ.get("OPSHIFT_THREADS", "").strip()
+    if env.isdigit():
         return max(1, int(env))
     return min(2, os.cpu_count() or 1)
 
