@@ -82,13 +82,11 @@ def has_external_data(model: onnx.ModelProto) -> bool:
     in external data. Reads only the attributes of nodes that can hold tensors."""
     from onnx.external_data_helper import uses_external_data
 
-    from .opsets import tensor_attribute_ops
-
-    tensor_ops = tensor_attribute_ops()
+    from .opsets import may_hold_tensors
 
     def nodes(ns) -> bool:
         for n in ns:
-            if n.domain in ("", "ai.onnx") and n.op_type not in tensor_ops:
+            if n.domain in ("", "ai.onnx") and not may_hold_tensors(n.op_type):
                 continue
             for a in n.attribute:
                 if a.type == onnx.AttributeProto.TENSOR and uses_external_data(a.t):

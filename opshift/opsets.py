@@ -141,13 +141,23 @@ def opset_of(model: onnx.ModelProto | onnx.FunctionProto, domain: str = "") -> i
     return None
 
 
+
+_TENSOR_KINDS = frozenset({onnx.defs.OpSchema.AttrType.TENSOR,
+                           onnx.defs.OpSchema.AttrType.TENSORS,
+                           onnx.defs.OpSchema.AttrType.SPARSE_TENSOR})
+_GRAPH_KINDS = frozenset({onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS})
+
+
 @functools.cache
-def tensor_attribute_ops() -> frozenset[str]:
-    """Default-domain ops whose schema has a tensor or graph attribute (Constant, If, ...):
-    the only default-domain nodes whose attributes can hold tensors."""
-    kinds = {onnx.defs.OpSchema.AttrType.TENSOR, onnx.defs.OpSchema.AttrType.TENSORS,
-             onnx.defs.OpSchema.AttrType.SPARSE_TENSOR, onnx.defs.OpSchema.AttrType.GRAPH,
-             onnx.defs.OpSchema.AttrType.GRAPHS}
-    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history()
-                     if normalize_domain(s.domain) == ""
-                     and any(a.type in kinds for a in s.attributes.values()))
+def has_graph_attribute(op: str) -> bool:
+    """Some version of default-domain ``op`` has a graph attribute (If, Loop, Scan, ...)."""
+    return any(a.type in _GRAPH_KINDS for v in versions(op)
+               for a in schema(op, v).attributes.values())
+
+
+@functools.cache
+def may_hold_tensors(op: str) -> bool:
+    """Some version of default-domain ``op`` has a tensor or graph attribute, so its node's
+    attributes can hold tensors (Constant, ConstantOfShape, If, ...)."""
+    return has_graph_attribute(op) or any(
+        a.type in _TENSOR_KINDS for v in versions(op) for a in schema(op, v).attributes.values())

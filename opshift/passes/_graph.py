@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..opsets import normalize_domain
+from ..opsets import has_graph_attribute, normalize_domain
 
 
 @dataclass
@@ -44,19 +44,8 @@ def function_opsets(model: onnx.ModelProto, f: onnx.FunctionProto) -> dict[str, 
     return ops
 
 
-def _graph_ops() -> frozenset[str]:
-    """Default-domain ops whose schema has a graph attribute (If, Loop, Scan, ...)."""
-    graph_types = {onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS}
-    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history()
-                     if normalize_domain(s.domain) == ""
-                     and any(a.type in graph_types for a in s.attributes.values()))
-
-
-_GRAPH_OPS = _graph_ops()
-
-
 def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
-    if node.op_type not in _GRAPH_OPS and node.domain in ("", "ai.onnx"):
+    if node.domain in ("", "ai.onnx") and not has_graph_attribute(node.op_type):
         return  # fast path: reading node.attribute of every node is the cost of a walk
     for a in node.attribute:
         if a.type == onnx.AttributeProto.GRAPH:
