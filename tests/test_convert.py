@@ -353,3 +353,32 @@ def test_dynamic_last_axis_slope_downgrade_and_symbolic_dims():
     up = convert(legacy, 14)
     onnx.checker.check_model(up, full_check=True)
     assert np.array_equal(evaluate(up, feeds)["y"], ref)
+
+
+def test_evidence_onnx_converter_ir_and_bfloat16():
+    """What onnx.version_converter does with the same requests (the reasons for opshift):
+    it keeps IR 14 going 28 -> 21, which onnxruntime refuses to load, and refuses every
+    bfloat16 downgrade; opshift does both."""
+    import onnxruntime as ort
+
+    m = selu_model(28)
+    theirs = onnx.version_converter.convert_version(m, 21)
+    assert theirs.ir_version == m.ir_version == 14
+    with pytest.raises(Exception, match="(?i)ir version|unsupported model"):
+        ort.InferenceSession(theirs.SerializeToString(), providers=["CPUExecutionProvider"])
+    ours = convert(m, 21)
+    assert ours.ir_version == 10
+    ort.InferenceSession(ours.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=0.5)
+    bf = make_model([node], [vi("x", [4], TP.BFLOAT16)], [vi("y", [4], TP.BFLOAT16)],
+                    opset=16)
+    with pytest.raises(Exception):  # noqa: B017 - any failure is the point
+        onnx.version_converter.convert_version(bf, 15)
+    out = convert(bf, 15)
+    onnx.checker.check_model(out, full_check=True)
+    import ml_dtypes
+
+    x = np.array([-3.0, -0.0, 1.5, np.inf], np.float32).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(evaluate(out, {"x": x})["y"].astype(np.float32),
+                          evaluate(bf, {"x": x})["y"].astype(np.float32))
