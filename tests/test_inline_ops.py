@@ -79,31 +79,38 @@ def check_exact(op, opset, form, x, ref, got):
                            f"{ref.flat[bad[0]]!r} got={got.flat[bad[0]]!r}")
 
 
-def build(op, opset, elem, shape, attrs=None, slope=None, slope_input=False):
-    """A one-node model; ``slope`` is an initializer (or a graph input if slope_input)."""
+def build(op, opset, elem, shape, attrs=None, slope=None, slope_input=False,
+          slope_node=False):
+    """A one-node model; ``slope`` is an initializer (or a graph input if slope_input, or a
+    Constant node if slope_node)."""
     ins = [helper.make_tensor_value_info("x", elem, shape)]
     inits = []
     inputs = ["x"]
+    pre = []
     if op == "PRelu":
         inputs.append("s")
-        if slope_input:
+        if slope_node:
+            pre.append(helper.make_node("Constant", [], ["s"],
+                                        value=numpy_helper.from_array(slope)))
+        elif slope_input:
             ins.append(helper.make_tensor_value_info("s", elem, list(slope.shape)))
         else:
             inits.append(numpy_helper.from_array(slope, "s"))
             if opset <= 8:  # IR < 4: initializers must be graph inputs
                 ins.append(helper.make_tensor_value_info("s", elem, list(slope.shape)))
     node = helper.make_node(op, inputs, ["y"], name="act", **(attrs or {}))
-    return make_model([node], ins, [helper.make_tensor_value_info("y", elem, shape)],
+    return make_model(pre + [node], ins, [helper.make_tensor_value_info("y", elem, shape)],
                       opset=opset, initializers=inits)
 
 
-def run_case(op, opset, elem, x, attrs=None, slope=None, slope_input=False, form=None):
-    m = build(op, opset, elem, list(x.shape), attrs, slope, slope_input)
+def run_case(op, opset, elem, x, attrs=None, slope=None, slope_input=False, form=None,
+             slope_node=False):
+    m = build(op, opset, elem, list(x.shape), attrs, slope, slope_input, slope_node)
     before = m.SerializeToString()
     out = inline(m)
     assert m.SerializeToString() == before, "inline() must not modify its input"
     assert not any(n.op_type in ACTS for n in out.graph.node)
-    assert len(out.graph.node) > 1
+    assert len(out.graph.node) > 1 + slope_node
     onnx.checker.check_model(out, full_check=True)
     feeds = {"x": x}
     if slope_input:
@@ -206,7 +213,8 @@ def _x4(dtype=np.float32):
     return x
 
 
-@pytest.mark.parametrize("opset", [1, 6])
+@pytest.mark.parametrize("opset", [1, 4, 5, 6])
+@pytest.mark.parametrize("slope_node", [False, True])
 @pytest.mark.parametrize("slope", [
     np.array([0.1, 0.2, 0.3], np.float32),  # per channel (axis 1): legacy semantics
     np.array([0.1, 2.0, -0.3], np.float32),  # per channel, mixed: Sub form
@@ -215,9 +223,13 @@ def _x4(dtype=np.float32):
     np.linspace(-1, 2, 120, dtype=np.float32).reshape(2, 3, 4, 5),  # same shape
     np.array([[[0.1]], [[0.5]], [[0.9]]], np.float32),  # (3,1,1): numpy-like, span = axis 1
 ])
-def test_legacy_prelu_slope_placement(opset, slope):
+def test_legacy_prelu_slope_placement(opset, slope, slope_node):
     x = _x4()
-    m, out, feeds, ref = run_case("PRelu", opset, TP.FLOAT, x, slope=slope)
+    m, out, feeds, ref = run_case("PRelu", opset, TP.FLOAT, x, slope=slope,
+                                  slope_node=slope_node)
+    if slope.shape == (3, 1, 1):  # reshaped to the span (3,): a Constant, or Squeeze
+        want = "Constant" if slope_node else "Squeeze"
+        assert want in [n.op_type for n in out.graph.node if n.name.startswith("act/Slope")]
     if slope.shape == (3,):
         muls = [n for n in out.graph.node if n.op_type == "Mul"]
         axes = {a.name: a.i for a in muls[0].attribute}
@@ -259,8 +271,11 @@ def test_numpy_prelu_slopes(opset, slope_shape, dynamic):
 def test_legacy_prelu_forms(opset, lo, hi, form):
     x = _x4()
     s = np.random.default_rng(6).uniform(lo, hi, (3, 1, 1)).astype(np.float32)
-    _, out, _, _ = run_case("PRelu", opset, TP.FLOAT, x, slope=s)
+    _, out, _, _ = run_case("PRelu", opset, TP.FLOAT, x, slope=s, slope_node=True)
     assert out.graph.node[-1].op_type == form
+    # an IR 3 initializer is also a graph input: a caller may override it, so no Max/Min
+    _, out, _, _ = run_case("PRelu", opset, TP.FLOAT, x, slope=s)
+    assert out.graph.node[-1].op_type == "Sub"
 
 
 # -- onnxruntime agrees --------------------------------------------------------------------------
@@ -380,7 +395,7 @@ def test_non_finite_constants_refused_at_legacy_opsets():
             inline(m)
     s = np.resize(np.array([0.5, np.inf], np.float32), x.shape)
     with pytest.raises(ConversionError, match="slope element is infinite"):
-        inline(build("PRelu", 7, TP.FLOAT, list(x.shape), slope=s))
+        inline(build("PRelu", 7, TP.FLOAT, list(x.shape), slope=s, slope_node=True))
     # from opset 9 on, Where selects, so any constant is exact
     run_case("LeakyRelu", 9, TP.FLOAT, x, attrs={"alpha": float("inf")})
 

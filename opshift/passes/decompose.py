@@ -53,9 +53,14 @@ PRelu slope placement (:mod:`opshift.broadcast`): at opset >= 7 the slope broadc
 numpy does and is used as is. At opset <= 6 (legacy per-channel rule) the slope's
 placement is resolved from static shapes: a slope of X's shape is used as is; otherwise
 the non-1 span of the placed slope becomes the Mul's B with ``broadcast=1`` and ``axis``
-(``axis=1`` for a per-channel slope), reshaped by a ``<node>/Slope`` Constant when the slope
-is a constant of another shape. A placement legacy Mul cannot express (1-dim expansion
-inside the span, or a non-constant slope of the wrong rank) raises ConversionError.
+(``axis=1`` for a per-channel slope). A slope of another shape is reshaped to the span: a
+constant by a new ``<node>/Slope`` Constant; a value that may change at run time (a graph
+input, including an IR < 4 initializer that is also an input) by ``<node>/Slope =
+Squeeze(slope, axes=<its 1-dims outside the span>)``. A placement legacy Mul cannot express
+(1-dim expansion inside the span) raises ConversionError.
+
+Only a slope that cannot change at run time (a Constant node, or an initializer that is not
+a graph input) chooses the Max/Min forms by its values.
 
 Sign-of-zero differences (everything else is bit-exact against the evaluator, NaN as NaN)::
 
@@ -418,10 +423,12 @@ def _legacy_slope(site: Site, base: str, names) -> tuple[list[bytes], str, int |
     axis = lo if hi != len(x_shape) else None
     if tuple(s_shape) == span:
         return [], node.input[1], axis, True
-    if site.slope_value is None:
-        raise ConversionError(
-            f"{site.where()}: cannot inline at opset {site.opset}: a non-constant slope of "
-            f"shape {list(s_shape)} would need a reshape to {list(span)}")
+    if site.slope_value is None:  # at run time: Squeeze-1 drops the 1-dims outside the span
+        pad = len(x_shape) - len(s_shape)
+        axes = [i for i in range(len(s_shape)) if not lo <= i + pad < hi]
+        name = names.fresh(f"{base}/Slope")
+        squeeze = helper.make_node("Squeeze", [node.input[1]], [name], name=name, axes=axes)
+        return [squeeze.SerializeToString()], name, axis, True
     value = np.asarray(site.slope_value).reshape(span)
     name = names.fresh(f"{base}/Slope")
     const = helper.make_node("Constant", [], [name], name=name,

@@ -416,10 +416,15 @@ def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], 
 
 
 def _scope_constants(w: _Work) -> dict[str, onnx.TensorProto]:
+    """Values fixed in the scope: Constant outputs and initializers that are not also graph
+    inputs (an initializer that is an input, as IR < 4 requires, is only a default that a
+    caller may override, so its value must not choose a decomposition)."""
     out: dict[str, onnx.TensorProto] = {}
     if isinstance(w.owner, onnx.GraphProto):
+        inputs = {v.name for v in w.owner.input}
         for t in w.owner.initializer:
-            out[t.name] = t
+            if t.name not in inputs:
+                out[t.name] = t
     for n in w.owner.node:
         if n.op_type == "Constant" and normalize_domain(n.domain) == "" and \
                 len(n.attribute) == 1 and n.attribute[0].name == "value":
