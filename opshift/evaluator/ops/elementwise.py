@@ -228,3 +228,17 @@ _float_unary("HardSwish", lambda x, t, a: x * np.clip(x * t(1 / 6) + t(0.5), t(0
 _float_unary("ThresholdedRelu", lambda x, t, a: np.where(x > t(a["alpha"]), x, t(0)), 10, 22)
 _float_unary("Celu", lambda x, t, a: np.maximum(x, t(0)) + np.minimum(
     t(0), t(a["alpha"]) * (np.exp(x / t(a["alpha"])) - t(1))), 12, 28)
+_unary("Sin", np.sin, 7, 22)
+_unary("Cos", np.cos, 7, 22)
+_unary("Round", np.round, 11, 22)  # half to even, as ONNX
+_unary("IsNaN", np.isnan, 9, 13, 20)
+
+
+@op("IsInf", 10, 20)
+def is_inf(ctx, x):
+    neg, pos = ctx.attrs.get("detect_negative", 1), ctx.attrs.get("detect_positive", 1)
+    return np.isinf(x) & (((x < 0) & bool(neg)) | ((x > 0) & bool(pos)))
+
+
+_float_unary("Mish", lambda x, t, a: x * np.tanh(np.log1p(np.exp(-np.abs(x)))
+                                               + np.maximum(x, t(0))), 18, 22)

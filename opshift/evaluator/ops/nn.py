@@ -312,3 +312,64 @@ def dropout(ctx, x, ratio=None, training_mode=None):
         return y
     mask_dtype = x.dtype if ctx.version < 10 else np.dtype(bool)
     return y, np.ones(x.shape, dtype=mask_dtype)
+
+
+@op("InstanceNormalization", 1, 6, 22)
+def instance_norm(ctx, x, scale, bias):
+    ct = compute_dtype(x.dtype)
+    xc = x.astype(ct)
+    axes = tuple(range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    mean = xc.mean(axis=axes, keepdims=True)
+    var = np.square(xc - mean).mean(axis=axes, keepdims=True)
+    eps = ct.type(ctx.attrs.get("epsilon", 1e-5))
+    y = (xc - mean) / np.sqrt(var + eps) * scale.astype(ct).reshape(shape) \
+        + bias.astype(ct).reshape(shape)
+    return y.astype(x.dtype)
+
+
+@op("LRN", 1, 13)
+def lrn(ctx, x):
+    size = ctx.attrs["size"]
+    alpha, beta, bias = (ctx.attrs.get(k, d) for k, d in
+                         (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    ct = compute_dtype(x.dtype)
+    sq = np.square(x.astype(ct))
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    pad = [(0, 0)] * x.ndim
+    pad[1] = (lo, hi)
+    c = np.cumsum(np.pad(sq, pad), axis=1)
+    c = np.concatenate([np.zeros_like(c[:, :1]), c], axis=1)
+    s = c[:, size:size + x.shape[1]] - c[:, :x.shape[1]]
+    y = x.astype(ct) / np.power(ct.type(bias) + ct.type(alpha / size) * s, ct.type(beta))
+    return y.astype(x.dtype)
+
+
+@op("LayerNormalization", 17)
+def layer_norm(ctx, x, scale, bias=None):
+    if ctx.attrs.get("stash_type", 1) != 1:
+        raise ctx.unsupported(f"stash_type={ctx.attrs['stash_type']} (only 1, float)")
+    axis = normalize_axes([ctx.attrs.get("axis", -1)], x.ndim, ctx)[0]
+    ct = compute_dtype(x.dtype)
+    axes = tuple(range(axis, x.ndim))
+    xc = x.astype(ct)
+    mean = xc.mean(axis=axes, keepdims=True)
+    d = xc - mean
+    inv = np.reciprocal(np.sqrt(np.square(d).mean(axis=axes, keepdims=True)
+                                + ct.type(ctx.attrs.get("epsilon", 1e-5))))
+    y = d * inv * scale.astype(ct)
+    if bias is not None:
+        y = y + bias.astype(ct)
+    return y.astype(x.dtype), mean.astype(x.dtype), inv.astype(x.dtype)
+
+
+@op("Hardmax", 1, 11, 13)
+def hardmax(ctx, x):
+    axis = normalize_axes([ctx.attrs.get("axis", 1 if ctx.version < 13 else -1)],
+                          max(x.ndim, 1), ctx)[0]
+    v = x.reshape(math.prod(x.shape[:axis]), -1) if ctx.version < 13 else x
+    ax = 1 if ctx.version < 13 else axis
+    idx = np.expand_dims(np.argmax(v, axis=ax), ax)
+    y = np.zeros_like(v)
+    np.put_along_axis(y, idx, v.dtype.type(1), axis=ax)
+    return y.reshape(x.shape)

@@ -98,3 +98,27 @@ def _arg(name: str, fn, *versions: int) -> None:
 
 _arg("ArgMax", np.argmax, 1, 11, 12, 13)
 _arg("ArgMin", np.argmin, 1, 11, 12, 13)
+
+
+def _logsumexp(x, axes, keep):
+    xc = x.astype(compute_dtype(x.dtype))
+    m = np.max(xc, axis=axes, keepdims=True, initial=-np.inf)
+    m = np.where(np.isfinite(m), m, 0)
+    s = np.sum(np.exp(xc - m), axis=axes, keepdims=True)
+    r = np.log(s) + m
+    return r if keep else np.squeeze(r, axis=axes)
+
+
+for _name, _fn in [
+    ("ReduceL1", lambda x, axes, keep: np.sum(np.abs(x), axis=axes, keepdims=keep,
+                                              dtype=compute_dtype(x.dtype))),
+    ("ReduceL2", lambda x, axes, keep: np.sqrt(np.sum(np.square(x.astype(compute_dtype(
+        x.dtype))), axis=axes, keepdims=keep))),
+    ("ReduceSumSquare", lambda x, axes, keep: np.sum(np.square(x.astype(compute_dtype(
+        x.dtype))), axis=axes, keepdims=keep)),
+    ("ReduceLogSum", lambda x, axes, keep: np.log(np.sum(x, axis=axes, keepdims=keep,
+                                                         dtype=compute_dtype(x.dtype)))),
+    ("ReduceLogSumExp", _logsumexp),
+]:
+    _AXES_INPUT_FROM[_name] = 18
+    _reduce(_name, _fn, 1, 11, 13, 18)

@@ -307,3 +307,57 @@ def split(ctx, x, split_input=None):
         raise ctx.error(f"split {sizes} does not fit axis {axis} of size {d} into {n_out} "
                         "outputs")
     return [np.array(p) for p in np.split(x, np.cumsum(sizes)[:-1], axis=axis)]
+
+
+@op("Tile", 6, 13)
+def tile(ctx, x, repeats):
+    reps = ints(repeats)
+    if len(reps) != x.ndim or min(reps, default=0) < 0:
+        raise ctx.error(f"repeats {reps} do not fit rank {x.ndim}")
+    return np.tile(x, reps)
+
+
+def _checked_indices(ctx, idx, n, axis):
+    idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise ctx.error(f"indices out of range [-{n}, {n - 1}] for axis {axis}")
+    return np.where(idx < 0, idx + n, idx)
+
+
+@op("GatherElements", 11, 13)
+def gather_elements(ctx, x, indices):
+    axis = normalize_axes([ctx.attrs.get("axis", 0)], x.ndim, ctx)[0]
+    return np.take_along_axis(x, _checked_indices(ctx, indices, x.shape[axis], axis), axis)
+
+
+@op("CumSum", 11, 14)
+def cumsum(ctx, x, axis):
+    a = normalize_axes([int(np.asarray(axis).reshape(()))], x.ndim, ctx)[0]
+    v = np.flip(x, a) if ctx.attrs.get("reverse", 0) else x
+    y = np.cumsum(v, axis=a, dtype=x.dtype)
+    if ctx.attrs.get("exclusive", 0):
+        y = np.concatenate([np.zeros_like(np.take(y, [0], axis=a)),
+                            np.take(y, np.arange(y.shape[a] - 1), axis=a)], axis=a)
+    return np.ascontiguousarray(np.flip(y, a) if ctx.attrs.get("reverse", 0) else y)
+
+
+@op("Trilu", 14)
+def trilu(ctx, x, k=None):
+    if x.ndim < 2:
+        raise ctx.error(f"input must have rank >= 2, got {x.ndim}")
+    kk = 0 if k is None else int(np.asarray(k).reshape(()))
+    return np.triu(x, kk) if ctx.attrs.get("upper", 1) else np.tril(x, kk)
+
+
+@op("NonZero", 9, 13)
+def non_zero(ctx, x):
+    if x.ndim == 0:
+        raise ctx.unsupported("0-d input is not supported")
+    return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
+
+
+@op("Einsum", 12)
+def einsum(ctx, *xs):
+    with np.errstate(all="ignore"):
+        return np.asarray(np.einsum(ctx.attrs["equation"], *xs)).astype(xs[0].dtype,
+                                                                       copy=False)
