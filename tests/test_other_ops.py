@@ -920,3 +920,31 @@ def test_type_propagated_through_cast():
     m = make_model([one("Cast", ["x"], ["c"], to=TensorProto.FLOAT), one("Relu", ["c"], ["y"])],
                    [vi("x", TensorProto.INT8, [2])], [vi("y", F, [2])], opset=14)
     assert [(c.op, c.action) for c in convert_other_ops(m, 14, 13)] == [("Relu", "relabel")]
+
+
+def test_pool_ceil_mode_across_22():
+    def pool(op, size, **kw):
+        return make_model([one(op, ["x"], ["y"], kernel_shape=[1], ceil_mode=1, **kw)],
+                          [vi("x", F, [1, 1, size])], [vi("y", F, 3)], opset=22)
+    x = np.arange(5, dtype=np.float32).reshape(1, 1, 5)
+    # Windows start at 0, 3 and 6: the last starts past the input (kept before 22 only).
+    with pytest.raises(ConversionError, match=r"MaxPool-22 -> MaxPool-12.*starts in the "
+                                              r"padding"):
+        convert_other_ops(pool("MaxPool", 5, strides=[3]), 22, 18)
+    m = pool("AveragePool", 5, strides=[2])  # windows at 0, 2, 4: all start inside
+    roundtrip(m, 22, 18, {"x": x})
+    roundtrip(m, 18, 22, {"x": x})
+    m = make_model([one("MaxPool", ["x"], ["y"], kernel_shape=[1], ceil_mode=1, strides=[3])],
+                   [vi("x", F, [1, 1, None])], [vi("y", F, 3)], opset=22)
+    with pytest.raises(ConversionError, match="static spatial dims"):
+        convert_other_ops(m, 22, 18)
+
+
+@pytest.mark.parametrize("target", [13, 9])
+@pytest.mark.parametrize("start,end", [(1, None), (-2, None), (0, -1), (1, 2)])
+def test_shape_start_end_as_slice(target, start, end):
+    kw = {"start": start} if end is None else {"start": start, "end": end}
+    m = make_model([one("Shape", ["x"], ["y"], **kw)], [vi("x", F, [2, 3, 4])],
+                   [vi("y", I64, 1)], opset=15)
+    roundtrip(m, 15, target, {"x": X234})
+    assert [n.op_type for n in m.graph.node] == ["Shape", "Slice"]

@@ -36,6 +36,9 @@ Constant 11, 12                       sparse_value, value_* attributes
 LpPool/GlobalLpPool 2                 p float vs int
 MaxPool 10, AveragePool 19,           dilations of all ones are the default
 LpPool 18
+MaxPool/AveragePool/LpPool 22         with ceil_mode, windows starting in the padding are
+                                      dropped only from 22
+Shape 15                              start/end written as a Slice below 15
 GridSample 20                         mode names bilinear/bicubic -> linear/cubic
 GRU 3                                 default direction spelled 'foward' at 1
 RoiAlign 16                           old behaviour is coordinate mode 'output_half_pixel'
@@ -708,6 +711,55 @@ def pool_dilations(st: Step) -> None:
         raise Refuse(f"dilations={d} exist only from {st.op}-{st.hi}")
     st.del_attr("dilations")
     st.note("dropped dilations of all ones (the default)")
+
+
+@at(22, "MaxPool", "AveragePool", "LpPool")
+def pool_ceil_windows(st: Step) -> None:
+    # From 22, with ceil_mode a last window that would start in the right padding is dropped;
+    # before 22 the output size formula kept it. Exact when no window starts there.
+    if not st.attr("ceil_mode", 0):
+        return
+    if _s(st.attr("auto_pad", b"NOTSET")) != "NOTSET":
+        raise Refuse("ceil_mode=1 with auto_pad")
+    shape = st.shape(st.input(0))
+    k = st.attr("kernel_shape")
+    if shape is None or k is None or not all(isinstance(d, int) for d in shape[2:]):
+        raise Refuse("ceil_mode=1 needs static spatial dims to tell whether a window starts "
+                     "in the padding (dropped only from 22)")
+    n = len(k)
+    strides = st.attr("strides", [1] * n)
+    dil = st.attr("dilations", [1] * n)
+    pads = st.attr("pads", [0] * (2 * n))
+    for i, size in enumerate(shape[2:]):
+        span = dil[i] * (k[i] - 1) + 1
+        out = -(-(size + pads[i] + pads[i + n] - span) // strides[i]) + 1
+        if (out - 1) * strides[i] >= size + pads[i]:
+            raise Refuse(f"with ceil_mode=1 the last window along spatial axis {i} starts in "
+                         "the padding: kept before 22, dropped from 22")
+
+
+@at(15, "Shape")
+def shape_start_end(st: Step) -> None:
+    if st.up:
+        return
+    start, end = st.attr("start", 0), st.attr("end")
+    if start == 0 and end is None:
+        return
+    for name in ("start", "end"):
+        if st.has_attr(name):
+            st.del_attr(name)
+    full = st.fresh_value("full")
+    y = st.w.output[0]
+    st.edit().output[0] = full
+    st.conv.facts.extra_types[full] = onnx.TensorProto.INT64
+    ends = [2**63 - 1 if end is None else end]
+    if st.conv.target >= 10:
+        starts_c = st.add_const("starts", np.array([start], np.int64))
+        ends_c = st.add_const("ends", np.array(ends, np.int64))
+        st.add_node("Slice", [full, starts_c, ends_c], "slice", after=True, output=y)
+    else:
+        st.add_node("Slice", [full], "slice", after=True, output=y, starts=[start], ends=ends)
+    st.note(f"start={start}, end={end} written as a Slice of the whole shape")
 
 
 @at(20, "GridSample")
