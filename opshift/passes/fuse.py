@@ -120,19 +120,21 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
 # -- the proto entry points -----------------------------------------------------------------
 
 
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
 def _graph_types(g: onnx.GraphProto, out: dict[str, onnx.TypeProto]) -> None:
-    for vi in (*g.input, *g.output, *g.value_info):
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+    """Value name -> TypeProto for the typed values of ``g`` and its subgraphs."""
+    for vis in (g.value_info, g.input, g.output):
+        for vi in vis:
             out.setdefault(vi.name, vi.type)
-    for t in g.initializer:
-        if t.name not in out:
-            out[t.name] = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
     for n in g.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _graph_types(a.g, out)
-            for sg in a.graphs:
-                _graph_types(sg, out)
+        if n.op_type in _CONTROL_FLOW or n.domain not in ("", "ai.onnx"):
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    _graph_types(a.g, out)
+                for sg in a.graphs:
+                    _graph_types(sg, out)
 
 
 def _calls(g: onnx.GraphProto, key: tuple[str, str], out: list[onnx.NodeProto]) -> None:
@@ -152,6 +154,10 @@ def function_types(model: onnx.ModelProto) -> dict[tuple[str, str], dict[str, on
     input stays untyped), then propagated through the body by onnx shape inference."""
     known: dict[str, onnx.TypeProto] = {}
     _graph_types(model.graph, known)
+    for t in model.graph.initializer:
+        known.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
+    known = {k: v for k, v in known.items()
+             if v.HasField("tensor_type") and v.tensor_type.elem_type}
     out: dict[tuple[str, str], dict[str, onnx.TypeProto]] = {}
     for f in model.functions:
         calls: list[onnx.NodeProto] = []

@@ -12,7 +12,7 @@ was fused and what was refused, and why.
 
 from __future__ import annotations
 
-from onnxscript.rewriter import RewriteRule, RewriteRuleSet
+from onnxscript.rewriter import RewriteRuleSet
 
 __all__ = ["rules"]
 
@@ -23,15 +23,9 @@ def rules(*, allow_rounding: bool = False) -> RewriteRuleSet:
     ``allow_rounding`` also fuses ``Elu(x) * gamma`` into Selu, which rounds differently
     (see :class:`opshift.rewriters.activations.EluSelu`); off by default.
     """
-    from ._report import AnchoredMatcher, AnchoredRule
+    from ._report import AnchoredRule
     from .activations import RULE_CLASSES, EluSelu
 
-    out: list[RewriteRule] = []
-    for r in [cls() for cls in RULE_CLASSES] + [EluSelu(allow_rounding)]:
-        base = RewriteRule(r.pattern, r.rewrite, r.check, name=r.name)
-        for pattern in base._target_pattern.commute():  # Add/Mul/Max/Min operand orders
-            rule = AnchoredRule(pattern, r.rewrite, r.check, matcher=AnchoredMatcher,
-                                name=r.name)
-            rule._matcher.rule_name = r.name
-            out.append(rule)
+    out = [AnchoredRule(r.pattern, r.rewrite, r.check, name=r.name)
+           for r in [cls() for cls in RULE_CLASSES] + [EluSelu(allow_rounding)]]
     return RewriteRuleSet(out)

@@ -81,13 +81,41 @@ def recording(recorder: Recorder) -> Iterator[Recorder]:
         _CURRENT.reset(token)
 
 
+def _op_of(node_pattern) -> str | None:
+    value = getattr(node_pattern.op, "value", None)
+    return value() if callable(value) else None
+
+
 def root_op(pattern) -> str | None:
     """The op type of a single-output pattern's output node (commuted copies included)."""
     if not pattern.has_single_output_node:
         return None
-    op = pattern.output_node.op
-    value = getattr(op, "value", None)
-    return value() if callable(value) else None
+    return _op_of(pattern.output_node)
+
+
+def skeleton(node_pattern, depth: int = 0) -> tuple:
+    """``(op, ((input index, child skeleton), ...))``: the op types a pattern computes, for a
+    cheap structural pre-check (inputs that are variables or alternatives are not listed)."""
+    children = []
+    if depth < 8:
+        for i, v in enumerate(node_pattern.inputs):
+            producer = v.producer() if v is not None else None
+            if producer is not None and _op_of(producer) is not None:
+                children.append((i, skeleton(producer, depth + 1)))
+    return _op_of(node_pattern), tuple(children)
+
+
+def fits_skeleton(node: ir.Node, skel: tuple) -> bool:
+    op, children = skel
+    if node.op_type != op:
+        return False
+    inputs = node.inputs
+    for i, child in children:
+        v = inputs[i] if i < len(inputs) else None
+        p = v.producer() if v is not None else None
+        if p is None or not fits_skeleton(p, child):
+            return False
+    return True
 
 
 class AnchoredMatcher(_matcher.SimplePatternMatcher):
@@ -109,31 +137,48 @@ class AnchoredMatcher(_matcher.SimplePatternMatcher):
 
 
 class AnchoredRule(RewriteRule):
-    """A RewriteRule that rejects a node of another op type before any matching work: the
-    rewriter tries every rule at every node, so this keeps fusion linear and cheap."""
+    """One rule, every operand order of its pattern (commuted Add/Mul/Max/Min), each tried
+    only on nodes whose op types have the pattern's shape: the rewriter tries every rule at
+    every node, so cheap rejection keeps fusion linear and fast. Behaves as the list of its
+    commuted variants would, in order."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, target_pattern, replacement, condition, *, name: str) -> None:
+        super().__init__(target_pattern, replacement, condition, matcher=AnchoredMatcher,
+                         name=name)
+        self._matcher.rule_name = name
+        variants = []
+        for pattern in self._target_pattern.commute():
+            rule = RewriteRule(pattern, replacement, condition, matcher=AnchoredMatcher,
+                               name=name)
+            rule._matcher.rule_name = name
+            variants.append((skeleton(pattern.output_node), rule))
+        self._variants = variants
         self._root_op = root_op(self._target_pattern)
-        # (input index, op type) of the root's inputs that the pattern computes by a node
-        self._input_ops: list[tuple[int, str]] = []
-        if self._root_op is not None:
-            for i, v in enumerate(self._target_pattern.output_node.inputs):
-                producer = v.producer() if v is not None else None
-                if producer is not None:
-                    op = getattr(producer.op, "value", None)
-                    if callable(op):
-                        self._input_ops.append((i, op()))
+        # ops every variant needs among the root's direct inputs (a multiset)
+        needs = [sorted(child[0] for _, child in skel[1]) for skel, _ in variants]
+        self._needs = needs[0] if all(n == needs[0] for n in needs) else []
+
+    def commute(self):
+        return [self]  # already covers every operand order
 
     def try_rewrite(self, model, graph_or_function, node, *, verbose=None, tracer=None):
-        if self._root_op is not None and (node.op_type != self._root_op
-                                          or node.domain not in ("", "ai.onnx")):
+        if node.op_type != self._root_op or node.domain not in ("", "ai.onnx"):
             return None
-        inputs = node.inputs
-        for i, op in self._input_ops:  # one level of structure, before the matcher's work
-            v = inputs[i] if i < len(inputs) else None
-            p = v.producer() if v is not None else None
-            if p is None or p.op_type != op:
-                return None
-        return super().try_rewrite(model, graph_or_function, node, verbose=verbose,
-                                   tracer=tracer)
+        if self._needs:
+            have = []
+            for v in node.inputs:
+                p = v.producer() if v is not None else None
+                if p is not None:
+                    have.append(p.op_type)
+            for op in self._needs:
+                if op not in have:
+                    return None
+                have.remove(op)
+        for skel, rule in self._variants:
+            if not fits_skeleton(node, skel):
+                continue
+            delta = rule.try_rewrite(model, graph_or_function, node, verbose=verbose,
+                                     tracer=tracer)
+            if delta is not None:
+                return delta
+        return None

@@ -292,5 +292,6 @@ class EluSelu(_Rule):
                        cleanup=gc.producers)
 
 
-RULE_CLASSES = (WhereSlope, WhereSlopeMirrored, WhereSelu, WhereSeluMirrored, MaxSlope,
+# Selu first: its Where has Mul on both branches, which the slope rules would try in vain
+RULE_CLASSES = (WhereSelu, WhereSeluMirrored, WhereSlope, WhereSlopeMirrored, MaxSlope,
                 MinSlope, ReluSubSlope, ReluAddSlope, ReluSelu)
