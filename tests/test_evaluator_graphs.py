@@ -460,3 +460,20 @@ def test_zero_d_results_are_arrays():
     out = evaluate(m, {"c": np.array(True), "x": np.array(2.0, np.float32)})
     assert all(type(v) is np.ndarray and v.shape == () for v in out.values())
     assert out["n"] == np.False_ and out["y"] == np.float32(-2)
+
+
+def test_scan_8_batched_with_outer_scale():
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["xt", "scale"], ["st"]),
+         helper.make_node("Add", ["acc_in", "st"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["y"])],
+        "body", [vi("acc_in", F, [2]), vi("xt", F, [2])], [vi("acc_out", F, [2]), vi("y", F, [2])])
+    m = make_model([helper.make_node("Scan", ["", "a0", "x"], ["acc", "ys"], body=body,
+                                     num_scan_inputs=1, directions=[1])],
+                   [vi("a0", F, [3, 2]), vi("x", F, [3, 4, 2])], [vi("acc"), vi("ys")], opset=8,
+                   initializers=[init("scale", np.float32(2.0))])
+    x = np.arange(24, dtype=np.float32).reshape(3, 4, 2)
+    out = evaluate(m, {"a0": np.ones((3, 2), np.float32), "x": x})
+    want = 1 + np.cumsum((x * 2)[:, ::-1], axis=1)
+    np.testing.assert_array_equal(out["ys"], want)
+    np.testing.assert_array_equal(out["acc"], want[:, -1])

@@ -109,3 +109,39 @@ def scan(ctx, *inputs):
         axis = normalize_axes([out_axes[j]], stacked.ndim, ctx)[0]
         results.append(np.moveaxis(stacked, 0, axis))
     return [*state, *results]
+
+
+@op("Scan", 8)
+def scan_8(ctx, seq_lens, *inputs):
+    """Scan-8: every input and output has a leading batch axis; the scan axis is 1."""
+    body = ctx.attrs["body"]
+    m = ctx.attrs["num_scan_inputs"]
+    n = len(inputs) - m
+    k = len(body.output) - n
+    if n < 0 or k < 0 or not inputs:
+        raise ctx.error(f"{len(inputs)} inputs, num_scan_inputs={m}, body has "
+                        f"{len(body.output)} outputs")
+    dirs = ctx.attrs.get("directions") or [0] * m
+    batch = inputs[0].shape[0]
+    if seq_lens is not None and m:
+        full = inputs[n].shape[1]
+        if np.any(np.asarray(seq_lens) != full):
+            raise ctx.unsupported("sequence_lens shorter than the scan axis are not supported")
+    states = [[] for _ in range(n)]
+    scans = [[] for _ in range(k)]
+    for b in range(batch):
+        state = [s[b] for s in inputs[:n]]
+        xs = [x[b] for x in inputs[n:]]
+        steps = xs[0].shape[0] if xs else 0
+        outs_b = [[] for _ in range(k)]
+        for t in range(steps):
+            slices = [x[steps - 1 - t] if d else x[t] for x, d in zip(xs, dirs)]
+            outs = ctx.run_subgraph(body, [*state, *slices])
+            state = list(outs[:n])
+            for j, v in enumerate(outs[n:]):
+                outs_b[j].append(v)
+        for i, s in enumerate(state):
+            states[i].append(s)
+        for j, vs in enumerate(outs_b):
+            scans[j].append(np.stack(vs) if vs else _empty_like_output(body.output[n + j])[0:0])
+    return [*(np.stack(s) for s in states), *(np.stack(s) for s in scans)]
