@@ -421,6 +421,21 @@ def test_integer_pattern_fuses_to_prelu():
     fuses_to(model(nodes, opset=13, elem=TP.INT32), "PRelu", ort=False)
 
 
+def test_integer_min_and_relu_sub_forms_are_refused():
+    x = np.array([np.iinfo(np.int32).max], np.int32)
+    with np.errstate(over="ignore"):
+        assert np.minimum(x, x * np.int32(2))[0] != x[0]  # 2*x wraps, Min picks it
+    m = model([const("a", 2, np.int32), helper.make_node("Mul", ["x", "a"], ["ax"]),
+               helper.make_node("Min", ["x", "ax"], ["y"])], opset=14, elem=TP.INT32)
+    refused(m, "wraps around")
+    sub = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["x"], ["nx"]),
+                 helper.make_node("Relu", ["nx"], ["rn"]),
+                 helper.make_node("Mul", ["s", "rn"], ["srn"]),
+                 helper.make_node("Sub", ["r", "srn"], ["y"])], opset=14, elem=TP.INT32,
+                inits=[init("s", [[2], [3], [1]], np.int32)])
+    refused(sub, "most negative")
+
+
 def test_selu_body_with_different_alphas_is_refused():
     nodes = [const("z", 0.0), const("a1", 1.5), const("a2", 1.25), const("g", 1.05),
              helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Mul", ["a1", "e"], ["ae"]),

@@ -207,6 +207,10 @@ def prelu_placement_matches(x: ir.Value, s_shape: Shape, placed: Shape | None,
                      f"{list(placed)}")
 
 
+def _is_float(dtype: ir.DataType) -> bool:
+    return dtype.is_floating_point()
+
+
 def producers(*consts: Const | None) -> tuple[ir.Node, ...]:
     out: list[ir.Node] = []
     for c in consts:
@@ -217,12 +221,13 @@ def producers(*consts: Const | None) -> tuple[ir.Node, ...]:
 
 def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
                zero_to_slope: bool, extra: tuple[ir.Node, ...] = (),
-               value_check=None) -> Plan:
+               value_check=None, integers: str | None = None) -> Plan:
     """PRelu or LeakyRelu for ``x < 0 ? s * x : x`` computed by ``mul`` (the Mul of s and x).
 
     ``zero_to_slope``: the pattern computes ``s * 0`` at x == 0 (or adds ``s * 0`` for
     x > 0), which equals PRelu's 0 only for a finite slope. ``value_check(array)`` may
-    refuse slope values (e.g. the Max form needs 0 < s <= 1).
+    refuse slope values (e.g. the Max form needs 0 < s <= 1). ``integers``: why the pattern
+    is not PRelu for integer X (wrap-around), if it is not.
     """
     ref = ref_attr(s)
     if ref is not None:
@@ -248,6 +253,8 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
         if zero_to_slope and not bool(np.all(np.isfinite(arr.astype(np.float64)))):
             raise Refuse("the slope is not finite: the pattern computes slope*0 (NaN) where "
                          "PRelu returns x")
+    if integers is not None and not _is_float(dtype):
+        raise Refuse(f"integer X ({dtype.name.lower()}): {integers}")
     placed = pattern_placement(x, s_shape, mul, s_index, opset)
     cleanup = extra + producers(c)
     if c is not None and c.origin == "constant" and c.source.size == 1:

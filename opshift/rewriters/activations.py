@@ -215,7 +215,8 @@ class MinSlope(_Rule):
 
     def plan(self, context, x, s, sx, **_):
         return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
-                             value_check=_at_least_1)
+                             value_check=_at_least_1,
+                             integers="a*x wraps around for large x >= 0, so Min picks it")
 
 
 # -- Relu forms ---------------------------------------------------------------------------
@@ -229,7 +230,8 @@ class ReluSubSlope(_Rule):
         return op.Sub(op.Relu(x), op.Mul(s, op.Relu(op.Neg(x)), _outputs=["sx"]))
 
     def plan(self, context, x, s, sx, **_):
-        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True)
+        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
+                             integers="Relu(-x) is 0 at the most negative value (-x wraps)")
 
 
 class ReluAddSlope(_Rule):
