@@ -281,29 +281,42 @@ def test_where_greater_refuses_infinite_or_runtime_slope():
     refused(model(base, extra_inputs=[vi("s", shape=())]), "not a constant")
 
 
-@pytest.mark.parametrize("form", ["Less", "Greater0x", "NotGreaterOrEqual", "NotLessOrEqual0x",
-                                  "LessOrEqual", "NotGreater"])
-def test_comparison_forms_of_x_lt_0(form):
-    if form == "Less":
-        cmp = [helper.make_node("Less", ["x", "z"], ["c"])]
-    elif form == "Greater0x":
-        cmp = [helper.make_node("Greater", ["z", "x"], ["c"])]
-    elif form == "NotGreaterOrEqual":
-        cmp = [helper.make_node("GreaterOrEqual", ["x", "z"], ["g"]),
-               helper.make_node("Not", ["g"], ["c"])]
-    elif form == "NotLessOrEqual0x":
-        cmp = [helper.make_node("LessOrEqual", ["z", "x"], ["g"]),
-               helper.make_node("Not", ["g"], ["c"])]
-    elif form == "LessOrEqual":
-        cmp = [helper.make_node("LessOrEqual", ["x", "z"], ["c"])]
+# (op, operands, negated, zero goes to the slope branch) for x < 0 and for x > 0
+NEG_FORMS = [("Less", "xz", False, False), ("Greater", "zx", False, False),
+             ("GreaterOrEqual", "xz", True, False), ("LessOrEqual", "zx", True, False),
+             ("LessOrEqual", "xz", False, True), ("GreaterOrEqual", "zx", False, True),
+             ("Greater", "xz", True, True), ("Less", "zx", True, True)]
+POS_FORMS = [("Greater", "xz", False, True), ("Less", "zx", False, True),
+             ("LessOrEqual", "xz", True, True), ("GreaterOrEqual", "zx", True, True),
+             ("GreaterOrEqual", "xz", False, False), ("LessOrEqual", "zx", False, False),
+             ("Less", "xz", True, False), ("Greater", "zx", True, False)]
+
+
+def _where_model(form, mirrored, slope):
+    op, order, negated, _ = form
+    ins = ["x", "z"] if order == "xz" else ["z", "x"]
+    cmp = [helper.make_node(op, ins, ["g" if negated else "c"])]
+    if negated:
+        cmp.append(helper.make_node("Not", ["g"], ["c"]))
+    branches = ["x", "sx"] if mirrored else ["sx", "x"]
+    return model([const("z", 0.0), *cmp, helper.make_node("Mul", ["s", "x"], ["sx"]),
+                  helper.make_node("Where", ["c", *branches], ["y"])],
+                 inits=[init("s", slope)])
+
+
+@pytest.mark.parametrize("mirrored,form", [(False, f) for f in NEG_FORMS]
+                         + [(True, f) for f in POS_FORMS])
+def test_every_comparison_form_fuses_with_the_same_numbers(mirrored, form):
+    """Each form is PRelu on every input (NaN: both branches NaN; x == 0: the slope branch
+    gives s*0, so those forms need a finite slope and may flip the sign of a zero)."""
+    zero_to_slope = form[3]
+    m = _where_model(form, mirrored, [[0.5], [-2.0], [0.0]])
+    fuses_to(m, "PRelu", signed_zeros=not zero_to_slope)
+    inf_slope = _where_model(form, mirrored, [[0.5], [np.inf], [1.0]])
+    if zero_to_slope:
+        refused(inf_slope, "not finite")
     else:
-        cmp = [helper.make_node("Greater", ["x", "z"], ["g"]),
-               helper.make_node("Not", ["g"], ["c"])]
-    nodes = [const("z", 0.0), *cmp, helper.make_node("Mul", ["s", "x"], ["sx"]),
-             helper.make_node("Where", ["c", "sx", "x"], ["y"])]
-    fuses_to(model(nodes, inits=[init("s", [[0.5], [-2.0], [3.0]])]), "PRelu",
-             signed_zeros=form in ("Less", "Greater0x", "NotGreaterOrEqual",
-                                   "NotLessOrEqual0x"))
+        fuses_to(inf_slope, "PRelu")
 
 
 def test_not_greater_or_equal_equals_less_on_nan_inside_where():

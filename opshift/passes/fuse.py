@@ -13,6 +13,7 @@ which differs from the input only in the fused regions (and constants left unuse
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,11 +103,16 @@ def _remove_dead(nodes: list[ir.Node]) -> None:
         g.remove(node, safe=True)
 
 
+@functools.cache
+def _rule_set(allow_rounding: bool):
+    return _rules(allow_rounding=allow_rounding)
+
+
 def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
             capture_regions: bool = False) -> FuseResult:
     """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries."""
     rec = Recorder(capture=capture_regions)
-    rule_set = _rules(allow_rounding=allow_rounding)
+    rule_set = _rule_set(allow_rounding)
     with recording(rec):
         count = rule_set.apply_to_model(model)
     if count:
