@@ -382,3 +382,31 @@ def test_evidence_onnx_converter_ir_and_bfloat16():
     x = np.array([-3.0, -0.0, 1.5, np.inf], np.float32).astype(ml_dtypes.bfloat16)
     assert np.array_equal(evaluate(out, {"x": x})["y"].astype(np.float32),
                           evaluate(bf, {"x": x})["y"].astype(np.float32))
+
+
+def test_types_created_inside_the_graph_are_found():
+    """bfloat16 that appears only through a Cast, and int64 that appears only through Shape,
+    still get the type adapters."""
+    nodes = [helper.make_node("Cast", ["x"], ["xb"], name="to_bf16", to=TP.BFLOAT16),
+             helper.make_node("LeakyRelu", ["xb"], ["lb"], name="lr", alpha=0.3),
+             helper.make_node("Cast", ["lb"], ["y"], name="to_float", to=TP.FLOAT),
+             helper.make_node("Shape", ["x"], ["shp"], name="shape"),
+             helper.make_node("Neg", ["shp"], ["neg"], name="neg"),
+             helper.make_node("PRelu", ["neg", "s"], ["z"], name="int_prelu")]
+    s = numpy_helper.from_array(np.array([3], np.int64), "s")
+    m = make_model(nodes, [vi("x", [2, 5])], [vi("y", [2, 5]), vi("z", [2], TP.INT64)],
+                   opset=16, initializers=[s])
+    x = xin([2, 5])
+    ref = evaluate(m, {"x": x})
+    out = convert(m, 13)
+    onnx.checker.check_model(out, full_check=True)
+    ops = [n.op_type for n in out.graph.node]
+    assert ops.count("Cast") >= 4  # LeakyRelu wrapped
+    got = evaluate(out, {"x": x})
+    assert all(np.array_equal(got[k], ref[k]) for k in ref)
+    int_only = make_model(nodes[3:], [vi("x", [2, 5])], [vi("z", [2], TP.INT64)], opset=16,
+                          initializers=[s])
+    out8 = convert(int_only, 8)  # PRelu int64 below 9: integer decomposition
+    onnx.checker.check_model(out8, full_check=True)
+    assert "Less" in [n.op_type for n in out8.graph.node]
+    assert np.array_equal(evaluate(out8, {"x": x})["z"], ref["z"])

@@ -199,20 +199,28 @@ class _Facts:
                         if vi.type.HasField("tensor_type"):
                             elems.add(vi.type.tensor_type.elem_type)
                     elems.update(t.data_type for t in g.initializer)
-                for n in sc.nodes:
-                    op = n.op_type
-                    if n.domain in ("", "ai.onnx"):
-                        if op == "Cast":
+                nodes = sc.nodes
+                default_ops = {n.op_type for n in nodes if n.domain in ("", "ai.onnx")}
+                other = {(n.domain, n.op_type) for n in nodes
+                         if n.domain not in ("", "ai.onnx")}
+                if default_ops & {"Cast", "Constant"}:
+                    for n in nodes:
+                        if n.op_type == "Cast" and n.domain in ("", "ai.onnx"):
                             elems.add(_output_type_from_schema(n, sc.opsets, 0,
                                                                lambda _n: None) or 0)
-                            continue
-                        if op == "Constant" and n.attribute and n.attribute[0].type == 4:
-                            elems.add(n.attribute[0].t.data_type)
-                    key = (n.domain, op, sc.opsets.get(opsets.normalize_domain(n.domain), 0))
+                        elif n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+                            if n.attribute and n.attribute[0].type == 4:
+                                elems.add(n.attribute[0].t.data_type)
+                            else:  # value_float/value_ints/...: any type Constant makes
+                                found |= _free_output_types("", "Constant",
+                                                            sc.opsets.get("", 0))
+                default_ops -= {"Cast", "Constant"}
+                for key in {("", op, sc.opsets.get("", 0)) for op in default_ops} | {
+                        (opsets.normalize_domain(d), op,
+                         sc.opsets.get(opsets.normalize_domain(d), 0)) for d, op in other}:
                     if key not in seen:
                         seen.add(key)
-                        found |= _free_output_types(opsets.normalize_domain(key[0]), op,
-                                                    key[2])
+                        found |= _free_output_types(*key)
             found |= {f"tensor({opsets.tensor_type_name(t)})" for t in elems if t}
             self._possible = frozenset(found)
         return self._possible
