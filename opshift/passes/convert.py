@@ -868,7 +868,11 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
             result.changes.append(ch)
             log(f"{ch.scope}: {ch.node} ({ch.op}): {ch.what} -- {ch.why}")
 
-    for sc in iter_scopes(model):
+    sources = {source, *(v for v in scopes_sources.values() if v is not None)}
+    any_change = any(_may_change(op, opsets.since_version(op, s),
+                                 opsets.since_version(op, target), facts)
+                     for s in sources for op in ACTIVATIONS)
+    for sc in iter_scopes(model) if any_change else ():
         src = sc.opsets.get("", source)
         if src == target:
             continue
