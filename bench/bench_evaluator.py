@@ -69,7 +69,16 @@ def main(argv=None) -> int:
              ("LeakyRelu", _model("LeakyRelu", 16, shape)),
              ("Selu", _model("Selu", 22, shape))]
 
-    copy_t = _best(lambda: x.copy(), args.repeat)
+    feeds = {"x": x}
+    # copy and opshift runs are interleaved so both see the same machine load (shared
+    # machines); each figure is the best of its runs.
+    ours = {name: float("inf") for name, _ in cases}
+    copy_t = float("inf")
+    for _ in range(args.repeat):
+        copy_t = min(copy_t, _best(lambda: x.copy(), 1))
+        for name, model in cases:
+            ours[name] = min(ours[name],
+                             _best(lambda m=model: opshift.evaluate(m, feeds), 1))
     from opshift.evaluator.ops.activations import _threads
 
     print(f"float32 {shape}, best of {args.repeat}; x.copy() = {copy_t:.4f} s; opshift "
@@ -77,9 +86,7 @@ def main(argv=None) -> int:
     print(f"{'op':<10} {'opshift s':>10} {'x copy':>7} {'onnx.ref s':>10} {'ref/ours':>9} "
           f"{'ort s':>8}  result")
     failed = False
-    feeds = {"x": x}
     for name, model in cases:
-        ours = _best(lambda m=model: opshift.evaluate(m, feeds), args.repeat)
         ref = ReferenceEvaluator(model)
         ref_t = _best(lambda r=ref: r.run(None, feeds), max(2, args.repeat // 2))
         ort_t = float("nan")
@@ -87,10 +94,10 @@ def main(argv=None) -> int:
             sess = ort.InferenceSession(model.SerializeToString(),
                                         providers=["CPUExecutionProvider"])
             ort_t = _best(lambda s=sess: s.run(None, feeds), args.repeat)
-        vs_copy, vs_ref = ours / copy_t, ref_t / ours
+        vs_copy, vs_ref = ours[name] / copy_t, ref_t / ours[name]
         ok = vs_copy <= MAX_VS_COPY and vs_ref >= MIN_VS_REFERENCE
         failed |= not ok
-        print(f"{name:<10} {ours:>10.4f} {vs_copy:>6.2f}x {ref_t:>10.4f} {vs_ref:>8.2f}x "
+        print(f"{name:<10} {ours[name]:>10.4f} {vs_copy:>6.2f}x {ref_t:>10.4f} {vs_ref:>8.2f}x "
               f"{ort_t:>8.4f}  {'ok' if ok else 'MISSED'}")
     print(f"targets: opshift <= {MAX_VS_COPY}x copy and >= {MIN_VS_REFERENCE}x faster than "
           "onnx.reference")

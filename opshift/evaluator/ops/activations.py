@@ -43,12 +43,14 @@ _POOL: ThreadPoolExecutor | None = None
 
 def _execute(tasks: list[tuple], kernel, dtype: np.dtype) -> None:
     """Run ``kernel(x, s, y, buf)`` on every task; numpy ufuncs release the GIL, so tasks
-    split over a few threads run in parallel. Each thread owns one block-sized buffer."""
+    split over a few threads run in parallel. Each thread owns ``buf``: a block of scratch
+    and a block of zeros (ufuncs against a zeros array are ~3x faster than against a
+    scalar 0)."""
     global _POOL
     nt = min(_threads(), len(tasks))
 
     def work(part: list[tuple]) -> None:
-        buf = np.empty(BLOCK, dtype)
+        buf = np.zeros((2, BLOCK), dtype)  # [0]: scratch, [1]: zeros (read only)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             for x, s, y in part:
                 kernel(x, s, y, buf)
@@ -157,13 +159,17 @@ def _selu_kernel(a, g, zero):
         # negative branch as onnx's reference computes it: exp(x) * alpha - alpha, on
         # min(x, 0) so that it is exactly 0 for x > 0 and exp never overflows. ``buf`` is
         # reused across blocks (a fresh 128 KiB temporary per block would be mmap'ed).
-        if buf is None or buf.size < x.size:
-            buf = np.empty(x.size, x.dtype)
-        t = np.minimum(x, zero, out=buf[:x.size].reshape(x.shape))
+        # Signed zeros do not matter here: exp(+-0) == 1 and +-0 + (+0) == +0.
+        if buf is None:
+            t = np.minimum(x, zero)
+            z = zero
+        else:
+            t = np.minimum(x, buf[1, :x.size], out=buf[0, :x.size])
+            z = buf[1, :x.size]
         np.exp(t, out=t)
         np.multiply(t, a, out=t)
         np.subtract(t, a, out=t)
-        np.maximum(x, zero, out=y)  # positive branch (0 for x <= 0, NaN kept)
+        np.maximum(x, z, out=y)  # positive branch (0 for x <= 0, NaN kept)
         np.add(y, t, out=y)
         np.multiply(y, g, out=y)
     return k
