@@ -133,8 +133,8 @@ NARROW = [
     ("PRelu", 16, TP.BFLOAT16, 13),
     ("LeakyRelu", 16, TP.BFLOAT16, 13),
     ("Selu", 22, TP.BFLOAT16, 13),
-    ("PRelu", 9, TP.INT32, 1),
-    ("PRelu", 16, TP.INT64, 7),
+    ("PRelu", 9, TP.INT32, 6),
+    ("PRelu", 16, TP.INT64, 6),
     ("PRelu", 9, TP.UINT32, 1),
     ("PRelu", 9, TP.UINT64, 1),
 ]
@@ -220,20 +220,26 @@ def _float_io(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def test_int64_prelu_exact_at_7_and_refused_below():
-    """int64 downgrades to 7..8 stay in integer arithmetic (exact for every value, including
-    products that wrap); below 7 only float64 could hold them, exact only to 2**53: refused."""
-    model = activation_model("PRelu", 9, TP.INT64)
-    xv = np.array([-(2**62), -(2**53) - 1, -7, 0, 5, 2**62, 2**63 - 1, -(2**63)] * 3,
-                  np.int64).reshape(X_SHAPE)
-    ref = evaluate(model, {"x": xv})["y"]
-    for target in (7, 8):
+@pytest.mark.parametrize("elem", [TP.INT64, TP.INT32])
+def test_int_prelu_exact_at_6_to_8_and_refused_below(elem):
+    """Integer downgrades to 6..8 stay in integer arithmetic (exact for every value, including
+    products that wrap); below 6 nothing computes in integers and float64 cannot reproduce
+    the products: refused."""
+    model = activation_model("PRelu", 9, elem)
+    info = np.iinfo(helper.tensor_dtype_to_np_dtype(elem))
+    big = [info.min, info.min + 1, -(2**30), -7, 0, 5, 2**30, info.max]
+    xv = np.array(big * 3, helper.tensor_dtype_to_np_dtype(elem)).reshape(X_SHAPE)
+    with np.errstate(over="ignore"):
+        ref = evaluate(model, {"x": xv})["y"]
+    for target in (6, 7, 8):
         out = convert(model, target)
         onnx.checker.check_model(out, full_check=True)
-        assert np.array_equal(evaluate(out, {"x": xv})["y"], ref)
-        assert np.array_equal(_ort_run(out, xv), ref)
+        with np.errstate(over="ignore"):
+            assert np.array_equal(evaluate(out, {"x": xv})["y"], ref)
+        if target >= 7:
+            assert np.array_equal(_ort_run(out, xv), ref)
     with pytest.raises(ConversionError, match=r"prelu_node.*2\*\*53"):
-        convert(model, 6)
+        convert(model, 5)
 
 
 def test_bfloat16_is_exact_against_float32_rounding():

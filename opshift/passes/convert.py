@@ -14,12 +14,13 @@ Types a target version does not allow (decided from ``onnx.defs``):
   alpha/gamma rounded to bfloat16 first (the ops' function bodies CastLike them to X's type),
   so PRelu/LeakyRelu give the same bits; Selu is within one bfloat16 ulp of the exact value.
   Cast has no bfloat16 before opset 13: a ConversionError naming the node.
-* PRelu int32/int64 at opsets 7..8: ``x + (x < 0) * (slope * x - x)`` in the integer type
+* PRelu int32/int64 at opsets 6..8: ``x + (x < 0) * (slope * x - x)`` in the integer type
   (the sign test through float: int -> float rounding never changes a sign), which wraps
-  exactly like PRelu's own product for every value.
-* PRelu int32 below 7: float64 between Casts (every int32 and every product that fits int32
-  is exact in float64). PRelu int64 below 7: float64 is exact only up to 2**53 and no exact
-  integer form exists there, so the conversion is refused with a ConversionError.
+  exactly like PRelu's own product for every value. At opset 6 Mul places the slope with
+  its legacy ``broadcast``/``axis`` attributes (refused when they cannot express it).
+* PRelu int32/int64 below 6: no op does integer arithmetic there, and float64 cannot
+  reproduce integer products exactly (beyond 2**53, and where they wrap): refused with a
+  ConversionError naming the node.
 * PRelu of unsigned integers (never negative) becomes Identity.
 """
 
@@ -690,8 +691,14 @@ def _cast_types(node, op, vs, vt, ctx, notes, prefix, index) -> list[onnx.NodePr
         notes.append(("replaced by Identity", f"{op}-{vt} does not allow {tname}; unsigned "
                                               "X is never negative, so PRelu returns X"))
         return [ident]
-    if op == "PRelu" and elem in (TensorProto.INT32, TensorProto.INT64) and ctx.target >= 7:
-        nodes = _prelu_integer(node, ctx, elem, index)
+    if op == "PRelu" and elem in (TensorProto.INT32, TensorProto.INT64):
+        if ctx.target < 6:
+            raise ConversionError(
+                f"{label}: {op}-{vt} does not allow {tname}, and opset {ctx.target} has no "
+                f"integer arithmetic (Mul/Add take integers from opset 6); float64 cannot "
+                f"reproduce {tname} products exactly (beyond 2**53, and where they wrap), so "
+                "the node is not converted")
+        nodes = _prelu_integer(node, ctx, elem, index, label)
         notes.append(("decomposed into integer Mul/Sub/Add with a sign mask",
                       f"{op}-{vt} does not allow {tname}; x + (x < 0) * (slope * x - x) in "
                       f"{tname} wraps exactly like PRelu's own product, for every value"))
@@ -716,12 +723,40 @@ def _cast_types(node, op, vs, vt, ctx, notes, prefix, index) -> list[onnx.NodePr
     return nodes
 
 
-def _prelu_integer(node, ctx, elem: int, index: int) -> list[onnx.NodeProto]:
-    """``y = x + Cast(Less(Cast(x, float), 0), T) * (slope * x - x)``, valid at opsets 7..8.
+def _legacy_mul_attrs(node, ctx, label: str) -> dict[str, int]:
+    """``broadcast``/``axis`` for an opset-6 ``Mul(x, slope)`` that places the slope as
+    legacy PRelu does; ConversionError when legacy Mul cannot express that placement."""
+    s_shape, _ = _slope_info(node, ctx)
+    x_shape = ctx.facts.shape(node.input[0])
+    if s_shape is None or x_shape is None:
+        raise ConversionError(f"{label}: shapes of X and slope are needed to express the "
+                              "slope broadcast with opset-6 Mul, and they are unknown")
+    if all(_known_int(d) for d in s_shape) and int(np.prod(s_shape)) == 1:
+        return {"broadcast": 1}
+    if tuple(s_shape) == tuple(x_shape):
+        return {}
+    try:
+        placed = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
+    except EvaluationError as e:
+        raise ConversionError(f"{label}: {e}") from None
+    r, k = len(x_shape), len(s_shape)
+    axis = 1 if (k == 1 and r >= 2 and placed[1] == s_shape[0] and s_shape[0] != 1) else r - k
+    if tuple(x_shape[axis:axis + k]) == tuple(s_shape):
+        return {"broadcast": 1, "axis": axis}
+    raise ConversionError(f"{label}: slope of shape {list(s_shape)} for X of shape "
+                          f"{list(x_shape)} cannot be placed by opset-6 Mul broadcasting")
+
+
+def _prelu_integer(node, ctx, elem: int, index: int, label: str) -> list[onnx.NodeProto]:
+    """``y = x + Cast(Less(Cast(x, float), 0), T) * (slope * x - x)``, valid at opsets 6..8.
 
     Only the sign of x goes through float (int -> float rounding never changes a sign); the
-    arithmetic stays in the integer type, so the result is PRelu's own integer product.
+    arithmetic stays in the integer type, so the result is PRelu's own integer product. At
+    opset 6 the binary ops broadcast by their ``broadcast``/``axis`` attributes.
     """
+    legacy = ctx.target < 7
+    mul_attrs = _legacy_mul_attrs(node, ctx, label) if legacy else {}
+    less_attrs = {"broadcast": 1} if legacy else {}
     names = ctx.facts.names
     base = node.name or node_label(node, index)
     x, slope = node.input[0], node.input[1]
@@ -736,9 +771,9 @@ def _prelu_integer(node, ctx, elem: int, index: int) -> list[onnx.NodeProto]:
         helper.make_node("Cast", [x], [xf], name=v("cast_sign"), to=TensorProto.FLOAT),
         helper.make_node("Constant", [], [zero], name=v("zero_const"),
                          value=helper.make_tensor(zero, TensorProto.FLOAT, [], [0.0])),
-        helper.make_node("Less", [xf, zero], [neg], name=v("less")),
+        helper.make_node("Less", [xf, zero], [neg], name=v("less"), **less_attrs),
         helper.make_node("Cast", [neg], [mask], name=v("cast_mask"), to=elem),
-        helper.make_node("Mul", [x, slope], [sx], name=v("mul_slope")),
+        helper.make_node("Mul", [x, slope], [sx], name=v("mul_slope"), **mul_attrs),
         helper.make_node("Sub", [sx, x], [d], name=v("sub")),
         helper.make_node("Mul", [mask, d], [md], name=v("mul_mask")),
         helper.make_node("Add", [x, md], [y], name=node.name or v("add")),
