@@ -7,8 +7,9 @@ The compute type must hold every input value exactly, so only widening casts are
   bfloat16/float16 values is exact in float32, so rounding the result back once gives the
   same bits as computing in the narrow type.
 * 8/16/32-bit integers -> float64: every value is exact, and so is every product whose
-  magnitude is below 2**53, which covers every result that fits the integer type (a
-  result that overflows the integer type is not defined by ONNX in the first place).
+  magnitude is below 2**53, which covers every result that fits the integer type. A result
+  that overflows (wraps) in the integer type does NOT come back the same: callers whose op
+  can overflow must prove it cannot or use another rewrite (convert does, for PRelu).
 * 64-bit integers -> float64 only represent magnitudes up to 2**53 exactly. Callers must
   prove the range (see :data:`EXACT_INT_LIMIT`) or choose another rewrite.
 """
