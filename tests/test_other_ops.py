@@ -1022,3 +1022,19 @@ def test_onnx_node_tests_convert_exactly_or_refuse():
             bad.append(f"{c.name} {src}->{target}: different outputs")
     assert not bad, "\n".join(bad)
     assert counts["ok"] > 300, counts
+
+
+def test_castlike_below_15_becomes_cast():
+    like = numpy_helper.from_array(np.zeros((1,), np.float64), "like")
+    m = make_model([one("CastLike", ["x", "like"], ["y"])], [vi("x", F, [3])],
+                   [vi("y", TensorProto.DOUBLE, [3])], opset=19, initializers=[like])
+    changes = roundtrip(m, 19, 13, {"x": np.array([1.5, -2, 3e-8], np.float32)})
+    assert [(c.op, c.to_version) for c in changes] == [("CastLike", None)]
+    assert [(n.op_type, attrs(n)) for n in m.graph.node] == [("Cast",
+                                                             {"to": TensorProto.DOUBLE})]
+    m = make_model([one("CastLike", ["x", "like"], ["y"])],
+                   [vi("x", F, [3]), vi("like", TensorProto.BFLOAT16, [1])],
+                   [vi("y", TensorProto.BFLOAT16, [3])], opset=19)
+    with pytest.raises(ConversionError, match=r"CastLike does not exist at opset 9.*"
+                                              r"Cast-9 does not take tensor\(bfloat16\)"):
+        convert_other_ops(m, 19, 9)

@@ -30,7 +30,7 @@ from ..errors import ConversionError
 from ._graph import Scope, iter_scopes, splice, subgraphs
 from .other_ops_schema import fast_ok, fast_walk, generic_step, versions_between
 from .other_ops_step import Conversion, NodeState, Refuse, Step
-from .other_ops_table import TABLE
+from .other_ops_table import DECOMPOSE, TABLE
 
 ACTIVATIONS = opsets.ACTIVATIONS
 
@@ -45,7 +45,7 @@ class Change:
     op: str
     scope: str
     from_version: int
-    to_version: int
+    to_version: int | None  # None: the op does not exist at the target (decomposed)
     action: str  # "relabel" (node unchanged) or "rewrite"
     reason: str
 
@@ -127,13 +127,15 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
             loc = f"node {name!r} ({op}-{v_from} -> {v_to}, {sc.label})"
             if v_from is None:
                 raise ConversionError(f"{loc}: {op} does not exist at opset {src}")
-            if v_to is None:
+            decompose = DECOMPOSE.get(op) if v_to is None else None
+            if v_to is None and decompose is None:
                 raise ConversionError(f"{loc}: {op} does not exist at opset {target}")
+            walk_to = v_to if v_to is not None else opsets.versions(op)[0]
             state = NodeState()
-            for lo, hi in versions_between(op, v_from, v_to):
+            for lo, hi in versions_between(op, v_from, walk_to):
                 if state.removed:
                     break
-                st = Step(n, op, lo, hi, v_from < v_to, conv, sc, i, state)
+                st = Step(n, op, lo, hi, v_from < walk_to, conv, sc, i, state)
                 try:
                     for adapter in TABLE.get((op, hi), ()):
                         adapter(st)
@@ -143,6 +145,13 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
                     raise ConversionError(
                         f"{loc}: step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
                     ) from None
+            if decompose is not None:
+                st = Step(n, op, walk_to, walk_to, False, conv, sc, i, state)
+                try:
+                    decompose(st)
+                except Refuse as e:
+                    raise ConversionError(f"{loc}: {op} does not exist at opset {target} and "
+                                          f"no exact decomposition applies: {e}") from None
             if state.removed:
                 repl[i] = [*state.pre, *state.post]
             elif state.work is not None or state.pre or state.post:

@@ -51,6 +51,9 @@ Quantize/DequantizeLinear 13          per-axis scales only from 13
 OneHot 11                             negative indices count from the back from 11
 ScatterND/ScatterElements 18          reduction min/max only from 18
 Scan 9, GroupNormalization 21         refused (different inputs / scale shape)
+
+:data:`DECOMPOSE` maps ops that do not exist at the target opset to exact replacements
+(CastLike -> Cast with the like-input's element type).
 ===================================  =======================================================
 """
 
@@ -61,10 +64,14 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
+from .. import opsets
 from .other_ops_step import Refuse, Step
 
 Adapter = Callable[[Step], None]
 TABLE: dict[tuple[str, int], list[Adapter]] = {}
+#: op -> adapter replacing a node (at the op's first version) by nodes valid at the target,
+#: for ops that do not exist at the target opset.
+DECOMPOSE: dict[str, Adapter] = {}
 
 FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -922,3 +929,30 @@ def scan_8_9(st: Step) -> None:
 @at(21, "GroupNormalization")
 def groupnorm_scale(st: Step) -> None:
     raise Refuse("scale and bias are per group at 18 and per channel at 21")
+
+
+# ------------------------------------------------------------------ ops missing at the target
+
+
+def _decomposes(op: str) -> Callable[[Adapter], Adapter]:
+    def deco(fn: Adapter) -> Adapter:
+        DECOMPOSE[op] = fn
+        return fn
+    return deco
+
+
+@_decomposes("CastLike")
+def castlike_as_cast(st: Step) -> None:
+    to = st.elem_type(st.input(1))
+    src = st.elem_type(st.input(0))
+    if to is None or src is None:
+        raise Refuse("the element types of its inputs are unknown")
+    target = st.conv.target
+    cast_v = opsets.since_version("Cast", target)
+    for param, t in (("T1", src), ("T2", to)):
+        ts = f"tensor({opsets.tensor_type_name(t)})"
+        if ts not in opsets.allowed_types("Cast", cast_v, param=param):
+            raise Refuse(f"Cast-{cast_v} does not take {ts}")
+    st.add_node("Cast", [st.input(0)], "cast", output=st.w.output[0],
+                to=to if target >= 6 else onnx.TensorProto.DataType.Name(to))
+    st.remove(f"CastLike written as Cast(to={onnx.TensorProto.DataType.Name(to)})")
