@@ -519,6 +519,27 @@ def test_fuse_pass_modified_is_truthful():
     assert any("> 1" in e.detail for e in p.last_result.refused)
 
 
+def test_fuse_pass_fuses_inside_functions_typed_from_call_sites():
+    from conftest import MODELS
+
+    from opshift.passes.inline import inline
+
+    m = onnx.load(MODELS / "local_function.onnx")
+    inlined = inline(m)  # functions kept; the activations inside them decomposed
+    irm = ir.serde.deserialize_model(inlined)
+    p = FusePass()
+    assert p(irm).modified
+    body = [n.op_type for n in next(iter(irm.functions.values()))]
+    assert sorted(body) == ["Add", "LeakyRelu", "PRelu", "Selu"], p.last_result.lines()
+    leaky = [n for n in next(iter(irm.functions.values())) if n.op_type == "LeakyRelu"][0]
+    assert leaky.attributes["alpha"].is_ref()  # LeakyRelu <alpha = @alpha>, as before
+    out = ir.serde.serialize_model(irm)
+    plain = ir.serde.serialize_model(ir.serde.deserialize_model(inlined))
+    # no inferred type written into the model: value_info as onnx_ir writes it anyway
+    assert {v.name for v in out.graph.value_info} <= {v.name for v in plain.graph.value_info}
+    same_numbers(m, out, {"x": specials(np.float32, (3, 6))}, ort=False)
+
+
 def test_rules_is_a_rewrite_rule_set():
     from onnxscript.rewriter import RewriteRuleSet
 

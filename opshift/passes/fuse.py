@@ -197,47 +197,68 @@ def function_types(model: onnx.ModelProto) -> dict[tuple[str, str], dict[str, on
     return out
 
 
-def _annotate_functions(ir_model: ir.Model, types) -> list[ir.Value]:
-    """Give function values the inferred types (returned, to be cleared after fusing)."""
-    done: list[ir.Value] = []
+def _function_values(f: ir.Function) -> list[ir.Value]:
+    return list(f.inputs) + [v for n in f for v in n.outputs]
+
+
+def _annotate_functions(ir_model: ir.Model, types) -> set[int]:
+    """Give function values the inferred types; returns the ids of the values that had a
+    type before, so that :func:`_clear_function_types` can take the others away again."""
+    typed: set[int] = set()
     for f in ir_model.functions.values():
-        table = types.get((f.domain, f.name))
-        if not table:
-            continue
-        values = list(f.inputs) + [v for n in f for v in n.outputs]
-        for v in values:
-            t = table.get(v.name or "")
-            if v.type is not None or t is None:
+        table = types.get((f.domain, f.name)) or {}
+        for v in _function_values(f):
+            if v.type is not None:
+                typed.add(id(v))
                 continue
-            v.type = ir.serde.deserialize_type_proto_for_type(t)
-            v.shape = ir.serde.deserialize_type_proto_for_shape(t)
-            done.append(v)
-    return done
+            t = table.get(v.name or "")
+            if t is not None:
+                v.type = ir.serde.deserialize_type_proto_for_type(t)
+                v.shape = ir.serde.deserialize_type_proto_for_shape(t)
+    return typed
+
+
+def _clear_function_types(ir_model: ir.Model, typed: set[int]) -> None:
+    """Function bodies keep only the types they had (fused ops' outputs included)."""
+    for f in ir_model.functions.values():
+        for v in _function_values(f):
+            if id(v) not in typed:
+                v.type = None
+                v.shape = None
+
+
+def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bool = False,
+               capture_regions: bool = False) -> FuseResult:
+    """:func:`fuse_ir` on ``ir_model`` with the types onnx shape inference finds for
+    ``proto`` (the same model as a ModelProto): value types of the main graph and its
+    subgraphs, and of function bodies from their call sites. Nothing inferred is written into
+    ``ir_model``."""
+    from ..rewriters._values import INFERRED_TYPES
+
+    types: dict[str, onnx.TypeProto] = {}
+    inferred = proto
+    with contextlib.suppress(Exception):  # best effort: checks refuse what they cannot prove
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        _graph_types(inferred.graph, types)
+    typed = (_annotate_functions(ir_model, function_types(inferred))
+             if proto.functions else None)
+    graphs = {id(ir_model.graph)} | {id(g) for g in ir_model.graph.subgraphs()}
+    token = INFERRED_TYPES.set((types, graphs))
+    try:
+        return fuse_ir(ir_model, allow_rounding=allow_rounding,
+                       capture_regions=capture_regions)
+    finally:
+        INFERRED_TYPES.reset(token)
+        if typed is not None:
+            _clear_function_types(ir_model, typed)
 
 
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
                capture_regions: bool = False) -> tuple[onnx.ModelProto, FuseResult]:
     """Fuse ``model`` (not modified); returns the new ModelProto and the result."""
-    from ..rewriters._values import INFERRED_TYPES
-
-    types: dict[str, onnx.TypeProto] = {}
-    inferred = model
-    with contextlib.suppress(Exception):  # best effort: checks refuse what they cannot prove
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-        _graph_types(inferred.graph, types)
     ir_model = ir.serde.deserialize_model(model)
-    annotated = (_annotate_functions(ir_model, function_types(inferred))
-                 if model.functions else [])
-    graphs = {id(ir_model.graph)} | {id(g) for g in ir_model.graph.subgraphs()}
-    token = INFERRED_TYPES.set((types, graphs))
-    try:
-        result = fuse_ir(ir_model, allow_rounding=allow_rounding,
-                         capture_regions=capture_regions)
-    finally:
-        INFERRED_TYPES.reset(token)
-    for v in annotated:  # function bodies carry no inferred types in the result
-        v.type = None
-        v.shape = None
+    result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,
+                        capture_regions=capture_regions)
     if not result.modified:
         out = onnx.ModelProto()
         out.CopyFrom(model)
@@ -304,8 +325,10 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
 
 class FusePass(ir_passes.InPlacePass):
     """``onnx_ir`` pass running the fusion rules in place; ``modified`` is True only if a
-    pattern was fused. Runs onnx shape inference on the model first (``infer_shapes``), as
-    the checks need static shapes. The last :class:`FuseResult` is :attr:`last_result`."""
+    pattern was fused. The checks need static types and shapes: with ``infer_shapes`` (the
+    default) the pass serializes the model once and runs onnx shape inference on it, using
+    the result without writing it into the model (see :func:`fuse_typed`); without, only the
+    types the model carries are used. The last :class:`FuseResult` is :attr:`last_result`."""
 
     def __init__(self, *, allow_rounding: bool = False, infer_shapes: bool = True) -> None:
         super().__init__()
@@ -315,8 +338,8 @@ class FusePass(ir_passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir_passes.PassResult:
         if self.infer_shapes:
-            from onnx_ir.passes.common import ShapeInferencePass
-
-            ShapeInferencePass(strict_mode=False)(model)
-        self.last_result = fuse_ir(model, allow_rounding=self.allow_rounding)
+            proto = ir.serde.serialize_model(model)
+            self.last_result = fuse_typed(model, proto, allow_rounding=self.allow_rounding)
+        else:
+            self.last_result = fuse_ir(model, allow_rounding=self.allow_rounding)
         return ir_passes.PassResult(model, self.last_result.modified)
