@@ -143,6 +143,11 @@ def test_external_data_placed_beside_output_never_loaded(tmp_path, capsys, monke
     rc, _, err = run(["convert", src, "--opset", 13, "-o", out_dir / "m13.onnx"], capsys)
     assert rc == 0, err
     monkeypatch.undo()
+    # --verify reads only the rewritten node's (small) external constants
+    rc, text, err = run(["convert", src, "--opset", 13, "-o", tmp_path / "v13.onnx",
+                         "--verify"], capsys)
+    assert rc == 0, err
+    assert "prelu" in text and "pass" in text
     assert (src_dir / "weights.bin").read_bytes() == data_before
     out = onnx.load(out_dir / "m13.onnx")  # loads weights.bin from out_dir
     assert (out_dir / "weights.bin").exists()

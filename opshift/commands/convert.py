@@ -60,30 +60,40 @@ def run(args) -> int:
     if _same_file(src, out) or src.resolve() == out.resolve():
         raise OpshiftError(f"{out}: output is the input file; write the result elsewhere "
                            "(the input is never modified)")
-    model = modelio.load(src)
-    original = None
-    if args.verify:
-        import onnx
+    from .. import progress
 
-        original = onnx.ModelProto()
-        original.CopyFrom(model)
-    log = None
-    if args.verbose and not args.json:
-        def log(msg: str) -> None:
-            print(f"  {msg}")
-    try:
-        result = convert_proto(model, args.opset, verbose_log=log, record=args.verify,
-                               base_dir=src.parent)
-    except OpshiftError as e:
-        raise type(e)(f"{src}: {e}") from None
+    bar = progress.for_args(args, "convert", 3 + bool(args.verify))
     report = None
-    if args.verify:
-        report = _verify(original, model, result, src, args)
-    if report is not None and not report.ok:
-        _print(args, result, report, written=False)
-        raise VerificationError(f"{src}: the converted model differs from the original; "
-                                f"{out} was not written")
-    modelio.save(model, out, src.parent)
+    try:
+        with bar.phase("load"):
+            model = modelio.load(src)
+        original = None
+        if args.verify:
+            import onnx
+
+            original = onnx.ModelProto()
+            original.CopyFrom(model)
+        log = None
+        if args.verbose and not args.json:
+            def log(msg: str) -> None:
+                print(f"  {msg}")
+        with bar.phase("convert"):
+            try:
+                result = convert_proto(model, args.opset, verbose_log=log, record=args.verify,
+                                       base_dir=src.parent)
+            except OpshiftError as e:
+                raise type(e)(f"{src}: {e}") from None
+        if args.verify:
+            with bar.phase("verify"):
+                report = _verify(original, model, result, src, args)
+        if report is not None and not report.ok:
+            _print(args, result, report, written=False)
+            raise VerificationError(f"{src}: the converted model differs from the original; "
+                                    f"{out} was not written")
+        with bar.phase("save"):
+            modelio.save(model, out, src.parent)
+    finally:
+        bar.close()
     _print(args, result, report, written=True, out=out)
     return 0
 

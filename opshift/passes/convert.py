@@ -854,9 +854,37 @@ def _region_constants(ctx: _Ctx, nodes) -> dict[str, onnx.TensorProto]:
     for n in nodes:
         for i in n.input:
             t = ctx.constant(i) if i and i not in local else None
-            if t is not None and not t.external_data:
-                out[i] = copy.deepcopy(t)
+            if t is None:
+                continue
+            if t.external_data:
+                t = _loaded(t, ctx.base_dir)
+                if t is None:
+                    continue
+            out[i] = copy.deepcopy(t)
     return out
+
+
+_REGION_EXTERNAL_LIMIT = 64 << 20
+
+
+def _loaded(t: onnx.TensorProto, base_dir) -> onnx.TensorProto | None:
+    """A copy of external tensor ``t`` with its data read (from inside ``base_dir`` only),
+    for a verification region; None when there is no folder or it is over 64 MiB."""
+    from onnx import numpy_helper
+    from onnx.external_data_helper import ExternalDataInfo
+
+    from ..external import resolve_location
+
+    info = ExternalDataInfo(t)
+    if base_dir is None or (info.length or 0) > _REGION_EXTERNAL_LIMIT:
+        return None
+    from pathlib import Path
+
+    resolve_location(Path(base_dir), info.location, "<model>", t.name)  # refuses escapes
+    arr = numpy_helper.to_array(t, str(base_dir))
+    if arr.nbytes > _REGION_EXTERNAL_LIMIT:
+        return None
+    return numpy_helper.from_array(arr, t.name)
 
 
 def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
