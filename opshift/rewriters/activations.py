@@ -11,6 +11,17 @@ wherever it matters: at NaN both branches are NaN, so ``Not(x >= 0)`` (true at N
 as ``x < 0`` (false at NaN); at x == 0 the slope branch gives ``s*0``, which is PRelu's 0 for a
 finite slope only, so the forms true at 0 (``x <= 0``, ``Not(x > 0)``) need a finite
 constant slope. The mirrored forms (``Where(x > 0, x, s*x)`` ...) are treated alike.
+
+Which op. A slope that is a one-element constant from a ``Constant`` node (possibly through
+Cast/CastLike: what LeakyRelu's body, ``inline`` and exporters write for an attribute) becomes
+LeakyRelu when a float32 ``alpha`` reproduces it exactly in X's type and LeakyRelu accepts
+that type at the model's opset; any other slope -- an initializer or graph value (what a
+PRelu's slope input is), a tensor, or a value no float32 reproduces -- becomes PRelu, whose
+slope placement at the model's opset (numpy from 7, legacy per-channel before) must equal the
+pattern's. So ``fuse(inline(m))`` gives back the op ``m`` had.
+
+Integers. Where forms are exact for integer X (PRelu accepts int32/int64 from 9). The Min
+form and ``Relu(x) - s*Relu(-x)`` are not (``a*x`` and ``-x`` wrap around) and refuse them.
 """
 
 from __future__ import annotations
