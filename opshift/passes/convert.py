@@ -87,14 +87,13 @@ class Change:
 
 @dataclass
 class ConvertResult:
-    """What :func:`convert_proto` did. ``model`` is the converted model (same kind as given
-    to :func:`convert`)."""
+    """What :func:`convert_proto` did: opsets, IR versions, and one :class:`Change` per
+    rewritten or relabelled node (activations and, from other_ops, every other op)."""
 
     source_opset: int
     target_opset: int
     changes: list[Change] = field(default_factory=list)
     ir_version: tuple[int, int] = (0, 0)
-    model: Any = None
 
     @property
     def modified(self) -> bool:
