@@ -262,6 +262,9 @@ def test_where_greater_scalar_constant_is_leakyrelu_and_initializer_is_prelu():
     fused, _ = fuses_to(model([const("s", 0.3), *nodes]), "LeakyRelu")
     assert attrs(fused, "LeakyRelu")["alpha"] == np.float32(0.3)
     fuses_to(model(nodes, inits=[init("s", [[0.1], [0.2], [0.3]])]), "PRelu")
+    # an exporter's scalar initializer: LeakyRelu as well (inline never writes this form)
+    fused, _ = fuses_to(model(nodes, inits=[init("s", 0.3)]), "LeakyRelu")
+    assert attrs(fused, "LeakyRelu")["alpha"] == np.float32(0.3)
 
 
 def test_where_greater_with_slope_not_float32_representable_is_prelu():

@@ -221,13 +221,16 @@ def producers(*consts: Const | None) -> tuple[ir.Node, ...]:
 
 def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
                zero_to_slope: bool, extra: tuple[ir.Node, ...] = (),
-               value_check=None, integers: str | None = None) -> Plan:
+               value_check=None, integers: str | None = None,
+               scalar_is_leaky: bool = False) -> Plan:
     """PRelu or LeakyRelu for ``x < 0 ? s * x : x`` computed by ``mul`` (the Mul of s and x).
 
     ``zero_to_slope``: the pattern computes ``s * 0`` at x == 0 (or adds ``s * 0`` for
     x > 0), which equals PRelu's 0 only for a finite slope. ``value_check(array)`` may
     refuse slope values (e.g. the Max form needs 0 < s <= 1). ``integers``: why the pattern
-    is not PRelu for integer X (wrap-around), if it is not.
+    is not PRelu for integer X (wrap-around), if it is not. ``scalar_is_leaky``: a
+    one-element initializer slope gives LeakyRelu too (for forms ``inline`` never writes,
+    so that no PRelu of a model comes back as LeakyRelu).
     """
     ref = ref_attr(s)
     if ref is not None:
@@ -257,7 +260,7 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
         raise Refuse(f"integer X ({dtype.name.lower()}): {integers}")
     placed = pattern_placement(x, s_shape, mul, s_index, opset)
     cleanup = extra + producers(c)
-    if c is not None and c.origin == "constant" and c.source.size == 1:
+    if c is not None and (c.origin == "constant" or scalar_is_leaky) and c.source.size == 1:
         version, ok = type_allowed("LeakyRelu", opset, dtype)
         if ok:
             try:

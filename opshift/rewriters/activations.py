@@ -18,7 +18,9 @@ LeakyRelu when a float32 ``alpha`` reproduces it exactly in X's type and LeakyRe
 that type at the model's opset; any other slope -- an initializer or graph value (what a
 PRelu's slope input is), a tensor, or a value no float32 reproduces -- becomes PRelu, whose
 slope placement at the model's opset (numpy from 7, legacy per-channel before) must equal the
-pattern's. So ``fuse(inline(m))`` gives back the op ``m`` had.
+pattern's. So ``fuse(inline(m))`` gives back the op ``m`` had. The exporter-only forms
+(``Where(x > 0, x, s*x)`` and the other mirrored forms, ``Relu(x) + s*Min(x, 0)``), which
+``inline`` never writes, give LeakyRelu for a one-element initializer slope too.
 
 Integers. Where forms are exact for integer X (PRelu accepts int32/int64 from 9). The Min
 form and ``Relu(x) - s*Relu(-x)`` are not (``a*x`` and ``-x`` wrap around) and refuse them.
@@ -142,7 +144,8 @@ class WhereSlopeMirrored(_Rule):
     def plan(self, context, x, s, z, sx, zero_to_slope, **_):
         zc = ck.zero(z, x)
         return ck.slope_plan(x, s, sx.producer(), graph_opset(context),
-                             zero_to_slope=zero_to_slope, extra=zc.producers)
+                             zero_to_slope=zero_to_slope, extra=zc.producers,
+                             scalar_is_leaky=True)
 
 
 class WhereSelu(_Rule):
@@ -254,7 +257,7 @@ class ReluAddSlope(_Rule):
     def plan(self, context, x, s, z, sx, **_):
         zc = ck.zero(z, x, "Min operand")
         return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
-                             extra=zc.producers)
+                             extra=zc.producers, scalar_is_leaky=True)
 
 
 class ReluSelu(_Rule):
