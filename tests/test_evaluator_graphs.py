@@ -477,3 +477,11 @@ def test_scan_8_batched_with_outer_scale():
     want = 1 + np.cumsum((x * 2)[:, ::-1], axis=1)
     np.testing.assert_array_equal(out["ys"], want)
     np.testing.assert_array_equal(out["acc"], want[:, -1])
+
+
+def test_tile_1_tiles_one_axis():
+    m = make_model([helper.make_node("Tile", ["x", "t", "a"], ["y"])], [vi("x", F, [2, 3])],
+                   [vi("y")], opset=1, initializers=[init("t", np.int64(2)),
+                                                    init("a", np.int64(1))])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], np.concatenate([x, x], axis=1))

@@ -121,4 +121,5 @@ for _name, _fn in [
     ("ReduceLogSumExp", _logsumexp),
 ]:
     _AXES_INPUT_FROM[_name] = 18
-    _reduce(_name, _fn, 1, 11, 13, 18)
+    # ReduceLogSum(Exp)-28 only narrows the types to floats
+    _reduce(_name, _fn, 1, 11, 13, 18, *((28,) if _name.startswith("ReduceLog") else ()))

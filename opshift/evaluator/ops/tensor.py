@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from ..registry import op
-from ._common import ints, normalize_axes
+from ._common import compute_dtype, ints, normalize_axes
 
 #: TensorProto element types the evaluator computes with (others are refused by Cast).
 _CASTABLE = {
@@ -309,6 +309,14 @@ def split(ctx, x, split_input=None):
     return [np.array(p) for p in np.split(x, np.cumsum(sizes)[:-1], axis=axis)]
 
 
+@op("Tile", 1)
+def tile_1(ctx, x, tiles, axis):
+    reps = [1] * x.ndim
+    reps[normalize_axes([int(np.asarray(axis).reshape(()))], x.ndim, ctx)[0]] = int(
+        np.asarray(tiles).reshape(()))
+    return np.tile(x, reps)
+
+
 @op("Tile", 6, 13)
 def tile(ctx, x, repeats):
     reps = ints(repeats)
@@ -356,8 +364,9 @@ def non_zero(ctx, x):
     return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
 
 
-@op("Einsum", 12)
+@op("Einsum", 12, 28)  # 28 adds bfloat16
 def einsum(ctx, *xs):
+    ct = compute_dtype(xs[0].dtype)
     with np.errstate(all="ignore"):
-        return np.asarray(np.einsum(ctx.attrs["equation"], *xs)).astype(xs[0].dtype,
-                                                                       copy=False)
+        y = np.einsum(ctx.attrs["equation"], *(x.astype(ct, copy=False) for x in xs))
+    return np.asarray(y).astype(xs[0].dtype, copy=False)
