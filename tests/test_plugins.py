@@ -1,0 +1,86 @@
+"""opshift inside its host libraries: onnx_ir pass managers and onnxscript's rewriter."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from conftest import MODELS
+from onnx_ir.passes.common import (
+    CheckerPass,
+    RemoveUnusedNodesPass,
+    RemoveUnusedOpsetsPass,
+    TopologicalSortPass,
+)
+
+import opshift
+import opshift.rewriters
+from opshift.passes import ConvertOpsetPass, FixPass, FusePass, InlinePass
+from opshift.verify import verify
+
+ACT = {"PRelu", "LeakyRelu", "Selu"}
+
+
+def _ops(model: onnx.ModelProto) -> set[str]:
+    return {n.op_type for n in model.graph.node}
+
+
+def _npz_inputs(name: str) -> dict[str, np.ndarray]:
+    data = np.load(MODELS / f"{name}.npz")
+    return {k.split(":", 1)[1]: data[k] for k in data.files if k.startswith("input:")}
+
+
+@pytest.mark.parametrize("name", ["prelu6_conv_per_channel", "selu1_defaults", "small_cnn"])
+def test_pass_manager_composes_opshift_and_onnx_ir_passes(name):
+    original = onnx.load(MODELS / f"{name}.onnx")
+    model = ir.serde.deserialize_model(original)
+    pm = ir.passes.PassManager([
+        FixPass(), ConvertOpsetPass(13), InlinePass(), RemoveUnusedNodesPass(),
+        TopologicalSortPass(), FusePass(), RemoveUnusedOpsetsPass(), CheckerPass(full_check=True),
+    ])
+    result = pm(model)
+    assert result.modified
+    out = ir.serde.serialize_model(result.model)
+    assert out.opset_import[0].version == 13
+    assert _ops(out) & ACT == _ops(original) & ACT  # inlined, then fused back
+    assert verify(original, out, _npz_inputs(name)).ok
+
+
+def test_modified_is_truthful():
+    model = ir.load(MODELS / "prelu16.onnx")
+    opset = model.opset_imports[""]
+    assert not ConvertOpsetPass(opset)(model).modified
+    assert not FusePass()(model).modified  # nothing decomposed to fuse
+    assert not FixPass()(model).modified  # nothing to fix
+    assert InlinePass()(model).modified
+    assert FusePass()(model).modified
+
+
+def test_rules_work_in_onnxscript_rewrite_alone_and_with_default_rules():
+    from onnxscript import rewriter
+
+    original = onnx.load(MODELS / "prelu16.onnx")
+    inlined = opshift.inline(original)
+    assert not _ops(inlined) & ACT
+    alone = rewriter.rewrite(inlined, pattern_rewrite_rules=opshift.rewriters.rules())
+    assert "PRelu" in _ops(alone)
+    both = rewriter.rewrite(
+        inlined,
+        pattern_rewrite_rules=[*rewriter._DEFAULT_REWRITE_RULES, *opshift.rewriters.rules()])
+    assert "PRelu" in _ops(both)
+    for m in (alone, both):
+        assert verify(original, m, _npz_inputs("prelu16")).ok
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "prelu16", "selu6"])
+def test_onnxscript_optimizer_then_opshift_keeps_numbers(name):
+    import onnxscript.optimizer
+
+    original = onnx.load(MODELS / f"{name}.onnx")
+    optimized = onnxscript.optimizer.optimize(original)
+    model = ir.serde.deserialize_model(optimized)
+    ir.passes.PassManager([ConvertOpsetPass(11), InlinePass(), FusePass()])(model)
+    out = ir.serde.serialize_model(model)
+    onnx.checker.check_model(out, full_check=True)
+    assert verify(original, out, _npz_inputs(name)).ok
