@@ -480,8 +480,9 @@ def test_scan_8_batched_with_outer_scale():
 
 
 def test_tile_1_tiles_one_axis():
+    """Tile-1 types tiles and axis as T (the float input type), as its schema says."""
     m = make_model([helper.make_node("Tile", ["x", "t", "a"], ["y"])], [vi("x", F, [2, 3])],
-                   [vi("y")], opset=1, initializers=[init("t", np.int64(2)),
-                                                    init("a", np.int64(1))])
+                   [vi("y")], opset=1, initializers=[init("t", np.float32(2)),
+                                                    init("a", np.float32(1))])
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], np.concatenate([x, x], axis=1))
