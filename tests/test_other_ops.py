@@ -1038,3 +1038,16 @@ def test_castlike_below_15_becomes_cast():
     with pytest.raises(ConversionError, match=r"CastLike does not exist at opset 9.*"
                                               r"Cast-9 does not take tensor\(bfloat16\)"):
         convert_other_ops(m, 19, 9)
+
+
+def test_table_lists_real_steps_and_documents_them():
+    from opshift.opsets import versions
+    from opshift.passes import other_ops_table
+
+    doc = other_ops_table.__doc__
+    for (op, v) in other_ops_table.TABLE:
+        vs = versions(op)
+        assert v in vs and v != vs[0], (op, v, vs)
+        assert op in doc or op in other_ops_table.NEG_AXES or op in other_ops_table.BINARY, op
+    for op in other_ops_table.DECOMPOSE:
+        assert op in doc

@@ -6,12 +6,13 @@ conversion walks the op's schema versions one step at a time (up or down). A ste
 * listed in :data:`opshift.passes.other_ops_table.TABLE` -- its meaning changed in a way the
   schemas do not show (legacy broadcasting, attributes turned into inputs, coerced-2-D
   Softmax, negative axes, ...). The listed adapter rewrites the node exactly or refuses; or
-* judged from the two ``onnx.defs`` schemas alone (:func:`_generic_step`): the node is
-  unaffected when the schemas differ only in types the node does not use, attributes it
-  does not set (or sets to the older default), optional inputs it does not use, and
+* judged from the two ``onnx.defs`` schemas alone (``other_ops_schema.generic_step``): the
+  node is unaffected when the schemas differ only in types the node does not use, attributes
+  it does not set (or sets to the older default), optional inputs it does not use, and
   input/output counts it respects. Then nothing but the version in force changes.
 
-Listed steps still go through the schema check after their adapter. A node that cannot be
+Listed steps still go through the schema check after their adapter. Ops missing at the
+target may have an exact replacement (``other_ops_table.DECOMPOSE``). A node that cannot be
 converted exactly raises :class:`~opshift.errors.ConversionError` naming op, node, scope and
 versions; nothing is written into the model until every node is planned, so a refusal leaves
 the model untouched. The opset imports are left to the caller (call this before changing

@@ -4,8 +4,8 @@
 version -- to adapters. Each adapter receives a :class:`~opshift.passes.other_ops_step.Step`
 (``st.up`` tells the direction) and either rewrites the node so that it computes exactly
 the same at the step's destination, or raises :class:`~opshift.passes.other_ops_step.Refuse`
-with the reason. The schema check (``_generic_step``) runs after the adapters, so they only
-deal with what the schemas cannot tell.
+with the reason. The schema check (``other_ops_schema.generic_step``) runs after the
+adapters, so they only deal with what the schemas cannot tell.
 
 Listed steps (v = the newer version of the step):
 
@@ -47,14 +47,14 @@ Upsample 7, 9                         height/width_scale -> scales -> scales inp
 Resize 11, 13, 19                     Resize-10 is asymmetric sampling with floor rounding;
                                       roi/scales optional from 13; half_pixel_symmetric
                                       from 19
-Quantize/DequantizeLinear 13          per-axis scales only from 13
+QuantizeLinear/DequantizeLinear 13    per-axis scales only from 13
 OneHot 11                             negative indices count from the back from 11
 ScatterND/ScatterElements 18          reduction min/max only from 18
 Scan 9, GroupNormalization 21         refused (different inputs / scale shape)
+===================================  =======================================================
 
 :data:`DECOMPOSE` maps ops that do not exist at the target opset to exact replacements
 (CastLike -> Cast with the like-input's element type).
-===================================  =======================================================
 """
 
 from __future__ import annotations
