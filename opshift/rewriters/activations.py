@@ -74,11 +74,14 @@ class _Rule(pattern.RewriteRuleClassBase):
         token = LEGACY_INITIALIZER_INPUTS.set(context.model.ir_version < 4)
         try:
             self._plan = self.plan(context, **bindings)
-        except ck.Refuse as e:
+        except (ck.Refuse, ValueError, TypeError, AttributeError, IndexError) as e:
+            # refusing is always safe; an unexpected error in a check refuses too, visibly
+            reason = str(e) if isinstance(e, ck.Refuse) else \
+                f"internal error in the check ({type(e).__name__}: {e}); not fused"
             rec = current()
             if rec is not None:
-                rec.refuse(self.name, context.root, str(e))
-            return MatchResult().fail(str(e))
+                rec.refuse(self.name, context.root, reason)
+            return MatchResult().fail(reason)
         finally:
             LEGACY_INITIALIZER_INPUTS.reset(token)
         rec = current()
