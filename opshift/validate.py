@@ -13,8 +13,9 @@ from collections.abc import Iterable
 
 import onnx
 
-from .errors import ModelLoadError, where
-from .opsets import normalize_domain, schema
+from .broadcast import rule_for_version, slope_shape_for
+from .errors import EvaluationError, ModelLoadError, where
+from .opsets import ACTIVATIONS, normalize_domain, schema
 
 #: Problem kinds, so a caller can tolerate some (``fix`` repairs duplicate names).
 CYCLE = "cycle"
@@ -22,6 +23,8 @@ DUPLICATE_VALUE = "duplicate-value"
 DUPLICATE_OUTPUT = "duplicate-output"
 MISSING_OPSET = "missing-opset"
 UNKNOWN_OP = "unknown-op"
+ATTRIBUTE = "attribute"  # an attribute the op version does not define, or of the wrong type
+SLOPE = "slope"  # a PRelu slope that cannot broadcast to X's declared shape
 
 
 class _Walker:
@@ -29,6 +32,7 @@ class _Walker:
         self.model = model
         self.functions = {(normalize_domain(f.domain), f.name) for f in model.functions}
         self.problems: list[tuple[str, str]] = []
+        self._shapes: dict[int, tuple[dict[str, tuple], dict[str, tuple]]] = {}
 
     def add(self, kind: str, msg: str) -> None:
         self.problems.append((kind, msg))
@@ -40,7 +44,7 @@ class _Walker:
             if name in defined and name not in {t.name for t in g.initializer}:
                 self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
             defined.add(name)
-        self.nodes(g.node, opsets, defined, outer, label)
+        self.nodes(g.node, opsets, defined, outer, label, g)
         seen: set[str] = set()
         for vi in g.output:
             if vi.name in seen:
@@ -50,7 +54,8 @@ class _Walker:
                 self.add(CYCLE, f"{label}: graph output {vi.name!r} is never computed")
 
     def nodes(self, nodes: Iterable[onnx.NodeProto], opsets: dict[str, int], defined: set[str],
-              outer: frozenset[str] | set[str], label: str) -> None:
+              outer: frozenset[str] | set[str], label: str,
+              graph: onnx.GraphProto | None = None) -> None:
         # Hot loop (100k-node models): slices and set operations run in C; the slow,
         # message-building paths run only when something is wrong.
         defined.add("")  # an empty name is an absent optional input/output
@@ -68,6 +73,8 @@ class _Walker:
             if key not in known_ops:
                 known_ops.add(key)
                 self.op(n, opsets, label)
+            if key[1] in ACTIVATIONS and key[0] in ("", "ai.onnx"):
+                self.activation(n, opsets, label, graph)
             if key[1] in _SUBGRAPH_OPS or key[0] not in ("", "ai.onnx"):
                 for a in n.attribute:
                     subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
@@ -81,6 +88,49 @@ class _Walker:
                         self.add(DUPLICATE_VALUE, f"{label}: {where(n)} defines {name!r}, "
                                                   "which is already defined")
             defined.update(outs)
+
+    def activation(self, n: onnx.NodeProto, opsets: dict[str, int], label: str,
+                   graph: onnx.GraphProto | None) -> None:
+        """Attributes against the schema in force; a constant PRelu slope against X's
+        declared shape (graph input, output or value_info: no shape inference here)."""
+        s = schema(n.op_type, opsets.get("", 0), "")
+        if s is None:
+            return
+        for a in n.attribute:
+            spec = s.attributes.get(a.name)
+            if spec is None:
+                if a.name != "consumed_inputs":  # stale consumed_inputs is fix's job
+                    self.add(ATTRIBUTE, f"{label}: {where(n, version=s.since_version)}: "
+                                        f"attribute {a.name!r} is not defined for this version")
+            elif a.type != spec.type.value:
+                got = onnx.AttributeProto.AttributeType.Name(a.type)
+                self.add(ATTRIBUTE, f"{label}: {where(n, version=s.since_version)}: attribute "
+                                    f"{a.name!r} is {got}, the schema wants {spec.type.name}")
+        if n.op_type != "PRelu" or graph is None or len(n.input) < 2:
+            return
+        declared, inits = self._declared(graph)
+        x_shape = declared.get(n.input[0])
+        slope_shape = inits.get(n.input[1])
+        if x_shape is None or slope_shape is None:
+            return
+        try:
+            slope_shape_for(x_shape, slope_shape, rule_for_version(s.since_version))
+        except EvaluationError as e:
+            self.add(SLOPE, f"{label}: {where(n, version=s.since_version)}: {e}")
+
+    def _declared(self, graph: onnx.GraphProto) -> tuple[dict[str, tuple], dict[str, tuple]]:
+        """(declared value shapes, initializer shapes) of ``graph``, built once."""
+        cached = self._shapes.get(id(graph))
+        if cached is None:
+            shapes: dict[str, tuple] = {}
+            for vi in (*graph.input, *graph.output, *graph.value_info):
+                tt = vi.type.tensor_type
+                if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+                    shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value")
+                                            else (d.dim_param or None) for d in tt.shape.dim)
+            cached = shapes, {t.name: tuple(t.dims) for t in graph.initializer}
+            self._shapes[id(graph)] = cached
+        return cached
 
     def op(self, n: onnx.NodeProto, opsets: dict[str, int], label: str) -> None:
         domain = normalize_domain(n.domain)

@@ -59,3 +59,29 @@ def test_subgraph_sees_outer_scope_and_its_errors_are_found():
                                      name="if")], [_vi("x"), cond], [_vi("y")], opset=13)
     (kind, msg), = validate.problems(m)
     assert kind == validate.CYCLE and "'inner2'" in msg and "'nope'" in msg
+
+
+def test_activation_attribute_types_and_unknown_attributes():
+    m = _chain(helper.make_node("LeakyRelu", ["x"], ["y"], name="l", alpha=1))  # INT
+    (kind, msg), = validate.problems(m)
+    assert kind == validate.ATTRIBUTE and "'alpha' is INT" in msg and "FLOAT" in msg
+    m = _chain(helper.make_node("Selu", ["x"], ["y"], name="s", beta=1.0))
+    (kind, msg), = validate.problems(m)
+    assert kind == validate.ATTRIBUTE and "'beta'" in msg and "Selu-6" in msg
+
+
+def test_prelu_slope_checked_against_declared_shape_by_version():
+    import numpy as np
+    from onnx import numpy_helper
+
+    def model(opset, slope_shape):
+        x = helper.make_tensor_value_info("x", F, [1, 3, 4, 5])
+        s = numpy_helper.from_array(np.ones(slope_shape, np.float32), "s")
+        return make_model([helper.make_node("PRelu", ["x", "s"], ["y"], name="p")], [x],
+                          [helper.make_tensor_value_info("y", F, [1, 3, 4, 5])], opset=opset,
+                          initializers=[s])
+
+    assert validate.problems(model(6, (3,))) == []  # legacy per channel
+    assert validate.problems(model(9, (3, 1, 1))) == []
+    (kind, msg), = validate.problems(model(9, (3,)))  # numpy: [3] meets the last axis, 5
+    assert kind == validate.SLOPE and "'p'" in msg and "PRelu-9" in msg
