@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,24 @@ def load(path: str | os.PathLike, *, load_external_data: bool = False) -> onnx.M
         from .external import load_external_data_safely
 
         load_external_data_safely(model, path.parent, origin=str(path))
+    return model
+
+
+def load_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
+                 load_external_data: bool = False) -> onnx.ModelProto:
+    """:func:`load`, then the checks every command runs before it rewrites anything.
+
+    External data must sit inside the model's folder and be as long as declared, and the
+    graph must pass :func:`opshift.validate.check` (problem kinds in ``allow`` excepted).
+    """
+    from . import validate
+    from .external import external_files
+
+    path = Path(path)
+    model = load(path, load_external_data=load_external_data)
+    if not load_external_data and has_external_data(model):
+        external_files(model, path.parent, str(path))
+    validate.check(model, str(path), allow=allow)
     return model
 
 
