@@ -58,9 +58,10 @@ def run(args) -> int:
     bar = progress.for_args(args, "fix", 2 + bool(args.verify) + (not args.dry_run))
     try:
         with bar.phase("load"):
-            original = modelio.load(args.input)
-            validate.check(original, args.input,
-                           allow=(validate.DUPLICATE_VALUE, validate.MISSING_OPSET))
+            # what fix repairs is not a reason to refuse the model
+            original = modelio.load_checked(args.input, allow=(
+                validate.DUPLICATE_VALUE, validate.MISSING_OPSET, validate.ATTRIBUTE,
+                validate.SLOPE))
         with bar.phase("fix"):
             try:
                 fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope)

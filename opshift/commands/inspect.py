@@ -34,7 +34,7 @@ def register(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from .. import modelio, progress
+    from .. import modelio, progress, validate
     from ..errors import OpshiftError
     from ..inspect import inspect
     from ..opsets import MAX_OPSET
@@ -45,7 +45,8 @@ def run(args) -> int:
     bar = progress.for_args(args, "inspect", 2)
     try:
         with bar.phase("load"):
-            model = modelio.load(args.input)
+            model = modelio.load_checked(args.input, allow=(validate.ATTRIBUTE,
+                                                            validate.DUPLICATE_VALUE))
         with bar.phase("inspect"):
             report = inspect(model, opset=args.opset)
     finally:
