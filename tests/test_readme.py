@@ -36,3 +36,17 @@ def test_first_command_main_job_runs(tmp_path, monkeypatch):
     assert main(argv) == 0
     out = argv[argv.index("-o") + 1]
     assert (tmp_path / out).stat().st_size > 0
+
+
+def _python_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_readme_python_examples_run(tmp_path, monkeypatch):
+    blocks = _python_blocks()
+    assert len(blocks) >= 4
+    (tmp_path / "models").symlink_to(ROOT / "models")
+    monkeypatch.chdir(tmp_path)
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
