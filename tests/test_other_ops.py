@@ -972,7 +972,7 @@ def _same(a, b) -> bool:
 
 @pytest.mark.slow
 def test_onnx_node_tests_convert_exactly_or_refuse():
-    """onnx's backend node test models (a fixed half, to keep this fast), each converted to
+    """onnx's backend node test models (a fixed third, to keep this fast), each converted to
     one other opset (rotating through BACKEND_TARGETS), are either refused or pass the
     checker and give onnxruntime's original outputs."""
     import warnings
@@ -989,11 +989,11 @@ def test_onnx_node_tests_convert_exactly_or_refuse():
     bad = []
     for c in cases:
         h = zlib.crc32(c.name.encode())
-        if h % 2 or len(c.model.opset_import) != 1 or c.name in ONNX_GAPS:
+        if h % 3 or len(c.model.opset_import) != 1 or c.name in ONNX_GAPS:
             continue
         src = c.model.opset_import[0].version
         targets = [t for t in BACKEND_TARGETS if t != src and t <= ort_max_opset()]
-        target = targets[(h // 2) % len(targets)]
+        target = targets[(h // 3) % len(targets)]
         inputs, _ = c.data_sets[0]
         feeds = {v.name: numpy_helper.to_array(x) if isinstance(x, TensorProto) else x
                  for v, x in zip(c.model.graph.input, inputs)}
@@ -1021,7 +1021,7 @@ def test_onnx_node_tests_convert_exactly_or_refuse():
         else:
             bad.append(f"{c.name} {src}->{target}: different outputs")
     assert not bad, "\n".join(bad)
-    assert counts["ok"] > 300, counts
+    assert counts["ok"] > 200, counts
 
 
 def test_castlike_below_15_becomes_cast():
