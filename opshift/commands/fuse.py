@@ -53,7 +53,7 @@ def run(args) -> int:
     report, notes = None, []
     try:
         with bar.phase("load"):
-            original = modelio.load(args.input)
+            original = modelio.load_checked(args.input)
         with bar.phase("fuse"):
             model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
                                        capture_regions=args.verify)
