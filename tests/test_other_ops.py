@@ -129,6 +129,10 @@ def test_cnn_below_7_is_valid_and_refused_where_inexact():
     assert any(c.op == "Mul" and "broadcast=1" in c.reason for c in changes)
     mul = next(n for n in model.graph.node if n.op_type == "Mul")
     assert helper.get_node_attr_value(mul, "broadcast") == 1
+    convert(model, 6, 17, skip=ACTIVATIONS)  # and back up: the legacy forms are undone
+    assert all(not n.attribute for n in model.graph.node if n.op_type in ("Mul", "Add"))
+    for ys in outputs_everywhere(model, {"x": REF["x"]}, 17):
+        np.testing.assert_allclose(ys[0], REF["y"], rtol=1e-5, atol=1e-6)
     # Below 5 the Reshape's shape is computed at run time: no attribute can hold it.
     with pytest.raises(ConversionError, match=r"node '/Reshape' \(Reshape-14 -> 1.*not a "
                                               r"constant"):
