@@ -256,6 +256,12 @@ def _type_string(elem: int) -> str:
     return f"tensor({opsets.tensor_type_name(elem)})"
 
 
+@functools.cache
+def _uniform_ok(fw: _FastWalk, elem: int) -> bool:
+    ts = _type_string(elem)
+    return all(ts in allowed for _, allowed in fw.narrow_in + fw.narrow_out)
+
+
 def _present(names) -> int:
     n = len(names)
     while n and not names[n - 1]:
@@ -275,8 +281,7 @@ def fast_ok(fw: _FastWalk, n: onnx.NodeProto, facts: ModelFacts) -> bool:
         return True
     types = facts.propagated()
     if not fw.check_counts and type(types) is Uniform:
-        ts = _type_string(types.elem)
-        return all(ts in allowed for _, allowed in fw.narrow_in + fw.narrow_out)
+        return _uniform_ok(fw, types.elem)
     ins = n.input
     nin = len(ins)
     if nin and not ins[-1]:
