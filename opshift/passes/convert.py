@@ -49,36 +49,43 @@ ACTIVATIONS = opsets.ACTIVATIONS
 
 
 
-@dataclass
+@dataclass(slots=True)
+class Region:
+    """A recorded rewrite, for local verification: the original node, its replacement
+    nodes, the opsets before and after, the node's value infos and the constants read."""
+
+    before: list[onnx.NodeProto]
+    after: list[onnx.NodeProto]
+    source_opsets: dict[str, int]
+    target_opsets: dict[str, int]
+    before_constants: dict[str, onnx.TensorProto]
+    after_constants: dict[str, onnx.TensorProto]
+    inputs: list[onnx.ValueInfoProto]
+    outputs: list[onnx.ValueInfoProto]
+
+
+@dataclass(slots=True)
 class Change:
-    """One rewrite: which node, what was done, why."""
+    """One rewrite: which node, what was done, why (``region`` only when recorded)."""
 
     node: str
     op: str
     scope: str
     what: str
     why: str
-    #: For local verification: the original node, its replacement nodes, the opsets before
-    #: and after, and the constant tensors the region reads.
-    before: list[onnx.NodeProto] = field(default_factory=list, repr=False)
-    after: list[onnx.NodeProto] = field(default_factory=list, repr=False)
-    source_opsets: dict[str, int] = field(default_factory=dict, repr=False)
-    target_opsets: dict[str, int] = field(default_factory=dict, repr=False)
-    before_constants: dict[str, onnx.TensorProto] = field(default_factory=dict, repr=False)
-    after_constants: dict[str, onnx.TensorProto] = field(default_factory=dict, repr=False)
-    inputs: list[onnx.ValueInfoProto] = field(default_factory=list, repr=False)
-    outputs: list[onnx.ValueInfoProto] = field(default_factory=list, repr=False)
+    region: Region | None = field(default=None, repr=False)
 
     def region_models(self) -> tuple[onnx.ModelProto, onnx.ModelProto] | None:
         """(before, after) models of just this rewrite, or None if it was not recorded."""
-        if not self.before:
+        r = self.region
+        if r is None:
             return None
         from ..verify import region_model
 
-        return (region_model(self.before, self.inputs, self.outputs,
-                             self.before_constants.values(), self.source_opsets),
-                region_model(self.after, self.inputs, self.outputs,
-                             self.after_constants.values(), self.target_opsets))
+        return (region_model(r.before, r.inputs, r.outputs, r.before_constants.values(),
+                             r.source_opsets),
+                region_model(r.after, r.inputs, r.outputs, r.after_constants.values(),
+                             r.target_opsets))
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "op": self.op, "scope": self.scope, "what": self.what,
@@ -963,13 +970,9 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
                         why="; ".join(y for _, y in notes))
             if record:
                 after = new if new is not None else [n]
-                ch.before = [before]
-                ch.after = [copy.deepcopy(x) for x in after]
-                ch.source_opsets = dict(sc.opsets)
-                ch.target_opsets = {**sc.opsets, "": target}
-                ch.before_constants = consts
-                ch.after_constants = _region_constants(ctx, after)
-                ch.inputs, ch.outputs = vis
+                ch.region = Region([before], [copy.deepcopy(x) for x in after],
+                                   dict(sc.opsets), {**sc.opsets, "": target}, consts,
+                                   _region_constants(ctx, after), *vis)
             result.changes.append(ch)
             log(f"{ch.scope}: {ch.node} ({ch.op}): {ch.what} -- {ch.why}")
         _splice(sc.nodes, replacements)
