@@ -1055,3 +1055,20 @@ def test_table_lists_real_steps_and_documents_them():
         assert op in doc or op in other_ops_table.NEG_AXES or op in other_ops_table.BINARY, op
     for op in other_ops_table.DECOMPOSE:
         assert op in doc
+
+
+def test_folded_constants_removed_only_when_unused():
+    ax = helper.make_node("Constant", [], ["ax"], name="ax",
+                          value=numpy_helper.from_array(np.array([0], np.int64)))
+    nodes = [ax, one("Unsqueeze", ["x", "ax"], ["u1"]),
+             helper.make_node("Unsqueeze", ["x", "ax"], ["u2"], name="u2")]
+    m = make_model(nodes, [vi("x", F, [3])], [vi("u1", F, [1, 3]), vi("u2", F, [1, 3])],
+                   opset=13)
+    convert(m, 13, 11)
+    assert [n.op_type for n in m.graph.node] == ["Unsqueeze", "Unsqueeze"]
+    nodes.append(helper.make_node("Identity", ["ax"], ["z"], name="keep"))
+    m = make_model(nodes, [vi("x", F, [3])], [vi("u1", F, [1, 3]), vi("z", I64, [1])],
+                   opset=13)
+    convert(m, 13, 11)
+    assert [n.op_type for n in m.graph.node] == ["Constant", "Unsqueeze", "Unsqueeze",
+                                                 "Identity"]
