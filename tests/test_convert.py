@@ -410,3 +410,25 @@ def test_types_created_inside_the_graph_are_found():
     onnx.checker.check_model(out8, full_check=True)
     assert "Less" in [n.op_type for n in out8.graph.node]
     assert np.array_equal(evaluate(out8, {"x": x})["z"], ref["z"])
+
+
+def test_function_with_its_own_older_opset():
+    """A function importing ai.onnx 1 inside a model at opset 16: its Selu-1 (defaults of
+    version 1) is converted from opset 1, the model's nodes from 16; both end at the target."""
+    fn = helper.make_function("local", "Act", ["fx"], ["fy"],
+                              [helper.make_node("Selu", ["fx"], ["fy"], name="fn_selu")],
+                              [helper.make_opsetid("", 1)])
+    nodes = [helper.make_node("Act", ["x"], ["h"], name="call", domain="local"),
+             helper.make_node("Selu", ["h"], ["y"], name="main_selu")]
+    m = make_model(nodes, [vi("x", [8])], [vi("y", [8])], opset=16, functions=[fn],
+                   extra_opsets=[helper.make_opsetid("local", 1)])
+    m.ir_version = 8
+    x = np.linspace(-3, 3, 8).astype(np.float32)
+    ref = evaluate(m, {"x": x})["y"]
+    for target in (6, 13, 22):
+        out = convert(m, target)
+        onnx.checker.check_model(out, full_check=True)
+        assert opsets.opset_of(out.functions[0]) == target
+        attrs = {a.name for a in out.functions[0].node[0].attribute}
+        assert attrs == {"alpha", "gamma"}  # Selu-1's defaults made explicit
+        assert np.array_equal(evaluate(out, {"x": x})["y"], ref)
