@@ -461,8 +461,8 @@ def _reshape_constant(node, ctx, tensor: onnx.TensorProto, new_shape: tuple[int,
     if ctx.facts.uses(name) == 1 and not _is_graph_io(ctx.scope, name):
         del tensor.dims[:]
         tensor.dims.extend(new_shape)
-        if ctx.scope.graph is not None:  # an IR < 4 initializer is also a graph input
-            for vi in ctx.scope.graph.input:
+        if ctx.scope.graph is not None:  # (IR < 4: also a graph input), value_info
+            for vi in (*ctx.scope.graph.input, *ctx.scope.graph.value_info):
                 if vi.name == name and vi.type.HasField("tensor_type"):
                     vi.type.tensor_type.ClearField("shape")
                     vi.type.tensor_type.shape.SetInParent()
