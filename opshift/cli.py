@@ -38,7 +38,9 @@ def common_parent() -> argparse.ArgumentParser:
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``only`` (a command name) registers just that subcommand, which saves
+    building every other subcommand's parser on each run."""
     parser = argparse.ArgumentParser(
         prog="opshift",
         description="Exact opset conversion, inlining and fusion of PRelu, LeakyRelu and "
@@ -46,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parent = common_parent()
-    for name in COMMANDS:
+    for name in (only,) if only in COMMANDS else COMMANDS:
         try:
             mod = importlib.import_module(f"opshift.commands.{name}")
         except ModuleNotFoundError as e:
@@ -58,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
