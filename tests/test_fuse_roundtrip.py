@@ -64,9 +64,10 @@ def _runtime_slopes(m: onnx.ModelProto) -> int:
     may feed, or computed from one)."""
     inputs = {v.name for v in m.graph.input}
     inits = {t.name for t in m.graph.initializer}
-    fixed = (inits if m.ir_version < 4 else inits - inputs)
+    fixed = (inits if m.ir_version < 4 else inits - inputs)  # before IR 4 all are listed
     for n in m.graph.node:
-        if n.op_type == "Constant" or (n.op_type == "Cast" and n.input[0] in fixed):
+        if n.op_type == "Constant" or (n.op_type in ("Cast", "Squeeze", "Unsqueeze", "Reshape")
+                                       and n.input[0] in fixed):
             fixed.add(n.output[0])
     return sum(1 for n in m.graph.node if n.op_type == "PRelu" and n.input[1] not in fixed)
 
@@ -116,3 +117,50 @@ def test_bundled_model_fuse_inline_roundtrip_at_every_opset(name):
         if _roundtrip(conv, feeds, f"{name} at opset {opset}"):
             done.append(opset)
     assert done, f"{name}: convertible to no opset at all"
+
+
+def _synthetic(op: str, attrs: dict, slope, opset: int) -> onnx.ModelProto:
+    from conftest import make_model
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4, 5])
+    inits = [] if slope is None else [numpy_helper.from_array(np.asarray(slope, np.float32), "s")]
+    inputs = ["x", "s"] if op == "PRelu" else ["x"]
+    graph_inputs = [x]
+    if inits and opsets.ir_version_for_opset(opset) < 4:  # IR 3: initializers are inputs
+        graph_inputs.append(helper.make_tensor_value_info("s", TensorProto.FLOAT,
+                                                          list(np.shape(slope))))
+    return make_model([helper.make_node(op, inputs, ["y"], name="act", **attrs)],
+                      graph_inputs, [y], opset=opset, initializers=inits)
+
+
+SYNTHETIC = {  # every form inline writes: Max / Min / Sub at legacy opsets, bodies above
+    "leaky_0.1": ("LeakyRelu", {"alpha": 0.1}, None),
+    "leaky_-0.5": ("LeakyRelu", {"alpha": -0.5}, None),
+    "leaky_3": ("LeakyRelu", {"alpha": 3.0}, None),
+    "leaky_0": ("LeakyRelu", {"alpha": 0.0}, None),
+    "selu": ("Selu", {}, None),
+    "selu_attrs": ("Selu", {"alpha": 2.0, "gamma": 0.5}, None),
+    "prelu_channel": ("PRelu", {}, np.array([0.1, 0.2, 0.3]).reshape(3, 1, 1)),
+    "prelu_mixed": ("PRelu", {}, np.array([0.1, -0.2, 3.0]).reshape(3, 1, 1)),
+    "prelu_big": ("PRelu", {}, np.array([2.0, 3.0, 4.0]).reshape(3, 1, 1)),
+    "prelu_scalar": ("PRelu", {}, np.array([0.25])),
+    "prelu_1d_channel": ("PRelu", {}, np.array([0.1, 0.5, 1.0])),  # per channel at <= 6
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNTHETIC))
+def test_every_inline_form_fuses_back_at_every_opset(name):
+    op, attrs, slope = SYNTHETIC[name]
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((2, 3, 4, 5)) * 3).astype(np.float32)
+    x.flat[:7] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45]
+    done = 0
+    for opset in range(1, opsets.MAX_OPSET + 1):
+        if name == "prelu_1d_channel" and opset >= 7:
+            continue  # a [3] slope does not broadcast to [..., 5] under numpy rules
+        m = _synthetic(op, attrs, slope, opset)
+        if _roundtrip(m, {"x": x}, f"{name} at opset {opset}"):
+            done += 1
+    assert done >= 6

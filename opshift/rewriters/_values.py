@@ -98,6 +98,58 @@ def _exact_cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
     return out if bool(np.all(same)) else None
 
 
+_RESHAPES = frozenset({"Squeeze", "Unsqueeze", "Reshape", "Flatten"})
+
+
+def _axes(node: ir.Node, depth: int) -> list[int] | None:
+    """Squeeze/Unsqueeze axes: the attribute (opset < 13) or a constant second input."""
+    attr = node.attributes.get("axes")
+    if attr is not None:
+        return None if attr.is_ref() else list(attr.as_ints())
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        c = resolve(node.inputs[1], depth + 1)
+        return None if c is None or c.array is None else [int(a) for a in c.array.ravel()]
+    return []
+
+
+def _reshaped(node: ir.Node, arr: np.ndarray, depth: int) -> tuple[int, ...] | None:
+    """The output shape of a reshaping node on a constant, or None if not decidable."""
+    shape = list(arr.shape)
+    try:
+        if node.op_type == "Squeeze":
+            axes = _axes(node, depth)
+            if axes is None:
+                return None
+            axes = [a % len(shape) for a in axes] if axes else \
+                [i for i, d in enumerate(shape) if d == 1]
+            if any(shape[a] != 1 for a in axes):
+                return None
+            return tuple(d for i, d in enumerate(shape) if i not in axes)
+        if node.op_type == "Unsqueeze":
+            axes = _axes(node, depth)
+            if not axes:
+                return None
+            rank = len(shape) + len(axes)
+            out = iter(shape)
+            axes = {a % rank for a in axes}
+            return tuple(1 if i in axes else next(out) for i in range(rank))
+        if node.op_type == "Flatten":
+            axis = node.attributes.get_int("axis", 1) % (len(shape) + 1)
+            return (int(np.prod(shape[:axis], dtype=np.int64)),
+                    int(np.prod(shape[axis:], dtype=np.int64)))
+        # Reshape
+        if node.attributes.get_int("allowzero", 0) or len(node.inputs) < 2:
+            return None
+        c = resolve(node.inputs[1], depth + 1)
+        if c is None or c.array is None:
+            return None
+        target = [int(d) for d in c.array.ravel()]
+        target = [shape[i] if d == 0 else d for i, d in enumerate(target)]
+        return tuple(np.empty(shape, np.int8).reshape(target).shape)
+    except (ValueError, IndexError, StopIteration):
+        return None
+
+
 def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
     """The constant ``value`` always holds, or None."""
     if value is None or depth > 4 or _overridable(value):
@@ -113,6 +165,15 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
         if arr is None:
             arr = _numpy(value)
         return None if arr is None else Const(arr, arr, "constant", False, (node,))
+    if node.op_type in _RESHAPES and node.inputs and node.inputs[0] is not None:
+        inner = resolve(node.inputs[0], depth + 1)
+        if inner is None or inner.array is None:
+            return None
+        shape = _reshaped(node, inner.array, depth)
+        if shape is None:
+            return None
+        return Const(inner.array.reshape(shape), inner.source.reshape(shape), inner.origin,
+                     inner.castlike, (node, *inner.producers))
     if node.op_type in ("Cast", "CastLike") and node.inputs and node.inputs[0] is not None:
         inner = resolve(node.inputs[0], depth + 1)
         if inner is None or inner.array is None:
