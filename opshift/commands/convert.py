@@ -66,7 +66,7 @@ def run(args) -> int:
     report = None
     try:
         with bar.phase("load"):
-            model = modelio.load(src)
+            model = modelio.load_checked(src)
         original = None
         if args.verify:
             import onnx
