@@ -98,6 +98,9 @@ def run(args) -> int:
     return 0
 
 
+_WHOLE_MODEL_EXTERNAL_LIMIT = 256 << 20
+
+
 def _verify(original, converted, result, src: Path, args):
     from ..modelio import has_external_data
     from ..verify import VerifyReport, evaluator_supports, verify, verify_rewrites
@@ -108,11 +111,23 @@ def _verify(original, converted, result, src: Path, args):
         if models is not None:
             pairs.append((f"{ch.node} ({ch.op})", *models))
     report = verify_rewrites(pairs) if pairs else VerifyReport()
-    why = None
-    if has_external_data(original):
-        why = "the model keeps its weights in external data (not loaded)"
-    else:
-        why = evaluator_supports(original) or evaluator_supports(converted)
+    why = evaluator_supports(original) or evaluator_supports(converted)
+    if why is None and has_external_data(original):
+        from ..external import external_files, load_external_data_safely
+
+        size = sum(f.stat().st_size for f in external_files(original, src.parent).values())
+        if size > _WHOLE_MODEL_EXTERNAL_LIMIT:
+            why = (f"the model keeps {size / 2**20:.0f} MiB of weights in external data "
+                   f"(whole-model check loads at most {_WHOLE_MODEL_EXTERNAL_LIMIT >> 20} MiB)")
+        else:
+            for m in (original, converted):  # copies: the converted one is saved afterwards
+                m2 = type(m)()
+                m2.CopyFrom(m)
+                load_external_data_safely(m2, src.parent, str(src))
+                if m is original:
+                    original = m2
+                else:
+                    converted = m2
     if why is None:
         report = report.merge(verify(original, converted))
     elif not args.quiet and not args.json:
