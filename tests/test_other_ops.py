@@ -173,19 +173,19 @@ def one(op, inputs, outputs, **attrs):
     return helper.make_node(op, inputs, outputs, name=f"n_{op.lower()}", **attrs)
 
 
-def check_same(m_before, opset_before, m_after, opset_after, feeds):
+def check_same(m_before, opset_before, m_after, opset_after, feeds, rtol=1e-6):
     """Same outputs before and after, by the evaluator and, where it can, onnxruntime."""
     ref = outputs_everywhere(m_before, feeds, opset_before)[0]
     for ys in outputs_everywhere(m_after, feeds, opset_after):
         for a, b in zip(ref, ys):
-            np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(b, a, rtol=rtol, atol=1e-6)
 
 
-def roundtrip(model, source, target, feeds):
+def roundtrip(model, source, target, feeds, rtol=1e-6):
     before = onnx.ModelProto()
     before.CopyFrom(model)
     changes = convert(model, source, target)
-    check_same(before, source, model, target, feeds)
+    check_same(before, source, model, target, feeds, rtol)
     return changes
 
 
@@ -963,6 +963,10 @@ ORT_GAPS = {("test_max_float64", 7), ("test_min_float64", 7)}
 ONNX_GAPS = {"test_mvn"}
 
 
+def _array(v):
+    return numpy_helper.to_array(v) if isinstance(v, TensorProto) else v
+
+
 def _same(a, b) -> bool:
     if isinstance(a, list) or isinstance(b, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
@@ -970,7 +974,8 @@ def _same(a, b) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.dtype.kind in "fc":
-        return np.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
+        tol = 1e-3 if a.dtype == np.float16 else 1e-5  # one float16 ulp near 1 is 1e-3
+        return np.allclose(a, b, rtol=tol, atol=tol / 10, equal_nan=True)
     return bool(np.array_equal(a, b))
 
 
@@ -978,7 +983,7 @@ def _same(a, b) -> bool:
 def test_onnx_node_tests_convert_exactly_or_refuse():
     """onnx's backend node test models (a fixed third, to keep this fast), each converted to
     one other opset (rotating through BACKEND_TARGETS), are either refused or pass the
-    checker and give onnxruntime's original outputs."""
+    checker and give onnxruntime's original outputs (or onnx's reference outputs)."""
     import warnings
     import zlib
 
@@ -998,7 +1003,7 @@ def test_onnx_node_tests_convert_exactly_or_refuse():
         src = c.model.opset_import[0].version
         targets = [t for t in BACKEND_TARGETS if t != src and t <= ort_max_opset()]
         target = targets[(h // 3) % len(targets)]
-        inputs, _ = c.data_sets[0]
+        inputs, expected = c.data_sets[0]
         feeds = {v.name: numpy_helper.to_array(x) if isinstance(x, TensorProto) else x
                  for v, x in zip(c.model.graph.input, inputs)}
         try:
@@ -1020,7 +1025,10 @@ def test_onnx_node_tests_convert_exactly_or_refuse():
             if (c.name, target) not in ORT_GAPS:
                 bad.append(f"{c.name} {src}->{target}: {str(e)[:150]}")
             continue
-        if all(_same(a, b) for a, b in zip(ref, got)):
+        # onnxruntime's original run, or onnx's reference outputs where onnxruntime's kernel
+        # itself differs from them (seen for some Attention-23 cases).
+        if all(_same(a, b) for a, b in zip(ref, got)) or all(
+                _same(_array(e), b) for e, b in zip(expected, got)):
             counts["ok"] += 1
         else:
             bad.append(f"{c.name} {src}->{target}: different outputs")
@@ -1072,3 +1080,41 @@ def test_folded_constants_removed_only_when_unused():
     convert(m, 13, 11)
     assert [n.op_type for n in m.graph.node] == ["Constant", "Unsqueeze", "Unsqueeze",
                                                  "Identity"]
+
+
+@pytest.mark.parametrize("op,src,target,kw", [
+    ("HardSwish", 14, 13, {}), ("HardSwish", 14, 7, {}), ("Mish", 18, 13, {}),
+    ("GreaterOrEqual", 16, 11, {}), ("LessOrEqual", 12, 11, {}),
+    ("Gelu", 20, 17, {}), ("Gelu", 20, 13, {"approximate": "tanh"}),
+    ("LayerNormalization", 17, 13, {"axis": -1}), ("Swish", 24, 13, {"alpha": 0.5}),
+])
+def test_missing_op_written_as_its_function_body(op, src, target, kw):
+    x = np.linspace(-4, 4, 24, dtype=np.float32).reshape(2, 3, 4)
+    two = op in ("GreaterOrEqual", "LessOrEqual")
+    inputs = [vi("x", F, [2, 3, 4])] + ([vi("z", F, [2, 3, 4])] if two else [])
+    inits = []
+    names = ["x", "z"] if two else ["x"]
+    if op == "LayerNormalization":
+        inits = [numpy_helper.from_array(np.linspace(0.5, 2, 4, dtype=np.float32), "g"),
+                 numpy_helper.from_array(np.linspace(-1, 1, 4, dtype=np.float32), "b")]
+        names = ["x", "g", "b"]
+    out = TensorProto.BOOL if two else F
+    m = make_model([one(op, names, ["y"], **kw)], inputs, [vi("y", out, [2, 3, 4])],
+                   opset=src, initializers=inits)
+    feeds = {"x": x, "z": np.round(x)} if two else {"x": x}
+    # The body is the op's definition; a fused kernel (LayerNormalization's) rounds the
+    # mean and variance differently in float32.
+    changes = roundtrip(m, src, target, feeds, rtol=1e-5)
+    assert [(c.op, c.to_version, c.action) for c in changes] == [(op, None, "rewrite")]
+    assert op not in {n.op_type for n in m.graph.node}
+    assert all(n.name.startswith("n_") for n in m.graph.node)  # readable, derived names
+
+
+def test_function_body_that_cannot_reach_the_target_is_refused():
+    m = make_model([one("GreaterOrEqual", ["x", "z"], ["y"])],
+                   [vi("x", F, [3]), vi("z", F, [3])], [vi("y", TensorProto.BOOL, [3])],
+                   opset=12)
+    # Its body's Equal takes floats only from opset 11.
+    with pytest.raises(ConversionError, match=r"GreaterOrEqual does not exist at opset 10.*"
+                                              r"function body.*Equal"):
+        convert_other_ops(m, 12, 10)

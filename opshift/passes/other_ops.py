@@ -29,6 +29,8 @@ import onnx
 from .. import opsets
 from ..errors import ConversionError
 from ._graph import Scope, iter_scopes, splice, subgraphs
+from .other_ops_body import function_body, inline_body
+from .other_ops_facts import constant_tensor
 from .other_ops_schema import fast_ok, fast_walk, generic_step, versions_between
 from .other_ops_step import Conversion, NodeState, Refuse, Step
 from .other_ops_table import DECOMPOSE, TABLE
@@ -125,42 +127,12 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
             if fw is not None and fast_ok(fw, n, conv.facts):
                 changes.append(Change(name, op, sc.label, v_from, v_to, "relabel", _RELABEL))
                 continue
-            loc = f"node {name!r} ({op}-{v_from} -> {v_to}, {sc.label})"
-            if v_from is None:
-                raise ConversionError(f"{loc}: {op} does not exist at opset {src}")
-            decompose = DECOMPOSE.get(op) if v_to is None else None
-            if v_to is None and decompose is None:
-                raise ConversionError(f"{loc}: {op} does not exist at opset {target}")
-            walk_to = v_to if v_to is not None else opsets.versions(op)[0]
-            state = NodeState()
-            for lo, hi in versions_between(op, v_from, walk_to):
-                if state.removed:
-                    break
-                st = Step(n, op, lo, hi, v_from < walk_to, conv, sc, i, state)
-                try:
-                    for adapter in TABLE.get((op, hi), ()):
-                        adapter(st)
-                    if not state.removed:
-                        generic_step(st)
-                except Refuse as e:
-                    raise ConversionError(
-                        f"{loc}: step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
-                    ) from None
-            if decompose is not None:
-                st = Step(n, op, walk_to, walk_to, False, conv, sc, i, state)
-                try:
-                    decompose(st)
-                except Refuse as e:
-                    raise ConversionError(f"{loc}: {op} does not exist at opset {target} and "
-                                          f"no exact decomposition applies: {e}") from None
-            if state.removed:
-                repl[i] = [*state.pre, *state.post]
-            elif state.work is not None or state.pre or state.post:
-                repl[i] = [*state.pre, state.work or n, *state.post]
+            new, state = _convert_node(conv, sc, i, n, src, target, v_from, v_to, name)
+            if new is not None:
+                repl[i] = new
             changes.append(Change(
                 node=name, op=op, scope=sc.label, from_version=v_from, to_version=v_to,
-                action="rewrite" if state.work is not None or state.pre or state.removed
-                else "relabel",
+                action="rewrite" if new is not None else "relabel",
                 reason="; ".join(state.notes) or _RELABEL))
         plans.append((sc, repl))
     # Nothing is written before every node is planned. Subgraphs come after their parents in
@@ -174,6 +146,78 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
     for graph, tensor, _main in conv.pending_inits:
         graph.initializer.append(tensor)
     return changes
+
+
+def _convert_node(conv: Conversion, sc: Scope, i: int, n: onnx.NodeProto, src: int,
+                  target: int, v_from: int | None, v_to: int | None, name: str,
+                  depth: int = 0) -> tuple[list[onnx.NodeProto] | None, NodeState]:
+    """Walk one node from ``v_from`` to ``v_to`` step by step; its replacement (None: the node
+    stays as it is) and what was done."""
+    op = n.op_type
+    loc = f"node {name!r} ({op}-{v_from} -> {v_to}, {sc.label})"
+    if v_from is None:
+        raise ConversionError(f"{loc}: {op} does not exist at opset {src}")
+    decompose = DECOMPOSE.get(op) if v_to is None else None
+    walk_to = v_to if v_to is not None else opsets.versions(op)[0]
+    state = NodeState()
+    for lo, hi in versions_between(op, v_from, walk_to):
+        if state.removed:
+            break
+        st = Step(n, op, lo, hi, v_from < walk_to, conv, sc, i, state)
+        try:
+            for adapter in TABLE.get((op, hi), ()):
+                adapter(st)
+            if not state.removed:
+                generic_step(st)
+        except Refuse as e:
+            raise ConversionError(
+                f"{loc}: step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
+            ) from None
+    if v_to is None:
+        st = Step(n, op, walk_to, walk_to, False, conv, sc, i, state)
+        try:
+            if decompose is not None:
+                decompose(st)
+            else:
+                _write_function_body(st, conv, sc, i, target, loc, depth)
+        except Refuse as e:
+            raise ConversionError(f"{loc}: {op} does not exist at opset {target} and no exact "
+                                  f"decomposition applies: {e}") from None
+    if state.removed:
+        return [*state.pre, *state.post], state
+    if state.work is not None or state.pre or state.post:
+        return [*state.pre, state.work or n, *state.post], state
+    return None, state
+
+
+def _write_function_body(st: Step, conv: Conversion, sc: Scope, i: int, target: int,
+                         loc: str, depth: int) -> None:
+    """Replace the node by its onnx function body, each body node converted to ``target``."""
+    if depth > 4:
+        raise Refuse("function bodies nest too deep")
+    body, body_opset = function_body(st)
+    nodes = inline_body(st, body)
+    conv.facts.propagate(nodes, body_opset)
+    for b in nodes:
+        c = constant_tensor(b)
+        if c is not None:
+            conv.scope_consts(sc)[b.output[0]] = c
+    out: list[onnx.NodeProto] = []
+    for b in nodes:
+        bf = opsets.since_version(b.op_type, body_opset)
+        bt = opsets.since_version(b.op_type, target)
+        if bf == bt:
+            out.append(b)
+            continue
+        try:
+            new, _ = _convert_node(conv, sc, i, b, body_opset, target, bf, bt, b.name,
+                                   depth + 1)
+        except ConversionError as e:
+            raise Refuse(f"its function body (opset {body_opset}): {e}") from None
+        out.extend(new if new is not None else [b])
+    st.state.pre.extend(out)
+    st.remove(f"written as its onnx function body ({', '.join(b.op_type for b in nodes)}) "
+              f"converted to opset {target}")
 
 
 def _used_names(nodes) -> set[str]:

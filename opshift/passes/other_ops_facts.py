@@ -54,6 +54,27 @@ class ModelFacts:
                 self._types = _declared_and_propagated_types(self.model, self.source)
         return self._types
 
+    def propagate(self, nodes, opset: int) -> None:
+        """Element types of the outputs of new ``nodes`` (valid at ``opset``), in order."""
+        for n in nodes:
+            c = constant_tensor(n)
+            if c is not None:
+                self.extra_types[n.output[0]] = c.data_type
+                continue
+            rules = _output_type_rules(n.op_type, opset) or ()
+            for k, r in enumerate(rules):
+                if k >= len(n.output) or not n.output[k] or r is None:
+                    continue
+                kind, arg = r
+                if kind == "input":
+                    t = self.elem_type(n.input[arg]) if arg < len(n.input) else None
+                elif kind == "fixed":
+                    t = arg
+                else:
+                    t = next((a.i for a in n.attribute if a.name == arg), None)
+                if t:
+                    self.extra_types[n.output[k]] = t
+
     # -- shapes
     def shape(self, name: str) -> tuple | None:
         if not name:
