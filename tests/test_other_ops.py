@@ -1118,3 +1118,13 @@ def test_function_body_that_cannot_reach_the_target_is_refused():
     with pytest.raises(ConversionError, match=r"GreaterOrEqual does not exist at opset 10.*"
                                               r"function body.*Equal"):
         convert_other_ops(m, 12, 10)
+
+
+def test_function_body_that_does_not_type_check_is_refused():
+    # onnx builds float16 Attention's body with a float32 ConstantOfShape bias.
+    q = [vi(n, TensorProto.FLOAT16, [1, 2, 3, 4]) for n in ("q", "k", "v")]
+    m = make_model([one("Attention", ["q", "k", "v"], ["y"], is_causal=1)], q,
+                   [vi("y", TensorProto.FLOAT16, [1, 2, 3, 4])], opset=23)
+    with pytest.raises(ConversionError, match=r"Attention does not exist at opset 13.*"
+                                              r"does not type-check"):
+        convert_other_ops(m, 23, 13)

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import onnx
+from onnx import helper
 
 from .. import opsets
 from ..errors import ConversionError
@@ -215,9 +216,30 @@ def _write_function_body(st: Step, conv: Conversion, sc: Scope, i: int, target: 
         except ConversionError as e:
             raise Refuse(f"its function body (opset {body_opset}): {e}") from None
         out.extend(new if new is not None else [b])
+    _check_types(st, out, target)
     st.state.pre.extend(out)
     st.remove(f"written as its onnx function body ({', '.join(b.op_type for b in nodes)}) "
               f"converted to opset {target}")
+
+
+def _check_types(st: Step, nodes: list[onnx.NodeProto], target: int) -> None:
+    """Type-check the written body on its own (onnx builds some bodies, e.g. float16
+    Attention's, that mix element types)."""
+    made = {o for n in nodes for o in n.output}
+    inputs = []
+    for name in dict.fromkeys(i for n in nodes for i in n.input if i and i not in made):
+        t = st.elem_type(name)
+        if t is None:
+            raise Refuse(f"the element type of {name!r} is unknown")
+        inputs.append(helper.make_tensor_value_info(name, t, None))
+    outputs = [helper.make_tensor_value_info(o, 0, None) for o in st.w.output if o]
+    g = helper.make_graph(nodes, "body", inputs, outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", target)])
+    try:
+        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+    except Exception as e:  # onnx's message, first line
+        first = str(e).splitlines()[0][:200]
+        raise Refuse(f"the function body does not type-check: {first}") from None
 
 
 def _used_names(nodes) -> set[str]:
