@@ -89,18 +89,24 @@ def _at(e: Event) -> str:
 
 
 def _remove_dead(nodes: list[ir.Node]) -> None:
-    """Remove the constant producers (Constant / Cast / CastLike) a fusion left unused."""
-    seen: set[int] = set()
+    """Remove the constant producers (Constant / Cast / CastLike ...) a fusion left unused.
+
+    ``nodes`` lists each chain outer node first (CastLike before its Constant), so one pass
+    finds every node whose outputs are used only by nodes already found; each graph then
+    drops them in one call.
+    """
+    dead: dict[int, ir.Node] = {}
     for node in nodes:
-        if id(node) in seen:
+        if id(node) in dead or node.graph is None:
             continue
-        seen.add(id(node))
-        g = node.graph
-        if g is None:
-            continue
-        if any(v.uses() or v.is_graph_output() for v in node.outputs):
-            continue
-        g.remove(node, safe=True)
+        if all(not v.is_graph_output() and all(id(u) in dead for u, _ in v.uses())
+               for v in node.outputs):
+            dead[id(node)] = node
+    by_graph: dict[int, tuple[ir.Graph, list[ir.Node]]] = {}
+    for node in dead.values():
+        by_graph.setdefault(id(node.graph), (node.graph, []))[1].append(node)
+    for graph, group in by_graph.values():
+        graph.remove(group, safe=True)
 
 
 @functools.cache
@@ -227,6 +233,15 @@ def _clear_function_types(ir_model: ir.Model, typed: set[int]) -> None:
                 v.shape = None
 
 
+def _function_graphs(ir_model: ir.Model) -> set[int]:
+    """ids of the graphs of model-local functions (and of subgraphs inside them)."""
+    out: set[int] = set()
+    for f in ir_model.functions.values():
+        out.add(id(f.graph))
+        out.update(id(g) for g in f.graph.subgraphs())
+    return out
+
+
 def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bool = False,
                capture_regions: bool = False) -> FuseResult:
     """:func:`fuse_ir` on ``ir_model`` with the types onnx shape inference finds for
@@ -242,8 +257,7 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
         _graph_types(inferred.graph, types)
     typed = (_annotate_functions(ir_model, function_types(inferred))
              if proto.functions else None)
-    graphs = {id(ir_model.graph)} | {id(g) for g in ir_model.graph.subgraphs()}
-    token = INFERRED_TYPES.set((types, graphs))
+    token = INFERRED_TYPES.set((types, _function_graphs(ir_model)))
     try:
         return fuse_ir(ir_model, allow_rounding=allow_rounding,
                        capture_regions=capture_regions)

@@ -335,8 +335,15 @@ def selu_plan(x: ir.Value, opset: int, alphas: list[ir.Value], gammas: list[ir.V
             raise Refuse(f"Selu-{version} at opset {opset} does not accept element type "
                          f"{dtype.name.lower()}")
         return Plan("Selu", x, attrs=vals, cleanup=extra + nodes)
-    ac = [resolve(a) for a in alphas]
-    gc = [resolve(g) for g in gammas]
+    seen: dict[int, Const | None] = {}  # the body uses AlphaCast / GammaCast twice each
+
+    def once(v: ir.Value) -> Const | None:
+        if id(v) not in seen:
+            seen[id(v)] = resolve(v)
+        return seen[id(v)]
+
+    ac = [once(a) for a in alphas]
+    gc = [once(g) for g in gammas]
     if any(c is None for c in ac):
         raise Refuse("alpha is not a constant")
     if any(c is None for c in gc):
@@ -344,6 +351,7 @@ def selu_plan(x: ir.Value, opset: int, alphas: list[ir.Value], gammas: list[ir.V
     dtype = x_dtype(x, *ac, *gc)
     vals = {}
     for name, cs in (("alpha", ac), ("gamma", gc)):
+        cs = list({id(c): c for c in cs}.values())
         attrs = [scalar_attr(c, dtype, name) for c in cs]
         for c in cs:
             _no_expand(c.shape, x, name)

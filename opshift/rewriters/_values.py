@@ -224,9 +224,10 @@ def ref_attr(value: ir.Value | None) -> tuple[str, tuple[ir.Node, ...]] | None:
     return None
 
 
-#: (value name -> inferred onnx.TypeProto, ids of the graphs it describes) for values whose
-#: IR carries no type. Set by opshift.passes.fuse from onnx shape inference of the main graph
-#: and its subgraphs, so that the inferred value_info need not be deserialized into the IR.
+#: (value name -> inferred onnx.TypeProto, ids of the graphs it does NOT describe: function
+#: bodies) for values whose IR carries no type. Set by opshift.passes.fuse from onnx shape
+#: inference of the main graph and its subgraphs, so that the inferred value_info need not be
+#: deserialized into the IR.
 INFERRED_TYPES: contextvars.ContextVar[tuple[dict, set[int]] | None] = contextvars.ContextVar(
     "opshift_inferred_types", default=None)
 
@@ -235,9 +236,9 @@ def _inferred(value: ir.Value):
     entry = INFERRED_TYPES.get()
     if entry is None or not value.name:
         return None
-    table, graphs = entry
+    table, excluded = entry
     g = value.graph
-    if g is None or id(g) not in graphs:
+    if g is None or id(g) in excluded:
         return None
     return table.get(value.name)
 
