@@ -93,6 +93,10 @@ def _roundtrip(m: onnx.ModelProto, feeds, label: str) -> bool:
         f"{label}: {activation_counts(fused)} != {activation_counts(m)}; refused: "
         + "; ".join(f"{e.node}: {e.detail}" for e in result.refused))
     onnx.checker.check_model(fused, full_check=True)
+    used = {i for n in fused.graph.node for i in n.input} | {o.name for o in fused.graph.output}
+    for n in fused.graph.node:
+        if n.op_type != "Loop":  # (a Loop body reads outer values without listing them)
+            assert any(o in used for o in n.output), f"{label}: dead node {n.name} left"
     ref, got = evaluate(m, feeds), evaluate(fused, feeds)
     assert list(ref) == list(got)
     for k in ref:
