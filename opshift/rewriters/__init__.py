@@ -8,6 +8,11 @@
 or together with onnxscript's default rules (``[*rewriter._DEFAULT_REWRITE_RULES,
 *opshift.rewriters.rules()]``). ``opshift.fuse`` runs the same rules and also reports what
 was fused and what was refused, and why.
+
+The checks prove exactness from static shapes and element types: on a model whose
+intermediate values carry no type information, run onnx shape inference first (``opshift.fuse``
+does, without writing the inferred types into the result); matches whose shapes cannot be
+proved are left alone.
 """
 
 from __future__ import annotations
