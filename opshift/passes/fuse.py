@@ -81,7 +81,8 @@ class FuseResult:
 
 
 def _at(e: Event) -> str:
-    where = f"graph {e.where!r} " if e.where else ""
+    where = "" if not e.where else (f"{e.where} " if e.where.startswith("function ")
+                                    else f"graph {e.where!r} ")
     return f"{where}node {e.node!r} ({e.op})"
 
 
@@ -118,6 +119,11 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
             capture_regions: bool = False) -> FuseResult:
     """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries."""
     rec = Recorder(capture=capture_regions)
+    for f in model.functions.values():
+        name = f"function {f.domain + '::' if f.domain else ''}{f.name}"
+        rec.scope_labels[id(f.graph)] = name
+        for g in f.graph.subgraphs():
+            rec.scope_labels[id(g)] = f"{name}/{g.name or 'subgraph'}"
     rule_set = _rule_set(allow_rounding)
     with recording(rec):
         count = rule_set.apply_to_model(model)

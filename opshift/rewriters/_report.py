@@ -39,6 +39,7 @@ class Recorder:
     capture: bool = False  # keep (label, before, after) region models for --verify
     regions: list = field(default_factory=list)
     pending: object = None
+    scope_labels: dict[int, str] = field(default_factory=dict)  # id(graph) -> label
     _anchors: list[tuple[ir.Node, Event]] = field(default_factory=list)
     _seen: set[tuple[int, str]] = field(default_factory=set)
 
@@ -64,8 +65,11 @@ class Recorder:
 
 def _where(node: ir.Node) -> str:
     g = node.graph
-    name = getattr(g, "name", None) if g is not None else None
-    return name or ""
+    if g is None:
+        return ""
+    rec = _CURRENT.get()
+    label = rec.scope_labels.get(id(g)) if rec is not None else None
+    return label or g.name or ""
 
 
 def current() -> Recorder | None:
