@@ -65,7 +65,7 @@ def function_body(st: Step) -> tuple[onnx.FunctionProto, int]:
 def inline_body(st: Step, body: onnx.FunctionProto) -> list[onnx.NodeProto]:
     """The body's nodes, wired to the node's inputs and outputs, with fresh inner names and
     attribute references resolved (node attribute, else the schema's default)."""
-    if any(normal_domain(n.domain) != "" for n in body.node):
+    if any(opsets.normalize_domain(n.domain) != "" for n in body.node):
         raise Refuse("the function body uses ops outside the default domain")
     rename = {"": ""}
     for i, formal in enumerate(body.input):
@@ -112,7 +112,3 @@ def inline_body(st: Step, body: onnx.FunctionProto) -> list[onnx.NodeProto]:
         new.attribute.extend(attrs)
         nodes.append(new)
     return nodes
-
-
-def normal_domain(d: str) -> str:
-    return opsets.normalize_domain(d)
