@@ -58,7 +58,7 @@ def run(args) -> int:
     report, notes = None, []
     try:
         with bar.phase("load"):
-            original = modelio.load(args.input)
+            original = modelio.load_checked(args.input)
             # inline adds no external data: look for it once, on the smaller input
             source_dir = (Path(args.input).resolve().parent
                           if modelio.has_external_data(original) else None)
