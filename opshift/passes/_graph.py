@@ -58,7 +58,15 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
 def _graph_scopes(graph: onnx.GraphProto, opsets: dict[str, int], label: str,
                   owner: onnx.NodeProto | None = None) -> Iterator[Scope]:
     yield Scope(label, graph.node, opsets, graph=graph, owner=owner)
+    # (after the yield: the caller may have edited the list) one C-speed pass finds which op
+    # types can hold subgraphs; only their nodes are visited
+    holders = {o for d, o in {(n.domain, n.op_type) for n in graph.node}
+               if d not in ("", "ai.onnx") or has_graph_attribute(o)}
+    if not holders:
+        return
     for node in graph.node:
+        if node.op_type not in holders:
+            continue
         for attr, g in subgraphs(node):
             yield from _graph_scopes(g, opsets, f"{label}/node {node.name!r}/{attr}", node)
 
