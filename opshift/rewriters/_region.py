@@ -42,7 +42,11 @@ def _toposort(nodes: list[ir.Node]) -> list[ir.Node]:
     return out
 
 
-def _boundary(nodes: list[ir.Node]) -> tuple[list[onnx.ValueInfoProto], list[onnx.TensorProto]]:
+def _boundary(nodes: list[ir.Node], legacy_inputs: bool
+              ) -> tuple[list[onnx.ValueInfoProto], list[onnx.TensorProto]]:
+    """The region's inputs and initializers. An initializer is fed as its value, except one
+    a caller may override (listed as a graph input from IR 4 on), which is a region input --
+    the same notion of "constant" the checks use (``_values.resolve``)."""
     produced = {id(v) for n in nodes for v in n.outputs}
     inputs: list[onnx.ValueInfoProto] = []
     inits: list[onnx.TensorProto] = []
@@ -52,7 +56,8 @@ def _boundary(nodes: list[ir.Node]) -> tuple[list[onnx.ValueInfoProto], list[onn
             if v is None or id(v) in produced or id(v) in seen:
                 continue
             seen.add(id(v))
-            if v.is_initializer() and not v.is_graph_input() and v.const_value is not None:
+            fixed = not v.is_graph_input() or legacy_inputs
+            if v.is_initializer() and fixed and v.const_value is not None:
                 t = ir.serde.serialize_tensor(v.const_value)
                 t.name = v.name
                 inits.append(t)
@@ -69,7 +74,7 @@ def capture(label: str, context, plan, opset: int
         return None  # function attribute references: no standalone region
     try:
         before_nodes = _toposort([*reversed(plan.cleanup), *context.nodes])
-        inputs, inits = _boundary(before_nodes)
+        inputs, inits = _boundary(before_nodes, context.model.ir_version < 4)
         outs = list(context.output_values)
         outputs = [_value_info(v) for v in outs]
         before = region_model([ir.serde.serialize_node(n) for n in before_nodes], inputs,
