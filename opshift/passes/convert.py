@@ -99,13 +99,25 @@ class ConvertResult:
 
     source_opset: int
     target_opset: int
-    changes: list[Change] = field(default_factory=list)
+    activation_changes: list[Change] = field(default_factory=list)
     ir_version: tuple[int, int] = (0, 0)
+    #: other_ops' own change records, turned into :class:`Change` on first use of .changes
+    other_changes: list[Any] = field(default_factory=list, repr=False)
+    _changes: list[Change] | None = field(default=None, repr=False)
+
+    @property
+    def changes(self) -> list[Change]:
+        """Every changed node: other ops (from other_ops) first, then the activations."""
+        if self._changes is None:
+            self._changes = [Change(node=c.node, op=f"{c.op}-{c.from_version}->{c.to_version}",
+                                    scope=c.scope, what=c.action, why=c.reason)
+                             for c in self.other_changes] + self.activation_changes
+        return self._changes
 
     @property
     def modified(self) -> bool:
-        return (self.source_opset != self.target_opset or bool(self.changes)
-                or self.ir_version[0] != self.ir_version[1])
+        return (self.source_opset != self.target_opset or bool(self.other_changes)
+                or bool(self.activation_changes) or self.ir_version[0] != self.ir_version[1])
 
     def to_dict(self) -> dict[str, Any]:
         return {"source_opset": self.source_opset, "target_opset": self.target_opset,
@@ -207,9 +219,9 @@ class _Facts:
                             elems.add(vi.type.tensor_type.elem_type)
                     elems.update(t.data_type for t in g.initializer)
                 nodes = sc.nodes
-                default_ops = {n.op_type for n in nodes if n.domain in ("", "ai.onnx")}
-                other = {(n.domain, n.op_type) for n in nodes
-                         if n.domain not in ("", "ai.onnx")}
+                keys = {(n.domain, n.op_type) for n in nodes}
+                default_ops = {o for d, o in keys if d in ("", "ai.onnx")}
+                other = {k for k in keys if k[0] not in ("", "ai.onnx")}
                 if default_ops & {"Cast", "Constant"}:
                     for n in nodes:
                         if n.op_type == "Cast" and n.domain in ("", "ai.onnx"):
@@ -931,11 +943,11 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
     if record:
         facts.shape("")  # the region models need the unconverted model's shapes
     if other_ops_change(model, source, target, skip=ACTIVATIONS):
-        for c in convert_other_ops(model, source, target, skip=ACTIVATIONS):
-            ch = Change(node=c.node, op=f"{c.op}-{c.from_version}->{c.to_version}",
-                        scope=c.scope, what=c.action, why=c.reason)
-            result.changes.append(ch)
-            log(f"{ch.scope}: {ch.node} ({ch.op}): {ch.what} -- {ch.why}")
+        result.other_changes = convert_other_ops(model, source, target, skip=ACTIVATIONS)
+        if verbose_log is not None:
+            for c in result.other_changes:
+                log(f"{c.scope}: {c.node} ({c.op}-{c.from_version}->{c.to_version}): "
+                    f"{c.action} -- {c.reason}")
 
     sources = {source, *(v for v in scopes_sources.values() if v is not None)}
     any_change = any(_may_change(op, opsets.since_version(op, s),
@@ -973,7 +985,7 @@ def convert_proto(model: onnx.ModelProto, target: int, *, verbose_log=None,
                 ch.region = Region([before], [copy.deepcopy(x) for x in after],
                                    dict(sc.opsets), {**sc.opsets, "": target}, consts,
                                    _region_constants(ctx, after), *vis)
-            result.changes.append(ch)
+            result.activation_changes.append(ch)
             log(f"{ch.scope}: {ch.node} ({ch.op}): {ch.what} -- {ch.why}")
         _splice(sc.nodes, replacements)
 
