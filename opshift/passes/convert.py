@@ -206,40 +206,52 @@ class _Facts:
     def possible_types(self) -> frozenset[str]:
         """Every element type (as 'tensor(...)') any value of the model could have: declared
         ones, constants, Cast targets, and all allowed types of outputs whose type no input
-        binds. One walk over the nodes."""
+        binds. One pass over each node list (subgraphs found from that pass)."""
         if self._possible is None:
             elems: set[int] = set()
             found: set[str] = set()
             seen: set[tuple[str, str, int]] = set()
-            for sc in iter_scopes(self.model):
-                if sc.graph is not None:
-                    g = sc.graph
-                    for vi in (*g.input, *g.output, *g.value_info):
+
+            def scan(nodes, ops: dict[str, int], graph: onnx.GraphProto | None) -> None:
+                if graph is not None:
+                    for vi in (*graph.input, *graph.output, *graph.value_info):
                         if vi.type.HasField("tensor_type"):
                             elems.add(vi.type.tensor_type.elem_type)
-                    elems.update(t.data_type for t in g.initializer)
-                nodes = sc.nodes
+                    elems.update(t.data_type for t in graph.initializer)
                 keys = {(n.domain, n.op_type) for n in nodes}
                 default_ops = {o for d, o in keys if d in ("", "ai.onnx")}
-                other = {k for k in keys if k[0] not in ("", "ai.onnx")}
-                if default_ops & {"Cast", "Constant"}:
+                special = default_ops & {"Cast", "Constant"}
+                holders = {o for d, o in keys
+                           if d not in ("", "ai.onnx") or opsets.has_graph_attribute(o)}
+                if special or holders:
                     for n in nodes:
-                        if n.op_type == "Cast" and n.domain in ("", "ai.onnx"):
-                            elems.add(_output_type_from_schema(n, sc.opsets, 0,
-                                                               lambda _n: None) or 0)
-                        elif n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
-                            if n.attribute and n.attribute[0].type == 4:
-                                elems.add(n.attribute[0].t.data_type)
-                            else:  # value_float/value_ints/...: any type Constant makes
-                                found |= _free_output_types("", "Constant",
-                                                            sc.opsets.get("", 0))
-                default_ops -= {"Cast", "Constant"}
-                for key in {("", op, sc.opsets.get("", 0)) for op in default_ops} | {
-                        (opsets.normalize_domain(d), op,
-                         sc.opsets.get(opsets.normalize_domain(d), 0)) for d, op in other}:
+                        op = n.op_type
+                        if op in holders:
+                            for _, sg in subgraphs(n):
+                                scan(sg.node, ops, sg)
+                        if op not in special or n.domain not in ("", "ai.onnx"):
+                            continue
+                        if op == "Cast":
+                            elems.add(_output_type_from_schema(n, ops, 0, lambda _n: None)
+                                      or 0)
+                        elif n.attribute and n.attribute[0].type == 4:
+                            elems.add(n.attribute[0].t.data_type)
+                        else:  # value_float/value_ints/...: any type Constant makes
+                            found.update(_free_output_types("", "Constant", ops.get("", 0)))
+                for d, op in keys:
+                    dom = opsets.normalize_domain(d)
+                    if dom == "" and op in special:
+                        continue
+                    key = (dom, op, ops.get(dom, 0))
                     if key not in seen:
                         seen.add(key)
-                        found |= _free_output_types(*key)
+                        found.update(_free_output_types(*key))
+
+            from ._graph import function_opsets, model_opsets
+
+            scan(self.model.graph.node, model_opsets(self.model), self.model.graph)
+            for f in self.model.functions:
+                scan(f.node, function_opsets(self.model, f), None)
             found |= {f"tensor({opsets.tensor_type_name(t)})" for t in elems if t}
             self._possible = frozenset(found)
         return self._possible
