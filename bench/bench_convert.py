@@ -173,7 +173,8 @@ def main() -> int:
 
 def _fmt(r: dict) -> str:
     if "error" in r:
-        return f"{'error: ' + ' '.join(r['error'])[:60]:>30}"
+        msg = " ".join(r["error"]).rsplit(": ", 1)[-1]  # onnx: "... : No Adapter From ..."
+        return f"{'fails: ' + msg[:50]:>22}"
     return f"{r['time'] * 1000:9.1f} ms {r['rss_mb']:7.0f} MB"
 
 
