@@ -9,11 +9,12 @@ declared opset -- and report the first one in one line naming graph, node and va
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import onnx
 
-from .broadcast import rule_for_version, slope_shape_for
+from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .errors import EvaluationError, ModelLoadError, where
 from .opsets import ACTIVATIONS, normalize_domain, schema
 
@@ -61,7 +62,7 @@ class _Walker:
         defined.add("")  # an empty name is an absent optional input/output
         if outer:
             defined.update(outer)
-        known_ops: set[tuple[str, str]] = set()
+        flags_by_op: dict[tuple[str, str], int] = {}
         for n in nodes:
             ins = n.input[:]
             if not defined.issuperset(ins):
@@ -70,17 +71,18 @@ class _Walker:
                         self.add(CYCLE, f"{label}: {where(n)} uses {name!r} before it is "
                                         "defined (cycle, unsorted graph, or missing input)")
             key = (n.domain, n.op_type)
-            if key not in known_ops:
-                known_ops.add(key)
-                self.op(n, opsets, label)
-            if key[1] in ACTIVATIONS and key[0] in ("", "ai.onnx"):
-                self.activation(n, opsets, label, graph)
-            if key[1] in _SUBGRAPH_OPS or key[0] not in ("", "ai.onnx"):
-                for a in n.attribute:
-                    subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
-                        list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
-                    for sg in subs:
-                        self.graph(sg, opsets, set(defined), f"{label}/{where(n)}/{a.name}")
+            flags = flags_by_op.get(key)
+            if flags is None:
+                flags = flags_by_op[key] = self.op(n, opsets, label)
+            if flags:
+                if flags & _ACTIVATION:
+                    self.activation(n, ins, opsets.get("", 0), label, graph)
+                if flags & _SUBGRAPHS:
+                    for a in n.attribute:
+                        subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
+                            list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
+                        for sg in subs:
+                            self.graph(sg, opsets, set(defined), f"{label}/{where(n)}/{a.name}")
             outs = n.output[:]
             if not defined.isdisjoint(outs):
                 for name in outs:
@@ -89,34 +91,37 @@ class _Walker:
                                                   "which is already defined")
             defined.update(outs)
 
-    def activation(self, n: onnx.NodeProto, opsets: dict[str, int], label: str,
+    def activation(self, n: onnx.NodeProto, ins: list[str], opset: int, label: str,
                    graph: onnx.GraphProto | None) -> None:
         """Attributes against the schema in force; a constant PRelu slope against X's
         declared shape (graph input, output or value_info: no shape inference here)."""
-        s = schema(n.op_type, opsets.get("", 0), "")
-        if s is None:
-            return
+        version, types, rule = _activation_spec(n.op_type, opset)
         for a in n.attribute:
-            spec = s.attributes.get(a.name)
-            if spec is None:
-                if a.name != "consumed_inputs":  # stale consumed_inputs is fix's job
-                    self.add(ATTRIBUTE, f"{label}: {where(n, version=s.since_version)}: "
-                                        f"attribute {a.name!r} is not defined for this version")
-            elif a.type != spec.type.value:
-                got = onnx.AttributeProto.AttributeType.Name(a.type)
-                self.add(ATTRIBUTE, f"{label}: {where(n, version=s.since_version)}: attribute "
-                                    f"{a.name!r} is {got}, the schema wants {spec.type.name}")
-        if n.op_type != "PRelu" or graph is None or len(n.input) < 2:
+            if types.get(a.name) != a.type:
+                self.attribute(n, a, version, label)
+        if rule is None or graph is None or len(ins) < 2:
             return
         declared, inits = self._declared(graph)
-        x_shape = declared.get(n.input[0])
-        slope_shape = inits.get(n.input[1])
+        x_shape = declared.get(ins[0])
+        slope_shape = inits.get(ins[1])
         if x_shape is None or slope_shape is None:
             return
         try:
-            slope_shape_for(x_shape, slope_shape, rule_for_version(s.since_version))
+            slope_shape_for(x_shape, slope_shape, rule)
         except EvaluationError as e:
-            self.add(SLOPE, f"{label}: {where(n, version=s.since_version)}: {e}")
+            self.add(SLOPE, f"{label}: {where(n, version=version)}: {e}")
+
+    def attribute(self, n: onnx.NodeProto, a: onnx.AttributeProto, version: int,
+                  label: str) -> None:
+        spec = schema(n.op_type, version, "").attributes.get(a.name)
+        if spec is None:
+            if a.name != "consumed_inputs":  # stale consumed_inputs is fix's job
+                self.add(ATTRIBUTE, f"{label}: {where(n, version=version)}: attribute "
+                                    f"{a.name!r} is not defined for this version")
+        else:
+            got = onnx.AttributeProto.AttributeType.Name(a.type)
+            self.add(ATTRIBUTE, f"{label}: {where(n, version=version)}: attribute {a.name!r} "
+                                f"is {got}, the schema wants {spec.type.name}")
 
     def _declared(self, graph: onnx.GraphProto) -> tuple[dict[str, tuple], dict[str, tuple]]:
         """(declared value shapes, initializer shapes) of ``graph``, built once."""
@@ -132,20 +137,41 @@ class _Walker:
             self._shapes[id(graph)] = cached
         return cached
 
-    def op(self, n: onnx.NodeProto, opsets: dict[str, int], label: str) -> None:
+    def op(self, n: onnx.NodeProto, opsets: dict[str, int], label: str) -> int:
+        """Check the op exists once per (domain, op); return what else its nodes need."""
         domain = normalize_domain(n.domain)
         if (domain, n.op_type) in self.functions:
-            return
+            return _SUBGRAPHS
         if domain not in opsets:
             self.add(MISSING_OPSET, f"{label}: {where(n)} uses domain {domain or 'ai.onnx'!r}, "
                                     "which has no opset import")
-        elif domain == "" and schema(n.op_type, opsets[domain], "") is None:
+            return _SUBGRAPHS
+        if domain:
+            return _SUBGRAPHS
+        if schema(n.op_type, opsets[domain], "") is None:
             self.add(UNKNOWN_OP, f"{label}: {where(n)}: no op {n.op_type!r} in ai.onnx at "
                                  f"opset {opsets[domain]}")
+            return 0
+        flags = _SUBGRAPHS if n.op_type in _SUBGRAPH_OPS else 0
+        return flags | (_ACTIVATION if n.op_type in ACTIVATIONS else 0)
 
 
 #: Default-domain ops with graph attributes; other domains are always scanned.
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_ACTIVATION, _SUBGRAPHS = 1, 2
+
+
+@functools.cache
+def _activation_spec(op: str, opset: int) -> tuple[int, dict[str, int], SlopeRule | None]:
+    """(version in force, attribute name -> AttributeProto type, PRelu slope rule or None).
+
+    ``consumed_inputs`` maps to its type even where the version no longer defines it, so a
+    stale one is left for ``fix`` (it is not bad input for the rewrites)."""
+    s = schema(op, opset, "")
+    types = {name: a.type.value for name, a in s.attributes.items()}
+    types.setdefault("consumed_inputs", onnx.AttributeProto.INTS)
+    rule = rule_for_version(s.since_version) if op == "PRelu" else None
+    return s.since_version, types, rule
 
 
 def problems(model: onnx.ModelProto) -> list[tuple[str, str]]:
