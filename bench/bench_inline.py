@@ -35,6 +35,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+# Children run like an installed opshift: with bytecode caches (a pip install writes them),
+# not recompiling every module per run as PYTHONDONTWRITEBYTECODE would make them.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 CHILD = r"""
 import json, sys, time
 mode, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -37,6 +37,10 @@ CHUNK = 64 << 20
 
 NO_LINK = r"""
 import os, sys
+# Children run like an installed opshift: with bytecode caches (a pip install writes them),
+# not recompiling every module per run as PYTHONDONTWRITEBYTECODE would make them.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 def _no_link(*a, **k):
     raise OSError("hard links disabled for the benchmark")
 os.link = _no_link
