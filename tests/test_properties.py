@@ -7,6 +7,7 @@ onnxruntime where it can run the result). bench/soak.py runs the same property 1
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 from hypothesis import HealthCheck, given, settings
@@ -34,6 +35,7 @@ def _ort_outputs(model: onnx.ModelProto, feeds: dict) -> list | None:
     """onnxruntime's outputs, or None where it cannot run the model (opset < 7, kernels)."""
     import onnxruntime as ort
 
+    ort.set_default_logger_severity(3)
     try:
         sess = ort.InferenceSession(model.SerializeToString(),
                                     providers=["CPUExecutionProvider"])
@@ -49,8 +51,15 @@ def check_chain(case: Case, chain: list[tuple]) -> str:
     """
     original = case.model
     feeds = make_inputs(original.graph, seed=0)
+    if "slope" in feeds and feeds["slope"].dtype.kind not in "iub":
+        # Documented limit (README, inline at opsets 1..8): a run-time slope that is +-inf or
+        # NaN gives NaN where x >= 0, since no selection op exists there. Keep it finite.
+        s = feeds["slope"]
+        feeds["slope"] = np.where(np.isfinite(s.astype(np.float32)), s, s.dtype.type(0.5))
     expected = opshift.evaluate(original, feeds)
     model = original
+    # inline and fuse may flip the sign of a zero in the cases the README's table lists
+    signed_zeros = True
     for step in chain:
         try:
             new = apply_step(model, step)
@@ -64,16 +73,23 @@ def check_chain(case: Case, chain: list[tuple]) -> str:
         except onnx.checker.ValidationError as e:
             raise AssertionError(f"{case.desc} after {step}: checker failed: "
                                  f"{str(e).splitlines()[0]}") from None
+        signed_zeros = signed_zeros and step[0] not in ("inline", "fuse")
         got = opshift.evaluate(new, feeds)
         for name, want in expected.items():
-            c = compare(want, got[name])
+            c = compare(want, got[name], signed_zeros=signed_zeros)
             assert c.ok, f"{case.desc} after {chain}: {name}: {c.reason or c}"
         ort_out = _ort_outputs(new, feeds)
         if ort_out is not None:
             for want, o in zip(expected.values(), ort_out, strict=True):
+                # onnxruntime is a second opinion, not the oracle: it computes float16 and
+                # bfloat16 in float32 and rounds once, the evaluator (like the ops' function
+                # bodies) in the type itself, so allow a few of that type's epsilons.
                 a = np.asarray(want, dtype=np.float64)
                 b = np.asarray(o, dtype=np.float64)
-                np.testing.assert_allclose(b, a, rtol=2e-2, atol=1e-5, equal_nan=True,
+                eps = (float(ml_dtypes.finfo(want.dtype).eps)
+                       if want.dtype.kind == "f" or want.dtype == ml_dtypes.bfloat16 else 0.0)
+                atol = 1e-5 if eps < 1e-4 else 4 * eps
+                np.testing.assert_allclose(b, a, rtol=2e-2, atol=atol, equal_nan=True,
                                            err_msg=f"onnxruntime: {case.desc} after {chain}")
         model = new
     return "ok"
