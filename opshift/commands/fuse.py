@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
+
+from ._output import print_rewrite
 
 DESCRIPTION = """\
 Rewrite decomposed activations back into single PRelu, LeakyRelu and Selu ops valid at the
@@ -65,30 +65,6 @@ def run(args) -> int:
                 modelio.save(model, args.output, source_dir=Path(args.input).resolve().parent)
     finally:
         bar.close()
-    _print(args, result, report, notes)
+    print_rewrite(args, result, report, notes, result.lines())
     return 1 if report is not None and not report.ok else 0
 
-
-def _print(args, result, report, notes) -> None:
-    written = report is None or report.ok
-    if args.json:
-        out = {"input": args.input, "output": args.output if written else None,
-               **result.to_dict(),
-               "verify": None if report is None else report.to_dict(), "notes": notes}
-        print(json.dumps(out, indent=1, default=str))
-        return
-    if report is not None and not report.ok:
-        print(report.table(), file=sys.stderr)
-    if args.quiet:
-        return
-    if args.verbose:
-        for line in result.lines():
-            print(line)
-    for line in notes:
-        print(f"note: {line}")
-    if report is not None and args.verbose:
-        print(report.table())
-    if report is not None:
-        print(f"verify: {report.summary()}")
-    tail = f"wrote {args.output}" if written else "nothing written"
-    print(f"{result.summary()}; {tail}")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 from ..errors import OpshiftError
+from ._output import print_rewrite
 
 DESCRIPTION = """\
 Replace every PRelu, LeakyRelu and Selu node (any version, in the main graph, If/Loop/Scan
@@ -81,32 +80,14 @@ def run(args) -> int:
                 modelio.save(model, args.output, source_dir=source_dir)
     finally:
         bar.close()
-    _print(args, result, report, notes)
+    print_rewrite(args, result, report, notes, _details(result))
     return 1 if report is not None and not report.ok else 0
 
 
-def _print(args, result, report, notes) -> None:
-    written = report is None or report.ok
-    if args.json:
-        out = {"input": args.input, "output": args.output if written else None,
-               **result.to_dict(),
-               "verify": None if report is None else report.to_dict(), "notes": notes}
-        print(json.dumps(out, indent=1, default=str))
-        return
-    if report is not None and not report.ok:
-        print(report.table(), file=sys.stderr)
-    if args.quiet:
-        return
-    if args.verbose:
-        for n in result.nodes:
-            zero = "" if n.signed_zero_exact else " (sign of zero may differ, documented)"
-            print(f"{n.scope}: {n.label} ({n.op}-{n.version}, opset {n.opset}, {n.band}) -> "
-                  f"{', '.join(m.op_type for m in n.after)}{zero}")
-    for line in notes:
-        print(f"note: {line}")
-    if report is not None and (report.ok and args.verbose):
-        print(report.table())
-    if report is not None:
-        print(f"verify: {report.summary()}")
-    tail = f"wrote {args.output}" if written else "nothing written"
-    print(f"{result.summary()}; {tail}")
+def _details(result) -> list[str]:
+    out = []
+    for n in result.nodes:
+        zero = "" if n.signed_zero_exact else " (sign of zero may differ, documented)"
+        out.append(f"{n.scope}: {n.label} ({n.op}-{n.version}, opset {n.opset}, {n.band}) -> "
+                   f"{', '.join(m.op_type for m in n.after)}{zero}")
+    return out
