@@ -16,7 +16,7 @@ import onnx
 
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .errors import EvaluationError, ModelLoadError, where
-from .opsets import ACTIVATIONS, normalize_domain, schema
+from .opsets import ACTIVATIONS, has_graph_attribute, normalize_domain, schema
 
 #: Problem kinds, so a caller can tolerate some (``fix`` repairs duplicate names).
 CYCLE = "cycle"
@@ -152,12 +152,10 @@ class _Walker:
             self.add(UNKNOWN_OP, f"{label}: {where(n)}: no op {n.op_type!r} in ai.onnx at "
                                  f"opset {opsets[domain]}")
             return 0
-        flags = _SUBGRAPHS if n.op_type in _SUBGRAPH_OPS else 0
+        flags = _SUBGRAPHS if has_graph_attribute(n.op_type) else 0
         return flags | (_ACTIVATION if n.op_type in ACTIVATIONS else 0)
 
 
-#: Default-domain ops with graph attributes; other domains are always scanned.
-_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _ACTIVATION, _SUBGRAPHS = 1, 2
 
 

@@ -116,6 +116,13 @@ class Names:
     def __init__(self, model: onnx.ModelProto):
         self._used = all_names(model)
 
+    @classmethod
+    def from_used(cls, used: set[str]) -> Names:
+        """Names avoiding ``used`` (a set a pass already collected; it is extended)."""
+        names = cls.__new__(cls)
+        names._used = used
+        return names
+
     def fresh(self, base: str) -> str:
         name, i = base, 1
         while name in self._used:

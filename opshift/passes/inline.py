@@ -10,7 +10,6 @@ calls inside subgraphs), and inlined functions no longer called anywhere are rem
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -22,9 +21,9 @@ from onnx import TensorProto
 from .. import opsets
 from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
-from ..opsets import normalize_domain
+from ..opsets import has_graph_attribute, normalize_domain
 from . import decompose as dec
-from ._graph import subgraphs
+from ._graph import Names, subgraphs
 
 
 @dataclass
@@ -347,35 +346,11 @@ class _Work:
     sites: list[int]
 
 
-@functools.cache
-def _graph_ops() -> frozenset[str]:
-    """Default-domain ops that have graph attributes (If, Loop, Scan, SequenceMap, ...)."""
-    kinds = (onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS)
-    return frozenset(s.name for s in onnx.defs.get_all_schemas()
-                     if any(a.type in kinds for a in s.attributes.values()))
-
-
-class _Fresh:
-    """Unique names (the :class:`opshift.passes._graph.Names` API over a prebuilt set)."""
-
-    def __init__(self, used: set[str]):
-        self._used = used
-
-    def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self._used:
-            name = f"{base}_{i}"
-            i += 1
-        self._used.add(name)
-        return name
-
-
 def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], set[str]]:
     """Every scope (pre-order: a graph before its subgraphs) with the indices of the nodes to
     inline, and every name in use. One pass over the nodes."""
     used: set[str] = set()
     work: list[_Work] = []
-    graph_ops = _graph_ops()
 
     def graph(g: onnx.GraphProto, ops: dict[str, int], label: str, gname: str,
               function: onnx.FunctionProto | None = None) -> None:
@@ -395,7 +370,7 @@ def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], 
             dom = n.domain
             if op in wanted and dom in ("", "ai.onnx"):
                 sites.append(i)
-            if (dom or op in graph_ops) and n.attribute:
+            if (dom or has_graph_attribute(op)) and n.attribute:
                 for attr, sg in subgraphs(n):
                     sub = f"{w.label}/node {n.name!r}/{attr}"
                     graph(sg, w.opsets, sub, sub, w.function)
@@ -471,7 +446,7 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     work, used = _walk(model, wanted)
     if not any(w.sites for w in work):
         return result
-    names = _Fresh(used)
+    names = Names.from_used(used)
     facts = _Facts(model)
     # Deepest scopes first: editing a graph re-creates its nodes, so a subgraph is edited
     # before the graph that holds it.
