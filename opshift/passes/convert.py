@@ -522,28 +522,27 @@ def _reshape_constant(node, ctx, tensor: onnx.TensorProto, new_shape: tuple[int,
             f"({name!r} has other readers)")
 
 
-def _unsqueeze(inp: str, out: str, axes: list[int], opset: int, ctx) -> list[onnx.NodeProto]:
-    v = opsets.since_version("Unsqueeze", opset)
-    name = ctx.facts.names.fresh(f"{out}/unsqueeze")
+def _axes_node(op: str, inp: str, out: str, axes: list[int], opset: int,
+               ctx) -> list[onnx.NodeProto]:
+    """Unsqueeze/Squeeze of ``axes`` valid at ``opset`` (axes attribute before 13, input
+    from 13 on)."""
+    v = opsets.since_version(op, opset)
+    name = ctx.facts.names.fresh(f"{out}/{op.lower()}")
     if v is not None and v >= 13:
         axes_name = ctx.facts.names.fresh(f"{out}/axes")
         c = helper.make_node("Constant", [], [axes_name], name=ctx.facts.names.fresh(
             f"{out}/axes_const"), value=helper.make_tensor(axes_name, TensorProto.INT64,
                                                            [len(axes)], axes))
-        return [c, helper.make_node("Unsqueeze", [inp, axes_name], [out], name=name)]
-    return [helper.make_node("Unsqueeze", [inp], [out], name=name, axes=axes)]
+        return [c, helper.make_node(op, [inp, axes_name], [out], name=name)]
+    return [helper.make_node(op, [inp], [out], name=name, axes=axes)]
+
+
+def _unsqueeze(inp: str, out: str, axes: list[int], opset: int, ctx) -> list[onnx.NodeProto]:
+    return _axes_node("Unsqueeze", inp, out, axes, opset, ctx)
 
 
 def _squeeze(inp: str, out: str, axes: list[int], opset: int, ctx) -> list[onnx.NodeProto]:
-    v = opsets.since_version("Squeeze", opset)
-    name = ctx.facts.names.fresh(f"{out}/squeeze")
-    if v is not None and v >= 13:
-        axes_name = ctx.facts.names.fresh(f"{out}/axes")
-        c = helper.make_node("Constant", [], [axes_name], name=ctx.facts.names.fresh(
-            f"{out}/axes_const"), value=helper.make_tensor(axes_name, TensorProto.INT64,
-                                                           [len(axes)], axes))
-        return [c, helper.make_node("Squeeze", [inp, axes_name], [out], name=name)]
-    return [helper.make_node("Squeeze", [inp], [out], name=name, axes=axes)]
+    return _axes_node("Squeeze", inp, out, axes, opset, ctx)
 
 
 def _known_int(d) -> bool:
