@@ -103,10 +103,15 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
     changes: list[Change] = []
     plans: list[tuple[Scope, dict[int, list[onnx.NodeProto]]]] = []
     model_opset = opsets.opset_of(model)
+    function: onnx.FunctionProto | None = None
     for sc in iter_scopes(model):
+        if sc.function is not None:
+            function = sc.function  # functions (and their subgraphs) come after the graphs
         src = _scope_source(sc, source, model_opset)
         if src == target:
             continue
+        variants = (conv.facts.function_variants(function) if function is not None
+                    else [((), None)])
         repl: dict[int, list[onnx.NodeProto]] = {}
         per_op: dict[str, tuple] = {}  # op -> (v_from, v_to, fast walk or None)
         for i, n in enumerate(sc.nodes):
@@ -125,16 +130,14 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
             if dom and dom != "ai.onnx":
                 continue
             name = n.name or f"<{op} #{i}>"
-            if fw is not None and fast_ok(fw, n, conv.facts):
-                changes.append(Change(name, op, sc.label, v_from, v_to, "relabel", _RELABEL))
-                continue
-            new, state = _convert_node(conv, sc, i, n, src, target, v_from, v_to, name)
+            if function is None:
+                new, change = _plan_node(conv, sc, i, n, src, target, v_from, v_to, fw, name)
+            else:
+                new, change = _plan_function_node(conv, sc, i, n, src, target, v_from, v_to,
+                                                  fw, name, function, variants)
             if new is not None:
                 repl[i] = new
-            changes.append(Change(
-                node=name, op=op, scope=sc.label, from_version=v_from, to_version=v_to,
-                action="rewrite" if new is not None else "relabel",
-                reason="; ".join(state.notes) or _RELABEL))
+            changes.append(change)
         plans.append((sc, repl))
     # Nothing is written before every node is planned. Subgraphs come after their parents in
     # iter_scopes; splicing them first keeps their edits when a parent list is rebuilt.
@@ -147,6 +150,93 @@ def convert_other_ops(model: onnx.ModelProto, source: int, target: int, *,
     for graph, tensor, _main in conv.pending_inits:
         graph.initializer.append(tensor)
     return changes
+
+
+def _plan_node(conv: Conversion, sc: Scope, i: int, n: onnx.NodeProto, src: int, target: int,
+               v_from: int | None, v_to: int | None, fw, name: str
+               ) -> tuple[list[onnx.NodeProto] | None, Change]:
+    """One node's replacement (None: relabel) and its change record."""
+    op = n.op_type
+    if fw is not None and fast_ok(fw, n, conv.facts):
+        return None, Change(name, op, sc.label, v_from, v_to, "relabel", _RELABEL)
+    new, state = _convert_node(conv, sc, i, n, src, target, v_from, v_to, name)
+    return new, Change(
+        node=name, op=op, scope=sc.label, from_version=v_from, to_version=v_to,
+        action="rewrite" if new is not None else "relabel",
+        reason="; ".join(state.notes) or _RELABEL)
+
+
+def _types_str(ins: tuple[int, ...], f: onnx.FunctionProto) -> str:
+    return "(" + ", ".join(f"{x}: {opsets.tensor_type_name(t) if t else 'unknown'}"
+                           for x, t in zip(f.input, ins)) + ")"
+
+
+def _plan_function_node(conv: Conversion, sc: Scope, i: int, n: onnx.NodeProto, src: int,
+                        target: int, v_from: int | None, v_to: int | None, fw, name: str,
+                        f: onnx.FunctionProto, variants: list
+                        ) -> tuple[list[onnx.NodeProto] | None, Change]:
+    """Plan a node of a function body once per tuple of input types its call sites pass; the
+    node is converted only when every tuple gives the same result."""
+    fid = f"{f.domain + '::' if f.domain else ''}{f.name}"
+    if not variants:
+        conv.facts.local = {}
+        try:
+            return _plan_node(conv, sc, i, n, src, target, v_from, v_to, fw, name)
+        except ConversionError as e:
+            raise ConversionError(f"{e} (function {fid} is never called, so the types of "
+                                  "its inputs are unknown)") from None
+        finally:
+            conv.facts.local = None
+    first: tuple | None = None
+    first_ins: tuple[int, ...] = ()
+    try:
+        for ins, types in variants:
+            conv.facts.local = types
+            pending = len(conv.pending_inits)
+            try:
+                new, change = _plan_node(conv, sc, i, n, src, target, v_from, v_to, fw, name)
+            except ConversionError as e:
+                more = (f" (one of {len(variants)} call-site type combinations)"
+                        if len(variants) > 1 else "")
+                raise ConversionError(f"{e}; function {fid} called with inputs "
+                                      f"{_types_str(ins, f)}{more}") from None
+            if first is None:
+                first, first_ins = (new, change), ins
+                continue
+            del conv.pending_inits[pending:]  # this variant's plan is only compared
+            if _canonical(new, n) != _canonical(first[0], n):
+                raise ConversionError(
+                    f"node {name!r} ({n.op_type}-{v_from} -> {v_to}, {sc.label}): function "
+                    f"{fid} is called with inputs {_types_str(first_ins, f)} and "
+                    f"{_types_str(ins, f)}, which need different conversions of this node")
+    finally:
+        conv.facts.local = None
+    assert first is not None
+    return first
+
+
+def _canonical(nodes: list[onnx.NodeProto] | None, orig: onnx.NodeProto) -> list | None:
+    """``nodes`` with fresh value names numbered in order and node names left out."""
+    if nodes is None:
+        return None
+    keep = {*orig.input, *orig.output}
+    names: dict[str, str] = {}
+
+    def ren(v: str) -> str:
+        return v if not v or v in keep else names.setdefault(v, f"#{len(names)}")
+
+    out = []
+    for b in nodes:
+        attrs = []
+        for a in b.attribute:
+            c = onnx.AttributeProto()
+            c.CopyFrom(a)
+            if c.HasField("t"):
+                c.t.name = ""
+            attrs.append(c.SerializeToString(deterministic=True))
+        out.append((b.op_type, b.domain, [ren(v) for v in b.input],
+                    [ren(v) for v in b.output], attrs))
+    return out
 
 
 def _convert_node(conv: Conversion, sc: Scope, i: int, n: onnx.NodeProto, src: int,

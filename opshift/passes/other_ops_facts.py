@@ -30,6 +30,9 @@ class ModelFacts:
         self.model = model
         self.source = source
         self._types: dict[str, int] | None = None
+        self._variants: dict[FunctionKey, list[Variant]] = {}
+        #: The types of the function variant being converted (None: a graph scope).
+        self.local: dict[str, int] | None = None
         self._inferred: tuple[dict[str, int], dict[str, tuple]] | None = None
         self.extra_types: dict[str, int] = {}
         self.extra_shapes: dict[str, tuple] = {}
@@ -41,6 +44,8 @@ class ModelFacts:
         t = self.extra_types.get(name)
         if t:
             return t
+        if self.local is not None:
+            return self.local.get(name) or None
         t = self.propagated().get(name)
         if t:
             return t
@@ -51,8 +56,19 @@ class ModelFacts:
         if self._types is None:
             self._types = _uniform_types(self.model, self.source)
             if self._types is None:
-                self._types = _declared_and_propagated_types(self.model, self.source)
+                self._types, self._variants = _declared_and_propagated_types(
+                    self.model, self.source)
         return self._types
+
+    def scope_types(self) -> dict[str, int]:
+        """The types of the scope being converted: the function variant's, else the model's."""
+        return self.local if self.local is not None else self.propagated()
+
+    def function_variants(self, f: onnx.FunctionProto) -> list[Variant]:
+        """(call-site input types, body types) for each distinct tuple of input types the
+        calls of ``f`` pass (in the main graph, subgraphs, and functions called from them)."""
+        self.propagated()
+        return self._variants.get((f.domain, f.name), [])
 
     def propagate(self, nodes, opset: int) -> None:
         """Element types of the outputs of new ``nodes`` (valid at ``opset``), in order."""
@@ -192,21 +208,57 @@ _UNSET = object()
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 
 
-def _declared_and_propagated_types(model: onnx.ModelProto, source: int) -> dict[str, int]:
-    types: dict[str, int] = {}
+FunctionKey = tuple[str, str]
+#: The element types of one function body for one tuple of call-site input types.
+Variant = tuple[tuple[int, ...], dict[str, int]]
 
-    def graph(g: onnx.GraphProto, opset: int) -> None:
+
+class _Propagation:
+    """Declared types, then each node's outputs typed from its schema, in node order.
+
+    A call of a model-local function types the function's inputs from the call site's
+    values and propagates them through its body (once per distinct tuple of input types;
+    0 = unknown), then gives the call's outputs the body's output types. Function bodies get
+    their own name -> type maps: their names are local and may repeat graph names.
+    """
+
+    def __init__(self, model: onnx.ModelProto, source: int):
+        self.model = model
+        self.source = source
+        self.local = {(f.domain, f.name): f for f in model.functions}
+        self.variants: dict[FunctionKey, dict[tuple[int, ...], dict[str, int]]] = {}
+        self._opsets: dict[FunctionKey, int] = {}
+
+    def graph(self, g: onnx.GraphProto, types: dict[str, int], opset: int) -> None:
         _take_value_infos(g.input, types, None)
         _take_value_infos(g.output, types, None)
         _take_value_infos(g.value_info, types, None)
         for t in g.initializer:
             types[t.name] = t.data_type
-        nodes(g.node, opset)
+        self.nodes(g.node, types, opset)
 
-    def nodes(ns, opset: int) -> None:
+    def function(self, key: FunctionKey, ins: tuple[int, ...]) -> dict[str, int]:
+        known = self.variants.setdefault(key, {})
+        ft = known.get(ins)
+        if ft is not None:
+            return ft  # also stops a (forbidden) recursive call
+        f = self.local[key]
+        ft = known[ins] = {}
+        _take_value_infos(getattr(f, "value_info", ()), ft, None)
+        for name, t in zip(f.input, ins):
+            if t:
+                ft[name] = t
+        opset = self._opsets.get(key)
+        if opset is None:
+            opset = self._opsets[key] = opsets.opset_of(f) or self.source
+        self.nodes(f.node, ft, opset)
+        return ft
+
+    def nodes(self, ns, types: dict[str, int], opset: int) -> None:
         # The hot loop of type propagation: few protobuf field reads per node.
         rules_for: dict[str, tuple | None] = {}
         get = types.get
+        local = self.local
         for n in ns:
             op = n.op_type
             rules = rules_for.get(op, _UNSET)
@@ -214,11 +266,15 @@ def _declared_and_propagated_types(model: onnx.ModelProto, source: int) -> dict[
                 rules = rules_for[op] = _output_type_rules(op, opset)
             if rules is None or op in CONTROL_FLOW:
                 for _, sg in subgraphs(n):
-                    graph(sg, opset)
+                    self.graph(sg, types, opset)
                 if rules is None:
+                    if local and (n.domain, op) in local:
+                        self._call(n, types)
                     continue
             dom = n.domain
             if dom and dom != "ai.onnx":
+                if local and (dom, op) in local:
+                    self._call(n, types)
                 continue
             if op == "Constant":
                 c = constant_tensor(n)
@@ -242,11 +298,29 @@ def _declared_and_propagated_types(model: onnx.ModelProto, source: int) -> dict[
                 if t:
                     types[outs[i]] = t
 
-    graph(model.graph, source)
-    for f in model.functions:
-        _take_value_infos(getattr(f, "value_info", ()), types, None)
-        nodes(f.node, opsets.opset_of(f) or source)
-    return types
+    def _call(self, n: onnx.NodeProto, types: dict[str, int]) -> None:
+        key = (n.domain, n.op_type)
+        f = self.local[key]
+        ins = tuple((types.get(n.input[k], 0) if k < len(n.input) and n.input[k] else 0)
+                    for k in range(len(f.input)))
+        ft = self.function(key, ins)
+        for o, fo in zip(n.output, f.output):
+            t = ft.get(fo)
+            if o and t:
+                types[o] = t
+
+
+def _declared_and_propagated_types(
+        model: onnx.ModelProto, source: int
+) -> tuple[dict[str, int], dict[FunctionKey, list[Variant]]]:
+    """The main graph's (and its subgraphs') types, and each function's typed variants (one
+    per distinct tuple of input types its call sites pass; none for a function never called
+    from the model)."""
+    p = _Propagation(model, source)
+    types: dict[str, int] = {}
+    p.graph(model.graph, types, source)
+    variants = {key: list(v.items()) for key, v in p.variants.items()}
+    return types, variants
 
 
 def _inferred_types_and_shapes(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, tuple]]:

@@ -279,7 +279,7 @@ def fast_ok(fw: _FastWalk, n: onnx.NodeProto, facts: ModelFacts) -> bool:
                     return False
     if not (fw.check_counts or fw.narrow_in or fw.narrow_out):
         return True
-    types = facts.propagated()
+    types = facts.scope_types()
     if not fw.check_counts and type(types) is Uniform:
         return _uniform_ok(fw, types.elem)
     ins = n.input
