@@ -1291,3 +1291,21 @@ def test_function_never_called():
     changes = convert_other_ops(m, 14, 13)
     assert [(c.node, c.action) for c in changes] == [("n_relu", "relabel"), ("fr", "relabel")]
     assert m.SerializeToString() == before
+
+
+def test_function_names_are_typed_apart_from_the_graphs():
+    # The graph's 'x' is int8 (not at Add-13); the function's own 'x' is the float it is
+    # called with, so its Add converts.
+    fn = helper.make_function("local", "F", ["x"], ["y"],
+                              [helper.make_node("Add", ["x", "x"], ["y"], name="fadd")],
+                              [helper.make_opsetid("", 14)])
+    m = make_model([helper.make_node("Cast", ["x"], ["xf"], name="cast", to=F),
+                    helper.make_node("F", ["xf"], ["y"], name="call", domain="local")],
+                   [vi("x", TensorProto.INT8, [3])], [vi("y", F, [3])], opset=14,
+                   functions=[fn], extra_opsets=[helper.make_opsetid("local", 1)])
+    changes = convert_other_ops(m, 14, 13)
+    assert [(c.node, c.action) for c in changes] == [("fadd", "relabel")]
+    _finish_functions(m, 13)
+    onnx.checker.check_model(m, full_check=True)
+    x = np.array([-128, 5, 127], np.int8)
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], 2 * x.astype(np.float32))

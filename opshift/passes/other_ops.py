@@ -183,8 +183,8 @@ def _plan_function_node(conv: Conversion, sc: Scope, i: int, n: onnx.NodeProto, 
         try:
             return _plan_node(conv, sc, i, n, src, target, v_from, v_to, fw, name)
         except ConversionError as e:
-            raise ConversionError(f"{e} (function {fid} is never called, so the types of "
-                                  "its inputs are unknown)") from None
+            raise ConversionError(f"{e} (function {fid} is never called from the model's "
+                                  "graphs, so the types of its inputs are unknown)") from None
         finally:
             conv.facts.local = None
     first: tuple | None = None

@@ -97,6 +97,8 @@ class ModelFacts:
             return None
         if name in self.extra_shapes:
             return self.extra_shapes[name]
+        if self.local is not None:
+            return None  # a function's names are its own: the model's shapes say nothing
         return self._infer()[1].get(name)
 
     def _infer(self) -> tuple[dict[str, int], dict[str, tuple]]:
