@@ -307,7 +307,8 @@ class VerifyReport:
                                                   "max ulp", "result"]
         body = []
         for r in self.rows:
-            cells = ([r.label] if labels else []) + [
+            # in a table that mixes rewrites with a whole-model check, say which row is which
+            cells = ([r.label or "whole model"] if labels else []) + [
                 r.output, r.dtype, "?" if r.shape is None else str(r.shape),
                 "-" if r.max_abs is None else f"{r.max_abs:.4g}",
                 "-" if r.max_ulp is None else str(r.max_ulp), "pass" if r.ok else "FAIL"]
