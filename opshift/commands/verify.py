@@ -138,12 +138,23 @@ def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> No
 
 
 def run(args) -> int:
+    from .. import progress
+
+    bar = progress.for_args(args, "verify", 2)
+    try:
+        return _run(args, bar)
+    finally:
+        bar.close()
+
+
+def _run(args, bar) -> int:
     from ..modelio import load
     from ..verify import _check_given, verify
 
     dims = parse_dims(args.dim)
-    ref = load(args.reference, load_external_data=True)
-    cand = load(args.candidate, load_external_data=True)
+    with bar.phase("load"):
+        ref = load(args.reference, load_external_data=True)
+        cand = load(args.candidate, load_external_data=True)
     inputs = None
     if args.inputs is not None:
         if dims:
@@ -155,7 +166,8 @@ def run(args) -> int:
                          f"candidate {args.candidate}")
         except OpshiftError as e:
             raise type(e)(f"{args.inputs}: {e}") from e
-        report = _verify(ref, cand, args, inputs, dims, verify)
+        with bar.phase("evaluate and compare"):
+            report = _verify(ref, cand, args, inputs, dims, verify)
     else:
         known = _symbolic_dims(ref.graph) | _symbolic_dims(cand.graph)
         unknown = sorted(set(dims) - known)
@@ -163,7 +175,8 @@ def run(args) -> int:
             raise OpshiftError(f"--dim {unknown[0]}: no input of either model has a symbolic "
                                f"dim of that name (symbolic dims: "
                                f"{', '.join(sorted(known)) or 'none'})")
-        report = _verify(ref, cand, args, None, dims, verify)
+        with bar.phase("evaluate and compare"):
+            report = _verify(ref, cand, args, None, dims, verify)
     if args.json:
         print(report.to_json())
     elif not args.quiet:
