@@ -75,7 +75,7 @@ def zero(z: ir.Value | None, x: ir.Value, what: str = "comparison operand") -> C
         raise Refuse(f"the {what} is not a constant")
     if c.source.dtype.kind not in "fiub" and c.source.dtype.name != "bfloat16":
         raise Refuse(f"the {what} is not numeric")
-    if not bool(np.all(c.source.astype(np.float64) == 0)):
+    if not bool((c.source.astype(np.float64) == 0).all()):
         raise Refuse(f"the {what} is not zero (value {c.source.ravel()[:4].tolist()})")
     _no_expand(c.shape, x, what)
     return c
