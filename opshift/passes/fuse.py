@@ -114,7 +114,14 @@ def _remove_dead(nodes: list[ir.Node]) -> None:
 
 @functools.cache
 def _rule_set(allow_rounding: bool):
-    return _rules(allow_rounding=allow_rounding)
+    """:func:`opshift.rewriters.rules`, dispatched by the node's op type (same rewrites, in
+    the same order). Built once per process: the rules keep no state between runs (a check's
+    plan lives only until its rewrite; the recorder is per run)."""
+    from onnxscript.rewriter import RewriteRuleSet
+
+    from ..rewriters._report import ByRootOp
+
+    return RewriteRuleSet([ByRootOp(_rules(allow_rounding=allow_rounding).rules)])
 
 
 def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,

@@ -186,3 +186,44 @@ class AnchoredRule(RewriteRule):
             if delta is not None:
                 return delta
         return None
+
+
+class ByRootOp:
+    """``rules`` (AnchoredRules) as the single rule of a ``RewriteRuleSet``: at each node it
+    tries, in their order, only the rules whose pattern's output op is the node's op type --
+    the others would reject the node at once -- so the rewriter makes one call per node
+    instead of one per rule. The first rewrite found is returned, as the rewriter takes the
+    first one of its rule list; ``name`` is then the applying rule's name, which the rewriter
+    reads right after to tag the new nodes. (With a tracer, which applies nothing, every
+    candidate rule is tried, as the rewriter does.)"""
+
+    remove_nodes = True
+    as_function = False
+    graph_pre_visitor = None
+    graph_post_visitor = None
+
+    def __init__(self, rules) -> None:
+        self.rules = list(rules)
+        by_op: dict[str | None, list[AnchoredRule]] = {}
+        for rule in self.rules:
+            if not isinstance(rule, AnchoredRule) or not rule.remove_nodes or \
+                    rule.as_function or rule.graph_pre_visitor or rule.graph_post_visitor:
+                raise TypeError(f"ByRootOp takes plain AnchoredRules, not {rule!r}")
+            by_op.setdefault(rule._root_op, []).append(rule)
+        self._by_op = by_op
+        self.name: str | None = None
+
+    def try_rewrite(self, model, graph_or_function, node, *, verbose=None, tracer=None):
+        rules = self._by_op.get(node.op_type)
+        if rules is None:
+            return None
+        found = None
+        for rule in rules:
+            delta = rule.try_rewrite(model, graph_or_function, node, verbose=verbose,
+                                     tracer=tracer)
+            if delta is not None and found is None:
+                found = delta
+                self.name = rule.name
+                if tracer is None:
+                    break
+        return found
