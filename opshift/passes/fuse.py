@@ -297,9 +297,52 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
             _clear_function_types(ir_model, typed)
 
 
+def _op_types(model: onnx.ModelProto) -> set[str]:
+    """The op types (of any domain, to be safe) used anywhere in ``model``: main graph,
+    subgraphs (of any node that may hold one) and model-local functions."""
+    from ..opsets import has_graph_attribute
+
+    out: set[str] = set()
+
+    def visit(nodes) -> None:
+        for n in nodes:
+            out.add(n.op_type)
+            if n.domain not in ("", "ai.onnx") or has_graph_attribute(n.op_type):
+                for a in n.attribute:
+                    if a.type == onnx.AttributeProto.GRAPH:
+                        visit(a.g.node)
+                    for g in a.graphs:
+                        visit(g.node)
+
+    visit(model.graph.node)
+    for f in model.functions:
+        visit(f.node)
+    return out
+
+
+@functools.cache
+def _rule_ops(allow_rounding: bool) -> tuple[frozenset[str], ...]:
+    """For each rule, the op types every operand order of its pattern contains (a match
+    needs nodes of all of them; comparison alternatives are not counted)."""
+    from ..rewriters._report import skeleton_ops
+
+    return tuple(skeleton_ops(rule) for rule in _rule_set(allow_rounding).rules[0].rules)
+
+
+def _may_match(model: onnx.ModelProto, allow_rounding: bool) -> bool:
+    """Whether some rule's ops all occur in ``model`` (else no rule can match anywhere, so
+    there is nothing to fuse and nothing to refuse, and the IR need not be built)."""
+    ops = _op_types(model)
+    return any(need <= ops for need in _rule_ops(allow_rounding))
+
+
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
                capture_regions: bool = False) -> tuple[onnx.ModelProto, FuseResult]:
     """Fuse ``model`` (not modified); returns the new ModelProto and the result."""
+    if not _may_match(model, allow_rounding):
+        out = onnx.ModelProto()  # no rule's ops are all present: nothing to fuse or refuse
+        out.CopyFrom(model)
+        return out, FuseResult()
     with _no_cyclic_gc():
         ir_model = ir.serde.deserialize_model(model)
         result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,

@@ -109,6 +109,20 @@ def skeleton(node_pattern, depth: int = 0) -> tuple:
     return _op_of(node_pattern), tuple(children)
 
 
+def skeleton_ops(rule: AnchoredRule) -> frozenset[str]:
+    """The op types that every operand order of ``rule``'s pattern contains."""
+    sets = []
+    for skel, _ in rule._variants:
+        ops: set[str] = set()
+        todo = [skel]
+        while todo:
+            op, children = todo.pop()
+            ops.add(op)
+            todo.extend(child for _, child in children)
+        sets.append(frozenset(ops))
+    return frozenset.intersection(*sets)
+
+
 def fits_skeleton(node: ir.Node, skel: tuple) -> bool:
     op, children = skel
     if node.op_type != op:
