@@ -304,10 +304,16 @@ def _op_types(model: onnx.ModelProto) -> set[str]:
 
     out: set[str] = set()
 
+    def holds_graphs(domain: str, op: str) -> bool:
+        return domain not in ("", "ai.onnx") or has_graph_attribute(op)
+
     def visit(nodes) -> None:
+        keys = {(n.domain, n.op_type) for n in nodes}
+        out.update(op for _, op in keys)
+        if not any(holds_graphs(d, op) for d, op in keys):
+            return
         for n in nodes:
-            out.add(n.op_type)
-            if n.domain not in ("", "ai.onnx") or has_graph_attribute(n.op_type):
+            if holds_graphs(n.domain, n.op_type):
                 for a in n.attribute:
                     if a.type == onnx.AttributeProto.GRAPH:
                         visit(a.g.node)
