@@ -15,19 +15,22 @@ excluded for all three: onnx_ir for the floor, every module opshift imports lazi
 CLI's subcommand modules for fuse; building fuse's rule set is timed); the best of
 ``--repeat`` runs is kept. The last column shows growth per 10x nodes (linear: about x10).
 
-Measured on the shared 2-core CI box while other jobs ran (load average 3-6, so single runs
-vary by up to 2x; best of 2)::
+Measured on the shared 2-core box with other helpers' jobs running (load average about 1,
+best of 3; single runs of the same code still vary by up to 1.5x)::
 
     opset  nodes  onnx_ir load+save  opshift fuse  fuse/onnx_ir
-       18    999            69 ms        257 ms         3.7x   (fixed costs: rule set, warm-up)
-       18   9998           825 ms       1176 ms         1.4x
-       18  99991          7806 ms      16212 ms         2.1x
-       13   8063           887 ms       2065 ms         2.3x
-       13  80638         22195 ms      31241 ms         1.4x   (an earlier run)
+       18    999            49 ms        125 ms         2.5x   (rule set ~10 ms, dense fusions)
+       18   9998           611 ms       1040 ms         1.7x
+       18  99991          6491 ms      13162 ms         2.0x
+       13    806            45 ms        169 ms         3.7x   (noisy: 104-190 ms over runs)
+       13   8063           632 ms        870 ms         1.4x
+       13  80638          5486 ms       9611 ms         1.8x
 
 Every tenth node of these models is the root of a fusion (the densest case); per fusion the
 cost is onnxscript's matcher and replacement plus opshift's exactness check, and growth is
-linear (no rule is tried on a node of another op type or input structure).
+linear (each node is offered only to the rules whose pattern ends in its op type, and
+their variants only when its inputs have the pattern's shape). The cyclic garbage
+collector is paused while the IR exists (it would walk every IR object on each full pass).
 
 usage: python bench/bench_fuse.py [--sizes 1000,10000,100000] [--opsets 18,13] [--repeat 3]
 """
