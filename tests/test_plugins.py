@@ -84,3 +84,10 @@ def test_onnxscript_optimizer_then_opshift_keeps_numbers(name):
     out = ir.serde.serialize_model(model)
     onnx.checker.check_model(out, full_check=True)
     assert verify(original, out, _npz_inputs(name)).ok
+
+
+def test_fuse_without_candidate_ops_returns_an_equal_copy():
+    original = onnx.load(MODELS / "prelu16.onnx")  # Conv-free, PRelu only: nothing to fuse
+    fused = opshift.fuse(original)
+    assert fused is not original
+    assert fused.SerializeToString() == original.SerializeToString()
