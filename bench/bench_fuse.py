@@ -40,13 +40,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
+from _harness import best_of
 from onnx import TensorProto, helper, numpy_helper
 
 # Children run like an installed opshift: with bytecode caches (a pip install writes them),
@@ -112,18 +112,8 @@ def build(n_nodes: int, opset: int) -> onnx.ModelProto:
     return m
 
 
-def measure(mode: str, src: Path, dst: Path) -> dict:
-    p = subprocess.run([sys.executable, "-c", CHILD, mode, str(src), str(dst)],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["?"])[-1]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
 def best(mode: str, src: Path, dst: Path, repeat: int) -> dict:
-    runs = [measure(mode, src, dst) for _ in range(repeat)]
-    good = [r for r in runs if "error" not in r]
-    return min(good, key=lambda r: r["time"]) if good else runs[0]
+    return best_of(repeat, CHILD, mode, src, dst)
 
 
 def main() -> int:

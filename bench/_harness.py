@@ -1,0 +1,24 @@
+"""What the bench scripts share: run a measurement in a fresh child process, keep the best."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def run_child(code: str, *args: object) -> dict:
+    """Run ``python -c code args...``; its last stdout line is a JSON object with "time".
+    A failed child gives ``{"error": <its last stderr line>}``."""
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"error": (p.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def best_of(repeat: int, code: str, *args: object) -> dict:
+    """The fastest of ``repeat`` child runs, or the first error if none succeeded."""
+    runs = [run_child(code, *args) for _ in range(repeat)]
+    good = [r for r in runs if "error" not in r]
+    return min(good, key=lambda r: r["time"]) if good else runs[0]
