@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -30,3 +31,24 @@ def make_model(nodes, inputs, outputs, *, opset: int, initializers=(), functions
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+@functools.cache
+def bundled(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A bundled model with its .npz inputs and expected outputs (bfloat16 arrays, stored as
+    uint16 bits, viewed back as bfloat16). Cached: callers must not mutate the model."""
+    import ml_dtypes
+
+    m = onnx.load(MODELS / f"{name}.onnx")
+    z = np.load(MODELS / f"{name}.npz")
+    dtypes = {vi.name: helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+              for vi in [*m.graph.input, *m.graph.output]}
+
+    def arr(key: str) -> np.ndarray:
+        v = z[key]
+        return v.view(ml_dtypes.bfloat16) if dtypes[key.split(":", 1)[1]] == ml_dtypes.bfloat16 \
+            else v
+
+    ins = {k.split(":", 1)[1]: arr(k) for k in z.files if k.startswith("input:")}
+    outs = {k.split(":", 1)[1]: arr(k) for k in z.files if k.startswith("output:")}
+    return m, ins, outs

@@ -4,13 +4,11 @@ models/generate.py)."""
 
 from __future__ import annotations
 
-import functools
-
 import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from conftest import MODELS, ROOT
+from conftest import MODELS, ROOT, bundled
 
 from opshift import opsets
 from opshift.errors import ConversionError
@@ -38,23 +36,6 @@ def test_exported_cnn_converts_and_keeps_numbers(name, target):
                                    atol=1e-5)
 
 
-@functools.cache
-def _sample(name: str):
-    m = onnx.load(MODELS / f"{name}.onnx")
-    z = np.load(MODELS / f"{name}.npz")
-    dtypes = {vi.name: onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
-              for vi in list(m.graph.input) + list(m.graph.output)}
-
-    def arr(key: str) -> np.ndarray:
-        v = z[key]
-        want = dtypes[key.split(":", 1)[1]]
-        return v.view(ml_dtypes.bfloat16) if want == ml_dtypes.bfloat16 else v
-
-    ins = {k.split(":", 1)[1]: arr(k) for k in z.files if k.startswith("input:")}
-    outs = {k.split(":", 1)[1]: arr(k) for k in z.files if k.startswith("output:")}
-    return m, ins, outs
-
-
 SAMPLES = sorted(p.stem for p in MODELS.glob("*.onnx"))
 
 
@@ -76,7 +57,7 @@ def _close(got: np.ndarray, want: np.ndarray, selu: bool) -> bool:
 def test_bundled_models_every_target(name):
     """Every bundled model to every opset: converted, checked, same numbers as the
     independent expectations -- or a one-line ConversionError naming a node."""
-    m, ins, outs = _sample(name)
+    m, ins, outs = bundled(name)
     selu = any(n.op_type == "Selu" for n in m.graph.node) or bool(m.functions)
     converted = 0
     for target in range(1, opsets.MAX_OPSET + 1):

@@ -3,13 +3,10 @@ primitives only, checker full_check at that opset, the same numbers as before in
 
 from __future__ import annotations
 
-import functools
-
-import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from conftest import MODELS
+from conftest import MODELS, bundled
 
 from opshift import evaluate, opsets
 from opshift.errors import OpshiftError
@@ -22,18 +19,8 @@ ACTS = {"PRelu", "LeakyRelu", "Selu"}
 NAMES = sorted(p.stem for p in MODELS.glob("*.onnx"))
 
 
-@functools.cache
 def _load(name: str):
-    m = onnx.load(MODELS / f"{name}.onnx")
-    data = np.load(MODELS / f"{name}.npz")
-    feeds = {}
-    for vi in m.graph.input:
-        k = f"input:{vi.name}"
-        if k in data:
-            a = data[k]
-            if vi.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
-                a = a.view(ml_dtypes.bfloat16)
-            feeds[vi.name] = a
+    m, feeds, _ = bundled(name)
     return m, feeds
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from conftest import MODELS
+from conftest import MODELS, bundled
 from onnx_ir.passes.common import (
     CheckerPass,
     RemoveUnusedNodesPass,
@@ -27,8 +27,7 @@ def _ops(model: onnx.ModelProto) -> set[str]:
 
 
 def _npz_inputs(name: str) -> dict[str, np.ndarray]:
-    data = np.load(MODELS / f"{name}.npz")
-    return {k.split(":", 1)[1]: data[k] for k in data.files if k.startswith("input:")}
+    return bundled(name)[1]
 
 
 @pytest.mark.parametrize("name", ["prelu6_conv_per_channel", "selu1_defaults", "small_cnn"])
