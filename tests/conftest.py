@@ -52,3 +52,22 @@ def bundled(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray], dict[str
     ins = {k.split(":", 1)[1]: arr(k) for k in z.files if k.startswith("input:")}
     outs = {k.split(":", 1)[1]: arr(k) for k in z.files if k.startswith("output:")}
     return m, ins, outs
+
+
+@functools.cache
+def bundled_at_every_opset(name: str) -> tuple[tuple[int, onnx.ModelProto], ...]:
+    """(opset, converted model) for every opset 1..newest the bundled model converts to
+    exactly; opsets convert refuses are left out (convert's own tests say why). Cached and
+    shared by the inline and fuse round-trip tests: callers must not mutate the models."""
+    from opshift.errors import OpshiftError
+    from opshift.opsets import MAX_OPSET
+    from opshift.passes.convert import convert
+
+    m = bundled(name)[0]
+    out = []
+    for opset in range(1, MAX_OPSET + 1):
+        try:
+            out.append((opset, convert(m, opset)))
+        except OpshiftError:
+            continue
+    return tuple(out)

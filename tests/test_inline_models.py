@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import MODELS, bundled
+from conftest import MODELS, bundled, bundled_at_every_opset
 
-from opshift import evaluate, opsets
-from opshift.errors import OpshiftError
+from opshift import evaluate
 from opshift.passes.inline import inline_proto
 from opshift.verify import compare
 
@@ -65,15 +64,9 @@ def test_bundled_model_inlines_exactly(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_bundled_model_inlines_at_every_opset(name):
-    from opshift.passes.convert import convert
-
-    m, feeds = _load(name)
+    _, feeds = _load(name)
     done = []
-    for opset in range(1, opsets.MAX_OPSET + 1):
-        try:
-            conv = convert(m, opset)
-        except OpshiftError:
-            continue  # not convertible exactly to this opset (convert's own tests cover why)
+    for opset, conv in bundled_at_every_opset(name):
         _check(conv, feeds, f"{name} at opset {opset}")
         done.append(opset)
     assert done, f"{name}: convertible to no opset at all"
