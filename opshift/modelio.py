@@ -13,7 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -77,22 +77,44 @@ def load(path: str | os.PathLike, *, load_external_data: bool = False) -> onnx.M
     return model
 
 
-def load_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
-                 load_external_data: bool = False) -> onnx.ModelProto:
+class Loaded(NamedTuple):
+    """A model as every command opens it, and the folder its external data is relative to
+    (None when it has none: then :func:`save` need not look for any)."""
+
+    model: onnx.ModelProto
+    source_dir: Path | None
+
+
+def open_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
+                 load_external_data: bool = False, census=None) -> Loaded:
     """:func:`load`, then the checks every command runs before it rewrites anything.
 
     External data must sit inside the model's folder and be as long as declared, and the
-    graph must pass :func:`opshift.validate.check` (problem kinds in ``allow`` excepted).
+    graph must pass :func:`opshift.validate.check` (problem kinds in ``allow`` excepted),
+    which fills ``census`` (an :class:`opshift.validate.Census`) when given.
     """
     from . import validate
     from .external import external_files
 
     path = Path(path)
     model = load(path, load_external_data=load_external_data)
-    if not load_external_data and has_external_data(model):
-        external_files(model, path.parent, str(path))
-    validate.check(model, str(path), allow=allow)
-    return model
+    if census is None:
+        external = load_external_data or has_external_data(model)
+        if external and not load_external_data:
+            external_files(model, path.parent, str(path))
+        validate.check(model, str(path), allow=allow)
+    else:  # the census's walk also looks for external data
+        validate.check(model, str(path), allow=allow, census=census)
+        external = load_external_data or census.external
+        if external and not load_external_data:
+            external_files(model, path.parent, str(path))
+    return Loaded(model, path.resolve().parent if external else None)
+
+
+def load_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
+                 load_external_data: bool = False) -> onnx.ModelProto:
+    """:func:`open_checked`'s model."""
+    return open_checked(path, allow=allow, load_external_data=load_external_data).model
 
 
 def has_external_data(model: onnx.ModelProto) -> bool:
@@ -186,6 +208,20 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             tmp_path.unlink()
         raise
+
+
+#: protobuf refuses to parse a message of 2 GiB or more, so nothing larger is written.
+MAX_PROTO_BYTES = (1 << 31) - 1
+
+
+def save_bytes(data: bytes, path: str | os.PathLike) -> None:
+    """Write an already serialized model (without external data to place) atomically."""
+    path = Path(path)
+    if len(data) > MAX_PROTO_BYTES:
+        raise OpshiftError(f"{path}: model too large to serialize: {len(data)} bytes is over "
+                           "protobuf's 2 GiB limit (keep the weights in external data)")
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def save(model: onnx.ModelProto, path: str | os.PathLike,

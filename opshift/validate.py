@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import onnx
+from onnx.external_data_helper import uses_external_data
 
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .errors import EvaluationError, ModelLoadError, where
-from .opsets import ACTIVATIONS, has_graph_attribute, normalize_domain, schema
+from .opsets import ACTIVATIONS, has_graph_attribute, may_hold_tensors, normalize_domain, schema
+from .typerules import SAME_TYPE_OPS, fixed_type
 
 #: Problem kinds, so a caller can tolerate some (``fix`` repairs duplicate names).
 CYCLE = "cycle"
@@ -28,12 +31,40 @@ ATTRIBUTE = "attribute"  # an attribute the op version does not define, or of th
 SLOPE = "slope"  # a PRelu slope that cannot broadcast to X's declared shape
 
 
+@dataclass
+class CensusScope:
+    """One node list of the model: a graph (main or subgraph) or a model-local function."""
+
+    owner: onnx.GraphProto | onnx.FunctionProto
+    label: str  # "graph 'g'", "graph 'g'/node 'if'/then_branch", "function dom::name"
+    opsets: dict[str, int]
+    function: onnx.FunctionProto | None  # the function the scope is (or is nested) in
+    sites: list[tuple[int, onnx.NodeProto]] = field(default_factory=list)  # activations
+
+
+@dataclass
+class Census:
+    """What the structural walk saw, for a pass that would otherwise walk the model again
+    (inline): every scope in pre-order with its PRelu/LeakyRelu/Selu nodes, and every name
+    in use (values, node names, graph and function inputs). Valid while the model is not
+    edited."""
+
+    names: set[str] = field(default_factory=set)
+    scopes: list[CensusScope] = field(default_factory=list)
+    external: bool = False  # some tensor lives in external data (see modelio)
+    #: value -> element type in graphs below opset 15 (where inline needs X's type): the
+    #: declared types and what :mod:`opshift.typerules` propagates through the nodes
+    types: dict[str, int] = field(default_factory=dict)
+
+
 class _Walker:
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, census: Census | None = None):
         self.model = model
         self.functions = {(normalize_domain(f.domain), f.name) for f in model.functions}
         self.problems: list[tuple[str, str]] = []
         self._shapes: dict[int, tuple[dict[str, tuple], dict[str, tuple]]] = {}
+        self.census = census
+        self._scope: CensusScope | None = None
 
     def add(self, kind: str, msg: str) -> None:
         self.problems.append((kind, msg))
@@ -45,7 +76,20 @@ class _Walker:
             if name in defined and name not in {t.name for t in g.initializer}:
                 self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
             defined.add(name)
+        census, parent = self.census, self._scope
+        if census is not None:
+            if not census.external:
+                census.external = any(map(uses_external_data, g.initializer))
+            if opsets.get("", 0) < 15:
+                _declared_types(census.types, g)
+            fn = parent.function if parent is not None else None
+            self._scope = CensusScope(g, label, opsets, fn)
+            census.scopes.append(self._scope)
+            census.names.update(v.name for v in g.output)
         self.nodes(g.node, opsets, defined, outer, label, g)
+        if census is not None:
+            census.names.update(defined)
+            self._scope = parent
         seen: set[str] = set()
         for vi in g.output:
             if vi.name in seen:
@@ -63,7 +107,16 @@ class _Walker:
         if outer:
             defined.update(outer)
         flags_by_op: dict[tuple[str, str], int] = {}
-        for n in nodes:
+        census = self.census
+        add_name = census.names.add if census is not None else None
+        sites = self._scope.sites if census is not None else None
+        types = None
+        if census is not None and graph is not None and opsets.get("", 0) < 15:
+            types = census.types
+            rules: dict[tuple[str, str], int] = {}
+        for i, n in enumerate(nodes):
+            if add_name is not None:
+                add_name(n.name)
             ins = n.input[:]
             if not defined.issuperset(ins):
                 for name in ins:
@@ -77,13 +130,31 @@ class _Walker:
             if flags:
                 if flags & _ACTIVATION:
                     self.activation(n, ins, opsets.get("", 0), label, graph)
+                    if sites is not None:
+                        sites.append((i, n))
+                if flags & _TENSORS and census is not None and not census.external:
+                    census.external = _holds_external_data(n)
                 if flags & _SUBGRAPHS:
                     for a in n.attribute:
                         subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
                             list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
                         for sg in subs:
-                            self.graph(sg, opsets, set(defined), f"{label}/{where(n)}/{a.name}")
+                            self.graph(sg, opsets, set(defined),
+                                       f"{label}/node {n.name!r}/{a.name}")
             outs = n.output[:]
+            if types is not None and outs:
+                rule = rules.get(key)
+                if rule is None:
+                    rule = rules[key] = _type_rule(key, self.functions)
+                if rule == _FIXED:
+                    t = fixed_type(n)
+                    if t:
+                        types[outs[0]] = t
+                elif rule == _FIRST:
+                    if ins and ins[0] in types:
+                        types.setdefault(outs[0], types[ins[0]])
+                elif rule == _SECOND and len(ins) == 3 and ins[1] in types:
+                    types.setdefault(outs[0], types[ins[1]])
             if not defined.isdisjoint(outs):
                 for name in outs:
                     if name and name in defined:
@@ -145,18 +216,54 @@ class _Walker:
         if domain not in opsets:
             self.add(MISSING_OPSET, f"{label}: {where(n)} uses domain {domain or 'ai.onnx'!r}, "
                                     "which has no opset import")
-            return _SUBGRAPHS
+            return _SUBGRAPHS | _TENSORS
         if domain:
-            return _SUBGRAPHS
+            return _SUBGRAPHS | _TENSORS
         if schema(n.op_type, opsets[domain], "") is None:
             self.add(UNKNOWN_OP, f"{label}: {where(n)}: no op {n.op_type!r} in ai.onnx at "
                                  f"opset {opsets[domain]}")
             return 0
         flags = _SUBGRAPHS if has_graph_attribute(n.op_type) else 0
+        flags |= _TENSORS if may_hold_tensors(n.op_type) else 0
         return flags | (_ACTIVATION if n.op_type in ACTIVATIONS else 0)
 
 
-_ACTIVATION, _SUBGRAPHS = 1, 2
+_ACTIVATION, _SUBGRAPHS, _TENSORS = 1, 2, 4
+
+
+_FIXED, _FIRST, _SECOND = 1, 2, 3  # how a node's output type follows (opshift.typerules)
+
+
+def _type_rule(key: tuple[str, str], functions: set[tuple[str, str]]) -> int:
+    domain, op = key
+    if normalize_domain(domain) != "" or (normalize_domain(domain), op) in functions:
+        return 0
+    if op in ("Constant", "Cast"):
+        return _FIXED
+    if op == "Where":
+        return _SECOND
+    return _FIRST if op in SAME_TYPE_OPS else 0
+
+
+def _declared_types(types: dict[str, int], g: onnx.GraphProto) -> None:
+    """The element types ``g`` declares (inputs, value_info, outputs, then initializers)."""
+    for vs in (g.input, g.value_info, g.output):
+        for v in vs:
+            if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type:
+                types[v.name] = v.type.tensor_type.elem_type
+    for t in g.initializer:
+        types[t.name] = t.data_type
+
+
+def _holds_external_data(n: onnx.NodeProto) -> bool:
+    """A tensor attribute of ``n`` lives in external data (subgraphs are walked on their
+    own)."""
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.TENSOR and uses_external_data(a.t):
+            return True
+        if a.type == onnx.AttributeProto.TENSORS and any(map(uses_external_data, a.tensors)):
+            return True
+    return False
 
 
 @functools.cache
@@ -172,22 +279,34 @@ def _activation_spec(op: str, opset: int) -> tuple[int, dict[str, int], SlopeRul
     return s.since_version, types, rule
 
 
-def problems(model: onnx.ModelProto) -> list[tuple[str, str]]:
-    """All structural problems as (kind, one-line message), in graph order."""
-    w = _Walker(model)
+def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple[str, str]]:
+    """All structural problems as (kind, one-line message), in graph order; fills ``census``
+    when given."""
+    w = _Walker(model, census)
     ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
     w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
     for f in model.functions:
         fops = dict(ops)
         fops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
-        w.nodes(f.node, fops, set(f.input), frozenset(), f"function {f.name!r}")
+        defined = set(f.input)
+        label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
+        if census is not None:
+            w._scope = CensusScope(f, label, fops, f)
+            census.scopes.append(w._scope)
+            census.names.update(f.output)
+        w.nodes(f.node, fops, defined, frozenset(), label)
+        if census is not None:
+            census.names.update(defined)
+    if census is not None:
+        census.names.discard("")
     return w.problems
 
 
 def check(model: onnx.ModelProto, origin: str = "<model>", *,
-          allow: Iterable[str] = ()) -> None:
-    """Raise :class:`ModelLoadError` for the first problem whose kind is not in ``allow``."""
+          allow: Iterable[str] = (), census: Census | None = None) -> None:
+    """Raise :class:`ModelLoadError` for the first problem whose kind is not in ``allow``;
+    fill ``census`` (see :class:`Census`) when given."""
     allowed = set(allow)
-    for kind, msg in problems(model):
+    for kind, msg in problems(model, census):
         if kind not in allowed:
             raise ModelLoadError(f"{origin}: {msg}")

@@ -66,7 +66,7 @@ def run(args) -> int:
     report = None
     try:
         with bar.phase("load"):
-            model = modelio.load_checked(src)
+            model, source_dir = modelio.open_checked(src)
         original = None
         if args.verify:
             import onnx
@@ -91,7 +91,7 @@ def run(args) -> int:
             raise VerificationError(f"{src}: the converted model differs from the original; "
                                     f"{out} was not written")
         with bar.phase("save"):
-            modelio.save(model, out, src.parent)
+            modelio.save(model, out, source_dir)
     finally:
         bar.close()
     _print(args, result, report, written=True, out=out)

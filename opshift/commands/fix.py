@@ -59,7 +59,7 @@ def run(args) -> int:
     try:
         with bar.phase("load"):
             # what fix repairs is not a reason to refuse the model
-            original = modelio.load_checked(args.input, allow=(
+            original, source_dir = modelio.open_checked(args.input, allow=(
                 validate.DUPLICATE_VALUE, validate.MISSING_OPSET, validate.ATTRIBUTE,
                 validate.SLOPE))
         with bar.phase("fix"):
@@ -74,7 +74,7 @@ def run(args) -> int:
                 ver = verify_fix(*_with_data(args.input, original, fixed))
         if not args.dry_run and (ver is None or ver.ok):
             with bar.phase("save"):
-                modelio.save(fixed, args.output, source_dir=_parent(args.input))
+                modelio.save(fixed, args.output, source_dir=source_dir)
     finally:
         bar.close()
     _print(args, result, ver)

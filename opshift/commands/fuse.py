@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ._output import print_rewrite
 
@@ -53,7 +52,7 @@ def run(args) -> int:
     report, notes = None, []
     try:
         with bar.phase("load"):
-            original = modelio.load_checked(args.input)
+            original, source_dir = modelio.open_checked(args.input)
         with bar.phase("fuse"):
             model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
                                        capture_regions=args.verify)
@@ -62,7 +61,7 @@ def run(args) -> int:
                 report, notes = verify_fuse(original, model, result)
         if report is None or report.ok:
             with bar.phase("save"):
-                modelio.save(model, args.output, source_dir=Path(args.input).resolve().parent)
+                modelio.save(model, args.output, source_dir=source_dir)
     finally:
         bar.close()
     print_rewrite(args, result, report, notes, result.lines())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from collections.abc import Iterator
 
 from ..errors import OpshiftError
 from ._output import print_rewrite
@@ -50,44 +50,53 @@ def register(sub, parent) -> None:
 def run(args) -> int:
     import onnx
 
-    from .. import modelio, progress
-    from ..passes.inline import inline_proto, verify_inline
+    from .. import modelio, progress, validate
+    from ..passes.inline import inline_proto, inline_serialized, verify_inline
 
     bar = progress.for_args(args, "inline", 3 + bool(args.verify))
     report, notes = None, []
     try:
         with bar.phase("load"):
-            original = modelio.load_checked(args.input)
-            # inline adds no external data: look for it once, on the smaller input
-            source_dir = (Path(args.input).resolve().parent
-                          if modelio.has_external_data(original) else None)
+            census = validate.Census()  # the check's walk, reused by inline
+            model, source_dir = modelio.open_checked(args.input, census=census)
         with bar.phase("inline"):
-            model = original
-            if args.verify:  # keep the original to compare with
-                model = onnx.ModelProto()
-                model.CopyFrom(original)
+            original = model
+            if args.verify:  # inline ``model`` in place (the census is of it); keep a copy
+                original = onnx.ModelProto()
+                original.CopyFrom(model)
+            # Without --verify or external data to place, the main graph's new nodes go
+            # straight into the output bytes (no parse into the model and serialize again).
+            direct = not args.verify and source_dir is None
             try:
-                result = inline_proto(model, args.ops, args.functions,
-                                      keep_before=args.verify)
+                if direct:
+                    data, result = inline_serialized(model, args.ops, args.functions,
+                                                     census=census)
+                else:
+                    result = inline_proto(model, args.ops, args.functions,
+                                          keep_before=args.verify, census=census)
             except OpshiftError as e:
                 e.args = (f"{args.input}: {e}",)
                 raise
+            except ValueError as e:  # protobuf: over 2 GiB without external data
+                raise OpshiftError(f"{args.output}: model too large to serialize: {e}") from e
         if args.verify:
             with bar.phase("verify"):
                 report, notes = verify_inline(original, model, result)
         if report is None or report.ok:
             with bar.phase("save"):
-                modelio.save(model, args.output, source_dir=source_dir)
+                if direct:
+                    modelio.save_bytes(data, args.output)
+                else:
+                    modelio.save(model, args.output, source_dir=source_dir)
     finally:
         bar.close()
     print_rewrite(args, result, report, notes, _details(result))
     return 1 if report is not None and not report.ok else 0
 
 
-def _details(result) -> list[str]:
-    out = []
+def _details(result) -> Iterator[str]:
+    """The -v lines, made only when printed (each parses its node's replacement)."""
     for n in result.nodes:
         zero = "" if n.signed_zero_exact else " (sign of zero may differ, documented)"
-        out.append(f"{n.scope}: {n.label} ({n.op}-{n.version}, opset {n.opset}, {n.band}) -> "
-                   f"{', '.join(m.op_type for m in n.after)}{zero}")
-    return out
+        yield (f"{n.scope}: {n.label} ({n.op}-{n.version}, opset {n.opset}, {n.band}) -> "
+               f"{', '.join(m.op_type for m in n.after)}{zero}")

@@ -304,11 +304,17 @@ def signed_zero_exact(op: str, band_: str, nodes: Sequence[onnx.NodeProto]) -> b
 
 
 # -- instantiation ----------------------------------------------------------------------------
+#
+# inline's hot path: a template becomes Python source once (a compiled "emitter"), and each
+# node to replace is one call of it that concatenates wire-format bytes, the replacement
+# nodes already framed as repeated NodeProto fields of the scope that holds them. No
+# protobuf message is built per node.
+
+#: Wire-format tags of the node lists: GraphProto.node is field 1, FunctionProto.node field 7.
+GRAPH_NODE_TAG, FUNCTION_NODE_TAG = b"\x0a", b"\x3a"
 
 
 def _varint(n: int) -> bytes:
-    if n < 128:
-        return _SMALL[n]
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -320,82 +326,137 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-_SMALL = [bytes([i]) for i in range(128)]
+#: Varints of 0 .. 2**14-1 by index: every length an emitter frames in practice.
+_VARINTS = [_varint(i) for i in range(1 << 14)]
 
 
-def _lv(s: str) -> bytes:
-    """Length-prefixed UTF-8 (the payload of a protobuf string field)."""
-    b = s.encode()
-    n = len(b)
-    return (_SMALL[n] if n < 128 else _varint(n)) + b
+class _AnyVarint:
+    """``_VARINTS`` for any length (the general emitter's table)."""
+
+    def __getitem__(self, n: int) -> bytes:
+        return _VARINTS[n] if n < len(_VARINTS) else _varint(n)
 
 
-@dataclass
-class _Plan:
-    """A template compiled for :func:`instantiate`: every node as a list of keys into a table
-    holding both the constant wire-format pieces and the per-instance length-prefixed names."""
-
-    template: Template
-    internal: tuple[str, ...]  # "$V" placeholders of values made inside, in order
-    consts: dict[str, bytes]
-    nodes: tuple[tuple[str, ...], ...]
+def varint(n: int) -> bytes:
+    """Protobuf varint encoding of ``n >= 0``."""
+    return _VARINTS[n] if n < len(_VARINTS) else _varint(n)
 
 
-_PLANS: dict[int, _Plan] = {}
+def _emitter_source(template: Template) -> tuple[str, dict[str, bytes]]:
+    """Python source of ``emit(x, y, s, base, used, fresh, tag) -> bytes`` for ``template``,
+    and the constant pieces it refers to.
 
+    Internal values ``$V`` get names ``<base>/V`` (``fresh`` when already in ``used``, in the
+    order of first appearance), the last node's name is ``<base>/Y``; every other node is
+    named as its output. A node's fields are written in field-number order (input 1, output
+    2, name 3, then the constant rest: op_type, attributes, domain) as protobuf does."""
+    consts: dict[str, bytes] = {}
+    var = {"$X": "X", "$Y": "Y", "$S": "S", "": "E"}
+    lines = ["def emit(x, y, s, base, used, fresh, tag):",
+             "    add = used.add",
+             "    b = x.encode(); X = V[len(b)] + b",
+             "    b = y.encode(); Y = V[len(b)] + b",
+             "    E = b'\\x00'"]
+    if any(v == "$S" for t in template for v in t.input):
+        lines.append("    b = s.encode(); S = V[len(b)] + b")
 
-def _plan(template: Template) -> _Plan:
-    hit = _PLANS.get(id(template))
-    if hit is not None and hit.template is template:
-        return hit
-    consts: dict[str, bytes] = {"#in": b"\x0a", "#out": b"\x12", "#name": b"\x1a",
-                                "": b"\x00"}
-    internal: list[str] = []
-    nodes = []
+    def name(suffix: str, target: str) -> None:
+        lines.extend([f"    n = base + {'/' + suffix!r}",
+                      "    if n in used:",
+                      "        n = fresh(n)",
+                      "    else:",
+                      "        add(n)",
+                      f"    b = n.encode(); {target} = V[len(b)] + b"])
+
+    for t in template:
+        o = t.output[0]
+        if o not in var:
+            var[o] = f"I{len(var)}"
+            name(o[1:], var[o])
+    name("Y", "YN")
+    framed = []
     for k, t in enumerate(template):
         rest = onnx.NodeProto()
         rest.CopyFrom(t)
-        rest.ClearField("input")
-        rest.ClearField("output")
-        rest.ClearField("name")
-        consts[f"#rest{k}"] = rest.SerializeToString()
+        for f in ("input", "output", "name"):
+            rest.ClearField(f)
+        consts[f"C{k}"] = rest.SerializeToString()
         o = t.output[0]
-        if o not in ("$X", "$Y", "$S") and o not in internal:
-            internal.append(o)
-        keys: list[str] = []
-        for v in t.input:
-            keys += ("#in", v)
-        # NodeProto fields: input = 1 (tag 0x0a), output = 2 (0x12), name = 3 (0x1a)
-        keys += ("#out", o, "#name", o if o != "$Y" else "#yname", f"#rest{k}")
-        nodes.append(tuple(keys))
-    plan = _Plan(template, tuple(internal), consts, tuple(nodes))
-    _PLANS[id(template)] = plan  # the plan keeps the template alive, so its id stays unique
-    return plan
+        pieces = [p for v in t.input for p in ("b'\\x0a'", var[v])]
+        pieces += ["b'\\x12'", var[o], "b'\\x1a'", "YN" if o == "$Y" else var[o], f"C{k}"]
+        lines.append(f"    n{k} = b''.join(({', '.join(pieces)}))")
+        framed += ["tag", f"V[len(n{k})]", f"n{k}"]
+    lines.append(f"    return b''.join(({', '.join(framed)}))")
+    return "\n".join(lines) + "\n", consts
+
+
+_EMITTERS: dict[int, tuple[Template, object, bool]] = {}
+
+#: Strings up to this many characters keep every framed node under 16 KiB (5 strings of at
+#: most 4 bytes a character plus a suffix, and constants under 4 KiB), so the emitter,
+#: which indexes the varint table, cannot run off it.
+FAST_CHARS = 400
+
+
+def emitter(template: Template):
+    """(emit, fast): the compiled ``emit(x, y, s, base, used, fresh, tag) -> bytes`` of
+    ``template`` (see :func:`instantiate`; ``used``/``fresh`` are a :class:`Names`' set and
+    method), and whether its constant pieces are small enough for :data:`FAST_CHARS` to
+    bound its node sizes. ``emit`` may be called directly when every string is shorter than
+    :data:`FAST_CHARS` and ``fast`` is true; :func:`instantiate` checks that itself."""
+    hit = _EMITTERS.get(id(template))
+    if hit is not None and hit[0] is template:
+        return hit[1], hit[2]
+    src, consts = _emitter_source(template)
+    ns: dict = {"V": _VARINTS, **consts}
+    exec(compile(src, "<opshift.decompose emitter>", "exec"), ns)  # noqa: S102 - from a template
+    fast = max(map(len, consts.values()), default=0) < 4096
+    # The entry keeps the template alive, so its id is not reused while cached.
+    _EMITTERS[id(template)] = (template, ns["emit"], fast)
+    return ns["emit"], fast
+
+
+_GENERAL: dict[int, tuple[Template, object]] = {}
+
+
+def _general_emitter(template: Template):
+    hit = _GENERAL.get(id(template))
+    if hit is not None and hit[0] is template:
+        return hit[1]
+    src, consts = _emitter_source(template)
+    ns: dict = {"V": _AnyVarint(), **consts}
+    exec(compile(src, "<opshift.decompose emitter>", "exec"), ns)  # noqa: S102 - from a template
+    _GENERAL[id(template)] = (template, ns["emit"])
+    return ns["emit"]
 
 
 def instantiate(template: Template, x: str, y: str, base: str, names,
-                slope: str | None = None) -> list[bytes]:
-    """Serialized NodeProtos of ``template`` with placeholders bound: ``$X``/``$S``/``$Y`` to
-    the node's values, internal ``$V`` to fresh ``<base>/V``; each node is named as its output
-    value (the last one ``<base>/Y``).
-
-    Built as bytes from a precompiled plan (no per-field protobuf calls): inline's hot path.
-    """
-    plan = _plan(template)
-    table = dict(plan.consts)
-    table["$X"] = _lv(x)
-    table["$Y"] = _lv(y)
-    if slope is not None:
-        table["$S"] = _lv(slope)
-    fresh = names.fresh
-    for v in plan.internal:
-        table[v] = _lv(fresh(f"{base}/{v[1:]}"))
-    table["#yname"] = _lv(fresh(f"{base}/Y"))
-    get = table.__getitem__
-    return [b"".join(map(get, keys)) for keys in plan.nodes]
+                slope: str | None = None, tag: bytes = GRAPH_NODE_TAG) -> bytes:
+    """The nodes of ``template`` with placeholders bound (``$X``/``$S``/``$Y`` to the node's
+    values, internal ``$V`` to fresh ``<base>/V``, the last node named ``<base>/Y``),
+    serialized as repeated node fields with wire tag ``tag`` (see ``GRAPH_NODE_TAG``)."""
+    emit, fast = emitter(template)
+    if not fast or max(len(x), len(y), len(slope or ""), len(base)) >= FAST_CHARS:
+        emit = _general_emitter(template)
+    return emit(x, y, slope, base, names._used, names.fresh, tag)
 
 
-def _legacy_slope(site: Site, base: str, names) -> tuple[list[bytes], str, int | None, bool]:
+def nodes_of(blob: bytes) -> list[onnx.NodeProto]:
+    """The NodeProtos of a blob :func:`instantiate` built with the graph tag."""
+    return list(onnx.GraphProto.FromString(blob).node)
+
+
+def frame(nodes: Sequence[onnx.NodeProto], tag: bytes = GRAPH_NODE_TAG) -> bytes:
+    """``nodes`` serialized as repeated node fields with wire tag ``tag``."""
+    parts = []
+    for n in nodes:
+        b = n.SerializeToString()
+        parts += (tag, varint(len(b)), b)
+    return b"".join(parts)
+
+
+def _legacy_slope(site: Site, base: str, names
+                  ) -> tuple[list[onnx.NodeProto], str, int | None, bool]:
     """Resolve a PRelu slope for opset <= 6: (extra nodes, slope value name, axis, broadcast)."""
     node = site.node
     x_shape, s_shape = site.x_shape, site.slope_shape
@@ -428,42 +489,58 @@ def _legacy_slope(site: Site, base: str, names) -> tuple[list[bytes], str, int |
         axes = [i for i in range(len(s_shape)) if not lo <= i + pad < hi]
         name = names.fresh(f"{base}/Slope")
         squeeze = helper.make_node("Squeeze", [node.input[1]], [name], name=name, axes=axes)
-        return [squeeze.SerializeToString()], name, axis, True
+        return [squeeze], name, axis, True
     value = np.asarray(site.slope_value).reshape(span)
     name = names.fresh(f"{base}/Slope")
     const = helper.make_node("Constant", [], [name], name=name,
                              value=numpy_helper.from_array(value))
-    return [const.SerializeToString()], name, axis, True
+    return [const], name, axis, True
 
 
 def decompose(site: Site, base: str, names) -> list[onnx.NodeProto]:
     """The primitive nodes replacing ``site.node`` at ``site.opset`` (see module docstring)."""
-    return [onnx.NodeProto.FromString(b) for b in decompose_bytes(site, base, names)]
+    return nodes_of(decompose_bytes(site, base, names))
 
 
-def decompose_bytes(site: Site, base: str, names) -> list[bytes]:
-    """:func:`decompose` as serialized NodeProtos (the form inline splices in)."""
-    node = site.node
-    op = node.op_type
+def band_template(site: Site) -> Template:
+    """The template for ``site`` in the *function* and *static* bands (it depends only on the
+    op, its version, its alpha/gamma and, for *static*, X's element type); ConversionError
+    when the site cannot be inlined there."""
+    op = site.node.op_type
+    attrs = attributes(site.node, op, site.version)
     b = band(site.opset)
-    attrs = attributes(node, op, site.version)
-    x, y = node.input[0], node.output[0]
-    slope = node.input[1] if op == "PRelu" else None
-    if b != FUNCTION and not site.elem_type:
+    if b == FUNCTION:
+        return function_template(op, tuple(sorted(attrs.items())))
+    if b == STATIC:
+        _typed_band_checks(site, attrs)
+        return static_template(op, tuple(sorted(attrs.items())), site.elem_type)
+    raise AssertionError(f"band_template: opset {site.opset} is in the legacy band")
+
+
+def _typed_band_checks(site: Site, attrs: dict[str, float | Ref]) -> None:
+    """Refusals shared by the bands without CastLike."""
+    if not site.elem_type:
         raise ConversionError(f"{site.where()}: cannot inline at opset {site.opset}: the "
                               "element type of X is not known")
     refs = [f"{k}=@{v}" for k, v in attrs.items() if isinstance(v, Ref)]
-    if refs and b != FUNCTION:
+    if refs:
         raise ConversionError(
             f"{site.where()}: cannot inline at opset {site.opset}: attribute reference "
             f"{', '.join(refs)} needs CastLike (opset >= 15); inline the function first "
             "(--functions)")
-    if b == FUNCTION:
-        tpl = function_template(op, tuple(sorted(attrs.items())))
-        return instantiate(tpl, x, y, base, names, slope)
-    if b == STATIC:
-        tpl = static_template(op, tuple(sorted(attrs.items())), site.elem_type)
-        return instantiate(tpl, x, y, base, names, slope)
+
+
+def decompose_bytes(site: Site, base: str, names, tag: bytes = GRAPH_NODE_TAG) -> bytes:
+    """:func:`decompose` serialized as repeated node fields with wire tag ``tag`` (the form
+    inline splices in)."""
+    node = site.node
+    op = node.op_type
+    x, y = node.input[0], node.output[0]
+    slope = node.input[1] if op == "PRelu" else None
+    if band(site.opset) != LEGACY:
+        return instantiate(band_template(site), x, y, base, names, slope, tag)
+    attrs = attributes(node, op, site.version)
+    _typed_band_checks(site, attrs)
     if site.elem_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
                               onnx.TensorProto.DOUBLE):
         raise ConversionError(
@@ -479,16 +556,16 @@ def decompose_bytes(site: Site, base: str, names) -> list[bytes]:
         if not np.isfinite(_typed(attrs["alpha"], site.elem_type)):
             refuse_non_finite("alpha")
         tpl = legacy_selu_template(attrs["alpha"], attrs["gamma"], site.elem_type, site.opset)
-        return instantiate(tpl, x, y, base, names)
+        return instantiate(tpl, x, y, base, names, None, tag)
     if op == "LeakyRelu":
         a = _typed(attrs["alpha"], site.elem_type)
         if not np.isfinite(a):
             refuse_non_finite("alpha")
         kind = _kind(np.array([a]))
         tpl = legacy_leaky_template(kind, attrs["alpha"], site.elem_type, site.opset)
-        return instantiate(tpl, x, y, base, names)
+        return instantiate(tpl, x, y, base, names, None, tag)
     # PRelu
-    extra: list[bytes] = []
+    extra: list[onnx.NodeProto] = []
     axis, broadcast = None, True
     if site.opset <= 6:
         extra, slope, axis, broadcast = _legacy_slope(site, base, names)
@@ -502,4 +579,4 @@ def decompose_bytes(site: Site, base: str, names) -> list[bytes]:
         kind = _kind(values)
     tpl = legacy_leaky_template(kind, None, site.elem_type, site.opset, axis, broadcast,
                                 "Slope")
-    return extra + instantiate(tpl, x, y, base, names, slope)
+    return frame(extra, tag) + instantiate(tpl, x, y, base, names, slope, tag)

@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 import onnx
 import onnx.defs
 import onnx.numpy_helper
-from onnx import TensorProto
 
-from .. import opsets
+from .. import opsets, validate
 from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import has_graph_attribute, normalize_domain
+from ..typerules import SAME_TYPE_OPS, fixed_type
 from . import decompose as dec
 from ._graph import Names, subgraphs
 
 
-@dataclass
+@dataclass(slots=True)
 class InlinedNode:
     """One replaced activation node."""
 
@@ -37,13 +37,16 @@ class InlinedNode:
     band: str
     scope: str
     before: onnx.NodeProto | None  # a copy, with ``keep_before``
-    after_bytes: list[bytes]  # the serialized replacement nodes
+    after_blob: bytes  # the replacement nodes, as repeated node fields of the scope
     opsets: dict[str, int] = field(default_factory=dict)
     function: tuple[str, str] | None = None  # (domain, name) when in a function body
 
     @property
     def after(self) -> list[onnx.NodeProto]:
-        return [onnx.NodeProto.FromString(b) for b in self.after_bytes]
+        blob = self.after_blob
+        if blob[:1] == dec.FUNCTION_NODE_TAG:  # framed as FunctionProto.node (field 7)
+            return list(onnx.FunctionProto.FromString(blob).node)
+        return dec.nodes_of(blob)
 
     @property
     def signed_zero_exact(self) -> bool:
@@ -183,19 +186,6 @@ def _inline_functions(model: onnx.ModelProto, functions, result: InlineResult) -
 
 # -- static facts -----------------------------------------------------------------------------
 
-_SAME_TYPE_OPS = frozenset((
-    "Abs", "Add", "AveragePool", "BatchNormalization", "Ceil", "Clip", "Concat", "Conv",
-    "ConvTranspose", "Div", "Dropout", "Elu", "Exp", "Expand", "Flatten", "Floor", "Gather",
-    "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "Identity",
-    "InstanceNormalization", "LRN", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max",
-    "MaxPool", "Mean", "Min", "Mul", "Neg", "Pad", "PRelu", "Reciprocal", "ReduceMax",
-    "ReduceMean", "ReduceMin", "ReduceSum", "Relu", "Reshape", "Resize", "Selu", "Sigmoid",
-    "Slice", "Softmax", "Softplus", "Softsign", "Split", "Sqrt", "Squeeze", "Sub", "Sum",
-    "Tanh", "Tile", "Transpose", "Unsqueeze", "Upsample", "LayerNormalization",
-    "Sin", "Cos", "Erf", "Gelu", "HardSwish", "Mish", "ThresholdedRelu", "Celu",
-))
-
-
 _SAME_SHAPE_OPS = frozenset((
     "Abs", "BatchNormalization", "Cast", "Ceil", "Clip", "Dropout", "Elu", "Exp", "Floor",
     "HardSigmoid", "Identity", "InstanceNormalization", "LRN", "LeakyRelu", "Log", "Neg",
@@ -207,12 +197,15 @@ _SAME_SHAPE_OPS = frozenset((
 class _Facts:
     """Element types, shapes and constants, computed only when a site needs them."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, census: validate.Census | None = None):
         self.model = model
         self._types: dict[str, int] | None = None
         self._ftypes: dict = {}
         self._inferred = False
         self._shapes: dict | None = None
+        # The census's walk already propagated graph types below opset 15 (the same rules,
+        # see opshift.typerules); only values it could not type need the full propagation.
+        self._census_types = census.types if census is not None else None
 
     def _collect(self) -> tuple[dict[str, int], dict[tuple[str, str], dict[str, int]]]:
         """(value -> elem type for graphs, per-function value -> elem type).
@@ -246,23 +239,13 @@ class _Facts:
                         if fo in callee:
                             types.setdefault(o, callee[fo])
                 elif normalize_domain(n.domain) == "" and n.output:
-                    if n.op_type == "Constant" and n.attribute:
-                        a = n.attribute[0]
-                        if a.type == onnx.AttributeProto.TENSOR:
-                            types[n.output[0]] = a.t.data_type
-                        elif a.type == onnx.AttributeProto.FLOAT:
-                            types[n.output[0]] = TensorProto.FLOAT
-                        elif a.type == onnx.AttributeProto.INT:
-                            types[n.output[0]] = TensorProto.INT64
-                    elif n.op_type == "Cast":
-                        for a in n.attribute:
-                            if a.name == "to" and a.type == onnx.AttributeProto.STRING:
-                                types[n.output[0]] = TensorProto.DataType.Value(a.s.decode())
-                            elif a.name == "to":
-                                types[n.output[0]] = a.i
+                    if n.op_type in ("Constant", "Cast"):
+                        t = fixed_type(n)
+                        if t:
+                            types[n.output[0]] = t
                     elif n.op_type == "Where" and len(n.input) == 3 and n.input[1] in types:
                         types.setdefault(n.output[0], types[n.input[1]])
-                    elif n.op_type in _SAME_TYPE_OPS and n.input and n.input[0] in types:
+                    elif n.op_type in SAME_TYPE_OPS and n.input and n.input[0] in types:
                         types.setdefault(n.output[0], types[n.input[0]])
                 for _, g in subgraphs(n):
                     graph(types, g)
@@ -284,6 +267,10 @@ class _Facts:
         return types, ftypes
 
     def elem_type(self, name: str, function: onnx.FunctionProto | None = None) -> int:
+        if function is None and self._census_types:
+            t = self._census_types.get(name)
+            if t:
+                return t
         if self._types is None:
             self._types, self._ftypes = self._collect()
         if function is not None:
@@ -338,12 +325,12 @@ class _Work:
     """One node list to edit: a graph (field 1 of GraphProto) or a function (field 7)."""
 
     owner: onnx.GraphProto | onnx.FunctionProto
-    field: int
+    tag: bytes  # wire tag of its node list (dec.GRAPH_NODE_TAG / dec.FUNCTION_NODE_TAG)
     label: str
     gname: str
     opsets: dict[str, int]
     function: onnx.FunctionProto | None
-    sites: list[int]
+    sites: list[tuple[int, onnx.NodeProto]]  # (index, node) of the nodes to inline
 
 
 def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], set[str]]:
@@ -357,7 +344,7 @@ def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], 
         used.update(v.name for v in g.input)
         used.update(v.name for v in g.output)
         used.update(t.name for t in g.initializer)
-        w = _Work(g, 1, label, gname, ops, function, [])
+        w = _Work(g, dec.GRAPH_NODE_TAG, label, gname, ops, function, [])
         work.append(w)
         nodes(g.node, w)
 
@@ -369,7 +356,7 @@ def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], 
             upd(n.output)
             dom = n.domain
             if op in wanted and dom in ("", "ai.onnx"):
-                sites.append(i)
+                sites.append((i, n))
             if (dom or has_graph_attribute(op)) and n.attribute:
                 for attr, sg in subgraphs(n):
                     sub = f"{w.label}/node {n.name!r}/{attr}"
@@ -383,11 +370,27 @@ def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], 
         label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
         used.update(f.input)
         used.update(f.output)
-        w = _Work(f, 7, label, label, fops, f, [])
+        w = _Work(f, dec.FUNCTION_NODE_TAG, label, label, fops, f, [])
         work.append(w)
         nodes(f.node, w)
     used.discard("")
     return work, used
+
+
+_ALL_OPS = frozenset(dec.OPS)
+
+
+def _work_from_census(census: validate.Census, wanted: frozenset[str]) -> list[_Work]:
+    """:func:`_walk`'s scopes from the census of the structural check (no second walk)."""
+    work = []
+    for sc in census.scopes:
+        is_graph = isinstance(sc.owner, onnx.GraphProto)
+        gname = sc.owner.name if is_graph and not work else sc.label
+        sites = sc.sites if wanted >= _ALL_OPS else [(i, n) for i, n in sc.sites
+                                                      if n.op_type in wanted]
+        work.append(_Work(sc.owner, dec.GRAPH_NODE_TAG if is_graph else dec.FUNCTION_NODE_TAG,
+                          sc.label, gname, sc.opsets, sc.function, sites))
+    return work
 
 
 def _scope_constants(w: _Work) -> dict[str, onnx.TensorProto]:
@@ -407,66 +410,232 @@ def _scope_constants(w: _Work) -> dict[str, onnx.TensorProto]:
     return out
 
 
-def _splice_bytes(w: _Work, reps: dict[int, list[bytes]]) -> None:
-    """Replace nodes by serialized nodes: the tail from the first replaced index is rebuilt
-    as one serialized blob and parsed back in C (no per-field Python protobuf calls)."""
+def _node_offsets(data: bytes, tag: int, count: int) -> list[int] | None:
+    """Byte offsets of the first ``count`` fields of ``data`` (a serialized message) when
+    they are all length-delimited fields with wire tag ``tag``, plus the end of the last;
+    None otherwise. Protobuf writes fields in field-number order, so a GraphProto's nodes
+    (field 1) come first."""
+    offs = [0] * (count + 1)
+    p, end = 0, len(data)
+    for k in range(count):
+        if p >= end or data[p] != tag:
+            return None
+        offs[k] = p
+        n = data[p + 1]
+        p += 2
+        if n >= 0x80:  # a multi-byte length varint
+            n &= 0x7F
+            shift = 7
+            while True:
+                c = data[p]
+                p += 1
+                n |= (c & 0x7F) << shift
+                if c < 0x80:
+                    break
+                shift += 7
+        p += n
+    offs[count] = p
+    return offs if p <= end else None
+
+
+def _node_section(w: _Work, sites: list[int], blobs: list[bytes], start: int) -> list[bytes]:
+    """The serialized node list of ``w.owner`` from node ``start`` on, with the nodes at
+    ``sites`` (ascending, >= start) replaced by the framed ``blobs``: untouched nodes are
+    slices of the owner's serialization, so no Python protobuf call is made per node."""
     nodes = w.owner.node
-    first = min(reps)
-    tag = dec._varint(w.field << 3 | 2)
-    varint = dec._varint
+    tag = w.tag
+    offs = None
+    if tag == dec.GRAPH_NODE_TAG:
+        data = w.owner.SerializeToString()
+        offs = _node_offsets(data, tag[0], len(nodes))
     parts: list[bytes] = []
-    for i in range(first, len(nodes)):
-        r = reps.get(i)
-        if r is None:
-            b = nodes[i].SerializeToString()
+    prev = start
+    if offs is not None:
+        for i, blob in zip(sites, blobs):
+            if prev < i:
+                parts.append(data[offs[prev]:offs[i]])
+            parts.append(blob)
+            prev = i + 1
+        if prev < len(nodes):
+            parts.append(data[offs[prev]:offs[-1]])
+        return parts
+    varint = dec.varint
+    for i, blob in zip(sites, blobs):
+        for j in range(prev, i):
+            b = nodes[j].SerializeToString()
             parts += (tag, varint(len(b)), b)
-        else:
-            for b in r:
-                parts += (tag, varint(len(b)), b)
-    del nodes[first:]
+        parts.append(blob)
+        prev = i + 1
+    for j in range(prev, len(nodes)):
+        b = nodes[j].SerializeToString()
+        parts += (tag, varint(len(b)), b)
+    return parts
+
+
+def _splice(w: _Work, sites: list[int], blobs: list[bytes]) -> None:
+    """Replace the nodes at ``sites`` by ``blobs`` in place: the tail from the first site is
+    rebuilt as bytes and parsed back in C."""
+    parts = _node_section(w, sites, blobs, sites[0])
+    del w.owner.node[sites[0]:]
     w.owner.MergeFromString(b"".join(parts))
+
+
+def _field_span(data: bytes, number: int) -> tuple[int, int, int] | None:
+    """(start of key, start of payload, end) of the length-delimited field ``number`` in a
+    serialized message, or None."""
+    p, end = 0, len(data)
+
+    def varint(p: int) -> tuple[int, int]:
+        n = shift = 0
+        while True:
+            c = data[p]
+            p += 1
+            n |= (c & 0x7F) << shift
+            if c < 0x80:
+                return n, p
+            shift += 7
+
+    while p < end:
+        start = p
+        key, p = varint(p)
+        wire = key & 7
+        if wire == 0:
+            _, p = varint(p)
+        elif wire == 1:
+            p += 8
+        elif wire == 5:
+            p += 4
+        elif wire == 2:
+            n, q = varint(p)
+            if key >> 3 == number:
+                return start, q, q + n
+            p = q + n
+        else:  # groups: not used by ONNX
+            return None
+    return None
+
+
+def _serialize_with_nodes(model: onnx.ModelProto, section: list[bytes]) -> bytes:
+    """``model`` serialized with ``section`` as its main graph's node list: byte for byte
+    what ``SerializeToString`` gives after merging it in (protobuf writes fields in number
+    order, GraphProto.node, field 1, first). Leaves the main graph without nodes."""
+    del model.graph.node[:]
+    data = model.SerializeToString()
+    span = _field_span(data, 7)  # ModelProto.graph
+    if span is None:  # pragma: no cover - a model always has its graph field
+        raise AssertionError("no graph field in the serialized model")
+    start, payload, end = span
+    size = sum(map(len, section)) + end - payload
+    return b"".join([data[:start], b"\x3a", dec.varint(size), *section, data[payload:]])
 
 
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                  functions: Iterable[str] | str | None = None, *,
-                 keep_before: bool = False) -> InlineResult:
+                 keep_before: bool = False, census: validate.Census | None = None
+                 ) -> InlineResult:
     """Inline ``ops`` (default: PRelu, LeakyRelu, Selu) and the model-local ``functions``
     (``"all"``, names, or None for none) in ``model``, in place.
 
     ``keep_before``: keep a copy of every replaced node in the result (for ``--verify``).
+    ``census``: what :func:`opshift.validate.check` saw of this very ``model`` object, which
+    saves inline its own walk (ignored once functions are inlined, which rebuilds the model).
     Raises ConversionError (naming node, op, version) when a node cannot be inlined exactly;
     the model is then partly edited, so callers that need atomicity work on a copy.
     """
+    return _inline(model, ops, functions, keep_before, census, serialize=False)[0]
+
+
+def inline_serialized(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
+                      functions: Iterable[str] | str | None = None, *,
+                      census: validate.Census | None = None) -> tuple[bytes, InlineResult]:
+    """:func:`inline_proto`, returning the inlined model serialized. The main graph's new
+    node list goes straight into the bytes instead of being parsed into ``model`` and
+    serialized again (most of what saving a big model costs); ``model`` is consumed: do not
+    use it afterwards."""
+    result, data = _inline(model, ops, functions, False, census, serialize=True)
+    return (model.SerializeToString() if data is None else data), result
+
+
+def _inline(model: onnx.ModelProto, ops, functions, keep_before: bool,
+            census: validate.Census | None, serialize: bool
+            ) -> tuple[InlineResult, bytes | None]:
     wanted = _parse_ops(ops)
     result = InlineResult()
     if functions:
         _inline_functions(model, functions, result)
+        if result.functions_inlined:
+            census = None
     if not wanted:
-        return result
-    work, used = _walk(model, wanted)
+        return result, None
+    if census is not None:
+        work, used = _work_from_census(census, wanted), census.names
+    else:
+        work, used = _walk(model, wanted)
     if not any(w.sites for w in work):
-        return result
+        return result, None
     names = Names.from_used(used)
-    facts = _Facts(model)
+    facts = _Facts(model, census)
     # Deepest scopes first: editing a graph re-creates its nodes, so a subgraph is edited
-    # before the graph that holds it.
+    # before the graph that holds it; the main graph (work[0]) comes last.
+    templates: dict[tuple, dec.Template] = {}
+    data = None
     for w in reversed(work):
         opset = w.opsets.get("")
         if not w.sites or opset is None:
             continue
-        b = dec.band(opset)
-        reps: dict[int, list[bytes]] = {}
-        consts: dict[str, onnx.TensorProto] | None = None
-        nodes = w.owner.node
-        for i in w.sites:
-            node = nodes[i]
-            version = opsets.since_version(node.op_type, opset)
-            if version is None:
-                continue
-            site = dec.Site(node, version, opset, 0, graph=w.gname)
-            if b != dec.FUNCTION:
-                site.elem_type = facts.elem_type(node.input[0], w.function)
-            if b == dec.LEGACY and node.op_type == "PRelu":
+        sites, blobs = _inline_scope(w, opset, names, facts, templates, result, keep_before)
+        if not sites:
+            continue
+        if serialize and w is work[0]:
+            data = _serialize_with_nodes(model, _node_section(w, sites, blobs, 0))
+        else:
+            _splice(w, sites, blobs)
+    return result, data
+
+
+def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
+                  templates: dict[tuple, dec.Template], result: InlineResult,
+                  keep_before: bool) -> tuple[list[int], list[bytes]]:
+    """The replacements for the sites of one scope: (indices, framed node blobs). In the
+    function and static bands a node's template depends only on (op, version, attributes,
+    X's element type): it is looked up once per such key and every node is one
+    compiled-emitter call (the hot path)."""
+    b = dec.band(opset)
+    sites: list[int] = []
+    blobs: list[bytes] = []
+    consts: dict[str, onnx.TensorProto] | None = None
+    versions: dict[str, int | None] = {}
+    fkey = None if w.function is None else (w.function.domain, w.function.name)
+    tag, append, label, scope_opsets = w.tag, result.nodes.append, w.label, w.opsets
+    used, fresh, limit = names._used, names.fresh, dec.FAST_CHARS
+    for i, node in w.sites:
+        op = node.op_type
+        version = versions.get(op, 0)
+        if version == 0:
+            version = versions[op] = opsets.since_version(op, opset)
+        if version is None:
+            continue
+        base = node.name or f"{op.lower()}_{i}"
+        et = 0 if b == dec.FUNCTION else facts.elem_type(node.input[0], w.function)
+        if b != dec.LEGACY:
+            attrs = node.attribute
+            key = (op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \
+                if attrs else (op, version, et)
+            hit = templates.get(key)
+            if hit is None:
+                tpl = dec.band_template(dec.Site(node, version, opset, et, graph=w.gname))
+                hit = templates[key] = (tpl, *dec.emitter(tpl))
+            ins = node.input
+            x, y = ins[0], node.output[0]
+            slope = ins[1] if op == "PRelu" else None
+            if hit[2] and len(base) < limit and len(x) < limit and len(y) < limit and (
+                    slope is None or len(slope) < limit):
+                blob = hit[1](x, y, slope, base, used, fresh, tag)
+            else:
+                blob = dec.instantiate(hit[0], x, y, base, names, slope, tag)
+        else:
+            site = dec.Site(node, version, opset, et, graph=w.gname)
+            if op == "PRelu":
                 if consts is None:
                     consts = _scope_constants(w)
                 t = consts.get(node.input[1])
@@ -477,19 +646,16 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                     site.x_shape = facts.shape(node.input[0])
                     if site.slope_shape is None:
                         site.slope_shape = facts.shape(node.input[1])
-            base = node.name or f"{node.op_type.lower()}_{i}"
-            new = dec.decompose_bytes(site, base, names)
-            reps[i] = new
-            before = None
-            if keep_before:
-                before = onnx.NodeProto()
-                before.CopyFrom(node)
-            fkey = None if w.function is None else (w.function.domain, w.function.name)
-            result.nodes.append(InlinedNode(base, node.op_type, version, opset, b, w.label,
-                                            before, new, w.opsets, fkey))
-        if reps:
-            _splice_bytes(w, reps)
-    return result
+            blob = dec.decompose_bytes(site, base, names, tag)
+        sites.append(i)
+        blobs.append(blob)
+        before = None
+        if keep_before:
+            before = onnx.NodeProto()
+            before.CopyFrom(node)
+        append(InlinedNode(base, op, version, opset, b, label, before, blob, scope_opsets,
+                           fkey))
+    return sites, blobs
 
 
 def _all_constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:

@@ -1,0 +1,262 @@
+"""inline's hot path: compiled emitters and the structural check's census.
+
+The emitters build wire-format bytes by hand, so they are checked against protobuf building
+the same nodes; the census replaces inline's own walk, so both must give the same model.
+"""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from conftest import MODELS, bundled_at_every_opset, make_model
+from onnx import TensorProto as TP
+from onnx import helper
+
+from opshift import validate
+from opshift.passes import decompose as dec
+from opshift.passes._graph import Names
+from opshift.passes.inline import _walk, inline_proto, inline_serialized
+
+BUNDLED = sorted(p.stem for p in MODELS.glob("*.onnx"))
+
+
+def reference_nodes(template: dec.Template, x: str, y: str, s: str | None,
+                    base: str, used: set[str]) -> list[onnx.NodeProto]:
+    """What an emitter must produce, built with protobuf: internal values named
+    ``<base>/<Suffix>`` (``_k`` when taken) in order of first appearance, then the last
+    node's name ``<base>/Y``; every other node named as its output."""
+    names = Names.from_used(used)
+    bind = {"$X": x, "$Y": y, "$S": s, "": ""}
+    for t in template:
+        o = t.output[0]
+        if o not in bind:
+            bind[o] = names.fresh(f"{base}/{o[1:]}")
+    yname = names.fresh(f"{base}/Y")
+    out = []
+    for t in template:
+        n = onnx.NodeProto()
+        n.CopyFrom(t)
+        n.input[:] = [bind[v] for v in t.input]
+        n.output[:] = [bind[t.output[0]]]
+        n.name = yname if t.output[0] == "$Y" else bind[t.output[0]]
+        out.append(n)
+    return out
+
+
+TEMPLATES = [
+    ("PRelu-fn", dec.function_template("PRelu", ())),
+    ("LeakyRelu-fn", dec.function_template("LeakyRelu", (("alpha", 0.25),))),
+    ("Selu-fn", dec.function_template("Selu", (("alpha", 1.5), ("gamma", 2.0)))),
+    ("Selu-static", dec.static_template("Selu", (("alpha", 1.5), ("gamma", 2.0)), TP.DOUBLE)),
+    ("PRelu-legacy", dec.legacy_leaky_template("sub", None, TP.FLOAT, 6, 1, True, "Slope")),
+    ("Selu-legacy", dec.legacy_selu_template(1.5, 2.0, TP.FLOAT16, 5)),
+]
+
+
+@pytest.mark.parametrize("label,template", TEMPLATES, ids=[t[0] for t in TEMPLATES])
+@pytest.mark.parametrize("x,base", [
+    ("x", "act"),
+    ("ä/x:0", "节点/act"),  # non-ASCII: lengths are in bytes, not characters
+    ("x" * 130, "b" * 200),  # 2-byte length varints
+    ("x" * 5000, "n" * 3000),  # past the fast emitter's bound: the general one frames it
+])
+@pytest.mark.parametrize("taken", [False, True])
+def test_emitter_bytes_equal_protobuf(label, template, x, base, taken):
+    used = {x, "y", "s"}
+    if taken:  # every name the node would get is taken once: all become _1
+        used |= {f"{base}/{t.output[0][1:]}" for t in template} | {f"{base}/Y"}
+    want = reference_nodes(template, x, "y", "s", base, set(used))
+    names = Names.from_used(set(used))
+    blob = dec.instantiate(template, x, "y", base, names, "s")
+    assert dec.nodes_of(blob) == want
+    assert blob == dec.frame(want)  # byte for byte what protobuf writes
+    fblob = dec.instantiate(template, x, "y", base, Names.from_used(set(used)), "s",
+                            dec.FUNCTION_NODE_TAG)
+    assert list(onnx.FunctionProto.FromString(fblob).node) == want
+    # every name the node took is now in use
+    taken_now = {n.output[0] for n in want if n.output[0] != "y"} | {want[-1].name}
+    assert taken_now <= names._used
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_census_names_and_sites_match_inlines_own_walk(name):
+    for opset, m in bundled_at_every_opset(name):
+        census = validate.Census()
+        validate.check(m, name, census=census)
+        work, used = _walk(m, frozenset(dec.OPS))
+        assert census.names == used, (name, opset)
+        assert [sc.label for sc in census.scopes] == [w.label for w in work]
+        assert [[i for i, _ in sc.sites] for sc in census.scopes] == \
+            [[i for i, _ in w.sites] for w in work]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_inline_with_census_and_serialized_is_the_same_model(name):
+    """The CLI's path (census, output bytes written directly) gives byte for byte the model
+    of the API's (own walk, nodes merged into the ModelProto, then serialized)."""
+    for opset, m in bundled_at_every_opset(name):
+        a, b, c = onnx.ModelProto(), onnx.ModelProto(), onnx.ModelProto()
+        a.CopyFrom(m)
+        b.CopyFrom(m)
+        c.CopyFrom(m)
+        try:
+            ra = inline_proto(a)
+        except Exception as e:  # refusals must be the same too
+            census = validate.Census()
+            validate.check(b, name, census=census)
+            with pytest.raises(type(e), match=None):
+                inline_proto(b, census=census)
+            continue
+        census = validate.Census()
+        validate.check(b, name, census=census)
+        rb = inline_proto(b, census=census)
+        assert a.SerializeToString() == b.SerializeToString(), (name, opset)
+        assert [(n.label, n.op, n.scope) for n in ra.nodes] == \
+            [(n.label, n.op, n.scope) for n in rb.nodes]
+        census = validate.Census()
+        validate.check(c, name, census=census)
+        data, rc = inline_serialized(c, census=census)
+        assert data == a.SerializeToString(), (name, opset)
+        assert len(rc.nodes) == len(ra.nodes)
+
+
+def test_census_covers_subgraphs_functions_and_every_kind_of_name():
+    """Names only a subgraph, a function or a node name holds are in use, and the new
+    names avoid them."""
+    f = helper.make_function("dom", "F", ["fx"], ["fy"],
+                             [helper.make_node("Selu", ["fx"], ["sel/Y"], name="fsel"),
+                              helper.make_node("Identity", ["sel/Y"], ["fy"])],
+                             [helper.make_opsetid("", 18)])
+    then = helper.make_graph([helper.make_node("LeakyRelu", ["x"], ["t"], name="lr")], "then",
+                             [], [helper.make_tensor_value_info("t", TP.FLOAT, [4])])
+    els = helper.make_graph([helper.make_node("Identity", ["x"], ["sel/ZeroCast"],
+                                              name="lr/Y")], "else", [],
+                            [helper.make_tensor_value_info("sel/ZeroCast", TP.FLOAT, [4])])
+    nodes = [helper.make_node("If", ["c"], ["i"], name="if", then_branch=then, else_branch=els),
+             helper.make_node("Selu", ["i"], ["s"], name="sel"),
+             helper.make_node("F", ["s"], ["y"], domain="dom", name="call")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, [4]),
+                           helper.make_tensor_value_info("c", TP.BOOL, [])],
+                   [helper.make_tensor_value_info("y", TP.FLOAT, [4])], opset=18,
+                   functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)])
+    census = validate.Census()
+    validate.check(m, "m", census=census)
+    assert {"sel/Y", "sel/ZeroCast", "lr/Y", "fx", "fy", "t"} <= census.names
+    assert [sc.label for sc in census.scopes] == [
+        "graph 'g'", "graph 'g'/node 'if'/else_branch", "graph 'g'/node 'if'/then_branch",
+        "function dom::F"]
+    inline_proto(m, census=census)
+    onnx.checker.check_model(m, full_check=True)
+    outs = [o for n in m.graph.node for o in n.output]
+    assert "sel/ZeroCast_1" in outs and "sel/Y_1" in [n.name for n in m.graph.node]
+    then_nodes = next(a.g.node for a in m.graph.node[0].attribute if a.name == "then_branch")
+    assert then_nodes[-1].name == "lr/Y_1"
+
+
+def test_serialized_output_keeps_every_model_field():
+    """Fields around the graph (metadata, doc strings, functions, initializers, value_info)
+    and subgraph edits survive the direct write."""
+    then = helper.make_graph([helper.make_node("LeakyRelu", ["x"], ["t"], name="lr")], "then",
+                             [], [helper.make_tensor_value_info("t", TP.FLOAT, [4])])
+    els = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                            [helper.make_tensor_value_info("e", TP.FLOAT, [4])])
+    nodes = [helper.make_node("Selu", ["x"], ["s"], name="sel"),
+             helper.make_node("If", ["c"], ["i"], name="if", then_branch=then, else_branch=els),
+             helper.make_node("PRelu", ["i", "slope"], ["y"], name="pr")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, [4]),
+                           helper.make_tensor_value_info("c", TP.BOOL, [])],
+                   [helper.make_tensor_value_info("y", TP.FLOAT, [4])], opset=13,
+                   initializers=[helper.make_tensor("slope", TP.FLOAT, [1], [0.5])])
+    m.doc_string = "d" * 300
+    m.producer_name = "p"
+    m.graph.value_info.append(helper.make_tensor_value_info("s", TP.FLOAT, [4]))
+    helper.set_model_props(m, {"k": "v"})
+    a = onnx.ModelProto()
+    a.CopyFrom(m)
+    inline_proto(a)
+    data, _ = inline_serialized(m)
+    assert data == a.SerializeToString()
+    back = onnx.ModelProto.FromString(data)
+    assert back.doc_string == "d" * 300 and back.metadata_props[0].value == "v"
+    onnx.checker.check_model(back, full_check=True)
+    assert {n.op_type for n in back.graph.node}.isdisjoint({"Selu", "PRelu"})
+
+
+def _external(t: onnx.TensorProto) -> onnx.TensorProto:
+    t.ClearField("raw_data")
+    t.data_location = TP.EXTERNAL
+    for k, v in (("location", "w.bin"), ("offset", "0"), ("length", "4")):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return t
+
+
+@pytest.mark.parametrize("where_", ["initializer", "constant", "subgraph", "function", "none"])
+def test_census_finds_external_data_where_modelio_does(where_):
+    from opshift import modelio
+
+    w = _external(helper.make_tensor("w", TP.FLOAT, [1], [1.0]))
+    const = helper.make_node("Constant", [], ["k"], value=w)
+    body = [helper.make_node("Constant", [], ["sk"], value=w),
+            helper.make_node("Add", ["x", "sk" if where_ == "subgraph" else "k"], ["t"])]
+    then = helper.make_graph(body if where_ == "subgraph" else body[1:], "then", [],
+                             [helper.make_tensor_value_info("t", TP.FLOAT, [1])])
+    f = helper.make_function("dom", "F", ["fx"], ["fy"], [
+        helper.make_node("Constant", [], ["fk"], value=w if where_ == "function" else
+                         helper.make_tensor("fw", TP.FLOAT, [1], [1.0])),
+        helper.make_node("Add", ["fx", "fk"], ["fy"])], [helper.make_opsetid("", 13)])
+    nodes = [*([const] if where_ == "constant" else
+               [helper.make_node("Identity", ["x"], ["k"])]),
+             helper.make_node("If", ["c"], ["i"], then_branch=then, else_branch=then),
+             helper.make_node("F", ["i"], ["y"], domain="dom")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, [1]),
+                           helper.make_tensor_value_info("c", TP.BOOL, [])],
+                   [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=13,
+                   functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)],
+                   initializers=[w] if where_ == "initializer" else [])
+    census = validate.Census()
+    validate.check(m, "m", census=census)
+    assert census.external == modelio.has_external_data(m) == (where_ != "none")
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_census_types_agree_with_forward_propagation(name):
+    """Below opset 15 the census's walk propagates element types (opshift.typerules); every
+    type it gives is the one inline's whole-model propagation gives, and it types every
+    activation's X in the bundled models."""
+    from opshift.passes.inline import _Facts
+
+    for opset, m in bundled_at_every_opset(name):
+        if opset >= 15:
+            continue
+        census = validate.Census()
+        validate.check(m, name, census=census)
+        forward = _Facts(m)
+        for v, t in census.types.items():
+            assert t == forward.elem_type(v), (name, opset, v)
+        for sc in census.scopes:
+            if sc.function is None:
+                for _, n in sc.sites:
+                    assert census.types.get(n.input[0]) == forward.elem_type(n.input[0]) != 0
+
+
+def test_census_types_through_constants_casts_and_where():
+    nodes = [helper.make_node("Constant", [], ["k"], value=helper.make_tensor(
+                 "k", TP.DOUBLE, [1], [2.0])),
+             helper.make_node("Cast", ["x"], ["c"], to=TP.FLOAT16),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Less", ["r", "r"], ["b"]),
+             helper.make_node("Where", ["b", "k", "k"], ["w"]),
+             helper.make_node("Shape", ["w"], ["s"]),
+             helper.make_node("Cast", ["s"], ["y"], to=TP.FLOAT)]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TP.INT32, [2])],
+                   [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=13)
+    census = validate.Census()
+    validate.check(m, "m", census=census)
+    assert census.types == {"x": TP.INT32, "k": TP.DOUBLE, "c": TP.FLOAT16, "r": TP.FLOAT16,
+                            "w": TP.DOUBLE, "y": TP.FLOAT}
+    m18 = make_model(nodes, [helper.make_tensor_value_info("x", TP.INT32, [2])],
+                     [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=18)
+    census = validate.Census()
+    validate.check(m18, "m", census=census)
+    assert census.types == {}  # the function band needs no types
