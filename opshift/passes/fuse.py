@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +22,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir import passes as ir_passes
 
+from .._gc import no_cyclic_gc
 from ..modelio import ModelLike, to_proto
 from ..rewriters import rules as _rules
 from ..rewriters._report import Event, Recorder, recording
@@ -145,21 +144,6 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
 
 
 # -- the proto entry points -----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while an onnx_ir model is built, rewritten and
-    serialized: the IR is millions of small objects in reference cycles, and each full
-    collection walks all of them (on 100k nodes, a third of the time). Nothing is leaked:
-    garbage cycles made meanwhile are collected once the collector runs again."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
@@ -349,7 +333,7 @@ def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
         out = onnx.ModelProto()  # no rule's ops are all present: nothing to fuse or refuse
         out.CopyFrom(model)
         return out, FuseResult()
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         ir_model = ir.serde.deserialize_model(model)
         result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,
                             capture_regions=capture_regions)
@@ -431,7 +415,7 @@ class FusePass(ir_passes.InPlacePass):
         self.last_result: FuseResult | None = None
 
     def call(self, model: ir.Model) -> ir_passes.PassResult:
-        with _no_cyclic_gc():
+        with no_cyclic_gc():
             return self._call(model)
 
     def _call(self, model: ir.Model) -> ir_passes.PassResult:

@@ -18,6 +18,7 @@ import onnx.defs
 import onnx.numpy_helper
 
 from .. import opsets, validate
+from .._gc import no_cyclic_gc
 from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import has_graph_attribute, normalize_domain
@@ -559,6 +560,13 @@ def inline_serialized(model: onnx.ModelProto, ops: Iterable[str] | str | None = 
 def _inline(model: onnx.ModelProto, ops, functions, keep_before: bool,
             census: validate.Census | None, serialize: bool
             ) -> tuple[InlineResult, bytes | None]:
+    with no_cyclic_gc():
+        return _inline_gc_paused(model, ops, functions, keep_before, census, serialize)
+
+
+def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
+                      census: validate.Census | None, serialize: bool
+                      ) -> tuple[InlineResult, bytes | None]:
     wanted = _parse_ops(ops)
     result = InlineResult()
     if functions:
