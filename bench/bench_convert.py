@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from _harness import warm_schema_cache
 from onnx import TensorProto, helper, numpy_helper
 
 # Children run like an installed opshift: with bytecode caches (a pip install writes them),
@@ -152,6 +153,7 @@ def main() -> int:
                     help="chain: PRelu/LeakyRelu/Selu only; conv: with Conv/Add around them")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    warm_schema_cache()
     sizes = [int(s) for s in args.sizes.split(",")]
     from opshift.passes.other_ops import other_ops_change
 

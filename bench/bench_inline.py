@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from _harness import best_of
+from _harness import best_of, warm_schema_cache
 from onnx import TensorProto, helper, numpy_helper
 
 # Children run like an installed opshift: with bytecode caches (a pip install writes them),
@@ -105,6 +105,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    warm_schema_cache()
     rows = []
     print(f"{'opset':>5} {'nodes':>7} {'out nodes':>9} | {'onnx load+save':>14} | "
           f"{'onnx_ir load+save':>17} | {'onnx out':>11} | {'opshift inline':>14} | "

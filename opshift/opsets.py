@@ -36,8 +36,17 @@ def schema(op: str, opset: int, domain: str = "") -> onnx.defs.OpSchema | None:
 
 def since_version(op: str, opset: int, domain: str = "") -> int | None:
     """The version of ``op`` in force at ``opset`` (its schema's since_version), or None."""
+    if normalize_domain(domain) == "":  # without building onnx's registry when cached
+        return schema_facts().since_version(op, opset)
     s = schema(op, opset, domain)
     return None if s is None else s.since_version
+
+
+def schema_facts():
+    """:func:`opshift.schema_cache.facts` (default-domain facts, cached on disk)."""
+    from .schema_cache import facts
+
+    return facts()
 
 
 @functools.cache
@@ -71,6 +80,11 @@ def attribute_defaults(op: str, version: int, domain: str = "") -> dict[str, obj
     Attributes without a default (required ones, or optional ones with no default such as
     ``consumed_inputs``) are absent.
     """
+    if normalize_domain(domain) == "" and op in ACTIVATIONS:
+        f = schema_facts()
+        v = f.since_version(op, version)
+        return {} if v is None else {
+            n: d for n, (_, d) in f.attributes[op][v].items() if d is not None}
     s = schema(op, version, domain)
     if s is None:
         return {}
@@ -142,22 +156,22 @@ def opset_of(model: onnx.ModelProto | onnx.FunctionProto, domain: str = "") -> i
 
 
 
-_TENSOR_KINDS = frozenset({onnx.defs.OpSchema.AttrType.TENSOR,
-                           onnx.defs.OpSchema.AttrType.TENSORS,
-                           onnx.defs.OpSchema.AttrType.SPARSE_TENSOR})
-_GRAPH_KINDS = frozenset({onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS})
-
-
-@functools.cache
 def has_graph_attribute(op: str) -> bool:
     """Some version of default-domain ``op`` has a graph attribute (If, Loop, Scan, ...)."""
-    return any(a.type in _GRAPH_KINDS for v in versions(op)
-               for a in schema(op, v).attributes.values())
+    return op in schema_facts().graph_ops
 
 
-@functools.cache
 def may_hold_tensors(op: str) -> bool:
     """Some version of default-domain ``op`` has a tensor or graph attribute, so its node's
     attributes can hold tensors (Constant, ConstantOfShape, If, ...)."""
-    return has_graph_attribute(op) or any(
-        a.type in _TENSOR_KINDS for v in versions(op) for a in schema(op, v).attributes.values())
+    return op in schema_facts().tensor_ops
+
+
+def activation_attribute_types(op: str, opset: int) -> tuple[int, dict[str, int]] | None:
+    """(version in force, attribute name -> AttributeProto type) of PRelu, LeakyRelu or Selu
+    at ``opset``; None when the op does not exist there."""
+    f = schema_facts()
+    v = f.since_version(op, opset)
+    if v is None:
+        return None
+    return v, {n: t for n, (t, _) in f.attributes[op][v].items()}

@@ -19,7 +19,15 @@ from onnx.external_data_helper import uses_external_data
 from ._gc import no_cyclic_gc
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .errors import EvaluationError, ModelLoadError, where
-from .opsets import ACTIVATIONS, has_graph_attribute, may_hold_tensors, normalize_domain, schema
+from .opsets import (
+    ACTIVATIONS,
+    activation_attribute_types,
+    has_graph_attribute,
+    may_hold_tensors,
+    normalize_domain,
+    schema,
+    since_version,
+)
 from .typerules import SAME_TYPE_OPS, fixed_type
 
 #: Problem kinds, so a caller can tolerate some (``fix`` repairs duplicate names).
@@ -220,7 +228,7 @@ class _Walker:
             return _SUBGRAPHS | _TENSORS
         if domain:
             return _SUBGRAPHS | _TENSORS
-        if schema(n.op_type, opsets[domain], "") is None:
+        if since_version(n.op_type, opsets[domain]) is None:
             self.add(UNKNOWN_OP, f"{label}: {where(n)}: no op {n.op_type!r} in ai.onnx at "
                                  f"opset {opsets[domain]}")
             return 0
@@ -273,11 +281,11 @@ def _activation_spec(op: str, opset: int) -> tuple[int, dict[str, int], SlopeRul
 
     ``consumed_inputs`` maps to its type even where the version no longer defines it, so a
     stale one is left for ``fix`` (it is not bad input for the rewrites)."""
-    s = schema(op, opset, "")
-    types = {name: a.type.value for name, a in s.attributes.items()}
+    version, types = activation_attribute_types(op, opset)
+    types = dict(types)
     types.setdefault("consumed_inputs", onnx.AttributeProto.INTS)
-    rule = rule_for_version(s.since_version) if op == "PRelu" else None
-    return s.since_version, types, rule
+    rule = rule_for_version(version) if op == "PRelu" else None
+    return version, types, rule
 
 
 def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple[str, str]]:

@@ -1,0 +1,173 @@
+"""The schema facts every command's hot path needs, kept on disk between runs.
+
+The first question asked of ``onnx.defs`` in a process builds onnx's whole schema registry:
+about 15 ms, three times what loading and saving a 1,000-node model costs. The structural
+check and ``inline`` need only a little of it: which version of an op is in force at an
+opset, which ops can hold graphs or tensors, and for PRelu, LeakyRelu and Selu their
+attribute types, defaults and function bodies. Those facts are read from onnx's schemas
+once, written to a small JSON file named after the installed onnx (its version and its
+compiled extension's size and time, so a different build never reads another's file), and
+read back by later processes in well under a millisecond.
+
+The cache is only an accelerator: without a usable file (unwritable folder, corrupt or
+foreign content) the facts come from ``onnx.defs`` as before. ``OPSHIFT_CACHE_DIR`` picks
+the folder (default ``$XDG_CACHE_HOME/opshift`` or ``~/.cache/opshift``); set it to ``off``
+to never read or write one.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+#: Bumped whenever the file's layout changes.
+FORMAT = 1
+
+#: The ops whose attributes and function bodies are kept.
+DEEP_OPS = ("PRelu", "LeakyRelu", "Selu")
+
+
+@dataclass(frozen=True)
+class SchemaFacts:
+    """Default-domain schema facts (see the module docstring)."""
+
+    since: dict[str, tuple[int, ...]]  # op -> every since_version, ascending
+    graph_ops: frozenset[str]  # some version has a graph attribute
+    tensor_ops: frozenset[str]  # some version has a graph or tensor attribute
+    # op -> since_version -> attribute name -> (AttributeProto type, default or None)
+    attributes: dict[str, dict[int, dict[str, tuple[int, object]]]]
+    bodies: dict[str, bytes]  # op -> its newest function body (serialized FunctionProto)
+
+    def since_version(self, op: str, opset: int) -> int | None:
+        """What ``onnx.defs.get_schema(op, opset).since_version`` gives, None if no schema."""
+        best = None
+        for v in self.since.get(op, ()):
+            if v > opset:
+                break
+            best = v
+        return best
+
+
+def _onnx_key() -> str:
+    """onnx's version and its compiled extension's size and time."""
+    from onnx import onnx_cpp2py_export
+
+    st = os.stat(onnx_cpp2py_export.__file__)
+    return f"{onnx.__version__}-{st.st_size}-{int(st.st_mtime)}"
+
+
+def cache_dir() -> Path | None:
+    """The folder of the cache file, None when caching is off."""
+    env = os.environ.get("OPSHIFT_CACHE_DIR")
+    if env is not None:
+        return None if env.strip().lower() in ("", "off", "0", "none") else Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "opshift"
+
+
+def cache_file() -> Path | None:
+    d = cache_dir()
+    return None if d is None else d / f"schemas-{FORMAT}-{_onnx_key()}.json"
+
+
+def build() -> SchemaFacts:
+    """The facts, read from ``onnx.defs`` (builds onnx's schema registry)."""
+    import onnx.defs
+
+    since: dict[str, set[int]] = {}
+    graph_ops: set[str] = set()
+    tensor_ops: set[str] = set()
+    attributes: dict[str, dict[int, dict[str, tuple[int, object]]]] = {}
+    graph_kinds = {onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS}
+    tensor_kinds = graph_kinds | {onnx.defs.OpSchema.AttrType.TENSOR,
+                                  onnx.defs.OpSchema.AttrType.TENSORS,
+                                  onnx.defs.OpSchema.AttrType.SPARSE_TENSOR}
+    for s in onnx.defs.get_all_schemas_with_history():
+        if s.domain not in ("", "ai.onnx"):
+            continue
+        since.setdefault(s.name, set()).add(s.since_version)
+        kinds = {a.type for a in s.attributes.values()}
+        if kinds & graph_kinds:
+            graph_ops.add(s.name)
+        if kinds & tensor_kinds:
+            tensor_ops.add(s.name)
+        if s.name in DEEP_OPS:
+            attrs = {}
+            for name, a in s.attributes.items():
+                d = a.default_value
+                default = (onnx.helper.get_attribute_value(d)
+                           if d is not None and d.name else None)
+                attrs[name] = (int(a.type.value), default)
+            attributes.setdefault(s.name, {})[s.since_version] = attrs
+    bodies = {}
+    for op in DEEP_OPS:
+        s = onnx.defs.get_schema(op)
+        fvs = list(s.function_opset_versions)
+        if fvs:
+            bodies[op] = s.get_function_with_opset_version(max(fvs))
+    return SchemaFacts({k: tuple(sorted(v)) for k, v in since.items()}, frozenset(graph_ops),
+                       frozenset(tensor_ops), attributes, bodies)
+
+
+def _to_json(f: SchemaFacts) -> str:
+    return json.dumps({
+        "format": FORMAT, "onnx": _onnx_key(),
+        "since": {k: list(v) for k, v in sorted(f.since.items())},
+        "graph_ops": sorted(f.graph_ops), "tensor_ops": sorted(f.tensor_ops),
+        "attributes": {op: {str(v): {n: [t, d] for n, (t, d) in a.items()}
+                            for v, a in vs.items()} for op, vs in f.attributes.items()},
+        "bodies": {op: base64.b64encode(b).decode() for op, b in f.bodies.items()},
+    }, sort_keys=True)
+
+
+def _from_json(text: str) -> SchemaFacts | None:
+    try:
+        d = json.loads(text)
+        if d.get("format") != FORMAT or d.get("onnx") != _onnx_key():
+            return None
+        return SchemaFacts(
+            {k: tuple(v) for k, v in d["since"].items()}, frozenset(d["graph_ops"]),
+            frozenset(d["tensor_ops"]),
+            {op: {int(v): {n: (t, dflt) for n, (t, dflt) in a.items()} for v, a in vs.items()}
+             for op, vs in d["attributes"].items()},
+            {op: base64.b64decode(b) for op, b in d["bodies"].items()})
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write(path: Path, text: str) -> None:
+    """Best effort and atomic: a reader never sees half a file."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+@functools.cache
+def facts() -> SchemaFacts:
+    """The facts: from the cache file when it is there and belongs to this onnx, else from
+    ``onnx.defs`` (then written for the next process)."""
+    path = cache_file()
+    if path is not None:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            got = _from_json(path.read_text(encoding="utf-8"))
+            if got is not None:
+                return got
+    built = build()
+    if path is not None:
+        _write(path, _to_json(built))
+    return built
