@@ -122,7 +122,6 @@ class _Walker:
         types = None
         if census is not None and graph is not None and opsets.get("", 0) < 15:
             types = census.types
-            rules: dict[tuple[str, str], int] = {}
         for i, n in enumerate(nodes):
             if add_name is not None:
                 add_name(n.name)
@@ -135,8 +134,11 @@ class _Walker:
             key = (n.domain, n.op_type)
             flags = flags_by_op.get(key)
             if flags is None:
-                flags = flags_by_op[key] = self.op(n, opsets, label)
-            if flags:
+                flags = self.op(n, opsets, label)
+                if types is not None:  # the type rule rides in the same lookup
+                    flags |= _type_rule(key, self.functions) << _RULE_SHIFT
+                flags_by_op[key] = flags
+            if flags & _CHECKS:
                 if flags & _ACTIVATION:
                     self.activation(n, ins, opsets.get("", 0), label, graph)
                     if sites is not None:
@@ -151,10 +153,8 @@ class _Walker:
                             self.graph(sg, opsets, set(defined),
                                        f"{label}/node {n.name!r}/{a.name}")
             outs = n.output[:]
-            if types is not None and outs:
-                rule = rules.get(key)
-                if rule is None:
-                    rule = rules[key] = _type_rule(key, self.functions)
+            rule = flags >> _RULE_SHIFT
+            if rule and outs:
                 if rule == _FIXED:
                     t = fixed_type(n)
                     if t:
@@ -238,6 +238,8 @@ class _Walker:
 
 
 _ACTIVATION, _SUBGRAPHS, _TENSORS = 1, 2, 4
+_CHECKS = _ACTIVATION | _SUBGRAPHS | _TENSORS
+_RULE_SHIFT = 4  # the bits above hold the node's type rule when the census types values
 
 
 _FIXED, _FIRST, _SECOND = 1, 2, 3  # how a node's output type follows (opshift.typerules)

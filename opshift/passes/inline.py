@@ -624,7 +624,8 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
         if version is None:
             continue
         base = node.name or f"{op.lower()}_{i}"
-        et = 0 if b == dec.FUNCTION else facts.elem_type(node.input[0], w.function)
+        ins = node.input
+        et = 0 if b == dec.FUNCTION else facts.elem_type(ins[0], w.function)
         if b != dec.LEGACY:
             attrs = node.attribute
             key = (op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \
@@ -633,7 +634,6 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
             if hit is None:
                 tpl = dec.band_template(dec.Site(node, version, opset, et, graph=w.gname))
                 hit = templates[key] = (tpl, *dec.emitter(tpl))
-            ins = node.input
             x, y = ins[0], node.output[0]
             slope = ins[1] if op == "PRelu" else None
             if hit[2] and len(base) < limit and len(x) < limit and len(y) < limit and (
