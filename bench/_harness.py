@@ -30,3 +30,18 @@ def warm_schema_cache() -> None:
     the one-time build (~50 ms, once per onnx build)."""
     subprocess.run([sys.executable, "-c", "from opshift import schema_cache; "
                     "schema_cache.facts()"], check=True)
+
+
+def best_interleaved(repeat: int, code: str, jobs: dict[str, tuple]) -> dict[str, dict]:
+    """The fastest of ``repeat`` child runs per job (name -> child args), run in rounds that
+    take every job once, so that a burst of load on the machine hits all of them alike
+    rather than whichever was being measured at the time."""
+    runs: dict[str, list[dict]] = {name: [] for name in jobs}
+    for _ in range(repeat):
+        for name, args in jobs.items():
+            runs[name].append(run_child(code, *args))
+    out = {}
+    for name, rs in runs.items():
+        good = [r for r in rs if "error" not in r]
+        out[name] = min(good, key=lambda r: r["time"]) if good else rs[0]
+    return out

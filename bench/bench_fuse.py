@@ -13,18 +13,10 @@ function bodies; at opset 13: typed constants), so that the *inlined* model -- f
 "time" is measured inside the child after its imports (interpreter start-up and imports are
 excluded for all three: onnx_ir for the floor, every module opshift imports lazily and the
 CLI's subcommand modules for fuse; building fuse's rule set is timed); the best of
-``--repeat`` runs is kept. The last column shows growth per 10x nodes (linear: about x10).
+``--repeat`` runs is kept, the modes taking turns round by round. The last column shows
+growth per 10x nodes (linear: about x10).
 
-Measured on the shared 2-core box with other helpers' jobs running (load average about 1,
-best of 3; single runs of the same code still vary by up to 1.5x)::
-
-    opset  nodes  onnx_ir load+save  opshift fuse  fuse/onnx_ir
-       18    999            49 ms        125 ms         2.5x   (rule set ~10 ms, dense fusions)
-       18   9998           611 ms       1040 ms         1.7x
-       18  99991          6491 ms      13162 ms         2.0x
-       13    806            45 ms        169 ms         3.7x   (noisy: 104-190 ms over runs)
-       13   8063           632 ms        870 ms         1.4x
-       13  80638          5486 ms       9611 ms         1.8x
+The figures measured are in the README (Benchmarks).
 
 Every tenth node of these models is the root of a fusion (the densest case); per fusion the
 cost is onnxscript's matcher and replacement plus opshift's exactness check, and growth is
@@ -46,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from _harness import best_of, warm_schema_cache
+from _harness import best_interleaved, run_child, warm_schema_cache
 from onnx import TensorProto, helper, numpy_helper
 
 # Children run like an installed opshift: with bytecode caches (a pip install writes them),
@@ -112,10 +104,6 @@ def build(n_nodes: int, opset: int) -> onnx.ModelProto:
     return m
 
 
-def best(mode: str, src: Path, dst: Path, repeat: int) -> dict:
-    return best_of(repeat, CHILD, mode, src, dst)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -137,10 +125,12 @@ def main() -> int:
                 m = build(n, opset)
                 onnx.save(m, src)
                 row = {"opset": opset, "nodes": len(m.graph.node)}
-                for mode in MODES:
-                    row[mode] = best(mode, src, dst, args.repeat)
-                    if mode == "fuse" and "error" not in row[mode]:
-                        row["out_nodes"] = len(onnx.load(dst).graph.node)
+                row.update(best_interleaved(args.repeat, CHILD,
+                                            {mode: (mode, src, dst) for mode in MODES}))
+                if "error" not in row["fuse"]:
+                    main_out = tmp / "fused.onnx"
+                    run_child(CHILD, "fuse", src, main_out)
+                    row["out_nodes"] = len(onnx.load(main_out).graph.node)
                 rows.append(row)
                 prev = _print(row, prev)
     if args.json:

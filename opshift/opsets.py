@@ -34,6 +34,7 @@ def schema(op: str, opset: int, domain: str = "") -> onnx.defs.OpSchema | None:
         return None
 
 
+@functools.cache
 def since_version(op: str, opset: int, domain: str = "") -> int | None:
     """The version of ``op`` in force at ``opset`` (its schema's since_version), or None."""
     if normalize_domain(domain) == "":  # without building onnx's registry when cached
@@ -42,6 +43,7 @@ def since_version(op: str, opset: int, domain: str = "") -> int | None:
     return None if s is None else s.since_version
 
 
+@functools.cache
 def schema_facts():
     """:func:`opshift.schema_cache.facts` (default-domain facts, cached on disk)."""
     from .schema_cache import facts
@@ -156,11 +158,13 @@ def opset_of(model: onnx.ModelProto | onnx.FunctionProto, domain: str = "") -> i
 
 
 
+@functools.cache
 def has_graph_attribute(op: str) -> bool:
     """Some version of default-domain ``op`` has a graph attribute (If, Loop, Scan, ...)."""
     return op in schema_facts().graph_ops
 
 
+@functools.cache
 def may_hold_tensors(op: str) -> bool:
     """Some version of default-domain ``op`` has a tensor or graph attribute, so its node's
     attributes can hold tensors (Constant, ConstantOfShape, If, ...)."""
