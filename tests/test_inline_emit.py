@@ -260,3 +260,21 @@ def test_census_types_through_constants_casts_and_where():
     census = validate.Census()
     validate.check(m18, "m", census=census)
     assert census.types == {}  # the function band needs no types
+
+
+@pytest.mark.parametrize("functions", [None, "all"])
+@pytest.mark.parametrize("ops", ["PRelu,LeakyRelu,Selu", "none", "Selu"])
+def test_cli_direct_write_equals_the_api(tmp_path, functions, ops):
+    """The CLI writes the inlined bytes directly unless --verify or external data; the file is
+    the API's model byte for byte, with functions inlined first or not, and ops selected."""
+    from opshift.cli import main
+    from opshift.passes.inline import inline
+
+    src = MODELS / "local_function.onnx"
+    out = tmp_path / "o.onnx"
+    argv = ["inline", str(src), "-o", str(out), "-q", "--ops", ops]
+    if functions:
+        argv += ["--functions", functions]
+    assert main(argv) == 0
+    want = inline(onnx.load(src), ops=ops, functions=functions)
+    assert out.read_bytes() == want.SerializeToString()
