@@ -88,6 +88,12 @@ def check_chain(case: Case, chain: list[tuple]) -> str:
                 # bodies) in the type itself, so allow a few of that type's epsilons.
                 a = np.asarray(want, dtype=np.float64)
                 b = np.asarray(o, dtype=np.float64)
+                if want.dtype.itemsize == 2 and want.dtype.kind in "fV":
+                    # the function bodies CastLike alpha/gamma to X's type, so one below
+                    # the type's smallest subnormal is 0 and 0 * inf = NaN (as the
+                    # evaluator and onnx.reference give); onnxruntime keeps float32's
+                    # tiny alpha and gives inf there
+                    b = np.where(np.isnan(a) & np.isinf(b), np.nan, b)
                 eps = (float(ml_dtypes.finfo(want.dtype).eps)
                        if want.dtype.kind == "f" or want.dtype == ml_dtypes.bfloat16 else 0.0)
                 atol = 1e-5 if eps < 1e-4 else 4 * eps
