@@ -388,12 +388,26 @@ def _emitter_source(template: Template) -> tuple[str, dict[str, bytes]]:
     return "\n".join(lines) + "\n", consts
 
 
-_EMITTERS: dict[int, tuple[Template, object, bool]] = {}
-
 #: Strings up to this many characters keep every framed node under 16 KiB (5 strings of at
 #: most 4 bytes a character plus a suffix, and constants under 4 KiB), so the emitter,
 #: which indexes the varint table, cannot run off it.
 FAST_CHARS = 400
+
+# (id(template), general) -> (template, emit, fast); the entry keeps the template alive, so
+# its id is not reused while cached.
+_EMITTERS: dict[tuple[int, bool], tuple[Template, object, bool]] = {}
+
+
+def _compiled(template: Template, general: bool):
+    key = (id(template), general)
+    hit = _EMITTERS.get(key)
+    if hit is None or hit[0] is not template:
+        src, consts = _emitter_source(template)
+        ns: dict = {"V": _AnyVarint() if general else _VARINTS, **consts}
+        exec(compile(src, "<opshift.decompose emitter>", "exec"), ns)  # noqa: S102 - from a template
+        hit = _EMITTERS[key] = (template, ns["emit"],
+                                max(map(len, consts.values()), default=0) < 4096)
+    return hit[1], hit[2]
 
 
 def emitter(template: Template):
@@ -402,30 +416,7 @@ def emitter(template: Template):
     method), and whether its constant pieces are small enough for :data:`FAST_CHARS` to
     bound its node sizes. ``emit`` may be called directly when every string is shorter than
     :data:`FAST_CHARS` and ``fast`` is true; :func:`instantiate` checks that itself."""
-    hit = _EMITTERS.get(id(template))
-    if hit is not None and hit[0] is template:
-        return hit[1], hit[2]
-    src, consts = _emitter_source(template)
-    ns: dict = {"V": _VARINTS, **consts}
-    exec(compile(src, "<opshift.decompose emitter>", "exec"), ns)  # noqa: S102 - from a template
-    fast = max(map(len, consts.values()), default=0) < 4096
-    # The entry keeps the template alive, so its id is not reused while cached.
-    _EMITTERS[id(template)] = (template, ns["emit"], fast)
-    return ns["emit"], fast
-
-
-_GENERAL: dict[int, tuple[Template, object]] = {}
-
-
-def _general_emitter(template: Template):
-    hit = _GENERAL.get(id(template))
-    if hit is not None and hit[0] is template:
-        return hit[1]
-    src, consts = _emitter_source(template)
-    ns: dict = {"V": _AnyVarint(), **consts}
-    exec(compile(src, "<opshift.decompose emitter>", "exec"), ns)  # noqa: S102 - from a template
-    _GENERAL[id(template)] = (template, ns["emit"])
-    return ns["emit"]
+    return _compiled(template, False)
 
 
 def instantiate(template: Template, x: str, y: str, base: str, names,
@@ -435,7 +426,7 @@ def instantiate(template: Template, x: str, y: str, base: str, names,
     serialized as repeated node fields with wire tag ``tag`` (see ``GRAPH_NODE_TAG``)."""
     emit, fast = emitter(template)
     if not fast or max(len(x), len(y), len(slope or ""), len(base)) >= FAST_CHARS:
-        emit = _general_emitter(template)
+        emit = _compiled(template, True)[0]  # frames any length
     return emit(x, y, slope, base, names._used, names.fresh, tag)
 
 
