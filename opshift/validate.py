@@ -116,6 +116,8 @@ class _Walker:
         if outer:
             defined.update(outer)
         flags_by_op: dict[tuple[str, str], int] = {}
+        specs: dict[tuple[str, str], tuple] = {}
+        declared_x: dict[str, tuple] | None = None  # X shapes declared in ``graph``
         census = self.census
         add_name = census.names.add if census is not None else None
         sites = self._scope.sites if census is not None else None
@@ -140,7 +142,19 @@ class _Walker:
                 flags_by_op[key] = flags
             if flags & _CHECKS:
                 if flags & _ACTIVATION:
-                    self.activation(n, ins, opsets.get("", 0), label, graph)
+                    # inline fast path of self.activation: nothing to check for a node
+                    # without attributes whose X has no declared shape (the common case)
+                    spec = specs.get(key)
+                    if spec is None:
+                        spec = specs[key] = _activation_spec(n.op_type, opsets.get("", 0))
+                    check = bool(n.attribute)
+                    if not check and spec[2] is not None and graph is not None \
+                            and len(ins) >= 2:
+                        if declared_x is None:
+                            declared_x = self._declared(graph)[0]
+                        check = ins[0] in declared_x
+                    if check:
+                        self.activation(n, ins, opsets.get("", 0), label, graph)
                     if sites is not None:
                         sites.append((i, n))
                 if flags & _TENSORS and census is not None and not census.external:
