@@ -48,7 +48,9 @@ class CensusScope:
     label: str  # "graph 'g'", "graph 'g'/node 'if'/then_branch", "function dom::name"
     opsets: dict[str, int]
     function: onnx.FunctionProto | None  # the function the scope is (or is nested) in
-    sites: list[tuple[int, onnx.NodeProto]] = field(default_factory=list)  # activations
+    #: the activations: (index, node, op, name, inputs, outputs), read once by the walk
+    sites: list[tuple[int, onnx.NodeProto, str, str, list[str], list[str]]] = field(
+        default_factory=list)
 
 
 @dataclass
@@ -124,9 +126,11 @@ class _Walker:
         types = None
         if census is not None and graph is not None and opsets.get("", 0) < 15:
             types = census.types
+        name, site = "", False
         for i, n in enumerate(nodes):
             if add_name is not None:
-                add_name(n.name)
+                name = n.name
+                add_name(name)
             ins = n.input[:]
             if not defined.issuperset(ins):
                 for name in ins:
@@ -155,8 +159,7 @@ class _Walker:
                         check = ins[0] in declared_x
                     if check:
                         self.activation(n, ins, opsets.get("", 0), label, graph)
-                    if sites is not None:
-                        sites.append((i, n))
+                    site = sites is not None
                 if flags & _TENSORS and census is not None and not census.external:
                     census.external = _holds_external_data(n)
                 if flags & _SUBGRAPHS:
@@ -167,6 +170,9 @@ class _Walker:
                             self.graph(sg, opsets, set(defined),
                                        f"{label}/node {n.name!r}/{a.name}")
             outs = n.output[:]
+            if site:
+                sites.append((i, n, key[1], name, ins, outs))
+                site = False
             rule = flags >> _RULE_SHIFT
             if rule and outs:
                 if rule == _FIXED:

@@ -331,7 +331,8 @@ class _Work:
     gname: str
     opsets: dict[str, int]
     function: onnx.FunctionProto | None
-    sites: list[tuple[int, onnx.NodeProto]]  # (index, node) of the nodes to inline
+    #: the nodes to inline: (index, node, op, name, inputs, outputs)
+    sites: list[tuple[int, onnx.NodeProto, str, str, list[str], list[str]]]
 
 
 def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], set[str]]:
@@ -357,7 +358,7 @@ def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], 
             upd(n.output)
             dom = n.domain
             if op in wanted and dom in ("", "ai.onnx"):
-                sites.append((i, n))
+                sites.append((i, n, op, n.name, n.input[:], n.output[:]))
             if (dom or has_graph_attribute(op)) and n.attribute:
                 for attr, sg in subgraphs(n):
                     sub = f"{w.label}/node {n.name!r}/{attr}"
@@ -387,8 +388,7 @@ def _work_from_census(census: validate.Census, wanted: frozenset[str]) -> list[_
     for sc in census.scopes:
         is_graph = isinstance(sc.owner, onnx.GraphProto)
         gname = sc.owner.name if is_graph and not work else sc.label
-        sites = sc.sites if wanted >= _ALL_OPS else [(i, n) for i, n in sc.sites
-                                                      if n.op_type in wanted]
+        sites = sc.sites if wanted >= _ALL_OPS else [t for t in sc.sites if t[2] in wanted]
         work.append(_Work(sc.owner, dec.GRAPH_NODE_TAG if is_graph else dec.FUNCTION_NODE_TAG,
                           sc.label, gname, sc.opsets, sc.function, sites))
     return work
@@ -616,15 +616,13 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
     fkey = None if w.function is None else (w.function.domain, w.function.name)
     tag, append, label, scope_opsets = w.tag, result.nodes.append, w.label, w.opsets
     used, fresh, limit = names._used, names.fresh, dec.FAST_CHARS
-    for i, node in w.sites:
-        op = node.op_type
+    for i, node, op, name, ins, outs in w.sites:
         version = versions.get(op, 0)
         if version == 0:
             version = versions[op] = opsets.since_version(op, opset)
         if version is None:
             continue
-        base = node.name or f"{op.lower()}_{i}"
-        ins = node.input
+        base = name or f"{op.lower()}_{i}"
         et = 0 if b == dec.FUNCTION else facts.elem_type(ins[0], w.function)
         if b != dec.LEGACY:
             attrs = node.attribute
@@ -634,7 +632,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
             if hit is None:
                 tpl = dec.band_template(dec.Site(node, version, opset, et, graph=w.gname))
                 hit = templates[key] = (tpl, *dec.emitter(tpl))
-            x, y = ins[0], node.output[0]
+            x, y = ins[0], outs[0]
             slope = ins[1] if op == "PRelu" else None
             if hit[2] and len(base) < limit and len(x) < limit and len(y) < limit and (
                     slope is None or len(slope) < limit):
