@@ -336,8 +336,9 @@ class _Work:
 
 
 def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], set[str]]:
-    """Every scope (pre-order: a graph before its subgraphs) with the indices of the nodes to
-    inline, and every name in use. One pass over the nodes."""
+    """Every scope (pre-order: a graph before its subgraphs) with the nodes to inline, and every
+    name in use: what the structural check's census holds, for callers without one. One pass
+    over the nodes."""
     used: set[str] = set()
     work: list[_Work] = []
 
