@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx.external_data_helper import uses_external_data
 
+from . import typerules
 from ._gc import no_cyclic_gc
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .errors import EvaluationError, ModelLoadError, where
@@ -28,7 +29,6 @@ from .opsets import (
     schema,
     since_version,
 )
-from .typerules import SAME_TYPE_OPS, fixed_type
 
 #: Problem kinds, so a caller can tolerate some (``fix`` repairs duplicate names).
 CYCLE = "cycle"
@@ -92,7 +92,7 @@ class _Walker:
             if not census.external:
                 census.external = any(map(uses_external_data, g.initializer))
             if opsets.get("", 0) < 15:
-                _declared_types(census.types, g)
+                typerules.declared_types(census.types, g)
             fn = parent.function if parent is not None else None
             self._scope = CensusScope(g, label, opsets, fn)
             census.scopes.append(self._scope)
@@ -126,11 +126,11 @@ class _Walker:
         types = None
         if census is not None and graph is not None and opsets.get("", 0) < 15:
             types = census.types
-        name, site = "", False
+        node_name, site = "", False
         for i, n in enumerate(nodes):
             if add_name is not None:
-                name = n.name
-                add_name(name)
+                node_name = n.name
+                add_name(node_name)
             ins = n.input[:]
             if not defined.issuperset(ins):
                 for name in ins:
@@ -171,19 +171,11 @@ class _Walker:
                                        f"{label}/node {n.name!r}/{a.name}")
             outs = n.output[:]
             if site:
-                sites.append((i, n, key[1], name, ins, outs))
+                sites.append((i, n, key[1], node_name, ins, outs))
                 site = False
             rule = flags >> _RULE_SHIFT
             if rule and outs:
-                if rule == _FIXED:
-                    t = fixed_type(n)
-                    if t:
-                        types[outs[0]] = t
-                elif rule == _FIRST:
-                    if ins and ins[0] in types:
-                        types.setdefault(outs[0], types[ins[0]])
-                elif rule == _SECOND and len(ins) == 3 and ins[1] in types:
-                    types.setdefault(outs[0], types[ins[1]])
+                typerules.propagate(rule, n, ins, outs[0], types)
             if not defined.isdisjoint(outs):
                 for name in outs:
                     if name and name in defined:
@@ -262,28 +254,13 @@ _CHECKS = _ACTIVATION | _SUBGRAPHS | _TENSORS
 _RULE_SHIFT = 4  # the bits above hold the node's type rule when the census types values
 
 
-_FIXED, _FIRST, _SECOND = 1, 2, 3  # how a node's output type follows (opshift.typerules)
-
-
 def _type_rule(key: tuple[str, str], functions: set[tuple[str, str]]) -> int:
+    """:func:`opshift.typerules.rule` for a node's (domain, op); 0 off the default domain
+    and for calls of model-local functions."""
     domain, op = key
-    if normalize_domain(domain) != "" or (normalize_domain(domain), op) in functions:
+    if normalize_domain(domain) != "" or ("", op) in functions:
         return 0
-    if op in ("Constant", "Cast"):
-        return _FIXED
-    if op == "Where":
-        return _SECOND
-    return _FIRST if op in SAME_TYPE_OPS else 0
-
-
-def _declared_types(types: dict[str, int], g: onnx.GraphProto) -> None:
-    """The element types ``g`` declares (inputs, value_info, outputs, then initializers)."""
-    for vs in (g.input, g.value_info, g.output):
-        for v in vs:
-            if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type:
-                types[v.name] = v.type.tensor_type.elem_type
-    for t in g.initializer:
-        types[t.name] = t.data_type
+    return typerules.rule(op)
 
 
 def _holds_external_data(n: onnx.NodeProto) -> bool:

@@ -17,12 +17,11 @@ import onnx
 import onnx.defs
 import onnx.numpy_helper
 
-from .. import opsets, validate
+from .. import opsets, typerules, validate
 from .._gc import no_cyclic_gc
 from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import has_graph_attribute, normalize_domain
-from ..typerules import SAME_TYPE_OPS, fixed_type
 from . import decompose as dec
 from ._graph import Names, subgraphs
 
@@ -217,17 +216,8 @@ class _Facts:
         calls: dict[tuple[str, str], list[list[int]]] = {}
         ftypes: dict[tuple[str, str], dict[str, int]] = {}
 
-        def vis(types, vs) -> None:
-            for v in vs:
-                if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type:
-                    types[v.name] = v.type.tensor_type.elem_type
-
         def graph(types, g: onnx.GraphProto) -> None:
-            vis(types, g.input)
-            vis(types, g.value_info)
-            vis(types, g.output)
-            for t in g.initializer:
-                types[t.name] = t.data_type
+            typerules.declared_types(types, g)
             nodes(types, g.node)
 
         def nodes(types, ns) -> None:
@@ -240,14 +230,8 @@ class _Facts:
                         if fo in callee:
                             types.setdefault(o, callee[fo])
                 elif normalize_domain(n.domain) == "" and n.output:
-                    if n.op_type in ("Constant", "Cast"):
-                        t = fixed_type(n)
-                        if t:
-                            types[n.output[0]] = t
-                    elif n.op_type == "Where" and len(n.input) == 3 and n.input[1] in types:
-                        types.setdefault(n.output[0], types[n.input[1]])
-                    elif n.op_type in SAME_TYPE_OPS and n.input and n.input[0] in types:
-                        types.setdefault(n.output[0], types[n.input[0]])
+                    typerules.propagate(typerules.rule(n.op_type), n, n.input, n.output[0],
+                                        types)
                 for _, g in subgraphs(n):
                     graph(types, g)
 
@@ -257,7 +241,7 @@ class _Facts:
             graph(types, self.model.graph)
             for key, f in local.items():
                 ft: dict[str, int] = {}
-                vis(ft, getattr(f, "value_info", []))
+                typerules.value_info_types(ft, getattr(f, "value_info", []))
                 sites = calls.get(key, [])
                 for i, name in enumerate(f.input):
                     seen = {c[i] for c in sites if i < len(c)} - {0}
