@@ -340,6 +340,18 @@ def varint(n: int) -> bytes:
     return _VARINTS[n] if n < len(_VARINTS) else _varint(n)
 
 
+def read_varint(data: bytes, p: int) -> tuple[int, int]:
+    """The varint at ``data[p]``, and the offset after it."""
+    n = shift = 0
+    while True:
+        c = data[p]
+        p += 1
+        n |= (c & 0x7F) << shift
+        if c < 0x80:
+            return n, p
+        shift += 7
+
+
 def _emitter_source(template: Template) -> tuple[str, dict[str, bytes]]:
     """Python source of ``emit(x, y, s, base, used, fresh, tag) -> bytes`` for ``template``,
     and the constant pieces it refers to.
@@ -410,13 +422,29 @@ def _compiled(template: Template, general: bool):
     return hit[1], hit[2]
 
 
-def emitter(template: Template):
-    """(emit, fast): the compiled ``emit(x, y, s, base, used, fresh, tag) -> bytes`` of
-    ``template`` (see :func:`instantiate`; ``used``/``fresh`` are a :class:`Names`' set and
-    method), and whether its constant pieces are small enough for :data:`FAST_CHARS` to
-    bound its node sizes. ``emit`` may be called directly when every string is shorter than
-    :data:`FAST_CHARS` and ``fast`` is true; :func:`instantiate` checks that itself."""
-    return _compiled(template, False)
+_BINDERS: dict[int, tuple[Template, object]] = {}
+
+
+def binder(template: Template):
+    """``bind(x, y, base, names, slope=None, tag=GRAPH_NODE_TAG) -> bytes``: what
+    :func:`instantiate` does for ``template``, with the template's compiled emitter looked
+    up once (inline keeps one per template for its hot loop). Cached per template."""
+    hit = _BINDERS.get(id(template))
+    if hit is not None and hit[0] is template:
+        return hit[1]
+    emit, fast = _compiled(template, False)
+    limit = FAST_CHARS if fast else 0
+
+    def bind(x: str, y: str, base: str, names, slope: str | None = None,
+             tag: bytes = GRAPH_NODE_TAG) -> bytes:
+        if len(base) < limit and len(x) < limit and len(y) < limit and (
+                slope is None or len(slope) < limit):
+            return emit(x, y, slope, base, names._used, names.fresh, tag)
+        general = _compiled(template, True)[0]  # frames any length
+        return general(x, y, slope, base, names._used, names.fresh, tag)
+
+    _BINDERS[id(template)] = (template, bind)  # keeps the template, so its id stays unique
+    return bind
 
 
 def instantiate(template: Template, x: str, y: str, base: str, names,
@@ -424,14 +452,13 @@ def instantiate(template: Template, x: str, y: str, base: str, names,
     """The nodes of ``template`` with placeholders bound (``$X``/``$S``/``$Y`` to the node's
     values, internal ``$V`` to fresh ``<base>/V``, the last node named ``<base>/Y``),
     serialized as repeated node fields with wire tag ``tag`` (see ``GRAPH_NODE_TAG``)."""
-    emit, fast = emitter(template)
-    if not fast or max(len(x), len(y), len(slope or ""), len(base)) >= FAST_CHARS:
-        emit = _compiled(template, True)[0]  # frames any length
-    return emit(x, y, slope, base, names._used, names.fresh, tag)
+    return binder(template)(x, y, base, names, slope, tag)
 
 
 def nodes_of(blob: bytes) -> list[onnx.NodeProto]:
-    """The NodeProtos of a blob :func:`instantiate` built with the graph tag."""
+    """The NodeProtos of a blob :func:`instantiate` built (with either tag)."""
+    if blob[:1] == FUNCTION_NODE_TAG:  # framed as FunctionProto.node (field 7)
+        return list(onnx.FunctionProto.FromString(blob).node)
     return list(onnx.GraphProto.FromString(blob).node)
 
 

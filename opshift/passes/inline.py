@@ -10,7 +10,7 @@ calls inside subgraphs), and inlined functions no longer called anywhere are rem
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import onnx
@@ -24,6 +24,7 @@ from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import has_graph_attribute, normalize_domain
 from . import decompose as dec
 from ._graph import Names, subgraphs
+from .decompose import read_varint
 
 
 @dataclass(slots=True)
@@ -43,10 +44,7 @@ class InlinedNode:
 
     @property
     def after(self) -> list[onnx.NodeProto]:
-        blob = self.after_blob
-        if blob[:1] == dec.FUNCTION_NODE_TAG:  # framed as FunctionProto.node (field 7)
-            return list(onnx.FunctionProto.FromString(blob).node)
-        return dec.nodes_of(blob)
+        return dec.nodes_of(self.after_blob)
 
     @property
     def signed_zero_exact(self) -> bool:
@@ -408,18 +406,11 @@ def _node_offsets(data: bytes, tag: int, count: int) -> list[int] | None:
             return None
         offs[k] = p
         n = data[p + 1]
-        p += 2
-        if n >= 0x80:  # a multi-byte length varint
-            n &= 0x7F
-            shift = 7
-            while True:
-                c = data[p]
-                p += 1
-                n |= (c & 0x7F) << shift
-                if c < 0x80:
-                    break
-                shift += 7
-        p += n
+        if n < 0x80:  # a one-byte length: most nodes, read without a call
+            p += 2 + n
+        else:
+            n, p = read_varint(data, p + 1)
+            p += n
     offs[count] = p
     return offs if p <= end else None
 
@@ -445,16 +436,10 @@ def _node_section(w: _Work, sites: list[int], blobs: list[bytes], start: int) ->
         if prev < len(nodes):
             parts.append(data[offs[prev]:offs[-1]])
         return parts
-    varint = dec.varint
     for i, blob in zip(sites, blobs):
-        for j in range(prev, i):
-            b = nodes[j].SerializeToString()
-            parts += (tag, varint(len(b)), b)
-        parts.append(blob)
+        parts += (dec.frame(nodes[prev:i], tag), blob)
         prev = i + 1
-    for j in range(prev, len(nodes)):
-        b = nodes[j].SerializeToString()
-        parts += (tag, varint(len(b)), b)
+    parts.append(dec.frame(nodes[prev:], tag))
     return parts
 
 
@@ -470,29 +455,18 @@ def _field_span(data: bytes, number: int) -> tuple[int, int, int] | None:
     """(start of key, start of payload, end) of the length-delimited field ``number`` in a
     serialized message, or None."""
     p, end = 0, len(data)
-
-    def varint(p: int) -> tuple[int, int]:
-        n = shift = 0
-        while True:
-            c = data[p]
-            p += 1
-            n |= (c & 0x7F) << shift
-            if c < 0x80:
-                return n, p
-            shift += 7
-
     while p < end:
         start = p
-        key, p = varint(p)
+        key, p = read_varint(data, p)
         wire = key & 7
         if wire == 0:
-            _, p = varint(p)
+            _, p = read_varint(data, p)
         elif wire == 1:
             p += 8
         elif wire == 5:
             p += 4
         elif wire == 2:
-            n, q = varint(p)
+            n, q = read_varint(data, p)
             if key >> 3 == number:
                 return start, q, q + n
             p = q + n
@@ -570,13 +544,13 @@ def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
     facts = _Facts(model, census)
     # Deepest scopes first: editing a graph re-creates its nodes, so a subgraph is edited
     # before the graph that holds it; the main graph (work[0]) comes last.
-    templates: dict[tuple, dec.Template] = {}
+    binders: dict[tuple, Callable[..., bytes]] = {}
     data = None
     for w in reversed(work):
         opset = w.opsets.get("")
         if not w.sites or opset is None:
             continue
-        sites, blobs = _inline_scope(w, opset, names, facts, templates, result, keep_before)
+        sites, blobs = _inline_scope(w, opset, names, facts, binders, result, keep_before)
         if not sites:
             continue
         if serialize and w is work[0]:
@@ -587,12 +561,12 @@ def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
 
 
 def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
-                  templates: dict[tuple, dec.Template], result: InlineResult,
+                  binders: dict[tuple, Callable[..., bytes]], result: InlineResult,
                   keep_before: bool) -> tuple[list[int], list[bytes]]:
     """The replacements for the sites of one scope: (indices, framed node blobs). In the
     function and static bands a node's template depends only on (op, version, attributes,
-    X's element type): it is looked up once per such key and every node is one
-    compiled-emitter call (the hot path)."""
+    X's element type): its binder (:func:`decompose.binder`) is looked up once per such key
+    and every node is one call of it (the hot path)."""
     b = dec.band(opset)
     sites: list[int] = []
     blobs: list[bytes] = []
@@ -600,7 +574,6 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
     versions: dict[str, int | None] = {}
     fkey = None if w.function is None else (w.function.domain, w.function.name)
     tag, append, label, scope_opsets = w.tag, result.nodes.append, w.label, w.opsets
-    used, fresh, limit = names._used, names.fresh, dec.FAST_CHARS
     for i, node, op, name, ins, outs in w.sites:
         version = versions.get(op, 0)
         if version == 0:
@@ -613,17 +586,11 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
             attrs = node.attribute
             key = (op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \
                 if attrs else (op, version, et)
-            hit = templates.get(key)
-            if hit is None:
-                tpl = dec.band_template(dec.Site(node, version, opset, et, graph=w.gname))
-                hit = templates[key] = (tpl, *dec.emitter(tpl))
-            x, y = ins[0], outs[0]
-            slope = ins[1] if op == "PRelu" else None
-            if hit[2] and len(base) < limit and len(x) < limit and len(y) < limit and (
-                    slope is None or len(slope) < limit):
-                blob = hit[1](x, y, slope, base, used, fresh, tag)
-            else:
-                blob = dec.instantiate(hit[0], x, y, base, names, slope, tag)
+            bind = binders.get(key)
+            if bind is None:
+                bind = binders[key] = dec.binder(dec.band_template(
+                    dec.Site(node, version, opset, et, graph=w.gname)))
+            blob = bind(ins[0], outs[0], base, names, ins[1] if op == "PRelu" else None, tag)
         else:
             site = dec.Site(node, version, opset, et, graph=w.gname)
             if op == "PRelu":
