@@ -98,16 +98,14 @@ def open_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
 
     path = Path(path)
     model = load(path, load_external_data=load_external_data)
-    if census is None:
-        external = load_external_data or has_external_data(model)
-        if external and not load_external_data:
-            external_files(model, path.parent, str(path))
-        validate.check(model, str(path), allow=allow)
-    else:  # the census's walk also looks for external data
+    if census is not None:  # its walk also looks for external data: check first
         validate.check(model, str(path), allow=allow, census=census)
-        external = load_external_data or census.external
-        if external and not load_external_data:
-            external_files(model, path.parent, str(path))
+    external = load_external_data or (
+        census.external if census is not None else has_external_data(model))
+    if external and not load_external_data:
+        external_files(model, path.parent, str(path))
+    if census is None:
+        validate.check(model, str(path), allow=allow)
     return Loaded(model, path.resolve().parent if external else None)
 
 

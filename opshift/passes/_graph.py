@@ -84,6 +84,11 @@ def iter_scopes(model: onnx.ModelProto, *, functions: bool = True) -> Iterator[S
                     yield from _graph_scopes(g, fops, f"{label}/node {node.name!r}/{attr}", node)
 
 
+def node_kinds(model: onnx.ModelProto) -> set[tuple[str, str]]:
+    """(domain, op_type) of every node anywhere in the model: graphs, subgraphs, functions."""
+    return {(n.domain, n.op_type) for scope in iter_scopes(model) for n in scope.nodes}
+
+
 def all_names(model: onnx.ModelProto) -> set[str]:
     """Every node name and value name used anywhere in the model."""
     names: set[str] = set()

@@ -26,6 +26,7 @@ from .._gc import no_cyclic_gc
 from ..modelio import ModelLike, to_proto
 from ..rewriters import rules as _rules
 from ..rewriters._report import Event, Recorder, recording
+from ._graph import node_kinds
 
 
 @dataclass
@@ -281,35 +282,6 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
             _clear_function_types(ir_model, typed)
 
 
-def _op_types(model: onnx.ModelProto) -> set[str]:
-    """The op types (of any domain, to be safe) used anywhere in ``model``: main graph,
-    subgraphs (of any node that may hold one) and model-local functions."""
-    from ..opsets import has_graph_attribute
-
-    out: set[str] = set()
-
-    def holds_graphs(domain: str, op: str) -> bool:
-        return domain not in ("", "ai.onnx") or has_graph_attribute(op)
-
-    def visit(nodes) -> None:
-        keys = {(n.domain, n.op_type) for n in nodes}
-        out.update(op for _, op in keys)
-        if not any(holds_graphs(d, op) for d, op in keys):
-            return
-        for n in nodes:
-            if holds_graphs(n.domain, n.op_type):
-                for a in n.attribute:
-                    if a.type == onnx.AttributeProto.GRAPH:
-                        visit(a.g.node)
-                    for g in a.graphs:
-                        visit(g.node)
-
-    visit(model.graph.node)
-    for f in model.functions:
-        visit(f.node)
-    return out
-
-
 @functools.cache
 def _rule_ops(allow_rounding: bool) -> tuple[frozenset[str], ...]:
     """For each rule, the op types every operand order of its pattern contains (a match
@@ -322,7 +294,7 @@ def _rule_ops(allow_rounding: bool) -> tuple[frozenset[str], ...]:
 def _may_match(model: onnx.ModelProto, allow_rounding: bool) -> bool:
     """Whether some rule's ops all occur in ``model`` (else no rule can match anywhere, so
     there is nothing to fuse and nothing to refuse, and the IR need not be built)."""
-    ops = _op_types(model)
+    ops = {op for _, op in node_kinds(model)}  # of any domain, to be safe
     return any(need <= ops for need in _rule_ops(allow_rounding))
 
 

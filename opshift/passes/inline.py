@@ -23,7 +23,7 @@ from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import has_graph_attribute, normalize_domain
 from . import decompose as dec
-from ._graph import Names, subgraphs
+from ._graph import Names, node_kinds, subgraphs
 from .decompose import read_varint
 
 
@@ -112,22 +112,6 @@ def _fid(f: onnx.FunctionProto) -> str:
 # -- functions --------------------------------------------------------------------------------
 
 
-def _called(model: onnx.ModelProto) -> set[tuple[str, str]]:
-    """(domain, name) of every node anywhere in the model (graphs, subgraphs, functions)."""
-    seen: set[tuple[str, str]] = set()
-
-    def nodes(ns) -> None:
-        for n in ns:
-            seen.add((n.domain, n.op_type))
-            for _, g in subgraphs(n):
-                nodes(g.node)
-
-    nodes(model.graph.node)
-    for f in model.functions:
-        nodes(f.node)
-    return seen
-
-
 def _inline_functions(model: onnx.ModelProto, functions, result: InlineResult) -> None:
     local = {(f.domain, f.name): f for f in model.functions}
     if functions == "all" or functions == ["all"]:
@@ -147,7 +131,7 @@ def _inline_functions(model: onnx.ModelProto, functions, result: InlineResult) -
             chosen.extend(hits)
     if not chosen:
         return
-    called = _called(model)
+    called = node_kinds(model)
     chosen = [k for k in chosen if k in called]
     if not chosen:
         return
@@ -168,7 +152,7 @@ def _inline_functions(model: onnx.ModelProto, functions, result: InlineResult) -
     model.CopyFrom(new)
     result.functions_inlined.extend(_fid(local[k]) for k in chosen)
     # Remove inlined functions that nothing calls any more (the inliner may keep them).
-    still = _called(model)
+    still = node_kinds(model)
     keep = [f for f in model.functions
             if (f.domain, f.name) not in chosen or (f.domain, f.name) in still]
     if len(keep) != len(model.functions):
