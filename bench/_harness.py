@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+
+# Children run like an installed opshift: with bytecode caches (a pip install writes them),
+# not recompiling every module per run as PYTHONDONTWRITEBYTECODE would make them.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def run_child(code: str, *args: object) -> dict:
@@ -45,3 +50,31 @@ def best_interleaved(repeat: int, code: str, jobs: dict[str, tuple]) -> dict[str
         good = [r for r in rs if "error" not in r]
         out[name] = min(good, key=lambda r: r["time"]) if good else rs[0]
     return out
+
+
+def cli_child(command: str, imports: str) -> str:
+    """A child script (argv: mode, src, dst) timing one of: ``onnx`` (``onnx.load`` +
+    ``onnx.save``), ``onnx_ir`` (``onnx_ir.load`` + ``onnx_ir.save``) or ``command``
+    (``opshift <command> src -o dst -q`` through the CLI's ``main``). Imports, ``imports``
+    (the modules opshift imports lazily) and building the CLI's parsers come before the
+    timing, as ``import onnx_ir`` does for its floor."""
+    return f"""
+import json, sys, time
+mode, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]
+import onnx
+if mode == "onnx_ir":
+    import onnx_ir
+if mode == {command!r}:
+    from opshift.cli import build_parser, main
+    import {imports}  # noqa
+    build_parser()  # imports every subcommand module
+t0 = time.perf_counter()
+if mode == "onnx":
+    onnx.save(onnx.load(src), dst)
+elif mode == "onnx_ir":
+    onnx_ir.save(onnx_ir.load(src), dst)
+else:
+    rc = main([{command!r}, src, "-o", dst, "-q"])
+    assert rc == 0, rc
+print(json.dumps({{"time": time.perf_counter() - t0}}))
+"""

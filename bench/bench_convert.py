@@ -33,9 +33,7 @@ import onnx
 from _harness import warm_schema_cache
 from onnx import TensorProto, helper, numpy_helper
 
-# Children run like an installed opshift: with bytecode caches (a pip install writes them),
-# not recompiling every module per run as PYTHONDONTWRITEBYTECODE would make them.
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# (_harness makes the children run with bytecode caches, like an installed opshift)
 
 CHILD = r"""
 import json, sys, time

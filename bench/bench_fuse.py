@@ -36,70 +36,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import onnx
-from _harness import best_interleaved, run_child, warm_schema_cache
-from onnx import TensorProto, helper, numpy_helper
+from _harness import best_interleaved, cli_child, run_child, warm_schema_cache
 
-# Children run like an installed opshift: with bytecode caches (a pip install writes them),
-# not recompiling every module per run as PYTHONDONTWRITEBYTECODE would make them.
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-
-CHILD = r"""
-import json, sys, time
-mode, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]
-import onnx
-if mode == "onnx_ir":
-    import onnx_ir
-if mode == "fuse":
-    # every module fuse imports lazily is imported before the timing, as onnx_ir is for the
-    # floor (the same convention as bench_convert); building the rule set stays timed
-    from opshift.cli import build_parser, main
-    import opshift.passes.fuse, opshift.commands.fuse, opshift.validate  # noqa
-    import opshift.external, opshift.progress, opshift.rewriters.activations  # noqa
-    build_parser()  # imports every subcommand module
-t0 = time.perf_counter()
-if mode == "onnx":
-    onnx.save(onnx.load(src), dst)
-elif mode == "onnx_ir":
-    onnx_ir.save(onnx_ir.load(src), dst)
-else:
-    rc = main(["fuse", src, "-o", dst, "-q"])
-    assert rc == 0, rc
-t = time.perf_counter() - t0
-print(json.dumps({"time": t}))
-"""
+# (_harness makes the children run with bytecode caches, like an installed opshift); the
+# rule set is built inside the timing
+CHILD = cli_child("fuse", "opshift.passes.fuse, opshift.commands.fuse, opshift.validate, "
+                          "opshift.external, opshift.progress, opshift.rewriters.activations")
 
 MODES = ("onnx", "onnx_ir", "fuse")
 NODES_PER_BLOCK = (2 * 3 + 5 + 7 + 13) / 3  # Conv+Add, then the inlined PRelu/LeakyRelu/Selu
 
 
 def build(n_nodes: int, opset: int) -> onnx.ModelProto:
-    """An inlined model of about ``n_nodes`` nodes."""
+    """bench_inline's model, inlined, of about ``n_nodes`` nodes."""
+    from bench_inline import build as build_input
+
     from opshift.passes.inline import inline_proto
 
-    c = 4
-    w = numpy_helper.from_array(np.eye(c, dtype=np.float32).reshape(c, c, 1, 1) * 0.5, "w")
-    b = numpy_helper.from_array(np.full([c, 1, 1], 0.1, np.float32), "b")
-    s = numpy_helper.from_array(np.linspace(-0.4, 0.4, c, dtype=np.float32).reshape(c, 1, 1),
-                                "slope")
-    nodes = []
-    cur = "x"
-    for i in range(max(3, round(n_nodes / NODES_PER_BLOCK))):
-        act = ("PRelu", "LeakyRelu", "Selu")[i % 3]
-        inputs = [f"a{i}", "slope"] if act == "PRelu" else [f"a{i}"]
-        attrs = {"alpha": 0.2} if act == "LeakyRelu" else {}
-        nodes += [helper.make_node("Conv", [cur, "w"], [f"c{i}"], name=f"conv{i}"),
-                  helper.make_node("Add", [f"c{i}", "b"], [f"a{i}"], name=f"add{i}"),
-                  helper.make_node(act, inputs, [f"r{i}"], name=f"act{i}", **attrs)]
-        cur = f"r{i}"
-    nodes[-1].output[0] = "y"
-    shape = [1, c, 2, 2]
-    graph = helper.make_graph(
-        nodes, "bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], [w, b, s])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
+    m = build_input(3 * max(3, round(n_nodes / NODES_PER_BLOCK)), opset)
     inline_proto(m)
     return m
 

@@ -33,36 +33,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from _harness import best_interleaved, run_child, warm_schema_cache
+from _harness import best_interleaved, cli_child, run_child, warm_schema_cache
 from onnx import TensorProto, helper, numpy_helper
 
-# Children run like an installed opshift: with bytecode caches (a pip install writes them),
-# not recompiling every module per run as PYTHONDONTWRITEBYTECODE would make them.
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-
-CHILD = r"""
-import json, sys, time
-mode, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]
-import onnx
-if mode == "onnx_ir":
-    import onnx_ir
-if mode == "inline":
-    # modules imported lazily are imported before the timing (as bench_convert does)
-    from opshift.cli import build_parser, main
-    import opshift.passes.inline, opshift.commands.inline, opshift.validate  # noqa
-    import opshift.external, opshift.progress  # noqa
-    build_parser()  # imports every subcommand module
-t0 = time.perf_counter()
-if mode in ("onnx", "onnx_out"):
-    onnx.save(onnx.load(src), dst)
-elif mode == "onnx_ir":
-    onnx_ir.save(onnx_ir.load(src), dst)
-else:
-    rc = main(["inline", src, "-o", dst, "-q"])
-    assert rc == 0, rc
-t = time.perf_counter() - t0
-print(json.dumps({"time": t}))
-"""
+# (_harness makes the children run with bytecode caches, like an installed opshift)
+CHILD = cli_child("inline", "opshift.passes.inline, opshift.commands.inline, "
+                            "opshift.validate, opshift.external, opshift.progress")
 
 MODES = ("onnx", "onnx_ir", "inline", "onnx_out")
 
