@@ -54,9 +54,11 @@ def schema_facts():
 @functools.cache
 def versions(op: str, domain: str = "") -> tuple[int, ...]:
     """All since_versions of ``op`` known to the installed onnx, ascending."""
+    domain = normalize_domain(domain)
+    if domain == "":  # the schema facts hold them (without building onnx's registry)
+        return schema_facts().since.get(op, ())
     # walks down from the newest schema (a few get_schema calls) instead of scanning every
     # schema of every op (~10 ms per op)
-    domain = normalize_domain(domain)
     try:
         s = onnx.defs.get_schema(op, domain)
     except onnx.defs.SchemaError:

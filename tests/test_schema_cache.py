@@ -29,10 +29,14 @@ def _get(op: str, opset: int):
 
 @pytest.mark.parametrize("op", ALL_OPS)
 def test_since_version_and_attribute_kinds_match_onnx_defs(op):
+    seen = set()
     for opset in range(1, opsets.MAX_OPSET + 2):
         s = _get(op, opset)
         assert FACTS.since_version(op, opset) == (None if s is None else s.since_version)
         assert opsets.since_version(op, opset) == FACTS.since_version(op, opset)
+        if s is not None:
+            seen.add(s.since_version)
+    assert opsets.versions(op) == tuple(sorted(seen))
     kinds = {a.type for v in FACTS.since[op] for a in _get(op, v).attributes.values()}
     graph = {onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS}
     tensor = graph | {onnx.defs.OpSchema.AttrType.TENSOR, onnx.defs.OpSchema.AttrType.TENSORS,
