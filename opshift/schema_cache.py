@@ -56,8 +56,10 @@ class SchemaFacts:
         return best
 
 
+@functools.cache
 def _onnx_key() -> str:
-    """onnx's version and its compiled extension's size and time."""
+    """onnx's version and its compiled extension's size and time (read once: the file name,
+    and the check of what a file holds, both use it)."""
     from onnx import onnx_cpp2py_export
 
     st = os.stat(onnx_cpp2py_export.__file__)
