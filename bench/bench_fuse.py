@@ -37,7 +37,14 @@ import tempfile
 from pathlib import Path
 
 import onnx
-from _harness import best_interleaved, cli_child, run_child, warm_schema_cache
+from _harness import (
+    add_output_option,
+    apply_output_option,
+    best_interleaved,
+    cli_child,
+    run_child,
+    warm_schema_cache,
+)
 
 # (_harness makes the children run with bytecode caches, like an installed opshift); the
 # rule set is built inside the timing
@@ -66,7 +73,9 @@ def main() -> int:
     ap.add_argument("--opsets", default="18,13")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    add_output_option(ap)
     args = ap.parse_args()
+    apply_output_option(args)
     warm_schema_cache()
     rows = []
     print(f"{'opset':>5} {'nodes':>7} {'out nodes':>9} | {'onnx load+save':>14} | "

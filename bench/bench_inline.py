@@ -33,12 +33,20 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from _harness import best_interleaved, cli_child, run_child, warm_schema_cache
+from _harness import (
+    add_output_option,
+    apply_output_option,
+    best_interleaved,
+    cli_child,
+    run_child,
+    warm_schema_cache,
+)
 from onnx import TensorProto, helper, numpy_helper
 
 # (_harness makes the children run with bytecode caches, like an installed opshift)
 CHILD = cli_child("inline", "opshift.passes.inline, opshift.commands.inline, "
-                            "opshift.validate, opshift.external, opshift.progress")
+                            "opshift.validate, opshift.external, opshift.progress, "
+                            "opshift.schema_cache")
 
 MODES = ("onnx", "onnx_ir", "inline", "onnx_out")
 
@@ -77,7 +85,9 @@ def main() -> int:
     ap.add_argument("--opsets", default="18,13")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    add_output_option(ap)
     args = ap.parse_args()
+    apply_output_option(args)
     warm_schema_cache()
     rows = []
     print(f"{'opset':>5} {'nodes':>7} {'out nodes':>9} | {'onnx load+save':>14} | "

@@ -117,8 +117,11 @@ class _Walker:
         defined.add("")  # an empty name is an absent optional input/output
         if outer:
             defined.update(outer)
-        flags_by_op: dict[tuple[str, str], int] = {}
-        specs: dict[tuple[str, str], tuple] = {}
+        # flags per op: keyed by op type in the default domain (no tuple to build per node),
+        # by (domain, op) elsewhere
+        flags_by_op: dict[str, int] = {}
+        flags_by_key: dict[tuple[str, str], int] = {}
+        specs: dict[str, tuple] = {}
         declared_x: dict[str, tuple] | None = None  # X shapes declared in ``graph``
         census = self.census
         add_name = census.names.add if census is not None else None
@@ -126,31 +129,36 @@ class _Walker:
         types = None
         if census is not None and graph is not None and opsets.get("", 0) < 15:
             types = census.types
-        node_name, site = "", False
+        issuperset, isdisjoint, update = defined.issuperset, defined.isdisjoint, defined.update
+        node_name = ""
         for i, n in enumerate(nodes):
             if add_name is not None:
                 node_name = n.name
                 add_name(node_name)
             ins = n.input[:]
-            if not defined.issuperset(ins):
+            if not issuperset(ins):
                 for name in ins:
                     if name not in defined:
                         self.add(CYCLE, f"{label}: {where(n)} uses {name!r} before it is "
                                         "defined (cycle, unsorted graph, or missing input)")
-            key = (n.domain, n.op_type)
-            flags = flags_by_op.get(key)
+            op, domain = n.op_type, n.domain
+            flags = flags_by_op.get(op) if not domain else flags_by_key.get((domain, op))
             if flags is None:
                 flags = self.op(n, opsets, label)
                 if types is not None:  # the type rule rides in the same lookup
-                    flags |= _type_rule(key, self.functions) << _RULE_SHIFT
-                flags_by_op[key] = flags
-            if flags & _CHECKS:
+                    flags |= _type_rule((domain, op), self.functions) << _RULE_SHIFT
+                if domain:
+                    flags_by_key[(domain, op)] = flags
+                else:
+                    flags_by_op[op] = flags
+            outs = n.output[:]
+            if flags:  # an activation, subgraphs, tensors or a type rule
                 if flags & _ACTIVATION:
                     # inline fast path of self.activation: nothing to check for a node
                     # without attributes whose X has no declared shape (the common case)
-                    spec = specs.get(key)
+                    spec = specs.get(op)
                     if spec is None:
-                        spec = specs[key] = _activation_spec(n.op_type, opsets.get("", 0))
+                        spec = specs[op] = _activation_spec(op, opsets.get("", 0))
                     check = bool(n.attribute)
                     if not check and spec[2] is not None and graph is not None \
                             and len(ins) >= 2:
@@ -159,7 +167,8 @@ class _Walker:
                         check = ins[0] in declared_x
                     if check:
                         self.activation(n, ins, opsets.get("", 0), label, graph)
-                    site = sites is not None
+                    if sites is not None:
+                        sites.append((i, n, op, node_name, ins, outs))
                 if flags & _TENSORS and census is not None and not census.external:
                     census.external = _holds_external_data(n)
                 if flags & _SUBGRAPHS:
@@ -169,19 +178,15 @@ class _Walker:
                         for sg in subs:
                             self.graph(sg, opsets, set(defined),
                                        f"{label}/node {n.name!r}/{a.name}")
-            outs = n.output[:]
-            if site:
-                sites.append((i, n, key[1], node_name, ins, outs))
-                site = False
-            rule = flags >> _RULE_SHIFT
-            if rule and outs:
-                typerules.propagate(rule, n, ins, outs[0], types)
-            if not defined.isdisjoint(outs):
+                rule = flags >> _RULE_SHIFT
+                if rule and outs:
+                    typerules.propagate(rule, n, ins, outs[0], types)
+            if not isdisjoint(outs):
                 for name in outs:
                     if name and name in defined:
                         self.add(DUPLICATE_VALUE, f"{label}: {where(n)} defines {name!r}, "
                                                   "which is already defined")
-            defined.update(outs)
+            update(outs)
 
     def activation(self, n: onnx.NodeProto, ins: list[str], opset: int, label: str,
                    graph: onnx.GraphProto | None) -> None:
@@ -250,7 +255,6 @@ class _Walker:
 
 
 _ACTIVATION, _SUBGRAPHS, _TENSORS = 1, 2, 4
-_CHECKS = _ACTIVATION | _SUBGRAPHS | _TENSORS
 _RULE_SHIFT = 4  # the bits above hold the node's type rule when the census types values
 
 

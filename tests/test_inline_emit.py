@@ -6,6 +6,7 @@ the same nodes; the census replaces inline's own walk, so both must give the sam
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 from conftest import MODELS, bundled_at_every_opset, make_model
@@ -58,7 +59,8 @@ TEMPLATES = [
     ("x", "act"),
     ("ä/x:0", "节点/act"),  # non-ASCII: lengths are in bytes, not characters
     ("x" * 130, "b" * 200),  # 2-byte length varints
-    ("x" * 5000, "n" * 3000),  # past the fast emitter's bound: the general one frames it
+    ("x" * 5000, "n" * 3000),  # 2-byte node sizes too
+    ("a%b%%s", "n%s%%"),  # "%" is special to the emitter's bytes formatting
 ])
 @pytest.mark.parametrize("taken", [False, True])
 def test_emitter_bytes_equal_protobuf(label, template, x, base, taken):
@@ -76,6 +78,43 @@ def test_emitter_bytes_equal_protobuf(label, template, x, base, taken):
     # every name the node took is now in use
     taken_now = {n.output[0] for n in want if n.output[0] != "y"} | {want[-1].name}
     assert taken_now <= names._used
+
+
+def _selu_template_with_percent_bytes() -> dec.Template:
+    """A static Selu whose constants hold 0x25 ("%") bytes."""
+    alpha = float(np.frombuffer(b"%%%%", np.float32)[0])
+    return dec.static_template("Selu", (("alpha", alpha), ("gamma", 2.0)), TP.FLOAT)
+
+
+@pytest.mark.parametrize("label,template", [
+    *TEMPLATES, ("Selu-percent", _selu_template_with_percent_bytes())],
+    ids=[t[0] for t in TEMPLATES] + ["Selu-percent"])
+def test_emitter_formats_for_every_length_and_partly_taken_names(label, template,
+                                                                 monkeypatch):
+    """Base lengths 1..150 give every node size from tens of bytes to past 127 (a 2-byte
+    varint), including 37 (0x25, "%"); each format is then reused for other strings of the
+    same lengths, and a base with only some names taken goes name by name."""
+    assert b"%" in b"".join(dec._plan(template).consts) or label != "Selu-percent"
+    monkeypatch.setattr(dec, "_EMITTERS", {})
+    emit = dec.emitter(template)
+
+    def bind(x, y, base, names, slope):
+        return emit(x, y, slope, base, names._used, names.fresh, dec.GRAPH_NODE_TAG)
+
+    for k in range(1, 151):
+        for base in ("b" * k, "c" * k):  # the second reuses the first's format
+            used = {"x", "y", "s"}
+            want = reference_nodes(template, "x", "y", "s", base, set(used))
+            assert bind("x", "y", base, Names.from_used(used), "s") == dec.frame(want), k
+    suffix = "/" + template[0].output[0][1:]
+    used = {"x", "y", "s", "act" + suffix}
+    want = reference_nodes(template, "x", "y", "s", "act", set(used))
+    assert want[0].output[0] == "act" + suffix + "_1"
+    assert bind("x", "y", "act", Names.from_used(used), "s") == dec.frame(want)
+    monkeypatch.setattr(dec, "MAX_FORMATS", 0)  # no format kept: each call builds its own
+    used = {"x", "y", "s"}
+    want = reference_nodes(template, "x", "y", "s", "z" * 151, set(used))
+    assert bind("x", "y", "z" * 151, Names.from_used(used), "s") == dec.frame(want)
 
 
 @pytest.mark.parametrize("name", BUNDLED)

@@ -90,7 +90,8 @@ Casts are needed; a node whose type the primitives do not accept raises Conversi
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -303,9 +304,9 @@ def signed_zero_exact(op: str, band_: str, nodes: Sequence[onnx.NodeProto]) -> b
 
 # -- instantiation ----------------------------------------------------------------------------
 #
-# inline's hot path: a template becomes Python source once (a compiled "emitter"), and each
-# node to replace is one call of it that concatenates wire-format bytes, the replacement
-# nodes already framed as repeated NodeProto fields of the scope that holds them. No
+# inline's hot path: each node to replace is one call of its template's emitter, which
+# writes the replacement nodes as wire-format bytes, already framed as repeated NodeProto
+# fields of the scope that holds them (mostly one bytes ``%`` formatting, see _emitter). No
 # protobuf message is built per node.
 
 #: Wire-format tags of the node lists: GraphProto.node is field 1, FunctionProto.node field 7.
@@ -324,20 +325,12 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-#: Varints of 0 .. 2**14-1 by index: every length an emitter frames in practice.
-_VARINTS = [_varint(i) for i in range(1 << 14)]
-
-
-class _AnyVarint:
-    """``_VARINTS`` for any length (the general emitter's table)."""
-
-    def __getitem__(self, n: int) -> bytes:
-        return _VARINTS[n] if n < len(_VARINTS) else _varint(n)
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 
 
 def varint(n: int) -> bytes:
     """Protobuf varint encoding of ``n >= 0``."""
-    return _VARINTS[n] if n < len(_VARINTS) else _varint(n)
+    return _ONE_BYTE[n] if n < 0x80 else _varint(n)
 
 
 def read_varint(data: bytes, p: int) -> tuple[int, int]:
@@ -352,99 +345,154 @@ def read_varint(data: bytes, p: int) -> tuple[int, int]:
         shift += 7
 
 
-def _emitter_source(template: Template) -> tuple[str, dict[str, bytes]]:
-    """Python source of ``emit(x, y, s, base, used, fresh, tag) -> bytes`` for ``template``,
-    and the constant pieces it refers to.
+@dataclass(frozen=True)
+class _Plan:
+    """A template reduced to what an emitter writes. Slots hold framed strings (length
+    varint + UTF-8): 0..3 are X, Y, S and the empty name, then the internal values in order
+    of first appearance, then the last node's name (``<base>/Y``), then the constant pieces
+    (the field tags of input/output/name, then each node's constant rest: op_type,
+    attributes, domain). A node is the slots it concatenates, in field-number order (input
+    1, output 2, name 3, the constant rest) as protobuf writes it."""
 
-    Internal values ``$V`` get names ``<base>/V`` (``fresh`` when already in ``used``, in the
-    order of first appearance), the last node's name is ``<base>/Y``; every other node is
-    named as its output. A node's fields are written in field-number order (input 1, output
-    2, name 3, then the constant rest: op_type, attributes, domain) as protobuf does."""
-    consts: dict[str, bytes] = {}
-    var = {"$X": "X", "$Y": "Y", "$S": "S", "": "E"}
-    lines = ["def emit(x, y, s, base, used, fresh, tag):",
-             "    add = used.add",
-             "    b = x.encode(); X = V[len(b)] + b",
-             "    b = y.encode(); Y = V[len(b)] + b",
-             "    E = b'\\x00'"]
-    if any(v == "$S" for t in template for v in t.input):
-        lines.append("    b = s.encode(); S = V[len(b)] + b")
+    suffixes: tuple[str, ...]  # "/V" of each internal value, then "/Y"
+    nodes: tuple[tuple[int, ...], ...]
+    consts: tuple[bytes, ...]
+    uses_slope: bool
 
-    def name(suffix: str, target: str) -> None:
-        lines.extend([f"    n = base + {'/' + suffix!r}",
-                      "    if n in used:",
-                      "        n = fresh(n)",
-                      "    else:",
-                      "        add(n)",
-                      f"    b = n.encode(); {target} = V[len(b)] + b"])
 
+_FIXED = {"$X": 0, "$Y": 1, "$S": 2, "": 3}
+
+
+def _plan(template: Template) -> _Plan:
+    slot = dict(_FIXED)
+    suffixes = []
     for t in template:
         o = t.output[0]
-        if o not in var:
-            var[o] = f"I{len(var)}"
-            name(o[1:], var[o])
-    name("Y", "YN")
-    framed = []
-    for k, t in enumerate(template):
+        if o not in slot:
+            slot[o] = len(slot)
+            suffixes.append("/" + o[1:])
+    yname = len(slot)
+    suffixes.append("/Y")
+    tag_in, tag_out, tag_name = yname + 1, yname + 2, yname + 3
+    consts = [b"\x0a", b"\x12", b"\x1a"]
+    nodes = []
+    for t in template:
         rest = onnx.NodeProto()
         rest.CopyFrom(t)
         for f in ("input", "output", "name"):
             rest.ClearField(f)
-        consts[f"C{k}"] = rest.SerializeToString()
-        o = t.output[0]
-        pieces = [p for v in t.input for p in ("b'\\x0a'", var[v])]
-        pieces += ["b'\\x12'", var[o], "b'\\x1a'", "YN" if o == "$Y" else var[o], f"C{k}"]
-        lines.append(f"    n{k} = b''.join(({', '.join(pieces)}))")
-        framed += ["tag", f"V[len(n{k})]", f"n{k}"]
-    lines.append(f"    return b''.join(({', '.join(framed)}))")
-    return "\n".join(lines) + "\n", consts
+        consts.append(rest.SerializeToString())
+        o = slot[t.output[0]]
+        nodes.append((*[p for v in t.input for p in (tag_in, slot[v])],
+                      tag_out, o, tag_name, yname if t.output[0] == "$Y" else o,
+                      yname + len(consts)))
+    return _Plan(tuple(suffixes), tuple(nodes), tuple(consts),
+                 any(v == "$S" for t in template for v in t.input))
 
 
-#: Strings up to this many characters keep every framed node under 16 KiB (5 strings of at
-#: most 4 bytes a character plus a suffix, and constants under 4 KiB), so the emitter,
-#: which indexes the varint table, cannot run off it.
-FAST_CHARS = 400
-
-# (id(template), general) -> (template, emit, fast); the entry keeps the template alive, so
-# its id is not reused while cached.
-_EMITTERS: dict[tuple[int, bool], tuple[Template, object, bool]] = {}
+def _framed(b: bytes) -> bytes:
+    return varint(len(b)) + b
 
 
-def _compiled(template: Template, general: bool):
-    key = (id(template), general)
-    hit = _EMITTERS.get(key)
+def _assemble(plan: _Plan, vals: list[bytes], tag: bytes) -> bytes:
+    """The nodes of ``plan`` from its slot values (framed strings, then the constants)."""
+    out = []
+    for node in plan.nodes:
+        b = b"".join([vals[i] for i in node])
+        out += (tag, varint(len(b)), b)
+    return b"".join(out)
+
+
+def _taken_names_emit(plan: _Plan, x: str, y: str, s: str | None, base: str, used: set[str],
+                      fresh, tag: bytes) -> bytes:
+    """An emitter's path for a base whose names are not all free: each ``base + suffix`` is
+    taken in turn (``fresh`` when in use)."""
+    vals = [_framed(x.encode()), _framed(y.encode()),
+            _framed(s.encode()) if plan.uses_slope else b"", b"\x00"]
+    for suffix in plan.suffixes:
+        n = base + suffix
+        if n in used:
+            n = fresh(n)
+        else:
+            used.add(n)
+        vals.append(_framed(n.encode()))
+    return _assemble(plan, vals + list(plan.consts), tag)
+
+
+#: Formats an emitter keeps (one per combination of string lengths; a model's names have a
+#: few lengths each); past that it builds the bytes directly.
+MAX_FORMATS = 4096
+
+
+def _emitter(plan: _Plan):
+    """``emit(x, y, s, base, used, fresh, tag) -> bytes`` for ``plan``.
+
+    The common case is one bytes ``%`` formatting. Every length in a node's wire form (of its
+    strings, of the node) is fixed by the byte lengths of x, y, s and base and by the
+    constants, and each name is ``base + suffix``. So per combination of those lengths (and
+    tag) the emitter builds, once, a format holding everything but the raw bytes of x, y, s
+    and base (``%b``, in the order they appear); a call encodes the four strings and fills
+    the format in C. A base whose names are not all free takes :func:`_taken_names_emit`.
+    """
+    suffixes, uses_slope = plan.suffixes, plan.uses_slope
+    n_fixed = len(_FIXED)
+    yname = n_fixed + len(suffixes) - 1
+    # the raw piece each slot of a node shows: 0 x, 1 y, 2 s, 3 base (a name), None constant
+    raw = [0, 1, 2, None] + [3] * len(suffixes)
+    order = [raw[i] for node in plan.nodes for i in node if i <= yname and raw[i] is not None]
+    pick = operator.itemgetter(*order) if len(order) > 1 else (lambda v: (v[order[0]],))
+    formats: dict[tuple, bytes] = {}
+
+    encoded = [x.encode() for x in suffixes]
+    consts = [len(c) for c in plan.consts], [c.replace(b"%", b"%%") for c in plan.consts]
+
+    def build(lx: int, ly: int, ls: int, lb: int, tag: bytes) -> bytes:
+        # per slot: its length on the wire, and its part of the format
+        lens = [lx, ly, ls] + [lb + len(e) for e in encoded]
+        real = [len(varint(n)) + n for n in lens]
+        real.insert(3, 1)  # the empty name: a zero length
+        esc = [varint(n).replace(b"%", b"%%") + b"%b" for n in lens[:3]] + [b"\x00"]
+        esc += [varint(n).replace(b"%", b"%%") + b"%b" + e.replace(b"%", b"%%")
+                for n, e in zip(lens[3:], encoded)]
+        real += consts[0]
+        esc += consts[1]
+        out = []
+        for node in plan.nodes:
+            size = sum(real[i] for i in node)
+            out += (tag, varint(size).replace(b"%", b"%%"), *[esc[i] for i in node])
+        return b"".join(out)
+
+    def emit(x, y, s, base, used, fresh, tag):
+        names = [base + suffix for suffix in suffixes]
+        if not used.isdisjoint(names):
+            return _taken_names_emit(plan, x, y, s, base, used, fresh, tag)
+        used.update(names)
+        xb, yb, bb = x.encode(), y.encode(), base.encode()
+        sb = s.encode() if uses_slope else b""
+        key = (len(xb), len(yb), len(sb), len(bb), tag)
+        fmt = formats.get(key)
+        if fmt is None:
+            fmt = build(*key)
+            if len(formats) < MAX_FORMATS:
+                formats[key] = fmt
+        return fmt % pick((xb, yb, sb, bb))
+
+    return emit
+
+
+_EMITTERS: dict[int, tuple[Template, Callable[..., bytes]]] = {}
+
+
+def emitter(template: Template) -> Callable[..., bytes]:
+    """``emit(x, y, slope, base, used, fresh, tag) -> bytes``: :func:`instantiate` for
+    ``template`` with the :class:`~opshift.passes._graph.Names` parts passed apart (``used``
+    its set, ``fresh`` its method), for inline's hot loop. Cached per template; see
+    :func:`_emitter` for how it writes."""
+    hit = _EMITTERS.get(id(template))
     if hit is None or hit[0] is not template:
-        src, consts = _emitter_source(template)
-        ns: dict = {"V": _AnyVarint() if general else _VARINTS, **consts}
-        exec(compile(src, "<opshift.decompose emitter>", "exec"), ns)  # noqa: S102 - from a template
-        hit = _EMITTERS[key] = (template, ns["emit"],
-                                max(map(len, consts.values()), default=0) < 4096)
-    return hit[1], hit[2]
-
-
-_BINDERS: dict[int, tuple[Template, object]] = {}
-
-
-def binder(template: Template):
-    """``bind(x, y, base, names, slope=None, tag=GRAPH_NODE_TAG) -> bytes``: what
-    :func:`instantiate` does for ``template``, with the template's compiled emitter looked
-    up once (inline keeps one per template for its hot loop). Cached per template."""
-    hit = _BINDERS.get(id(template))
-    if hit is not None and hit[0] is template:
-        return hit[1]
-    emit, fast = _compiled(template, False)
-    limit = FAST_CHARS if fast else 0
-
-    def bind(x: str, y: str, base: str, names, slope: str | None = None,
-             tag: bytes = GRAPH_NODE_TAG) -> bytes:
-        if len(base) < limit and len(x) < limit and len(y) < limit and (
-                slope is None or len(slope) < limit):
-            return emit(x, y, slope, base, names._used, names.fresh, tag)
-        general = _compiled(template, True)[0]  # frames any length
-        return general(x, y, slope, base, names._used, names.fresh, tag)
-
-    _BINDERS[id(template)] = (template, bind)  # keeps the template, so its id stays unique
-    return bind
+        # the entry keeps the template alive, so its id is not reused while cached
+        hit = _EMITTERS[id(template)] = (template, _emitter(_plan(template)))
+    return hit[1]
 
 
 def instantiate(template: Template, x: str, y: str, base: str, names,
@@ -452,7 +500,7 @@ def instantiate(template: Template, x: str, y: str, base: str, names,
     """The nodes of ``template`` with placeholders bound (``$X``/``$S``/``$Y`` to the node's
     values, internal ``$V`` to fresh ``<base>/V``, the last node named ``<base>/Y``),
     serialized as repeated node fields with wire tag ``tag`` (see ``GRAPH_NODE_TAG``)."""
-    return binder(template)(x, y, base, names, slope, tag)
+    return emitter(template)(x, y, slope, base, names._used, names.fresh, tag)
 
 
 def nodes_of(blob: bytes) -> list[onnx.NodeProto]:

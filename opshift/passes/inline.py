@@ -528,13 +528,13 @@ def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
     facts = _Facts(model, census)
     # Deepest scopes first: editing a graph re-creates its nodes, so a subgraph is edited
     # before the graph that holds it; the main graph (work[0]) comes last.
-    binders: dict[tuple, Callable[..., bytes]] = {}
+    emitters: dict[tuple, Callable[..., bytes]] = {}
     data = None
     for w in reversed(work):
         opset = w.opsets.get("")
         if not w.sites or opset is None:
             continue
-        sites, blobs = _inline_scope(w, opset, names, facts, binders, result, keep_before)
+        sites, blobs = _inline_scope(w, opset, names, facts, emitters, result, keep_before)
         if not sites:
             continue
         if serialize and w is work[0]:
@@ -545,19 +545,21 @@ def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
 
 
 def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
-                  binders: dict[tuple, Callable[..., bytes]], result: InlineResult,
+                  emitters: dict[tuple, Callable[..., bytes]], result: InlineResult,
                   keep_before: bool) -> tuple[list[int], list[bytes]]:
     """The replacements for the sites of one scope: (indices, framed node blobs). In the
     function and static bands a node's template depends only on (op, version, attributes,
-    X's element type): its binder (:func:`decompose.binder`) is looked up once per such key
-    and every node is one call of it (the hot path)."""
+    X's element type): its emitter (:func:`decompose.emitter`) is looked up once per such
+    key and every node is one call of it (the hot path)."""
     b = dec.band(opset)
+    function_band, legacy = b == dec.FUNCTION, b == dec.LEGACY
     sites: list[int] = []
     blobs: list[bytes] = []
     consts: dict[str, onnx.TensorProto] | None = None
     versions: dict[str, int | None] = {}
     fkey = None if w.function is None else (w.function.domain, w.function.name)
     tag, append, label, scope_opsets = w.tag, result.nodes.append, w.label, w.opsets
+    used, fresh = names._used, names.fresh
     for i, node, op, name, ins, outs in w.sites:
         version = versions.get(op, 0)
         if version == 0:
@@ -565,16 +567,17 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
         if version is None:
             continue
         base = name or f"{op.lower()}_{i}"
-        et = 0 if b == dec.FUNCTION else facts.elem_type(ins[0], w.function)
-        if b != dec.LEGACY:
+        et = 0 if function_band else facts.elem_type(ins[0], w.function)
+        if not legacy:
             attrs = node.attribute
             key = (op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \
                 if attrs else (op, version, et)
-            bind = binders.get(key)
-            if bind is None:
-                bind = binders[key] = dec.binder(dec.band_template(
+            emit = emitters.get(key)
+            if emit is None:
+                emit = emitters[key] = dec.emitter(dec.band_template(
                     dec.Site(node, version, opset, et, graph=w.gname)))
-            blob = bind(ins[0], outs[0], base, names, ins[1] if op == "PRelu" else None, tag)
+            blob = emit(ins[0], outs[0], ins[1] if op == "PRelu" else None, base, used, fresh,
+                        tag)
         else:
             site = dec.Site(node, version, opset, et, graph=w.gname)
             if op == "PRelu":
