@@ -110,17 +110,15 @@ def skeleton(node_pattern, depth: int = 0) -> tuple:
 
 
 def skeleton_ops(rule: AnchoredRule) -> frozenset[str]:
-    """The op types that every operand order of ``rule``'s pattern contains."""
-    sets = []
-    for skel, _ in rule._variants:
-        ops: set[str] = set()
-        todo = [skel]
-        while todo:
-            op, children = todo.pop()
-            ops.add(op)
-            todo.extend(child for _, child in children)
-        sets.append(frozenset(ops))
-    return frozenset.intersection(*sets)
+    """The op types every operand order of ``rule``'s pattern contains: those of the pattern
+    as written (commuting operands reorders a node's inputs, never its producers)."""
+    ops: set[str] = set()
+    todo = [rule._skeleton]
+    while todo:
+        op, children = todo.pop()
+        ops.add(op)
+        todo.extend(child for _, child in children)
+    return frozenset(ops)
 
 
 def fits_skeleton(node: ir.Node, skel: tuple) -> bool:
@@ -164,17 +162,27 @@ class AnchoredRule(RewriteRule):
         super().__init__(target_pattern, replacement, condition, matcher=AnchoredMatcher,
                          name=name)
         self._matcher.rule_name = name
-        variants = []
-        for pattern in self._target_pattern.commute():
-            rule = RewriteRule(pattern, replacement, condition, matcher=AnchoredMatcher,
-                               name=name)
-            rule._matcher.rule_name = name
-            variants.append((skeleton(pattern.output_node), rule))
-        self._variants = variants
+        self._skeleton = skeleton(self._target_pattern.output_node)
         self._root_op = root_op(self._target_pattern)
-        # ops every variant needs among the root's direct inputs (a multiset)
-        needs = [sorted(child[0] for _, child in skel[1]) for skel, _ in variants]
-        self._needs = needs[0] if all(n == needs[0] for n in needs) else []
+        # the ops the root's direct inputs need (a multiset; the same for every operand order)
+        self._needs = sorted(child[0] for _, child in self._skeleton[1])
+        self._anchored = (replacement, condition)
+        self._commuted: list[tuple[tuple, RewriteRule]] | None = None
+
+    @property
+    def _variants(self) -> list[tuple[tuple, RewriteRule]]:
+        """(skeleton, rule) per operand order, built when first needed: most models offer
+        only some rules a node that gets past the root op and ``_needs`` filters, and
+        commuting a pattern is most of what building a rule costs."""
+        if self._commuted is None:
+            variants = []
+            for pattern in self._target_pattern.commute():
+                rule = RewriteRule(pattern, *self._anchored,
+                                   matcher=AnchoredMatcher, name=self.name)
+                rule._matcher.rule_name = self.name
+                variants.append((skeleton(pattern.output_node), rule))
+            self._commuted = variants
+        return self._commuted
 
     def commute(self):
         return [self]  # already covers every operand order
