@@ -590,3 +590,24 @@ def test_cli_verify_catches_a_wrong_fusion_and_writes_nothing(tmp_path, capsys, 
     assert main(["fuse", str(src), "-o", str(out), "--verify"]) == 1
     assert not out.exists()
     assert "FAIL" in capsys.readouterr().err
+
+
+def test_rules_commute_lazily_and_their_filters_hold_for_every_operand_order():
+    """A rule's op set and its root's input-op multiset come from the pattern as written;
+    every commuted variant has the same, and variants are built only when first needed."""
+    from opshift.rewriters._report import skeleton_ops
+
+    for rule in rules().rules:
+        assert rule._commuted is None, rule.name
+        ops = skeleton_ops(rule)
+        variants = rule._variants
+        assert len(variants) >= 2, rule.name  # Add/Mul/Max/Min operands commuted
+        for skel, _ in variants:
+            todo, seen = [skel], set()
+            while todo:
+                op, children = todo.pop()
+                seen.add(op)
+                todo.extend(child for _, child in children)
+            assert seen == ops, rule.name
+            assert sorted(child[0] for _, child in skel[1]) == rule._needs, rule.name
+        assert rule._variants is variants  # built once
