@@ -38,9 +38,9 @@ def common_parent() -> argparse.ArgumentParser:
     return p
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser; ``only`` (a command name) registers just that subcommand, which saves
-    building every other subcommand's parser on each run."""
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand (``opshift -h``, and a first argument that is not a
+    command)."""
     parser = argparse.ArgumentParser(
         prog="opshift",
         description="Exact opset conversion, inlining and fusion of PRelu, LeakyRelu and "
@@ -48,21 +48,56 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parent = common_parent()
-    for name in (only,) if only in COMMANDS else COMMANDS:
-        try:
-            mod = importlib.import_module(f"opshift.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"opshift.commands.{name}":
-                continue  # not built yet
-            raise
-        mod.register(sub, parent)
+    for name in COMMANDS:
+        mod = _command_module(name)
+        if mod is not None:
+            mod.register(sub, parent)
     return parser
+
+
+def command_parser(name: str) -> argparse.ArgumentParser | None:
+    """The parser of subcommand ``name`` on its own (prog ``opshift NAME``, the same options,
+    help and errors as under :func:`build_parser`), None if there is no such command. A run
+    builds only this one: argparse's set-up of the full parser costs about as much again."""
+    mod = _command_module(name) if name in COMMANDS else None
+    if mod is None:
+        return None
+    one = _OneCommand()
+    mod.register(one, common_parent())
+    return one.parser
+
+
+class _OneCommand:
+    """Stands in for the subparsers action in a command's ``register``: the parser it adds
+    is a standalone one."""
+
+    parser: argparse.ArgumentParser | None = None
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        kwargs.pop("help", None)  # the line in the command list of ``opshift -h``
+        kwargs.pop("aliases", None)
+        self.parser = argparse.ArgumentParser(prog=f"opshift {name}", **kwargs)
+        return self.parser
+
+
+def _command_module(name: str):
+    try:
+        return importlib.import_module(f"opshift.commands.{name}")
+    except ModuleNotFoundError as e:
+        if e.name == f"opshift.commands.{name}":
+            return None  # not built yet
+        raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
+    parser = command_parser(argv[0]) if argv else None
+    if parser is not None:
+        args = parser.parse_args(argv[1:])
+        args.command = argv[0]
+    else:
+        parser = build_parser()
+        args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

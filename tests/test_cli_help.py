@@ -29,3 +29,32 @@ def test_top_level_help_lists_commands_and_exit_codes(capsys):
 def test_no_command_prints_help_and_exits_2(capsys):
     assert main([]) == 2
     assert "COMMAND" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_run_parses_with_the_commands_own_parser_as_the_full_one_would(command, capsys):
+    """main() builds only the named command's parser: same help, same defaults, same
+    errors as that command under the full parser."""
+    import argparse
+
+    from opshift.cli import build_parser, command_parser
+
+    full = build_parser()
+    sub = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    under_full, alone = sub.choices[command], command_parser(command)
+    assert alone.format_help() == under_full.format_help()
+    assert alone.prog == under_full.prog == f"opshift {command}"
+    argv = ["m.onnx", "m2.onnx"][:1 + (command == "verify")] if command != "ops" else []
+    for opt in ("-o", "--opset"):  # required options where the command has them
+        if any(opt in x.option_strings and x.required for x in alone._actions):
+            argv += [opt, "9" if opt == "--opset" else "o.onnx"]
+    a = vars(full.parse_args([command, *argv]))
+    b = vars(alone.parse_args(argv))
+    b["command"] = command
+    assert a == b
+    for parser, args in ((full, [command, "--no-such-option"]), (alone, ["--no-such-option"])):
+        with pytest.raises(SystemExit) as e:
+            parser.parse_args(args)
+        assert e.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == next(x for x in err if x.startswith(f"opshift {command}: error"))
