@@ -12,9 +12,10 @@ subprocess, for 9 -> 16 and 16 -> 9:
 
 "time" is the work itself, measured inside the child after its imports (interpreter start-up
 and ``import onnx`` are the same for all three and are reported separately as "total").
-Peak RSS is the child's ``ru_maxrss`` from ``os.wait4``.
+Peak RSS is the child's ``ru_maxrss`` from ``os.wait4``. Each run writes a new output file
+(removed before the timing, for every mode; ``--overwrite`` times replacing it instead).
 
-usage: python bench/bench_convert.py [--sizes 1000,10000,100000] [--repeat 5]
+usage: python bench/bench_convert.py [--sizes 1000,10000,100000] [--repeat 5] [--overwrite]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from _harness import warm_schema_cache
+from _harness import FRESH_OUTPUT, add_output_option, apply_output_option, warm_schema_cache
 from onnx import TensorProto, helper, numpy_helper
 
 # (_harness makes the children run with bytecode caches, like an installed opshift)
@@ -47,6 +48,7 @@ if mode == "opshift":
     if importlib.util.find_spec("opshift.passes.other_ops_table"):
         import opshift.passes.other_ops_table  # imported lazily by other_ops
     build_parser()  # imports every subcommand module: outside the timing, like "import onnx"
+""" + FRESH_OUTPUT + r"""
 t0 = time.perf_counter()
 if mode == "floor":
     m = onnx.load(src)
@@ -150,7 +152,9 @@ def main() -> int:
     ap.add_argument("--kinds", default="chain,conv",
                     help="chain: PRelu/LeakyRelu/Selu only; conv: with Conv/Add around them")
     ap.add_argument("--json", action="store_true")
+    add_output_option(ap)
     args = ap.parse_args()
+    apply_output_option(args)
     warm_schema_cache()
     sizes = [int(s) for s in args.sizes.split(",")]
     from opshift.passes.other_ops import other_ops_change

@@ -13,8 +13,9 @@ function bodies; at opset 13: typed constants), so that the *inlined* model -- f
 "time" is measured inside the child after its imports (interpreter start-up and imports are
 excluded for all three: onnx_ir for the floor, every module opshift imports lazily and the
 CLI's subcommand modules for fuse; building fuse's rule set is timed); the best of
-``--repeat`` runs is kept, the modes taking turns round by round. The last column shows
-growth per 10x nodes (linear: about x10).
+``--repeat`` runs is kept, the modes taking turns round by round. Each run writes a new
+output file (removed before the timing, for every mode; ``--overwrite`` keeps it). The last
+column shows growth per 10x nodes (linear: about x10).
 
 The figures measured are in the README (Benchmarks).
 
@@ -25,6 +26,7 @@ their variants only when its inputs have the pattern's shape). The cyclic garbag
 collector is paused while the IR exists (it would walk every IR object on each full pass).
 
 usage: python bench/bench_fuse.py [--sizes 1000,10000,100000] [--opsets 18,13] [--repeat 3]
+       [--overwrite]
 """
 
 from __future__ import annotations

@@ -16,10 +16,13 @@ subprocess:
 
 "time" is measured inside the child after its imports (interpreter start-up and imports are
 the same for all and excluded); the best of ``--repeat`` runs is kept, the modes taking
-turns round by round so that load on the machine hits them alike. The ratio column is
+turns round by round so that load on the machine hits them alike. Each run writes a new
+output file (removed before the timing, for every mode; ``--overwrite`` times replacing an
+existing one, which costs opshift's atomic rename ~3 ms more on ext4). The ratio column is
 inline / onnx floor (target <= 2x), and the last column shows growth per 10x nodes.
 
 usage: python bench/bench_inline.py [--sizes 1000,10000,100000] [--repeat 3] [--json]
+       [--overwrite]
 """
 
 from __future__ import annotations
