@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -181,31 +180,40 @@ def from_proto(proto: onnx.ModelProto, kind: str) -> Any:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temp path beside ``path``; rename it over ``path`` only if the block succeeds."""
+def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """Yield a new file beside ``path``, open for writing; when the block succeeds it is
+    closed and renamed over ``path``, else closed and removed."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise OpshiftError(f"{path}: output folder {str(folder)!r} does not exist")
     if path.is_dir():
         raise OpshiftError(f"{path}: output path is a directory")
+    tmp, fd = _create_temp(path, folder)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise OpshiftError(f"{path}: cannot write to folder {str(folder)!r}: "
-                           f"{e.strerror or e}") from e
-    os.close(fd)
-    tmp_path = Path(tmp)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp makes 0600; outputs get normal permissions
-    try:
-        yield tmp_path
-        os.replace(tmp_path, path)
+        with os.fdopen(fd, "wb") as out:
+            yield out
+        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            tmp_path.unlink()
+            tmp.unlink()
         raise
+
+
+def _create_temp(path: Path, folder: Path) -> tuple[Path, int]:
+    """A new file ``.<name>.<random>.tmp`` in ``folder`` and its descriptor, with the
+    permissions a new file normally gets (0666 less the umask, applied by the system: no
+    umask juggling, which would race with other threads)."""
+    for _ in range(100):
+        tmp = folder / f".{path.name}.{os.urandom(6).hex()}.tmp"
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise OpshiftError(f"{path}: cannot write to folder {str(folder)!r}: "
+                               f"{e.strerror or e}") from e
+    raise OpshiftError(f"{path}: cannot create a temporary file in {str(folder)!r}")
 
 
 #: protobuf refuses to parse a message of 2 GiB or more, so nothing larger is written.
@@ -218,8 +226,8 @@ def save_bytes(data: bytes, path: str | os.PathLike) -> None:
     if len(data) > MAX_PROTO_BYTES:
         raise OpshiftError(f"{path}: model too large to serialize: {len(data)} bytes is over "
                            "protobuf's 2 GiB limit (keep the weights in external data)")
-    with atomic_output(path) as tmp:
-        tmp.write_bytes(data)
+    with atomic_output(path) as out:
+        out.write(data)
 
 
 def save(model: onnx.ModelProto, path: str | os.PathLike,
@@ -236,12 +244,12 @@ def save(model: onnx.ModelProto, path: str | os.PathLike,
             from .external import place_external_data
 
             created = place_external_data(model, Path(source_dir), path.parent)
-        with atomic_output(path) as tmp:
+        with atomic_output(path) as out:
             try:
                 data = model.SerializeToString()
             except ValueError as e:  # > 2 GiB without external data
                 raise OpshiftError(f"{path}: model too large to serialize: {e}") from e
-            tmp.write_bytes(data)
+            out.write(data)
     except BaseException:
         for p in created:
             with contextlib.suppress(OSError):

@@ -92,8 +92,8 @@ def _selu_template_with_percent_bytes() -> dec.Template:
 def test_emitter_formats_for_every_length_and_partly_taken_names(label, template,
                                                                  monkeypatch):
     """Base lengths 1..150 give every node size from tens of bytes to past 127 (a 2-byte
-    varint), including 37 (0x25, "%"); each format is then reused for other strings of the
-    same lengths, and a base with only some names taken goes name by name."""
+    varint), including 37 (0x25, "%"), each written directly, then by a new format, then by
+    that format again; a base with only some names taken goes name by name."""
     assert b"%" in b"".join(dec._plan(template).consts) or label != "Selu-percent"
     monkeypatch.setattr(dec, "_EMITTERS", {})
     emit = dec.emitter(template)
@@ -102,7 +102,9 @@ def test_emitter_formats_for_every_length_and_partly_taken_names(label, template
         return emit(x, y, slope, base, names._used, names.fresh, dec.GRAPH_NODE_TAG)
 
     for k in range(1, 151):
-        for base in ("b" * k, "c" * k):  # the second reuses the first's format
+        # the first writes directly, the second builds the lengths' format, the third
+        # reuses it
+        for base in ("b" * k, "c" * k, "d" * k):
             used = {"x", "y", "s"}
             want = reference_nodes(template, "x", "y", "s", base, set(used))
             assert bind("x", "y", base, Names.from_used(used), "s") == dec.frame(want), k
@@ -111,7 +113,7 @@ def test_emitter_formats_for_every_length_and_partly_taken_names(label, template
     want = reference_nodes(template, "x", "y", "s", "act", set(used))
     assert want[0].output[0] == "act" + suffix + "_1"
     assert bind("x", "y", "act", Names.from_used(used), "s") == dec.frame(want)
-    monkeypatch.setattr(dec, "MAX_FORMATS", 0)  # no format kept: each call builds its own
+    monkeypatch.setattr(dec, "MAX_FORMATS", 0)  # no lengths tracked: every call writes directly
     used = {"x", "y", "s"}
     want = reference_nodes(template, "x", "y", "s", "z" * 151, set(used))
     assert bind("x", "y", "z" * 151, Names.from_used(used), "s") == dec.frame(want)

@@ -56,10 +56,26 @@ def test_no_opset_import_and_opset_out_of_range(tmp_path):
 
 def test_atomic_output_leaves_nothing_on_failure(tmp_path):
     out = tmp_path / "out.onnx"
-    with pytest.raises(RuntimeError), modelio.atomic_output(out) as tmp:
-        tmp.write_bytes(b"partial")
+    with pytest.raises(RuntimeError), modelio.atomic_output(out) as f:
+        f.write(b"partial")
+        assert len(os.listdir(tmp_path)) == 1  # the temporary file, beside the output
         raise RuntimeError("boom")
     assert os.listdir(tmp_path) == []
+
+
+def test_atomic_output_gets_normal_permissions_and_replaces_only_on_success(tmp_path):
+    out = tmp_path / "out.onnx"
+    out.write_bytes(b"old")
+    umask = os.umask(0o027)
+    try:
+        with modelio.atomic_output(out) as f:
+            f.write(b"new")
+            assert out.read_bytes() == b"old"  # not yet replaced
+    finally:
+        os.umask(umask)
+    assert out.read_bytes() == b"new"
+    assert out.stat().st_mode & 0o777 == 0o640
+    assert os.listdir(tmp_path) == ["out.onnx"]
 
 
 def test_save_refuses_missing_folder(tmp_path):

@@ -333,6 +333,9 @@ def varint(n: int) -> bytes:
     return _ONE_BYTE[n] if n < 0x80 else _varint(n)
 
 
+_varint_cached = functools.lru_cache(maxsize=1 << 12)(varint)
+
+
 def read_varint(data: bytes, p: int) -> tuple[int, int]:
     """The varint at ``data[p]``, and the offset after it."""
     n = shift = 0
@@ -419,8 +422,8 @@ def _taken_names_emit(plan: _Plan, x: str, y: str, s: str | None, base: str, use
     return _assemble(plan, vals + list(plan.consts), tag)
 
 
-#: Formats an emitter keeps (one per combination of string lengths; a model's names have a
-#: few lengths each); past that it builds the bytes directly.
+#: Length combinations an emitter keeps track of (a model's names have a few lengths each);
+#: past that, calls with a new combination write directly.
 MAX_FORMATS = 4096
 
 
@@ -432,34 +435,51 @@ def _emitter(plan: _Plan):
     constants, and each name is ``base + suffix``. So per combination of those lengths (and
     tag) the emitter builds, once, a format holding everything but the raw bytes of x, y, s
     and base (``%b``, in the order they appear); a call encodes the four strings and fills
-    the format in C. A base whose names are not all free takes :func:`_taken_names_emit`.
+    the format in C. A combination is given a format when met a second time; the first call
+    writes the nodes directly (a format costs about three such writes), so a model whose
+    name lengths seldom repeat pays for no format it does not reuse. A base whose names are
+    not all free takes :func:`_taken_names_emit`.
     """
     suffixes, uses_slope = plan.suffixes, plan.uses_slope
-    n_fixed = len(_FIXED)
-    yname = n_fixed + len(suffixes) - 1
-    # the raw piece each slot of a node shows: 0 x, 1 y, 2 s, 3 base (a name), None constant
+    n_var = len(_FIXED) + len(suffixes)  # slots below this are strings; the rest constants
+    # the raw piece each string slot shows: 0 x, 1 y, 2 s, 3 base (a name); None: the empty
+    # name, a constant
     raw = [0, 1, 2, None] + [3] * len(suffixes)
-    order = [raw[i] for node in plan.nodes for i in node if i <= yname and raw[i] is not None]
+    order = [raw[i] for node in plan.nodes for i in node if i < n_var and raw[i] is not None]
     pick = operator.itemgetter(*order) if len(order) > 1 else (lambda v: (v[order[0]],))
-    formats: dict[tuple, bytes] = {}
-
-    encoded = [x.encode() for x in suffixes]
-    consts = [len(c) for c in plan.consts], [c.replace(b"%", b"%%") for c in plan.consts]
+    formats: dict[tuple, bytes | None] = {}  # None: met once
+    getters = [operator.itemgetter(*node) for node in plan.nodes]
+    # what a format needs that no length changes: per name its suffix (length, escaped
+    # bytes); per node the total length of its constants, and its string slots
+    raw_sfx = [(len(e), e) for e in (x.encode() for x in suffixes)]
+    sfx = [(n, e.replace(b"%", b"%%")) for n, e in raw_sfx]
+    const_esc = [c.replace(b"%", b"%%") for c in plan.consts]
+    per_node = [(sum(len(plan.consts[i - n_var]) for i in node if i >= n_var),
+                 [i for i in node if i < n_var], node) for node in plan.nodes]
 
     def build(lx: int, ly: int, ls: int, lb: int, tag: bytes) -> bytes:
-        # per slot: its length on the wire, and its part of the format
-        lens = [lx, ly, ls] + [lb + len(e) for e in encoded]
-        real = [len(varint(n)) + n for n in lens]
-        real.insert(3, 1)  # the empty name: a zero length
-        esc = [varint(n).replace(b"%", b"%%") + b"%b" for n in lens[:3]] + [b"\x00"]
-        esc += [varint(n).replace(b"%", b"%%") + b"%b" + e.replace(b"%", b"%%")
-                for n, e in zip(lens[3:], encoded)]
-        real += consts[0]
-        esc += consts[1]
+        lens = [lx, ly, ls, 0, *[lb + k for k, _ in sfx]]
+        pre = [_varint_cached(n) for n in lens]  # slot 3, the empty name: b"\x00"
+        real = [len(p) + n for p, n in zip(pre, lens)]
+        esc = [p.replace(b"%", b"%%") + b"%b" for p in pre[:3]]
+        esc.append(b"\x00")
+        esc += [p.replace(b"%", b"%%") + b"%b" + e for p, (_, e) in zip(pre[4:], sfx)]
+        esc += const_esc
         out = []
-        for node in plan.nodes:
-            size = sum(real[i] for i in node)
-            out += (tag, varint(size).replace(b"%", b"%%"), *[esc[i] for i in node])
+        for const, slots, node in per_node:
+            size = const + sum([real[i] for i in slots])
+            out += (tag, _varint_cached(size).replace(b"%", b"%%"), *[esc[i] for i in node])
+        return b"".join(out)
+
+    def direct(xb: bytes, yb: bytes, sb: bytes, bb: bytes, tag: bytes) -> bytes:
+        k = len(bb)
+        vals = [_varint_cached(len(xb)) + xb, _varint_cached(len(yb)) + yb,
+                _varint_cached(len(sb)) + sb, b"\x00",
+                *[_varint_cached(k + n) + bb + e for n, e in raw_sfx], *plan.consts]
+        out = []
+        for get in getters:
+            b = b"".join(get(vals))
+            out += (tag, _varint_cached(len(b)), b)
         return b"".join(out)
 
     def emit(x, y, s, base, used, fresh, tag):
@@ -470,11 +490,14 @@ def _emitter(plan: _Plan):
         xb, yb, bb = x.encode(), y.encode(), base.encode()
         sb = s.encode() if uses_slope else b""
         key = (len(xb), len(yb), len(sb), len(bb), tag)
-        fmt = formats.get(key)
-        if fmt is None:
-            fmt = build(*key)
-            if len(formats) < MAX_FORMATS:
-                formats[key] = fmt
+        fmt = formats.get(key, b"")
+        if not fmt:
+            if fmt is None:  # met before: worth a format
+                fmt = formats[key] = build(*key)
+            else:
+                if len(formats) < MAX_FORMATS:
+                    formats[key] = None
+                return direct(xb, yb, sb, bb, tag)
         return fmt % pick((xb, yb, sb, bb))
 
     return emit
