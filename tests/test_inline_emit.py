@@ -318,3 +318,21 @@ def test_cli_direct_write_equals_the_api(tmp_path, functions, ops):
     assert main(argv) == 0
     want = inline(onnx.load(src), ops=ops, functions=functions)
     assert out.read_bytes() == want.SerializeToString()
+
+
+@pytest.mark.parametrize("elem_type", [TP.FLOAT, TP.DOUBLE, TP.FLOAT16, TP.BFLOAT16])
+@pytest.mark.parametrize("value", [0.0, -0.0, 0.2, 1.0507009873554805, 3e38, 1e-40])
+def test_scalar_constants_are_what_numpy_helper_writes(elem_type, value):
+    """The typed constants of the static and legacy bands skip numpy_helper's set-up; the
+    tensors must be the same."""
+    from onnx import helper, numpy_helper
+
+    with np.errstate(over="ignore"):  # 3e38 is inf in float16, in both
+        want = numpy_helper.from_array(
+            np.array(np.float32(value)).astype(helper.tensor_dtype_to_np_dtype(elem_type)))
+        got = dec._scalar(value, elem_type)
+    assert got == want
+    t = numpy_helper.from_array(np.array(np.float32(value)))
+    assert dec._scalar_value(t) == float(np.float32(value))
+    assert dec._scalar_value(helper.make_tensor("z", TP.FLOAT, [], [value])) == \
+        float(np.float32(value))
