@@ -97,15 +97,13 @@ def open_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
 
     path = Path(path)
     model = load(path, load_external_data=load_external_data)
-    if census is not None:  # its walk also looks for external data: check first
-        validate.check(model, str(path), allow=allow, census=census)
-    external = load_external_data or (
-        census.external if census is not None else has_external_data(model))
-    if external and not load_external_data:
+    if census is None:  # the walk's external-data finding spares a second walk
+        census = validate.Census(full=False)
+    validate.check(model, str(path), allow=allow, census=census)
+    if census.external and not load_external_data:
         external_files(model, path.parent, str(path))
-    if census is None:
-        validate.check(model, str(path), allow=allow)
-    return Loaded(model, path.resolve().parent if external else None)
+    return Loaded(model, path.resolve().parent if census.external or load_external_data
+                  else None)
 
 
 def load_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),

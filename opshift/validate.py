@@ -66,6 +66,8 @@ class Census:
     #: value -> element type in graphs below opset 15 (where inline needs X's type): the
     #: declared types and what :mod:`opshift.typerules` propagates through the nodes
     types: dict[str, int] = field(default_factory=dict)
+    #: False: fill only ``external`` (for a caller that needs nothing else from the walk)
+    full: bool = True
 
 
 class _Walker:
@@ -75,6 +77,7 @@ class _Walker:
         self.problems: list[tuple[str, str]] = []
         self._shapes: dict[int, tuple[dict[str, tuple], dict[str, tuple]]] = {}
         self.census = census
+        self.full = census is not None and census.full  # names, scopes, sites, types
         self._scope: CensusScope | None = None
 
     def add(self, kind: str, msg: str) -> None:
@@ -88,9 +91,9 @@ class _Walker:
                 self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
             defined.add(name)
         census, parent = self.census, self._scope
-        if census is not None:
-            if not census.external:
-                census.external = any(map(uses_external_data, g.initializer))
+        if census is not None and not census.external:
+            census.external = any(map(uses_external_data, g.initializer))
+        if self.full:
             if opsets.get("", 0) < 15:
                 typerules.declared_types(census.types, g)
             fn = parent.function if parent is not None else None
@@ -98,7 +101,7 @@ class _Walker:
             census.scopes.append(self._scope)
             census.names.update(v.name for v in g.output)
         self.nodes(g.node, opsets, defined, outer, label, g)
-        if census is not None:
+        if self.full:
             census.names.update(defined)
             self._scope = parent
         seen: set[str] = set()
@@ -123,11 +126,11 @@ class _Walker:
         flags_by_key: dict[tuple[str, str], int] = {}
         specs: dict[str, tuple] = {}
         declared_x: dict[str, tuple] | None = None  # X shapes declared in ``graph``
-        census = self.census
-        add_name = census.names.add if census is not None else None
-        sites = self._scope.sites if census is not None else None
+        census, full = self.census, self.full
+        add_name = census.names.add if full else None
+        sites = self._scope.sites if full else None
         types = None
-        if census is not None and graph is not None and opsets.get("", 0) < 15:
+        if full and graph is not None and opsets.get("", 0) < 15:
             types = census.types
         issuperset, isdisjoint, update = defined.issuperset, defined.isdisjoint, defined.update
         node_name = ""
@@ -307,14 +310,14 @@ def _problems(model: onnx.ModelProto, census: Census | None) -> list[tuple[str, 
         fops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
         defined = set(f.input)
         label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
-        if census is not None:
+        if w.full:
             w._scope = CensusScope(f, label, fops, f)
             census.scopes.append(w._scope)
             census.names.update(f.output)
         w.nodes(f.node, fops, defined, frozenset(), label)
-        if census is not None:
+        if w.full:
             census.names.update(defined)
-    if census is not None:
+    if w.full:
         census.names.discard("")
     return w.problems
 
