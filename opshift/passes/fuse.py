@@ -301,19 +301,24 @@ def _may_match(model: onnx.ModelProto, allow_rounding: bool) -> bool:
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
                capture_regions: bool = False) -> tuple[onnx.ModelProto, FuseResult]:
     """Fuse ``model`` (not modified); returns the new ModelProto and the result."""
+    with no_cyclic_gc():  # building the rules and the IR allocates much and frees little
+        return _fuse_proto(model, allow_rounding, capture_regions)
+
+
+def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: bool
+                ) -> tuple[onnx.ModelProto, FuseResult]:
     if not _may_match(model, allow_rounding):
         out = onnx.ModelProto()  # no rule's ops are all present: nothing to fuse or refuse
         out.CopyFrom(model)
         return out, FuseResult()
-    with no_cyclic_gc():
-        ir_model = ir.serde.deserialize_model(model)
-        result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,
-                            capture_regions=capture_regions)
-        if not result.modified:
-            out = onnx.ModelProto()
-            out.CopyFrom(model)
-            return out, result
-        return ir.serde.serialize_model(ir_model), result
+    ir_model = ir.serde.deserialize_model(model)
+    result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,
+                        capture_regions=capture_regions)
+    if not result.modified:
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        return out, result
+    return ir.serde.serialize_model(ir_model), result
 
 
 def fuse(model: ModelLike, *, allow_rounding: bool = False):
