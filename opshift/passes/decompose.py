@@ -421,32 +421,8 @@ def _plan(template: Template) -> _Plan:
 
 
 def _framed(b: bytes) -> bytes:
-    return varint(len(b)) + b
-
-
-def _assemble(plan: _Plan, vals: list[bytes], tag: bytes) -> bytes:
-    """The nodes of ``plan`` from its slot values (framed strings, then the constants)."""
-    out = []
-    for node in plan.nodes:
-        b = b"".join([vals[i] for i in node])
-        out += (tag, varint(len(b)), b)
-    return b"".join(out)
-
-
-def _taken_names_emit(plan: _Plan, x: str, y: str, s: str | None, base: str, used: set[str],
-                      fresh, tag: bytes) -> bytes:
-    """An emitter's path for a base whose names are not all free: each ``base + suffix`` is
-    taken in turn (``fresh`` when in use)."""
-    vals = [_framed(x.encode()), _framed(y.encode()),
-            _framed(s.encode()) if plan.uses_slope else b"", b"\x00"]
-    for suffix in plan.suffixes:
-        n = base + suffix
-        if n in used:
-            n = fresh(n)
-        else:
-            used.add(n)
-        vals.append(_framed(n.encode()))
-    return _assemble(plan, vals + list(plan.consts), tag)
+    """A length-delimited string: its varint length, then its bytes."""
+    return _varint_cached(len(b)) + b
 
 
 #: Length combinations an emitter keeps track of (a model's names have a few lengths each);
@@ -465,7 +441,7 @@ def _emitter(plan: _Plan):
     the format in C. A combination is given a format when met a second time; the first call
     writes the nodes directly (a format costs about three such writes), so a model whose
     name lengths seldom repeat pays for no format it does not reuse. A base whose names are
-    not all free takes :func:`_taken_names_emit`.
+    not all free is written name by name.
     """
     suffixes, uses_slope = plan.suffixes, plan.uses_slope
     n_var = len(_FIXED) + len(suffixes)  # slots below this are strings; the rest constants
@@ -476,6 +452,7 @@ def _emitter(plan: _Plan):
     pick = operator.itemgetter(*order) if len(order) > 1 else (lambda v: (v[order[0]],))
     formats: dict[tuple, bytes | None] = {}  # None: met once
     getters = [operator.itemgetter(*node) for node in plan.nodes]
+    consts = list(plan.consts)
     # what a format needs that no length changes: per name its suffix (length, escaped
     # bytes); per node the total length of its constants, and its string slots
     raw_sfx = [(len(e), e) for e in (x.encode() for x in suffixes)]
@@ -498,21 +475,39 @@ def _emitter(plan: _Plan):
             out += (tag, _varint_cached(size).replace(b"%", b"%%"), *[esc[i] for i in node])
         return b"".join(out)
 
-    def direct(xb: bytes, yb: bytes, sb: bytes, bb: bytes, tag: bytes) -> bytes:
-        k = len(bb)
-        vals = [_varint_cached(len(xb)) + xb, _varint_cached(len(yb)) + yb,
-                _varint_cached(len(sb)) + sb, b"\x00",
-                *[_varint_cached(k + n) + bb + e for n, e in raw_sfx], *plan.consts]
+    def write(strings: list[bytes], tag: bytes) -> bytes:
+        """The nodes from the framed strings of slots 0.. (then the constants)."""
+        vals = strings + consts
         out = []
         for get in getters:
             b = b"".join(get(vals))
             out += (tag, _varint_cached(len(b)), b)
         return b"".join(out)
 
+    def direct(xb: bytes, yb: bytes, sb: bytes, bb: bytes, tag: bytes) -> bytes:
+        k = len(bb)
+        return write([_framed(xb), _framed(yb), _framed(sb), b"\x00",
+                      *[_varint_cached(k + n) + bb + e for n, e in raw_sfx]], tag)
+
+    def taken(x: str, y: str, s: str | None, base: str, used: set[str], fresh,
+              tag: bytes) -> bytes:
+        """A base whose names are not all free: each ``base + suffix`` is taken in turn
+        (``fresh`` when in use)."""
+        names = []
+        for suffix in suffixes:
+            n = base + suffix
+            if n in used:
+                n = fresh(n)
+            else:
+                used.add(n)
+            names.append(_framed(n.encode()))
+        return write([_framed(x.encode()), _framed(y.encode()),
+                      _framed(s.encode()) if uses_slope else b"", b"\x00", *names], tag)
+
     def emit(x, y, s, base, used, fresh, tag):
         names = [base + suffix for suffix in suffixes]
         if not used.isdisjoint(names):
-            return _taken_names_emit(plan, x, y, s, base, used, fresh, tag)
+            return taken(x, y, s, base, used, fresh, tag)
         used.update(names)
         xb, yb, bb = x.encode(), y.encode(), base.encode()
         sb = s.encode() if uses_slope else b""
