@@ -21,7 +21,7 @@ from .. import opsets, typerules, validate
 from .._gc import no_cyclic_gc
 from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
-from ..opsets import has_graph_attribute, normalize_domain
+from ..opsets import normalize_domain
 from . import decompose as dec
 from ._graph import Names, node_kinds, subgraphs
 from .decompose import read_varint
@@ -301,56 +301,12 @@ class _Work:
     sites: list[tuple[int, onnx.NodeProto, str, str, list[str], list[str]]]
 
 
-def _walk(model: onnx.ModelProto, wanted: frozenset[str]) -> tuple[list[_Work], set[str]]:
-    """Every scope (pre-order: a graph before its subgraphs) with the nodes to inline, and every
-    name in use: what the structural check's census holds, for callers without one. One pass
-    over the nodes."""
-    used: set[str] = set()
-    work: list[_Work] = []
-
-    def graph(g: onnx.GraphProto, ops: dict[str, int], label: str, gname: str,
-              function: onnx.FunctionProto | None = None) -> None:
-        used.update(v.name for v in g.input)
-        used.update(v.name for v in g.output)
-        used.update(t.name for t in g.initializer)
-        w = _Work(g, dec.GRAPH_NODE_TAG, label, gname, ops, function, [])
-        work.append(w)
-        nodes(g.node, w)
-
-    def nodes(ns, w: _Work) -> None:
-        add, upd, sites = used.add, used.update, w.sites
-        for i, n in enumerate(ns):
-            op = n.op_type
-            add(n.name)
-            upd(n.output)
-            dom = n.domain
-            if op in wanted and dom in ("", "ai.onnx"):
-                sites.append((i, n, op, n.name, n.input[:], n.output[:]))
-            if (dom or has_graph_attribute(op)) and n.attribute:
-                for attr, sg in subgraphs(n):
-                    sub = f"{w.label}/node {n.name!r}/{attr}"
-                    graph(sg, w.opsets, sub, sub, w.function)
-
-    ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
-    graph(model.graph, ops, f"graph {model.graph.name!r}", model.graph.name)
-    for f in model.functions:
-        fops = dict(ops)
-        fops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
-        label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
-        used.update(f.input)
-        used.update(f.output)
-        w = _Work(f, dec.FUNCTION_NODE_TAG, label, label, fops, f, [])
-        work.append(w)
-        nodes(f.node, w)
-    used.discard("")
-    return work, used
-
-
 _ALL_OPS = frozenset(dec.OPS)
 
 
 def _work_from_census(census: validate.Census, wanted: frozenset[str]) -> list[_Work]:
-    """:func:`_walk`'s scopes from the census of the structural check (no second walk)."""
+    """Every scope of the census (pre-order: a graph before its subgraphs, then functions)
+    with its nodes to inline."""
     work = []
     for sc in census.scopes:
         is_graph = isinstance(sc.owner, onnx.GraphProto)
@@ -518,10 +474,10 @@ def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
             census = None
     if not wanted:
         return result, None
-    if census is not None:
-        work, used = _work_from_census(census, wanted), census.names
-    else:
-        work, used = _walk(model, wanted)
+    if census is None:  # the structural check's walk gathers what inline needs
+        census = validate.Census()
+        validate.problems(model, census)  # (whether the model passes is the caller's business)
+    work, used = _work_from_census(census, wanted), census.names
     if not any(w.sites for w in work):
         return result, None
     names = Names.from_used(used)
