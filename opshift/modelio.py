@@ -238,7 +238,7 @@ def save(model: onnx.ModelProto, path: str | os.PathLike,
     path = Path(path)
     created: list[Path] = []
     try:
-        if source_dir is not None and has_external_data(model):
+        if source_dir is not None:  # only the tensors still referring to it are placed
             from .external import place_external_data
 
             created = place_external_data(model, Path(source_dir), path.parent)

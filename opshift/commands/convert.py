@@ -85,7 +85,7 @@ def run(args) -> int:
                 raise type(e)(f"{src}: {e}") from None
         if args.verify:
             with bar.phase("verify"):
-                report = _verify(original, model, result, src, args)
+                report = _verify(original, model, result, src, source_dir, args)
         if report is not None and not report.ok:
             _print(args, result, report, written=False)
             raise VerificationError(f"{src}: the converted model differs from the original; "
@@ -101,8 +101,9 @@ def run(args) -> int:
 _WHOLE_MODEL_EXTERNAL_LIMIT = 256 << 20
 
 
-def _verify(original, converted, result, src: Path, args):
-    from ..modelio import has_external_data
+def _verify(original, converted, result, src: Path, source_dir: Path | None, args):
+    """Each rewritten region, then the whole model (``source_dir``: where its external
+    data is, None when it has none)."""
     from ..verify import VerifyReport, evaluator_supports, verify, verify_rewrites
 
     pairs = []
@@ -112,10 +113,10 @@ def _verify(original, converted, result, src: Path, args):
             pairs.append((f"{ch.node} ({ch.op})", *models))
     report = verify_rewrites(pairs) if pairs else VerifyReport()
     why = evaluator_supports(original) or evaluator_supports(converted)
-    if why is None and has_external_data(original):
+    if why is None and source_dir is not None:
         from ..external import external_files, load_external_data_safely
 
-        size = sum(f.stat().st_size for f in external_files(original, src.parent).values())
+        size = sum(f.stat().st_size for f in external_files(original, source_dir).values())
         if size > _WHOLE_MODEL_EXTERNAL_LIMIT:
             why = (f"the model keeps {size / 2**20:.0f} MiB of weights in external data "
                    f"(whole-model check loads at most {_WHOLE_MODEL_EXTERNAL_LIMIT >> 20} MiB)")
@@ -123,7 +124,7 @@ def _verify(original, converted, result, src: Path, args):
             for m in (original, converted):  # copies: the converted one is saved afterwards
                 m2 = type(m)()
                 m2.CopyFrom(m)
-                load_external_data_safely(m2, src.parent, str(src))
+                load_external_data_safely(m2, source_dir, str(src))
                 if m is original:
                     original = m2
                 else:

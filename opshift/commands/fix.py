@@ -71,7 +71,7 @@ def run(args) -> int:
         ver = None
         if args.verify:
             with bar.phase("verify"):
-                ver = verify_fix(*_with_data(args.input, original, fixed))
+                ver = verify_fix(*_with_data(source_dir, args.input, original, fixed))
         if not args.dry_run and (ver is None or ver.ok):
             with bar.phase("save"):
                 modelio.save(fixed, args.output, source_dir=source_dir)
@@ -81,12 +81,11 @@ def run(args) -> int:
     return 1 if ver is not None and not ver.ok else 0
 
 
-def _with_data(path: str, *models):
-    """Copies of ``models`` with their external data loaded (from beside ``path``), so the
-    evaluator and onnxruntime see the weights whatever the working directory."""
-    from .. import modelio
-
-    if not modelio.has_external_data(models[0]):
+def _with_data(source_dir, path: str, *models):
+    """Copies of ``models`` with their external data loaded from ``source_dir`` (None: the
+    model has none), so the evaluator and onnxruntime see the weights whatever the working
+    directory."""
+    if source_dir is None:
         return models
     import onnx
 
@@ -96,15 +95,9 @@ def _with_data(path: str, *models):
     for m in models:
         c = onnx.ModelProto()
         c.CopyFrom(m)
-        load_external_data_safely(c, _parent(path), origin=path)
+        load_external_data_safely(c, source_dir, origin=path)
         out.append(c)
     return out
-
-
-def _parent(path: str):
-    from pathlib import Path
-
-    return Path(path).resolve().parent
 
 
 def _print(args, result, ver) -> None:
