@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -65,16 +66,35 @@ if os.environ.get("BENCH_OVERWRITE") != "1" and os.path.exists(dst):
 """
 
 
-def add_output_option(ap) -> None:
-    """``--overwrite``: measure replacing an existing output (see ``FRESH_OUTPUT``)."""
+def parse_args(doc: str, *, repeat: int, extra=None) -> argparse.Namespace:
+    """The options the convert, inline and fuse benches share: ``--sizes``, ``--repeat``,
+    ``--json`` and ``--overwrite`` (replace an existing output instead of writing a new
+    file, see ``FRESH_OUTPUT``), plus what ``extra(parser)`` adds. Passes ``--overwrite``
+    on to the child processes and warms the schema cache before anything is timed."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--repeat", type=int, default=repeat)
+    if extra is not None:
+        extra(ap)
+    ap.add_argument("--json", action="store_true")
     ap.add_argument("--overwrite", action="store_true",
                     help="time writes over an existing output file (default: a new file)")
-
-
-def apply_output_option(args) -> None:
-    """Pass ``--overwrite`` on to the child processes."""
+    args = ap.parse_args()
     if args.overwrite:
         os.environ["BENCH_OVERWRITE"] = "1"
+    warm_schema_cache()
+    return args
+
+
+def opsets_option(ap) -> None:
+    """``--opsets`` of the inline and fuse benches."""
+    ap.add_argument("--opsets", default="18,13")
+
+
+def ms(r: dict) -> str:
+    """A child's time, right-aligned in milliseconds, or ``error``."""
+    return f"{'error':>11}" if "error" in r else f"{r['time'] * 1000:8.1f} ms"
 
 
 def cli_child(command: str, imports: str) -> str:

@@ -20,7 +20,6 @@ usage: python bench/bench_convert.py [--sizes 1000,10000,100000] [--repeat 5] [-
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from _harness import FRESH_OUTPUT, add_output_option, apply_output_option, warm_schema_cache
+from _harness import FRESH_OUTPUT, parse_args
 from onnx import TensorProto, helper, numpy_helper
 
 # (_harness makes the children run with bytecode caches, like an installed opshift)
@@ -145,17 +144,9 @@ def interleaved(modes, src, dst, opset, repeat) -> dict[str, dict]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="1000,10000,100000")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--kinds", default="chain,conv",
-                    help="chain: PRelu/LeakyRelu/Selu only; conv: with Conv/Add around them")
-    ap.add_argument("--json", action="store_true")
-    add_output_option(ap)
-    args = ap.parse_args()
-    apply_output_option(args)
-    warm_schema_cache()
+    args = parse_args(__doc__, repeat=5, extra=lambda ap: ap.add_argument(
+        "--kinds", default="chain,conv",
+        help="chain: PRelu/LeakyRelu/Selu only; conv: with Conv/Add around them"))
     sizes = [int(s) for s in args.sizes.split(",")]
     from opshift.passes.other_ops import other_ops_change
 

@@ -27,7 +27,6 @@ usage: python bench/bench_inline.py [--sizes 1000,10000,100000] [--repeat 3] [--
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -36,14 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from _harness import (
-    add_output_option,
-    apply_output_option,
-    best_interleaved,
-    cli_child,
-    run_child,
-    warm_schema_cache,
-)
+from _harness import best_interleaved, cli_child, ms, opsets_option, parse_args, run_child
 from onnx import TensorProto, helper, numpy_helper
 
 # (_harness makes the children run with bytecode caches, like an installed opshift)
@@ -82,16 +74,7 @@ def build(n_nodes: int, opset: int) -> onnx.ModelProto:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="1000,10000,100000")
-    ap.add_argument("--opsets", default="18,13")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", action="store_true")
-    add_output_option(ap)
-    args = ap.parse_args()
-    apply_output_option(args)
-    warm_schema_cache()
+    args = parse_args(__doc__, repeat=3, extra=opsets_option)
     rows = []
     print(f"{'opset':>5} {'nodes':>7} {'out nodes':>9} | {'onnx load+save':>14} | "
           f"{'onnx_ir load+save':>17} | {'onnx out':>11} | {'opshift inline':>14} | "
@@ -122,10 +105,6 @@ def main() -> int:
     return 0
 
 
-def _ms(r: dict) -> str:
-    return f"{'error':>11}" if "error" in r else f"{r['time'] * 1000:8.1f} ms"
-
-
 def _print(row: dict, prev: dict | None) -> dict:
     f, i, o = row["onnx"], row["inline"], row["onnx_ir"]
     fo = row.get("onnx_out", {"error": "-"})
@@ -137,8 +116,8 @@ def _print(row: dict, prev: dict | None) -> dict:
         if prev is not None and "error" not in prev["inline"]:
             growth = (f"x{i['time'] / prev['inline']['time']:.1f} for "
                       f"x{row['nodes'] / prev['nodes']:.0f} nodes")
-    print(f"{row['opset']:>5} {row['nodes']:>7} {row.get('out_nodes', 0):>9} | {_ms(f):>14} | "
-          f"{_ms(o):>17} | {_ms(fo):>11} | {_ms(i):>14} | {ratio:>11}  {ratio_ir:>13}  "
+    print(f"{row['opset']:>5} {row['nodes']:>7} {row.get('out_nodes', 0):>9} | {ms(f):>14} | "
+          f"{ms(o):>17} | {ms(fo):>11} | {ms(i):>14} | {ratio:>11}  {ratio_ir:>13}  "
           f"{ratio_out:>15}  {growth}", flush=True)
     if "error" in i:
         print(f"      inline error: {i['error']}")
