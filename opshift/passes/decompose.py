@@ -90,9 +90,7 @@ Casts are needed; a node whose type the primitives do not accept raises Conversi
 from __future__ import annotations
 
 import functools
-import math
 import operator
-import struct
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -104,6 +102,7 @@ from onnx import helper, numpy_helper
 from .. import opsets
 from ..broadcast import SlopeRule, slope_shape_for
 from ..errors import ConversionError, EvaluationError, where
+from ._graph import tensor_array
 
 FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
 
@@ -179,12 +178,7 @@ def _scalar(value: float, elem_type: int) -> onnx.TensorProto:
 
 def _scalar_value(t: onnx.TensorProto) -> float:
     """The value of a one-element tensor (a function body's Constant)."""
-    if t.data_type == onnx.TensorProto.FLOAT and math.prod(t.dims) == 1:
-        if t.float_data:
-            return float(t.float_data[0])
-        if len(t.raw_data) == 4:
-            return struct.unpack("<f", t.raw_data)[0]
-    return float(numpy_helper.to_array(t).reshape(()))
+    return float(tensor_array(t).reshape(()))
 
 
 @functools.cache

@@ -11,7 +11,6 @@ onnxruntime and opshift's converters treat them).
 from __future__ import annotations
 
 import contextvars
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +18,7 @@ import onnx
 import onnx_ir as ir
 
 from ..opsets import allowed_types, since_version, tensor_type_name
+from ..passes._graph import plain_array
 
 #: True while matching in a model whose IR version is < 4 (set by the rules' checks).
 LEGACY_INITIALIZER_INPUTS: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -64,31 +64,14 @@ def _numpy(value: ir.Value) -> np.ndarray | None:
         return None
 
 
-#: TensorProto data_type -> (little-endian numpy dtype, typed field), for the plain types whose
-#: decoding is a straight copy (as onnx_ir's TensorProtoTensor.numpy() does for them).
-_PLAIN_TENSOR_TYPES = {
-    onnx.TensorProto.FLOAT: (np.dtype("<f4"), "float_data"),
-    onnx.TensorProto.DOUBLE: (np.dtype("<f8"), "double_data"),
-    onnx.TensorProto.INT64: (np.dtype("<i8"), "int64_data"),
-    onnx.TensorProto.INT32: (np.dtype("<i4"), "int32_data"),
-}
-
-
 def _tensor_numpy(tensor) -> np.ndarray:
     """``tensor.numpy()``, decoding a small in-memory TensorProto of a plain type directly
     (the generic path costs more than the rest of a check; every fused pattern has one)."""
     proto = getattr(tensor, "raw", None)
-    if isinstance(proto, onnx.TensorProto) and proto.data_location == onnx.TensorProto.DEFAULT:
-        plain = _PLAIN_TENSOR_TYPES.get(proto.data_type)
-        if plain is not None:
-            dtype, field_name = plain
-            if proto.HasField("raw_data"):
-                arr = np.frombuffer(proto.raw_data, dtype=dtype)
-            else:
-                arr = np.array(list(getattr(proto, field_name)), dtype=dtype)
-            dims = tuple(proto.dims)
-            if arr.size == math.prod(dims):
-                return arr.reshape(dims)
+    if isinstance(proto, onnx.TensorProto):
+        arr = plain_array(proto)
+        if arr is not None:
+            return arr
     return np.asarray(tensor.numpy())
 
 
