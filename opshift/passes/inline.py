@@ -438,7 +438,8 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
 
     ``keep_before``: keep a copy of every replaced node in the result (for ``--verify``).
     ``census``: what :func:`opshift.validate.check` saw of this very ``model`` object, which
-    saves inline its own walk (ignored once functions are inlined, which rebuilds the model).
+    saves inline running that walk again (ignored once functions are inlined, which rebuilds
+    the model).
     Raises ConversionError (naming node, op, version) when a node cannot be inlined exactly;
     the model is then partly edited, so callers that need atomicity work on a copy.
     """
