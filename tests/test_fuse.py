@@ -546,6 +546,37 @@ def test_fuse_pass_fuses_inside_functions_typed_from_call_sites():
     same_numbers(m, out, {"x": specials(np.float32, (3, 6))}, ort=False)
 
 
+@pytest.mark.parametrize("gamma_ref", [True, False])
+def test_selu_body_with_function_attributes_fuses_to_selu_with_the_references(gamma_ref):
+    """A function's ``Selu<alpha=@alpha, gamma=@gamma or a literal>``, inlined, comes back
+    with the same references: the body's constants are then attribute references, not
+    constants, and the check falls back to reading them as such."""
+    from opshift.passes.inline import inline
+
+    selu = helper.make_node("Selu", ["x"], ["y"])
+    selu.attribute.append(helper.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT))
+    if gamma_ref:
+        selu.attribute.append(helper.make_attribute_ref("gamma", onnx.AttributeProto.FLOAT))
+    else:
+        selu.attribute.append(helper.make_attribute("gamma", 1.25))
+    f = helper.make_function("local", "F", ["x"], ["y"], [selu], [helper.make_opsetid("", 18)],
+                             attributes=["alpha", "gamma"] if gamma_ref else ["alpha"])
+    call = helper.make_node("F", ["x"], ["y"], domain="local", alpha=0.5,
+                            **({"gamma": 2.0} if gamma_ref else {}))
+    g = helper.make_graph([call], "g", [helper.make_tensor_value_info("x", TP.FLOAT, [3, 6])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [3, 6])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18),
+                                            helper.make_opsetid("local", 1)], functions=[f])
+    inlined = inline(m)  # the function kept, its Selu decomposed
+    assert "Selu" not in [n.op_type for n in inlined.functions[0].node]
+    out, result = fuse_with_result(inlined)
+    (node,) = out.functions[0].node
+    got = {a.name: a.ref_attr_name or a.f for a in node.attribute}
+    assert (node.op_type, got) == ("Selu", {"alpha": "alpha",
+                                            "gamma": "gamma" if gamma_ref else 1.25})
+    same_numbers(m, out, {"x": specials(np.float32, (3, 6))}, ort=False)
+
+
 def test_rules_is_a_rewrite_rule_set():
     from onnxscript.rewriter import RewriteRuleSet
 

@@ -75,7 +75,8 @@ def zero(z: ir.Value | None, x: ir.Value, what: str = "comparison operand") -> C
         raise Refuse(f"the {what} is not a constant")
     if c.source.dtype.kind not in "fiub" and c.source.dtype.name != "bfloat16":
         raise Refuse(f"the {what} is not numeric")
-    if not bool((c.source.astype(np.float64) == 0).all()):
+    src = c.source
+    if not (src.item() == 0 if src.size == 1 else bool((src.astype(np.float64) == 0).all())):
         raise Refuse(f"the {what} is not zero (value {c.source.ravel()[:4].tolist()})")
     _no_expand(c.shape, x, what)
     return c
@@ -232,10 +233,11 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
     one-element initializer slope gives LeakyRelu too (for forms ``inline`` never writes,
     so that no PRelu of a model comes back as LeakyRelu).
     """
-    ref = ref_attr(s)
-    if ref is not None:
-        return _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra)
     c = resolve(s)
+    if c is None:  # a function attribute's Constant is no constant; checked second, as rarer
+        ref = ref_attr(s)
+        if ref is not None:
+            return _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra)
     s_index = 0 if mul.inputs[0] is s else 1
     if c is None:
         if value_check is not None:
@@ -308,33 +310,34 @@ def _ref_attrs(values: list[ir.Value], what: str) -> tuple[ir.RefAttr, tuple] | 
     return ir.RefAttr(what, refs[0][0], ir.AttributeType.FLOAT), nodes
 
 
+def _ref_selu(x, opset, alphas, gammas, ra, rg, extra) -> Plan:
+    """Selu whose alpha and/or gamma is a function attribute (values resolved per call)."""
+    vals: dict = {}
+    nodes: tuple = ()
+    for name, r, vs in (("alpha", ra, alphas), ("gamma", rg, gammas)):
+        if r is not None:
+            vals[name], more = r
+            nodes += more
+        else:
+            cs = [resolve(v) for v in vs]
+            if any(c is None for c in cs):
+                raise Refuse(f"{name} is not a constant")
+            got = {scalar_attr(c, x_dtype(x, c), name) for c in cs}
+            if len(got) != 1:
+                raise Refuse(f"the {name} operands differ")
+            vals[name] = got.pop()
+            nodes += producers(*cs)
+    dtype = x_dtype(x)
+    version, ok = type_allowed("Selu", opset, dtype)
+    if not ok:
+        raise Refuse(f"Selu-{version} at opset {opset} does not accept element type "
+                     f"{dtype.name.lower()}")
+    return Plan("Selu", x, attrs=vals, cleanup=extra + nodes)
+
+
 def selu_plan(x: ir.Value, opset: int, alphas: list[ir.Value], gammas: list[ir.Value],
               extra: tuple[ir.Node, ...] = ()) -> Plan:
     """Selu for a pattern whose alpha (gamma) operands are ``alphas`` (``gammas``)."""
-    ra, rg = _ref_attrs(alphas, "alpha"), _ref_attrs(gammas, "gamma")
-    if ra is not None or rg is not None:
-        # in a function body: Constant(value_float=@attr); values resolved per call
-        vals: dict = {}
-        nodes: tuple = ()
-        for name, r, vs in (("alpha", ra, alphas), ("gamma", rg, gammas)):
-            if r is not None:
-                vals[name], more = r
-                nodes += more
-            else:
-                cs = [resolve(v) for v in vs]
-                if any(c is None for c in cs):
-                    raise Refuse(f"{name} is not a constant")
-                got = {scalar_attr(c, x_dtype(x, c), name) for c in cs}
-                if len(got) != 1:
-                    raise Refuse(f"the {name} operands differ")
-                vals[name] = got.pop()
-                nodes += producers(*cs)
-        dtype = x_dtype(x)
-        version, ok = type_allowed("Selu", opset, dtype)
-        if not ok:
-            raise Refuse(f"Selu-{version} at opset {opset} does not accept element type "
-                         f"{dtype.name.lower()}")
-        return Plan("Selu", x, attrs=vals, cleanup=extra + nodes)
     seen: dict[int, Const | None] = {}  # the body uses AlphaCast / GammaCast twice each
 
     def once(v: ir.Value) -> Const | None:
@@ -344,6 +347,12 @@ def selu_plan(x: ir.Value, opset: int, alphas: list[ir.Value], gammas: list[ir.V
 
     ac = [once(a) for a in alphas]
     gc = [once(g) for g in gammas]
+    if any(c is None for c in ac + gc):
+        # in a function body: Constant(value_float=@attr), no constant (a constant is no
+        # attribute reference, so this is looked for only when some operand is not one)
+        ra, rg = _ref_attrs(alphas, "alpha"), _ref_attrs(gammas, "gamma")
+        if ra is not None or rg is not None:
+            return _ref_selu(x, opset, alphas, gammas, ra, rg, extra)
     if any(c is None for c in ac):
         raise Refuse("alpha is not a constant")
     if any(c is None for c in gc):

@@ -32,7 +32,7 @@ def _overridable(value: ir.Value) -> bool:
     return not (value.is_initializer() and LEGACY_INITIALIZER_INPUTS.get())
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Const:
     """A resolved constant.
 
@@ -209,11 +209,14 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
             target = dtype_of(like)
         arr = None
         if target is not None:
-            if _is_float(inner.array.dtype) and _is_float(target.numpy()):
+            to_dtype = target.numpy()
+            if to_dtype == inner.array.dtype:
+                arr = inner.array  # a cast to the type it has changes nothing
+            elif _is_float(inner.array.dtype) and _is_float(to_dtype):
                 with np.errstate(all="ignore"):  # IEEE round-to-nearest-even, as ONNX Cast
-                    arr = inner.array.astype(target.numpy())
+                    arr = inner.array.astype(to_dtype)
             else:
-                arr = _exact_cast(inner.array, target.numpy())
+                arr = _exact_cast(inner.array, to_dtype)
                 if arr is None:
                     return None  # int/float conversions: refuse to reason about rounding
         return Const(arr, inner.source, inner.origin, node.op_type == "CastLike" or inner.castlike,
@@ -256,6 +259,9 @@ def _inferred(value: ir.Value):
     return table.get(value.name)
 
 
+_DATA_TYPES = {int(t): t for t in ir.DataType}  # the enum's call costs ~1 us
+
+
 def dtype_of(value: ir.Value | None) -> ir.DataType | None:
     if value is None:
         return None
@@ -263,7 +269,8 @@ def dtype_of(value: ir.Value | None) -> ir.DataType | None:
         t = _inferred(value)
         if t is None or not t.HasField("tensor_type") or not t.tensor_type.elem_type:
             return None
-        return ir.DataType(t.tensor_type.elem_type)
+        elem = t.tensor_type.elem_type
+        return _DATA_TYPES.get(elem) or ir.DataType(elem)
     try:
         return value.type.dtype
     except AttributeError:
