@@ -16,7 +16,7 @@ from onnx import helper
 from opshift import validate
 from opshift.opsets import normalize_domain
 from opshift.passes import decompose as dec
-from opshift.passes._graph import Names, subgraphs
+from opshift.passes._graph import Names, node_kinds, subgraphs
 from opshift.passes.inline import inline_proto, inline_serialized
 
 BUNDLED = sorted(p.stem for p in MODELS.glob("*.onnx"))
@@ -162,6 +162,9 @@ def test_census_names_and_sites_match_an_independent_walk(name):
         assert census.names == used, (name, opset)
         assert [sc.label for sc in census.scopes] == [label for label, _ in scopes]
         assert [sc.sites for sc in census.scopes] == [sites for _, sites in scopes]
+        light = validate.Census(full=False)  # the op types fuse reads: in both modes
+        validate.check(m, name, census=light)
+        assert census.ops == light.ops == {op for _, op in node_kinds(m)}, (name, opset)
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -219,6 +222,8 @@ def test_census_covers_subgraphs_functions_and_every_kind_of_name():
     assert [sc.label for sc in census.scopes] == [
         "graph 'g'", "graph 'g'/node 'if'/else_branch", "graph 'g'/node 'if'/then_branch",
         "function dom::F"]
+    # a subgraph's and a function's op types too (LeakyRelu is only in the then branch)
+    assert census.ops == {"If", "Selu", "F", "LeakyRelu", "Identity"}
     inline_proto(m, census=census)
     onnx.checker.check_model(m, full_check=True)
     outs = [o for n in m.graph.node for o in n.output]

@@ -45,17 +45,18 @@ def register(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from .. import modelio, progress
+    from .. import modelio, progress, validate
     from ..passes.fuse import fuse_proto, verify_fuse
 
     bar = progress.for_args(args, "fuse", 3 + bool(args.verify))
     report, notes = None, []
     try:
         with bar.phase("load"):
-            original, source_dir = modelio.open_checked(args.input)
+            census = validate.Census(full=False)  # its op types spare fuse a walk
+            original, source_dir = modelio.open_checked(args.input, census=census)
         with bar.phase("fuse"):
             model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
-                                       capture_regions=args.verify)
+                                       capture_regions=args.verify, census=census)
         if args.verify and result.modified:
             with bar.phase("verify"):
                 report, notes = verify_fuse(original, model, result)
