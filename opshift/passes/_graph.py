@@ -185,7 +185,7 @@ def plain_array(t: onnx.TensorProto) -> np.ndarray | None:
         arr = np.frombuffer(t.raw_data, dtype=dtype)
     else:
         arr = np.array(list(getattr(t, field_name)), dtype=dtype)
-    dims = tuple(t.dims)
+    dims = tuple(t.dims) if len(t.dims) else ()  # (tuple() of an empty field costs ~2 us)
     return arr.reshape(dims) if arr.size == math.prod(dims) else None
 
 

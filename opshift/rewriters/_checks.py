@@ -8,6 +8,7 @@ bodies and op definitions (e.g. Selu's body maps ``-0`` to ``-0``, the op to ``+
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,7 +115,7 @@ def scalar_attr(c: Const, dtype: ir.DataType, what: str) -> float:
         raise Refuse(f"{what} has {c.source.size} elements; the attribute is one float")
     if c.castlike and c.source.dtype == np.float32:
         a = float(c.source.reshape(()))  # CastLike(a, X) is exactly what the op does
-        if not np.isfinite(a):
+        if not math.isfinite(a):
             raise Refuse(f"{what} is not finite ({a})")
         return a
     arr = c.array if c.array is not None else None

@@ -11,6 +11,7 @@ onnxruntime and opshift's converters treat them).
 from __future__ import annotations
 
 import contextvars
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,16 +77,20 @@ def _tensor_numpy(tensor) -> np.ndarray:
 
 
 def _constant_node_value(node: ir.Node) -> np.ndarray | None:
-    if len(node.attributes) != 1:
+    attrs = node.attributes
+    if len(attrs) != 1:
         return None
-    (name, attr), = node.attributes.items()
-    if attr.is_ref():
-        return None
-    if name == "value":
+    attr = attrs.get("value")  # the common case first (a dict lookup, not an items() walk)
+    if attr is not None:
+        if attr.is_ref():
+            return None
         try:
             return _tensor_numpy(attr.value)  # attr.value: the tensor, unchecked
         except (FileNotFoundError, OSError, ValueError, AttributeError):
             return None
+    (name, attr), = attrs.items()
+    if attr.is_ref():
+        return None
     if name == "value_float":
         return np.array(attr.as_float(), dtype=np.float32)
     if name == "value_floats":
@@ -307,6 +312,7 @@ def graph_opset(context) -> int:
     return int(v)
 
 
+@functools.cache  # a handful of (op, opset, dtype) per model, asked once per fusion
 def type_allowed(op: str, opset: int, dtype: ir.DataType) -> tuple[int | None, bool]:
     """(version of ``op`` at ``opset``, whether it accepts ``dtype`` for T)."""
     version = since_version(op, opset)
