@@ -276,6 +276,38 @@ def test_where_greater_with_slope_not_float32_representable_is_prelu():
     fuses_to(model(nodes, elem=TP.DOUBLE), "LeakyRelu")
 
 
+def test_fuse_names_only_what_it_creates():
+    """Nodes outside the fused region keep their names -- none, or one shared with another
+    node (onnx's checker accepts it, onnxruntime does not; renaming is ``opshift fix``'s job,
+    not fuse's); the fused node takes its anchor's name (here none) and output; the new
+    constant a Cast slope needs is named after the output, avoiding every value name of the
+    model, a subgraph's included."""
+    then = helper.make_graph([helper.make_node("Neg", ["x"], ["y/slope"])], "then", [],
+                             [vi("y/slope")])
+    els = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
+                            [vi("e")])
+    nodes = [helper.make_node("Relu", ["x0"], ["x"]),
+             const("s", np.array([0.5, 0.1, 0.25]).reshape(3, 1), np.float64),
+             helper.make_node("Cast", ["s"], ["sc"], to=TP.FLOAT, name="twin"),
+             helper.make_node("Mul", ["sc", "x"], ["sx"], name="twin"),
+             const("z", 0.0), helper.make_node("Less", ["x", "z"], ["c"]),
+             helper.make_node("Where", ["c", "sx", "x"], ["y"]),
+             helper.make_node("If", ["b"], ["i"], then_branch=then, else_branch=els),
+             helper.make_node("Add", ["y", "i"], ["out"], name="twin")]
+    m = make_model(nodes, [vi("x0"), vi("b", TP.BOOL, ())], [vi("out")], opset=17)
+    fused, result = fuse_with_result(m)
+    onnx.checker.check_model(fused, full_check=True)
+    for b in (True, False):
+        same_numbers(m, fused, {"x0": specials(np.float32, (2, 3, 4)), "b": np.array(b)},
+                     ort=False)
+    names = [(n.op_type, n.name) for n in fused.graph.node if n.op_type != "Constant"]
+    assert names == [("Relu", ""), ("PRelu", ""), ("If", ""), ("Add", "twin")]
+    (prelu,) = [n for n in fused.graph.node if n.op_type == "PRelu"]
+    assert list(prelu.output) == ["y"] and prelu.input[1] == "y/slope_1"
+    (slope,) = [n for n in fused.graph.node if n.output[0] == "y/slope_1"]
+    assert slope.op_type == "Constant" and slope.name == "y/slope_1"
+
+
 def test_where_greater_refuses_infinite_or_runtime_slope():
     base = [const("z", 0.0), helper.make_node("Greater", ["x", "z"], ["c"]),
             helper.make_node("Mul", ["x", "s"], ["sx"]),

@@ -22,6 +22,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir import passes as ir_passes
 
+from .. import validate
 from .._gc import no_cyclic_gc
 from ..modelio import ModelLike, to_proto
 from ..rewriters import rules as _rules
@@ -124,6 +125,64 @@ def _rule_set(allow_rounding: bool):
     return RewriteRuleSet([ByRootOp(_rules(allow_rounding=allow_rounding).rules)])
 
 
+def _apply(model: ir.Model, rule) -> int:
+    """Apply ``rule`` (the :class:`ByRootOp` of :func:`_rule_set`) to the main graph, its
+    subgraphs and the model-local functions, as onnxscript's
+    ``RewriteRuleSet.apply_to_model`` does -- the same matcher, checks and replacements, node
+    order, rule-name tag and metadata merge -- without its two model-wide side effects:
+
+    * ``NameFixPass``, which names every unnamed node of the model and renames duplicate
+      node names, so that the output would differ from the input outside the fused regions
+      (the fused node takes its anchor's name; its output, the anchor's output's; a new slope
+      constant gets a fresh name from the rule);
+    * constant propagation after each rewrite, which only marks new Constant outputs, and
+      no later match reads those.
+    Returns the number of rewrites."""
+    from onnxscript.optimizer import basic_constant_propagation
+
+    functions = list(model.functions.values())  # not those a rewrite might add
+    basic_constant_propagation(model.graph)  # Constant outputs get their const_value
+    count = _apply_graph(model, model.graph, rule)
+    for f in functions:
+        basic_constant_propagation(f)
+        count += _apply_graph(model, f, rule)
+    return count
+
+
+def _apply_graph(model: ir.Model, graph: ir.Graph | ir.Function, rule) -> int:
+    from onnxscript.rewriter import RULE_NAME_TAG
+
+    count = 0
+    for node in graph:
+        delta = rule.try_rewrite(model, graph, node)
+        if delta is not None:
+            assert not delta.new_initializers  # opshift's rewrites emit nodes only
+            for n in delta.new_nodes:
+                n.metadata_props[RULE_NAME_TAG] = rule.name
+            ir.convenience.replace_nodes_and_values(graph, node, delta.match.nodes,
+                                                    delta.new_nodes, delta.match.outputs,
+                                                    delta.new_outputs)
+            _metadata_merger().copy_merged_metadata(delta.match.nodes, delta.new_nodes)
+            count += 1
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                count += _apply_graph(model, attr.value, rule)
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for g in attr.value:
+                    count += _apply_graph(model, g, rule)
+    return count
+
+
+@functools.cache
+def _metadata_merger():
+    """onnxscript's default merger: the matched nodes' metadata_props go to the new node,
+    rule-name tags joined by commas."""
+    from onnxscript.rewriter import RULE_NAME_TAG
+    from onnxscript.utils import metadata_merger
+
+    return metadata_merger.MetadataMerger({RULE_NAME_TAG: metadata_merger.comma_separator_merger})
+
+
 def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
             capture_regions: bool = False) -> FuseResult:
     """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries."""
@@ -135,7 +194,7 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
             rec.scope_labels[id(g)] = f"{name}/{g.name or 'subgraph'}"
     rule_set = _rule_set(allow_rounding)
     with recording(rec):
-        count = rule_set.apply_to_model(model)
+        count = _apply(model, rule_set.rules[0])
     if count:
         _remove_dead(rec.cleanup)
     rec.finish()
@@ -291,23 +350,32 @@ def _rule_ops(allow_rounding: bool) -> tuple[frozenset[str], ...]:
     return tuple(skeleton_ops(rule) for rule in _rule_set(allow_rounding).rules[0].rules)
 
 
-def _may_match(model: onnx.ModelProto, allow_rounding: bool) -> bool:
+def _may_match(model: onnx.ModelProto, allow_rounding: bool,
+               ops: set[str] | None = None) -> bool:
     """Whether some rule's ops all occur in ``model`` (else no rule can match anywhere, so
-    there is nothing to fuse and nothing to refuse, and the IR need not be built)."""
-    ops = {op for _, op in node_kinds(model)}  # of any domain, to be safe
+    there is nothing to fuse and nothing to refuse, and the IR need not be built).
+    ``ops``: the model's op types, if known (a census has them)."""
+    if ops is None:
+        ops = {op for _, op in node_kinds(model)}  # of any domain, to be safe
     return any(need <= ops for need in _rule_ops(allow_rounding))
 
 
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
-               capture_regions: bool = False) -> tuple[onnx.ModelProto, FuseResult]:
-    """Fuse ``model`` (not modified); returns the new ModelProto and the result."""
+               capture_regions: bool = False, census: validate.Census | None = None
+               ) -> tuple[onnx.ModelProto, FuseResult]:
+    """Fuse ``model`` (not modified); returns the new ModelProto and the result.
+
+    ``census``: what :func:`opshift.validate.check` saw of this very ``model`` (its op
+    types), which spares a walk over the model's nodes.
+    """
     with no_cyclic_gc():  # building the rules and the IR allocates much and frees little
-        return _fuse_proto(model, allow_rounding, capture_regions)
+        return _fuse_proto(model, allow_rounding, capture_regions,
+                           census.ops if census is not None else None)
 
 
-def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: bool
-                ) -> tuple[onnx.ModelProto, FuseResult]:
-    if not _may_match(model, allow_rounding):
+def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: bool,
+                ops: set[str] | None) -> tuple[onnx.ModelProto, FuseResult]:
+    if not _may_match(model, allow_rounding, ops):
         out = onnx.ModelProto()  # no rule's ops are all present: nothing to fuse or refuse
         out.CopyFrom(model)
         return out, FuseResult()

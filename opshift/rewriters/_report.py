@@ -42,6 +42,18 @@ class Recorder:
     scope_labels: dict[int, str] = field(default_factory=dict)  # id(graph) -> label
     _anchors: list[tuple[ir.Node, Event]] = field(default_factory=list)
     _seen: set[tuple[int, str]] = field(default_factory=set)
+    _names: set[str] | None = None  # every value name of the model, gathered when needed
+
+    def fresh_value_name(self, model: ir.Model, base: str) -> str:
+        """``base`` (or ``base_1``, ...) if no value anywhere in ``model`` has that name."""
+        if self._names is None:
+            self._names = _value_names(model)
+        name, i = base, 0
+        while name in self._names:
+            i += 1
+            name = f"{base}_{i}"
+        self._names.add(name)
+        return name
 
     def refuse(self, rule: str, node: ir.Node, reason: str) -> None:
         key = (id(node), reason)
@@ -61,6 +73,29 @@ class Recorder:
                 continue
             self.refused.append(ev)
         self._anchors.clear()
+
+
+def _value_names(model: ir.Model) -> set[str]:
+    """The names of all values of ``model``: graphs, subgraphs and functions."""
+    names: set[str] = set()
+
+    def graph(g: ir.Graph | ir.Function) -> None:
+        names.update(v.name for v in g.inputs if v.name)
+        if isinstance(g, ir.Graph):
+            names.update(g.initializers)
+        for node in g:
+            names.update(v.name for v in node.outputs if v.name)
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    graph(attr.value)
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    for sg in attr.value:
+                        graph(sg)
+
+    graph(model.graph)
+    for f in model.functions.values():
+        graph(f)
+    return names
 
 
 def _where(node: ir.Node) -> str:

@@ -71,6 +71,7 @@ class _Rule(pattern.RewriteRuleClassBase):
     def check(self, context, **bindings) -> MatchResult:
         self._plan = None
         self._anchor = context.root
+        self._model = context.model
         token = LEGACY_INITIALIZER_INPUTS.set(context.model.ir_version < 4)
         try:
             self._plan = self.plan(context, **bindings)
@@ -104,15 +105,21 @@ class _Rule(pattern.RewriteRuleClassBase):
             if slope is None:
                 import onnx_ir as ir
 
-                slope = op.Constant(value=ir.tensor(plan.slope_array))
+                # named here: opshift.fuse runs no name-fixing pass after the rules
+                base = self._anchor.outputs[0].name or "prelu"
+                name = rec.fresh_value_name(self._model, f"{base}/slope") if rec else None
+                slope = op.Constant(value=ir.tensor(plan.slope_array),
+                                    _outputs=[name] if name else 1)
+                if name:
+                    slope.producer().name = name
             out = op.PRelu(plan.x, slope)
         elif plan.op == "LeakyRelu":
             out = op.LeakyRelu(plan.x, alpha=plan.attrs["alpha"])
         else:
             out = op.Selu(plan.x, alpha=plan.attrs["alpha"], gamma=plan.attrs["gamma"])
         producer = out.producer()
-        if producer is not None and self._anchor.name:
-            producer.name = self._anchor.name  # the anchor is removed; keep a readable name
+        if producer is not None:
+            producer.name = self._anchor.name  # the anchor is removed: its name (or none)
         if rec is not None:
             rec.fuse(self.name, self._anchor, plan.describe())
             if rec.pending is not None:
