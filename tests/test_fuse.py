@@ -655,17 +655,35 @@ def test_cli_verify_catches_a_wrong_fusion_and_writes_nothing(tmp_path, capsys, 
     assert "FAIL" in capsys.readouterr().err
 
 
+def _pattern_text(pattern) -> str:
+    """``str(pattern)`` with anonymous values numbered by first appearance, not by id."""
+    import re
+
+    ids: dict[str, str] = {}
+    return re.sub(r":(\d+)", lambda m: ":" + ids.setdefault(m.group(1), str(len(ids))),
+                  str(pattern))
+
+
 def test_rules_commute_lazily_and_their_filters_hold_for_every_operand_order():
     """A rule's op set and its root's input-op multiset come from the pattern as written;
-    every commuted variant has the same, and variants are built only when first needed."""
-    from opshift.rewriters._report import skeleton_ops
+    every commuted variant has the same. Variants are listed only when first needed, and
+    each is built only when a node first fits it -- the same patterns, in the same order, as
+    onnxscript's ``GraphPattern.commute`` builds all at once."""
+    from opshift.rewriters._report import skeleton, skeleton_ops
 
-    for rule in rules().rules:
+    for rule in [*rules().rules, *rules(allow_rounding=True).rules]:
         assert rule._commuted is None, rule.name
         ops = skeleton_ops(rule)
         variants = rule._variants
         assert len(variants) >= 2, rule.name  # Add/Mul/Max/Min operands commuted
-        for skel, _ in variants:
+        assert all(built is None for _, _, built in variants), rule.name
+        reference = rule._target_pattern.commute()
+        assert len(variants) == len(reference), rule.name
+        for entry, want in zip(variants, reference):
+            skel = entry[0]
+            assert skel == skeleton(want.output_node), rule.name
+            assert _pattern_text(rule._variant_rule(entry)._target_pattern) == \
+                _pattern_text(want), rule.name
             todo, seen = [skel], set()
             while todo:
                 op, children = todo.pop()
@@ -673,4 +691,5 @@ def test_rules_commute_lazily_and_their_filters_hold_for_every_operand_order():
                 todo.extend(child for _, child in children)
             assert seen == ops, rule.name
             assert sorted(child[0] for _, child in skel[1]) == rule._needs, rule.name
-        assert rule._variants is variants  # built once
+        assert rule._variants is variants  # listed once
+        assert rule._variant_rule(variants[-1]) is variants[-1][2]  # built once

@@ -132,16 +132,50 @@ def root_op(pattern) -> str | None:
     return _op_of(pattern.output_node)
 
 
-def skeleton(node_pattern, depth: int = 0) -> tuple:
+def skeleton(node_pattern, swapped: frozenset = frozenset(), depth: int = 0) -> tuple:
     """``(op, ((input index, child skeleton), ...))``: the op types a pattern computes, for a
-    cheap structural pre-check (inputs that are variables or alternatives are not listed)."""
+    cheap structural pre-check (inputs that are variables or alternatives are not listed).
+    ``swapped``: the binary node patterns whose two inputs the variant exchanges."""
     children = []
     if depth < 8:
-        for i, v in enumerate(node_pattern.inputs):
+        inputs = list(node_pattern.inputs)
+        if node_pattern in swapped:
+            inputs.reverse()
+        for i, v in enumerate(inputs):
             producer = v.producer() if v is not None else None
             if producer is not None and _op_of(producer) is not None:
-                children.append((i, skeleton(producer, depth + 1)))
+                children.append((i, skeleton(producer, swapped, depth + 1)))
     return _op_of(node_pattern), tuple(children)
+
+
+#: The ops whose two inputs ``GraphPattern.commute`` exchanges (onnxscript keeps this set
+#: inside the method; tests check that :func:`operand_orders` gives what commute gives).
+_COMMUTATIVE = frozenset({("", "Add", ""), ("", "Mul", ""), ("", "And", ""), ("", "Or", ""),
+                          ("", "Xor", ""), ("", "BitwiseAnd", ""), ("", "BitwiseOr", ""),
+                          ("", "BitwiseXor", ""), ("", "Equal", ""), ("", "Max", ""),
+                          ("", "Mean", ""), ("", "Min", ""), ("", "Sum", "")})
+
+
+def operand_orders(pattern) -> list[tuple[bool, ...]]:
+    """The swap lists of ``pattern.commute()``, in its order: one flag per node pattern."""
+    import itertools
+
+    return list(itertools.product(*[(False, True) if n.op_identifier() in _COMMUTATIVE
+                                    else (False,) for n in pattern]))
+
+
+def commuted(pattern, swaps: tuple[bool, ...]):
+    """The variant of ``pattern`` with the inputs of the flagged nodes exchanged, built as
+    ``GraphPattern.commute`` builds each of its variants (but only this one)."""
+    from onnxscript.rewriter._pattern_ir import GraphPattern
+
+    if not any(swaps):
+        return pattern
+    node_map: dict = {}
+    inputs = [v.clone(node_map) for v in pattern.inputs]
+    nodes = [n.clone(node_map, swap) for n, swap in zip(pattern, swaps)]
+    outputs = [v.clone(node_map) for v in pattern.outputs]
+    return GraphPattern(inputs, outputs, nodes)
 
 
 def skeleton_ops(rule: AnchoredRule) -> frozenset[str]:
@@ -202,22 +236,30 @@ class AnchoredRule(RewriteRule):
         # the ops the root's direct inputs need (a multiset; the same for every operand order)
         self._needs = sorted(child[0] for _, child in self._skeleton[1])
         self._anchored = (replacement, condition)
-        self._commuted: list[tuple[tuple, RewriteRule]] | None = None
+        self._commuted: list[list] | None = None
 
     @property
-    def _variants(self) -> list[tuple[tuple, RewriteRule]]:
-        """(skeleton, rule) per operand order, built when first needed: most models offer
-        only some rules a node that gets past the root op and ``_needs`` filters, and
-        commuting a pattern is most of what building a rule costs."""
+    def _variants(self) -> list[list]:
+        """``[skeleton, swaps, rule or None]`` per operand order, listed when a node first
+        gets past the root op and ``_needs`` filters; each variant's rule is built when a node
+        first fits its skeleton (:meth:`_variant_rule`). Commuting a pattern is most of what
+        building a rule costs, and a model's nodes mostly need one operand order of it."""
         if self._commuted is None:
-            variants = []
-            for pattern in self._target_pattern.commute():
-                rule = RewriteRule(pattern, *self._anchored,
-                                   matcher=AnchoredMatcher, name=self.name)
-                rule._matcher.rule_name = self.name
-                variants.append((skeleton(pattern.output_node), rule))
-            self._commuted = variants
+            pattern = self._target_pattern
+            nodes = list(pattern)
+            self._commuted = [
+                [skeleton(pattern.output_node,
+                          frozenset(n for n, swap in zip(nodes, swaps) if swap)), swaps, None]
+                for swaps in operand_orders(pattern)]
         return self._commuted
+
+    def _variant_rule(self, entry: list) -> RewriteRule:
+        if entry[2] is None:
+            rule = RewriteRule(commuted(self._target_pattern, entry[1]), *self._anchored,
+                               matcher=AnchoredMatcher, name=self.name)
+            rule._matcher.rule_name = self.name
+            entry[2] = rule
+        return entry[2]
 
     def commute(self):
         return [self]  # already covers every operand order
@@ -235,11 +277,11 @@ class AnchoredRule(RewriteRule):
                 if op not in have:
                     return None
                 have.remove(op)
-        for skel, rule in self._variants:
-            if not fits_skeleton(node, skel):
+        for entry in self._variants:
+            if not fits_skeleton(node, entry[0]):
                 continue
-            delta = rule.try_rewrite(model, graph_or_function, node, verbose=verbose,
-                                     tracer=tracer)
+            delta = self._variant_rule(entry).try_rewrite(model, graph_or_function, node,
+                                                          verbose=verbose, tracer=tracer)
             if delta is not None:
                 return delta
         return None
