@@ -63,12 +63,12 @@ class Census:
     names: set[str] = field(default_factory=set)
     scopes: list[CensusScope] = field(default_factory=list)
     external: bool = False  # some tensor lives in external data (see modelio)
-    #: the op types (of any domain) of the nodes anywhere in the model; filled in both modes
-    ops: set[str] = field(default_factory=set)
+    #: (domain, op_type) of the nodes anywhere in the model; filled in both modes
+    kinds: set[tuple[str, str]] = field(default_factory=set)
     #: value -> element type in graphs below opset 15 (where inline needs X's type): the
     #: declared types and what :mod:`opshift.typerules` propagates through the nodes
     types: dict[str, int] = field(default_factory=dict)
-    #: False: fill only ``external`` and ``ops`` (for a caller that needs nothing else)
+    #: False: fill only ``external`` and ``kinds`` (for a caller that needs nothing else)
     full: bool = True
 
 
@@ -192,9 +192,9 @@ class _Walker:
                         self.add(DUPLICATE_VALUE, f"{label}: {where(n)} defines {name!r}, "
                                                   "which is already defined")
             update(outs)
-        if census is not None:  # the op tables hold every op type met, at no extra cost
-            census.ops.update(flags_by_op)
-            census.ops.update(op for _, op in flags_by_key)
+        if census is not None:  # the op tables hold every kind of node met, at no extra cost
+            census.kinds.update(("", op) for op in flags_by_op)
+            census.kinds.update(flags_by_key)
 
     def activation(self, n: onnx.NodeProto, ins: list[str], opset: int, label: str,
                    graph: onnx.GraphProto | None) -> None:

@@ -308,6 +308,32 @@ def test_fuse_names_only_what_it_creates():
     assert slope.op_type == "Constant" and slope.name == "y/slope_1"
 
 
+def test_fuse_changes_nothing_outside_the_fused_region():
+    """Nodes, value_info and initializers outside the fused region come out byte for byte
+    as they went in: no names given to unnamed nodes, no types written for Constant
+    outputs or initializers (onnxscript's rewriter and onnx_ir's serializer would)."""
+    nodes = [const("b", 0.5), helper.make_node("Add", ["x", "b"], ["a"]),
+             const("alpha", 0.25), helper.make_node("Mul", ["a", "alpha"], ["ax"]),
+             helper.make_node("Max", ["a", "ax"], ["y0"], name="max"),
+             helper.make_node("Mul", ["y0", "w"], ["y"])]
+    m = model(nodes, inits=[init("w", np.full((3, 4), 2.0))])
+    m.graph.value_info.extend([vi("a"), vi("ax")])
+    fused, result = fuse_with_result(m)
+    assert [e.detail for e in result.fused] == ["LeakyRelu(alpha=0.25)"]
+    kept = [n.SerializeToString() for n in m.graph.node if n.output[0] not in ("alpha", "ax",
+                                                                             "y0")]
+    out = [n.SerializeToString() for n in fused.graph.node if n.op_type != "LeakyRelu"]
+    assert out == kept
+    (leaky,) = [n for n in fused.graph.node if n.op_type == "LeakyRelu"]
+    assert (leaky.name, list(leaky.input), list(leaky.output)) == ("max", ["a"], ["y0"])
+    for field in ("initializer", "input", "output"):
+        assert [v.SerializeToString() for v in getattr(fused.graph, field)] == \
+            [v.SerializeToString() for v in getattr(m.graph, field)], field
+    # the value_info of "ax", which the fusion removed, goes with it
+    assert [v.SerializeToString() for v in fused.graph.value_info] == \
+        [m.graph.value_info[0].SerializeToString()]
+
+
 def test_where_greater_refuses_infinite_or_runtime_slope():
     base = [const("z", 0.0), helper.make_node("Greater", ["x", "z"], ["c"]),
             helper.make_node("Mul", ["x", "s"], ["sx"]),
@@ -515,6 +541,58 @@ def test_subgraph_patterns_are_fused():
     assert [n.op_type for n in g.node] == ["LeakyRelu"], result.lines()
     feeds = {"x": specials(np.float32, (2, 3, 4)), "cond": np.array(True)}
     same_numbers(m, fused, feeds)
+
+
+def _max_form(x: str, y: str, tag: str, a: float = 0.25) -> list:
+    return [const(f"{tag}_a", a), helper.make_node("Mul", [x, f"{tag}_a"], [f"{tag}_ax"]),
+            helper.make_node("Max", [x, f"{tag}_ax"], [y], name=f"{tag}_max")]
+
+
+def test_fusions_in_main_graph_nested_subgraphs_and_functions_are_written_back():
+    """Each scope's node list is edited where it fused -- main graph, an If inside an If,
+    a function body -- and nowhere else."""
+    inner_then = helper.make_graph(_max_form("x", "it_y", "it"), "inner_then", [],
+                                   [vi("it_y")])
+    inner_else = helper.make_graph([helper.make_node("Neg", ["x"], ["ie_y"])], "inner_else",
+                                   [], [vi("ie_y")])
+    outer_then = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["inner"], then_branch=inner_then,
+                          else_branch=inner_else, name="inner_if"),
+         *_max_form("inner", "ot_y", "ot", 0.5)], "outer_then", [], [vi("ot_y")])
+    outer_else = helper.make_graph([helper.make_node("Identity", ["x"], ["oe_y"])],
+                                   "outer_else", [], [vi("oe_y")])
+    f = helper.make_function("local", "F", ["fx"], ["fy"], _max_form("fx", "fy", "f", 0.125),
+                             [helper.make_opsetid("", 17)])
+    nodes = [*_max_form("x", "m", "main"),
+             helper.make_node("If", ["cond"], ["i"], then_branch=outer_then,
+                              else_branch=outer_else, name="outer_if"),
+             helper.make_node("F", ["i"], ["fo"], domain="local", name="call"),
+             helper.make_node("Add", ["m", "fo"], ["y"], name="add")]
+    m = make_model(nodes, [vi("x"), helper.make_tensor_value_info("cond", TP.BOOL, [])],
+                   [vi("y")], opset=17, functions=[f],
+                   extra_opsets=[helper.make_opsetid("local", 1)])
+    before = m.SerializeToString()
+    fused, result = fuse_with_result(m)
+    assert m.SerializeToString() == before
+    assert sorted(e.node for e in result.fused) == ["f_max", "it_max", "main_max", "ot_max"]
+    onnx.checker.check_model(fused, full_check=True)
+
+    def listing(nodes):
+        return [(n.op_type, n.name) for n in nodes if n.op_type != "Constant"]
+
+    assert listing(fused.graph.node) == [("LeakyRelu", "main_max"), ("If", "outer_if"),
+                                         ("F", "call"), ("Add", "add")]
+    outer = {a.name: a.g for a in fused.graph.node[1].attribute}
+    assert listing(outer["then_branch"].node) == [
+        ("If", "inner_if"), ("LeakyRelu", "ot_max")]
+    assert outer["else_branch"].SerializeToString() == outer_else.SerializeToString()
+    inner = {a.name: a.g for a in outer["then_branch"].node[0].attribute}
+    assert listing(inner["then_branch"].node) == [("LeakyRelu", "it_max")]
+    assert inner["else_branch"].SerializeToString() == inner_else.SerializeToString()
+    assert listing(fused.functions[0].node) == [("LeakyRelu", "f_max")]
+    for cond in (True, False):
+        same_numbers(m, fused, {"x": specials(np.float32, (2, 3, 4)), "cond": np.array(cond)},
+                     ort=False)
 
 
 # -- API -----------------------------------------------------------------------------------

@@ -1,15 +1,18 @@
 """``fuse``: decomposed PRelu / LeakyRelu / Selu patterns back into single ops, where exact.
 
 The rules are :func:`opshift.rewriters.rules` (onnxscript pattern rules); this module runs them
-with onnxscript's rewriter over ``onnx_ir`` -- main graph, If/Loop/Scan subgraphs (the
-rewriter recurses into them) and model-local functions -- and reports every fusion and every
-refusal with its reason.
+over ``onnx_ir`` with onnxscript's matcher and replacement -- main graph, If/Loop/Scan
+subgraphs and model-local functions -- and reports every fusion and every refusal with its
+reason.
+
+Output: :func:`fuse_proto` edits the node lists of a copy of the input ModelProto where
+something was fused (the IR only finds and makes the fusions), so the result differs from the
+input only in the fused regions: the new nodes, the matched nodes and constants left unused
+by them gone, and their value_info with them. Nothing else is re-serialized.
 
 Shapes: the checks need static shapes and element types, so :func:`fuse` runs onnx shape
-inference on a copy first; value_info that inference added is dropped again from the result,
-which differs from the input only in the fused regions (and constants left unused by them).
+inference on the side; nothing it infers is written into the result.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -25,6 +28,7 @@ from onnx_ir import passes as ir_passes
 from .. import validate
 from .._gc import no_cyclic_gc
 from ..modelio import ModelLike, to_proto
+from ..opsets import has_graph_attribute
 from ..rewriters import rules as _rules
 from ..rewriters._report import Event, Recorder, recording
 from ._graph import node_kinds
@@ -129,22 +133,18 @@ def _apply(model: ir.Model, rule) -> int:
     """Apply ``rule`` (the :class:`ByRootOp` of :func:`_rule_set`) to the main graph, its
     subgraphs and the model-local functions, as onnxscript's
     ``RewriteRuleSet.apply_to_model`` does -- the same matcher, checks and replacements, node
-    order, rule-name tag and metadata merge -- without its two model-wide side effects:
+    order, rule-name tag and metadata merge -- without its model-wide side effects, which
+    would make the output differ from the input outside the fused regions:
 
-    * ``NameFixPass``, which names every unnamed node of the model and renames duplicate
-      node names, so that the output would differ from the input outside the fused regions
-      (the fused node takes its anchor's name; its output, the anchor's output's; a new slope
-      constant gets a fresh name from the rule);
-    * constant propagation after each rewrite, which only marks new Constant outputs, and
-      no later match reads those.
+    * ``NameFixPass`` names every unnamed node and renames shared node names (here the
+      fused node takes its anchor's name, its output the anchor's output's, and a new slope
+      constant a fresh name from the rule);
+    * constant propagation gives every Constant node's output a type and shape, which
+      serialize as new value_info (the checks read Constant nodes' attributes themselves).
     Returns the number of rewrites."""
-    from onnxscript.optimizer import basic_constant_propagation
-
     functions = list(model.functions.values())  # not those a rewrite might add
-    basic_constant_propagation(model.graph)  # Constant outputs get their const_value
     count = _apply_graph(model, model.graph, rule)
     for f in functions:
-        basic_constant_propagation(f)
         count += _apply_graph(model, f, rule)
     return count
 
@@ -350,13 +350,10 @@ def _rule_ops(allow_rounding: bool) -> tuple[frozenset[str], ...]:
     return tuple(skeleton_ops(rule) for rule in _rule_set(allow_rounding).rules[0].rules)
 
 
-def _may_match(model: onnx.ModelProto, allow_rounding: bool,
-               ops: set[str] | None = None) -> bool:
-    """Whether some rule's ops all occur in ``model`` (else no rule can match anywhere, so
-    there is nothing to fuse and nothing to refuse, and the IR need not be built).
-    ``ops``: the model's op types, if known (a census has them)."""
-    if ops is None:
-        ops = {op for _, op in node_kinds(model)}  # of any domain, to be safe
+def _may_match(ops: set[str], allow_rounding: bool) -> bool:
+    """Whether some rule's ops all occur among ``ops``, the model's op types of any domain
+    (else no rule can match anywhere, so there is nothing to fuse and nothing to refuse, and
+    the IR need not be built)."""
     return any(need <= ops for need in _rule_ops(allow_rounding))
 
 
@@ -365,28 +362,96 @@ def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
                ) -> tuple[onnx.ModelProto, FuseResult]:
     """Fuse ``model`` (not modified); returns the new ModelProto and the result.
 
-    ``census``: what :func:`opshift.validate.check` saw of this very ``model`` (its op
-    types), which spares a walk over the model's nodes.
+    The result is a copy of ``model`` whose node lists are edited where something was fused:
+    everything else -- the other nodes, initializers, value_info, metadata -- is the input's,
+    byte for byte (value_info of values a fusion removed is dropped).
+    ``census``: what :func:`opshift.validate.check` saw of this very ``model`` (its kinds of
+    node), which spares a walk over the model's nodes.
     """
     with no_cyclic_gc():  # building the rules and the IR allocates much and frees little
         return _fuse_proto(model, allow_rounding, capture_regions,
-                           census.ops if census is not None else None)
+                           census.kinds if census is not None else node_kinds(model))
 
 
 def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: bool,
-                ops: set[str] | None) -> tuple[onnx.ModelProto, FuseResult]:
-    if not _may_match(model, allow_rounding, ops):
-        out = onnx.ModelProto()  # no rule's ops are all present: nothing to fuse or refuse
-        out.CopyFrom(model)
-        return out, FuseResult()
+                kinds: set[tuple[str, str]]) -> tuple[onnx.ModelProto, FuseResult]:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    if not _may_match({op for _, op in kinds}, allow_rounding):
+        return out, FuseResult()  # no rule's ops are all present: nothing to fuse or refuse
     ir_model = ir.serde.deserialize_model(model)
+    holders = any(d not in ("", "ai.onnx") or has_graph_attribute(op) for d, op in kinds)
+    scopes = _paired_scopes(ir_model, out, holders)
     result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,
                         capture_regions=capture_regions)
-    if not result.modified:
-        out = onnx.ModelProto()
-        out.CopyFrom(model)
-        return out, result
-    return ir.serde.serialize_model(ir_model), result
+    if result.modified:
+        # subgraphs before the graphs holding them: rebuilding a node list copies its nodes,
+        # subgraphs included, so a subgraph is edited while its owner is still in place
+        for graph, proto, before in reversed(scopes):
+            _write_back(graph, proto, before)
+    return out, result
+
+
+def _paired_scopes(ir_model: ir.Model, proto: onnx.ModelProto, holders: bool
+                   ) -> list[tuple[ir.Graph | ir.Function, Any, list[ir.Node]]]:
+    """(IR graph or function, the GraphProto or FunctionProto it was read from, its nodes
+    now) for the main graph, the functions and, if ``holders`` (some node may hold a
+    subgraph), every subgraph: the IR keeps the proto's node order, node for node."""
+    out: list = []
+
+    def pair(graph, container) -> None:
+        nodes = list(graph)
+        out.append((graph, container, nodes))
+        if not holders:
+            return
+        for node, p in zip(nodes, container.node):
+            for name, index, sub in _subgraph_attributes(p):
+                attr = node.attributes[name].value
+                pair(attr if index is None else attr[index], sub)
+
+    pair(ir_model.graph, proto.graph)
+    for f, fp in zip(ir_model.functions.values(), proto.functions):
+        pair(f, fp)
+    return out
+
+
+def _subgraph_attributes(node: onnx.NodeProto):
+    """(attribute name, index in a GRAPHS attribute or None, GraphProto) of ``node``."""
+    if node.domain in ("", "ai.onnx") and not has_graph_attribute(node.op_type):
+        return
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.name, None, a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            for i, g in enumerate(a.graphs):
+                yield a.name, i, g
+
+
+def _write_back(graph: ir.Graph | ir.Function, proto, before: list[ir.Node]) -> None:
+    """Edit ``proto``'s node list as fusion edited ``graph``, whose nodes were ``before``
+    (``proto.node`` in the same order): kept nodes stay the proto's own, new ones are
+    serialized; value_info of values that are gone is dropped."""
+    after = list(graph)
+    if len(after) == len(before) and all(a is b for a, b in zip(after, before)):
+        return
+    position = {id(n): i for i, n in enumerate(before)}  # ``before`` keeps the ids alive
+    old = list(proto.node)
+    new = []
+    for n in after:
+        i = position.get(id(n))
+        new.append(old[i] if i is not None else ir.serde.serialize_node(n))
+    first = next((k for k, (a, b) in enumerate(zip(new, old)) if a is not b),
+                 min(len(new), len(old)))
+    del proto.node[first:]
+    proto.node.extend(new[first:])
+    kept = {id(n) for n in after}
+    gone = {v.name for n in before if id(n) not in kept for v in n.outputs}
+    gone -= {v.name for n in after for v in n.outputs}
+    if gone and proto.value_info:
+        infos = [vi for vi in proto.value_info if vi.name not in gone]
+        if len(infos) != len(proto.value_info):
+            del proto.value_info[:]
+            proto.value_info.extend(infos)
 
 
 def fuse(model: ModelLike, *, allow_rounding: bool = False):
