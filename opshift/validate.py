@@ -3,8 +3,9 @@
 onnx's checker is thorough but slow on big models and stops at the first problem with a
 multi-line message. These checks are one O(nodes) walk that catches what would make a rewrite
 meaningless or unsafe -- a cycle or use before definition, a value defined twice, duplicate
-graph outputs, a domain used without an opset import, an op that does not exist at the
-declared opset -- and report the first one in one line naming graph, node and value.
+graph outputs, a function defined twice, a domain used without an opset import, an op that
+does not exist at the declared opset -- and report the first one in one line naming graph,
+node and value.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ MISSING_OPSET = "missing-opset"
 UNKNOWN_OP = "unknown-op"
 ATTRIBUTE = "attribute"  # an attribute the op version does not define, or of the wrong type
 SLOPE = "slope"  # a PRelu slope that cannot broadcast to X's declared shape
+DUPLICATE_FUNCTION = "duplicate-function"  # two model-local functions with one identity
 
 
 @dataclass
@@ -310,11 +312,17 @@ def _problems(model: onnx.ModelProto, census: Census | None) -> list[tuple[str, 
     w = _Walker(model, census)
     ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
     w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
+    identities: set[tuple[str, str, str]] = set()
     for f in model.functions:
         fops = dict(ops)
         fops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
         defined = set(f.input)
         label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
+        identity = (f.domain, f.name, f.overload)
+        if identity in identities:
+            w.add(DUPLICATE_FUNCTION, f"{label}{':' + f.overload if f.overload else ''}: "
+                                      "defined twice; a call could mean either body")
+        identities.add(identity)
         if w.full:
             w._scope = CensusScope(f, label, fops, f)
             census.scopes.append(w._scope)

@@ -41,6 +41,23 @@ def test_duplicate_value_and_output():
     validate.check(m, allow=[validate.DUPLICATE_VALUE, validate.DUPLICATE_OUTPUT])
 
 
+def test_function_defined_twice_is_named():
+    """onnx's checker refuses it too; a call could mean either body (onnx_ir keeps one)."""
+    def f(op):
+        return helper.make_function("local", "F", ["a"], ["b"],
+                                    [helper.make_node(op, ["a"], ["b"])],
+                                    [helper.make_opsetid("", 13)])
+
+    m = _chain(helper.make_node("F", ["x"], ["y"], domain="local", name="call"),
+               functions=[f("Relu"), f("Neg")], extra_opsets=[helper.make_opsetid("local", 1)])
+    (kind, msg), = validate.problems(m)
+    assert kind == validate.DUPLICATE_FUNCTION
+    with pytest.raises(ModelLoadError, match=r"^m.onnx: function local::F: defined twice"):
+        validate.check(m, "m.onnx")
+    del m.functions[1]
+    assert validate.problems(m) == []
+
+
 def test_missing_opset_and_unknown_op():
     m = _chain(helper.make_node("Foo", ["x"], ["y"], domain="com.example", name="f"))
     assert validate.problems(m)[0][0] == validate.MISSING_OPSET
