@@ -96,12 +96,12 @@ def _at(e: Event) -> str:
 # -- the core over onnx_ir ------------------------------------------------------------------
 
 
-def _remove_dead(nodes: list[ir.Node]) -> None:
-    """Remove the constant producers (Constant / Cast / CastLike ...) a fusion left unused.
+def _unused(nodes: list[ir.Node]) -> list[ir.Node]:
+    """Of the constant producers (Constant / Cast / CastLike ...) the fusions may have left
+    unused, those that are.
 
     ``nodes`` lists each chain outer node first (CastLike before its Constant), so one pass
-    finds every node whose outputs are used only by nodes already found; each graph then
-    drops them in one call.
+    finds every node whose outputs are used only by nodes already found.
     """
     dead: dict[int, ir.Node] = {}
     for node in nodes:
@@ -110,8 +110,13 @@ def _remove_dead(nodes: list[ir.Node]) -> None:
         if all(not v.is_graph_output() and all(id(u) in dead for u, _ in v.uses())
                for v in node.outputs):
             dead[id(node)] = node
+    return list(dead.values())
+
+
+def _remove(nodes: list[ir.Node]) -> None:
+    """Remove ``nodes`` from their graphs, one call per graph."""
     by_graph: dict[int, tuple[ir.Graph, list[ir.Node]]] = {}
-    for node in dead.values():
+    for node in nodes:
         by_graph.setdefault(id(node.graph), (node.graph, []))[1].append(node)
     for graph, group in by_graph.values():
         graph.remove(group, safe=True)
@@ -184,8 +189,12 @@ def _metadata_merger():
 
 
 def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
-            capture_regions: bool = False) -> FuseResult:
-    """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries."""
+            capture_regions: bool = False, _unused_out: list | None = None) -> FuseResult:
+    """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries.
+
+    (``_unused_out``: a list that receives the constant producers the fusions left unused,
+    which then stay in ``model``: :func:`fuse_proto` leaves them out of the ModelProto it
+    writes, so taking them out of the IR too would be work for nothing.)"""
     rec = Recorder(capture=capture_regions)
     for f in model.functions.values():
         name = f"function {f.domain + '::' if f.domain else ''}{f.name}"
@@ -196,7 +205,11 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
     with recording(rec):
         count = _apply(model, rule_set.rules[0])
     if count:
-        _remove_dead(rec.cleanup)
+        unused = _unused(rec.cleanup)
+        if _unused_out is None:
+            _remove(unused)
+        else:
+            _unused_out.extend(unused)
     rec.finish()
     result = FuseResult(list(rec.fused), list(rec.refused))
     result.regions = [Region(*r) for r in rec.regions]
@@ -317,7 +330,7 @@ def _function_graphs(ir_model: ir.Model) -> set[int]:
 
 
 def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bool = False,
-               capture_regions: bool = False) -> FuseResult:
+               capture_regions: bool = False, _unused_out: list | None = None) -> FuseResult:
     """:func:`fuse_ir` on ``ir_model`` with the types onnx shape inference finds for
     ``proto`` (the same model as a ModelProto): value types of the main graph and its
     subgraphs, and of function bodies from their call sites. Nothing inferred is written into
@@ -334,7 +347,7 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
     token = INFERRED_TYPES.set((types, _function_graphs(ir_model)))
     try:
         return fuse_ir(ir_model, allow_rounding=allow_rounding,
-                       capture_regions=capture_regions)
+                       capture_regions=capture_regions, _unused_out=_unused_out)
     finally:
         INFERRED_TYPES.reset(token)
         if typed is not None:
@@ -382,13 +395,15 @@ def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: b
     ir_model = ir.serde.deserialize_model(model)
     holders = any(d not in ("", "ai.onnx") or has_graph_attribute(op) for d, op in kinds)
     scopes = _paired_scopes(ir_model, out, holders)
+    unused: list[ir.Node] = []
     result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,
-                        capture_regions=capture_regions)
+                        capture_regions=capture_regions, _unused_out=unused)
     if result.modified:
+        gone = set(map(id, unused))
         # subgraphs before the graphs holding them: rebuilding a node list copies its nodes,
         # subgraphs included, so a subgraph is edited while its owner is still in place
         for graph, proto, before in reversed(scopes):
-            _write_back(graph, proto, before)
+            _write_back(graph, proto, before, gone)
     return out, result
 
 
@@ -427,11 +442,13 @@ def _subgraph_attributes(node: onnx.NodeProto):
                 yield a.name, i, g
 
 
-def _write_back(graph: ir.Graph | ir.Function, proto, before: list[ir.Node]) -> None:
+def _write_back(graph: ir.Graph | ir.Function, proto, before: list[ir.Node],
+                gone: set[int]) -> None:
     """Edit ``proto``'s node list as fusion edited ``graph``, whose nodes were ``before``
-    (``proto.node`` in the same order): kept nodes stay the proto's own, new ones are
-    serialized; value_info of values that are gone is dropped."""
-    after = list(graph)
+    (``proto.node`` in the same order), less the nodes whose ids are in ``gone``: kept nodes
+    stay the proto's own, new ones are serialized; value_info of values that are gone is
+    dropped."""
+    after = [n for n in graph if id(n) not in gone] if gone else list(graph)
     if len(after) == len(before) and all(a is b for a, b in zip(after, before)):
         return
     position = {id(n): i for i, n in enumerate(before)}  # ``before`` keeps the ids alive
@@ -444,14 +461,15 @@ def _write_back(graph: ir.Graph | ir.Function, proto, before: list[ir.Node]) -> 
                  min(len(new), len(old)))
     del proto.node[first:]
     proto.node.extend(new[first:])
-    kept = {id(n) for n in after}
+    if not proto.value_info:
+        return
+    kept = set(map(id, after))
     gone = {v.name for n in before if id(n) not in kept for v in n.outputs}
-    gone -= {v.name for n in after for v in n.outputs}
-    if gone and proto.value_info:
-        infos = [vi for vi in proto.value_info if vi.name not in gone]
-        if len(infos) != len(proto.value_info):
-            del proto.value_info[:]
-            proto.value_info.extend(infos)
+    gone.difference_update(v.name for n in after if id(n) not in position for v in n.outputs)
+    infos = [vi for vi in proto.value_info if vi.name not in gone]
+    if len(infos) != len(proto.value_info):
+        del proto.value_info[:]
+        proto.value_info.extend(infos)
 
 
 def fuse(model: ModelLike, *, allow_rounding: bool = False):
