@@ -45,8 +45,16 @@ def function_opsets(model: onnx.ModelProto, f: onnx.FunctionProto) -> dict[str, 
     return ops
 
 
+def may_hold_subgraphs(domain: str, op: str) -> bool:
+    """Whether a node of this kind can have a graph attribute: If/Loop/Scan, or any op off the
+    default domain (whose schema opshift does not know)."""
+    return domain not in ("", "ai.onnx") or has_graph_attribute(op)
+
+
 def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
-    if node.domain in ("", "ai.onnx") and not has_graph_attribute(node.op_type):
+    """(attribute label, graph) of each subgraph ``node`` holds, in attribute order (a GRAPHS
+    attribute's graphs labelled ``name[i]``)."""
+    if not may_hold_subgraphs(node.domain, node.op_type):
         return  # fast path: reading node.attribute of every node is the cost of a walk
     for a in node.attribute:
         if a.type == onnx.AttributeProto.GRAPH:
@@ -62,7 +70,7 @@ def _graph_scopes(graph: onnx.GraphProto, opsets: dict[str, int], label: str,
     # (after the yield: the caller may have edited the list) one C-speed pass finds which op
     # types can hold subgraphs; only their nodes are visited
     holders = {o for d, o in {(n.domain, n.op_type) for n in graph.node}
-               if d not in ("", "ai.onnx") or has_graph_attribute(o)}
+               if may_hold_subgraphs(d, o)}
     if not holders:
         return
     for node in graph.node:

@@ -40,7 +40,15 @@ from .. import opsets
 from ..broadcast import SlopeClass, SlopeRule, classify, slope_shape_for
 from ..errors import ConversionError, EvaluationError, OpshiftError, where
 from ..modelio import ModelLike, from_proto, to_proto
-from ._graph import Names, Scope, iter_scopes, node_label, static_shapes, subgraphs
+from ._graph import (
+    Names,
+    Scope,
+    iter_scopes,
+    may_hold_subgraphs,
+    node_label,
+    static_shapes,
+    subgraphs,
+)
 from .activation_table import MEANINGLESS_ATTRIBUTES, Adapter, plan
 from .casts import RANGE_LIMITED, exact_compute_type, wrap_in_casts
 from .other_ops import convert_other_ops, other_ops_change
@@ -221,8 +229,7 @@ class _Facts:
                 keys = {(n.domain, n.op_type) for n in nodes}
                 default_ops = {o for d, o in keys if d in ("", "ai.onnx")}
                 special = default_ops & {"Cast", "Constant"}
-                holders = {o for d, o in keys
-                           if d not in ("", "ai.onnx") or opsets.has_graph_attribute(o)}
+                holders = {o for d, o in keys if may_hold_subgraphs(d, o)}
                 if special or holders:
                     for n in nodes:
                         op = n.op_type

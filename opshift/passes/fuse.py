@@ -28,10 +28,9 @@ from onnx_ir import passes as ir_passes
 from .. import validate
 from .._gc import no_cyclic_gc
 from ..modelio import ModelLike, to_proto
-from ..opsets import has_graph_attribute
 from ..rewriters import rules as _rules
 from ..rewriters._report import Event, Recorder, recording
-from ._graph import node_kinds
+from ._graph import may_hold_subgraphs, node_kinds, subgraphs
 
 
 @dataclass
@@ -169,13 +168,19 @@ def _apply_graph(model: ir.Model, graph: ir.Graph | ir.Function, rule) -> int:
                                                     delta.new_outputs)
             _metadata_merger().copy_merged_metadata(delta.match.nodes, delta.new_nodes)
             count += 1
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                count += _apply_graph(model, attr.value, rule)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for g in attr.value:
-                    count += _apply_graph(model, g, rule)
+        for g in _ir_subgraphs(node):
+            count += _apply_graph(model, g, rule)
     return count
+
+
+def _ir_subgraphs(node: ir.Node):
+    """The graphs ``node`` holds, in attribute order (as :func:`._graph.subgraphs` lists
+    them for the NodeProto it was read from)."""
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            yield attr.value
+        elif attr.type == ir.AttributeType.GRAPHS:
+            yield from attr.value
 
 
 @functools.cache
@@ -393,7 +398,7 @@ def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: b
     if not _may_match({op for _, op in kinds}, allow_rounding):
         return out, FuseResult()  # no rule's ops are all present: nothing to fuse or refuse
     ir_model = ir.serde.deserialize_model(model)
-    holders = any(d not in ("", "ai.onnx") or has_graph_attribute(op) for d, op in kinds)
+    holders = any(may_hold_subgraphs(d, op) for d, op in kinds)
     scopes = _paired_scopes(ir_model, out, holders)
     unused: list[ir.Node] = []
     result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,
@@ -420,26 +425,13 @@ def _paired_scopes(ir_model: ir.Model, proto: onnx.ModelProto, holders: bool
         if not holders:
             return
         for node, p in zip(nodes, container.node):
-            for name, index, sub in _subgraph_attributes(p):
-                attr = node.attributes[name].value
-                pair(attr if index is None else attr[index], sub)
+            for sub, (_, sub_proto) in zip(_ir_subgraphs(node), subgraphs(p)):
+                pair(sub, sub_proto)
 
     pair(ir_model.graph, proto.graph)
     for f, fp in zip(ir_model.functions.values(), proto.functions):
         pair(f, fp)
     return out
-
-
-def _subgraph_attributes(node: onnx.NodeProto):
-    """(attribute name, index in a GRAPHS attribute or None, GraphProto) of ``node``."""
-    if node.domain in ("", "ai.onnx") and not has_graph_attribute(node.op_type):
-        return
-    for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            yield a.name, None, a.g
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            for i, g in enumerate(a.graphs):
-                yield a.name, i, g
 
 
 def _write_back(graph: ir.Graph | ir.Function, proto, before: list[ir.Node],
@@ -464,9 +456,10 @@ def _write_back(graph: ir.Graph | ir.Function, proto, before: list[ir.Node],
     if not proto.value_info:
         return
     kept = set(map(id, after))
-    gone = {v.name for n in before if id(n) not in kept for v in n.outputs}
-    gone.difference_update(v.name for n in after if id(n) not in position for v in n.outputs)
-    infos = [vi for vi in proto.value_info if vi.name not in gone]
+    dropped = {v.name for n in before if id(n) not in kept for v in n.outputs}
+    dropped.difference_update(v.name for n in after if id(n) not in position
+                              for v in n.outputs)  # a new node's output keeps its name
+    infos = [vi for vi in proto.value_info if vi.name not in dropped]
     if len(infos) != len(proto.value_info):
         del proto.value_info[:]
         proto.value_info.extend(infos)

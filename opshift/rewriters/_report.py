@@ -77,24 +77,15 @@ class Recorder:
 
 def _value_names(model: ir.Model) -> set[str]:
     """The names of all values of ``model``: graphs, subgraphs and functions."""
+    graphs = [model.graph, *model.graph.subgraphs()]
+    for f in model.functions.values():
+        graphs += [f.graph, *f.graph.subgraphs()]
     names: set[str] = set()
-
-    def graph(g: ir.Graph | ir.Function) -> None:
+    for g in graphs:
         names.update(v.name for v in g.inputs if v.name)
-        if isinstance(g, ir.Graph):
-            names.update(g.initializers)
+        names.update(g.initializers)
         for node in g:
             names.update(v.name for v in node.outputs if v.name)
-            for attr in node.attributes.values():
-                if attr.type == ir.AttributeType.GRAPH:
-                    graph(attr.value)
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    for sg in attr.value:
-                        graph(sg)
-
-    graph(model.graph)
-    for f in model.functions.values():
-        graph(f)
     return names
 
 
