@@ -136,6 +136,9 @@ class _Walker:
         types = None
         if full and graph is not None and opsets.get("", 0) < 15:
             types = census.types
+        types_get = types_setdefault = None
+        if types is not None:
+            types_get, types_setdefault = types.get, types.setdefault
         issuperset, isdisjoint, update = defined.issuperset, defined.isdisjoint, defined.update
         node_name = ""
         for i, n in enumerate(nodes):
@@ -159,7 +162,12 @@ class _Walker:
                 else:
                     flags_by_op[op] = flags
             outs = n.output[:]
-            if flags:  # an activation, subgraphs, tensors or a type rule
+            if flags == _FIRST_TYPE:  # most nodes below opset 15: typed like input 0
+                if ins and outs:
+                    t = types_get(ins[0])
+                    if t is not None:
+                        types_setdefault(outs[0], t)
+            elif flags:  # an activation, subgraphs, tensors or a type rule
                 if flags & _ACTIVATION:
                     # inline fast path of self.activation: nothing to check for a node
                     # without attributes whose X has no declared shape (the common case)
@@ -266,6 +274,9 @@ class _Walker:
 
 _ACTIVATION, _SUBGRAPHS, _TENSORS = 1, 2, 4
 _RULE_SHIFT = 4  # the bits above hold the node's type rule when the census types values
+#: the flags of a node with nothing to check whose output is typed like its first input
+#: (:data:`opshift.typerules.FIRST`): the walk's hot case below opset 15, done inline
+_FIRST_TYPE = typerules.FIRST << _RULE_SHIFT
 
 
 def _type_rule(key: tuple[str, str], functions: set[tuple[str, str]]) -> int:
