@@ -57,7 +57,7 @@ class SchemaFacts:
 
 
 @functools.cache
-def _onnx_key() -> str:
+def onnx_key() -> str:
     """onnx's version and its compiled extension's size and time (read once: the file name,
     and the check of what a file holds, both use it)."""
     from onnx import onnx_cpp2py_export
@@ -77,7 +77,7 @@ def cache_dir() -> Path | None:
 
 def cache_file() -> Path | None:
     d = cache_dir()
-    return None if d is None else d / f"schemas-{FORMAT}-{_onnx_key()}.json"
+    return None if d is None else d / f"schemas-{FORMAT}-{onnx_key()}.json"
 
 
 def build() -> SchemaFacts:
@@ -121,7 +121,7 @@ def build() -> SchemaFacts:
 
 def _to_json(f: SchemaFacts) -> str:
     return json.dumps({
-        "format": FORMAT, "onnx": _onnx_key(),
+        "format": FORMAT, "onnx": onnx_key(),
         "since": {k: list(v) for k, v in sorted(f.since.items())},
         "graph_ops": sorted(f.graph_ops), "tensor_ops": sorted(f.tensor_ops),
         "attributes": {op: {str(v): {n: [t, d] for n, (t, d) in a.items()}
@@ -133,7 +133,7 @@ def _to_json(f: SchemaFacts) -> str:
 def _from_json(text: str) -> SchemaFacts | None:
     try:
         d = json.loads(text)
-        if d.get("format") != FORMAT or d.get("onnx") != _onnx_key():
+        if d.get("format") != FORMAT or d.get("onnx") != onnx_key():
             return None
         return SchemaFacts(
             {k: tuple(v) for k, v in d["since"].items()}, frozenset(d["graph_ops"]),
@@ -145,14 +145,16 @@ def _from_json(text: str) -> SchemaFacts | None:
         return None
 
 
-def _write(path: Path, text: str) -> None:
-    """Best effort and atomic: a reader never sees half a file."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a cache file, best effort and atomic: a reader never sees half a file."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
             os.replace(tmp, path)
         except OSError:
             with contextlib.suppress(OSError):
@@ -171,5 +173,5 @@ def facts() -> SchemaFacts:
                 return got
     built = build()
     if path is not None:
-        _write(path, _to_json(built))
+        write_atomic(path, _to_json(built))
     return built

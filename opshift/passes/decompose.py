@@ -99,7 +99,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .. import opsets
+from .. import opsets, plan_cache
 from ..broadcast import SlopeRule, slope_shape_for
 from ..errors import ConversionError, EvaluationError, where
 from ._graph import tensor_array
@@ -532,6 +532,30 @@ def emitter(template: Template) -> Callable[..., bytes]:
         # the entry keeps the template alive, so its id is not reused while cached
         hit = _EMITTERS[id(template)] = (template, _emitter(_plan(template)))
     return hit[1]
+
+
+_KEYED_EMITTERS: dict[tuple, Callable[..., bytes]] = {}
+
+
+def band_emitter(key: tuple, site: Callable[[], Site]) -> Callable[..., bytes]:
+    """:func:`emitter` for the band template of the sites that ``key`` stands for: (band,
+    op, version, X's element type (0 in the function band), then per attribute its name,
+    float value and reference name, everything :func:`band_template` reads of a site). The
+    plan comes from the on-disk cache (:mod:`opshift.plan_cache`) when it is there, else
+    from ``site()``'s template (which raises ConversionError when such a site cannot be
+    inlined; only plans that could be made are stored)."""
+    emit = _KEYED_EMITTERS.get(key)
+    if emit is None:
+        fields = plan_cache.get(key)
+        if fields is not None:
+            plan = _Plan(*fields)
+        else:
+            plan = _plan(band_template(site()))
+            plan_cache.put(key, (plan.suffixes, plan.nodes, plan.consts, plan.uses_slope))
+        emit = _emitter(plan)
+        if len(_KEYED_EMITTERS) < MAX_FORMATS:
+            _KEYED_EMITTERS[key] = emit
+    return emit
 
 
 def instantiate(template: Template, x: str, y: str, base: str, names,

@@ -10,6 +10,7 @@ calls inside subgraphs), and inlined functions no longer called anywhere are rem
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ import onnx
 import onnx.defs
 import onnx.numpy_helper
 
-from .. import opsets, typerules, validate
+from .. import opsets, plan_cache, typerules, validate
 from .._gc import no_cyclic_gc
 from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
@@ -498,6 +499,7 @@ def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
             data = _serialize_with_nodes(model, _node_section(w, sites, blobs, 0))
         else:
             _splice(w, sites, blobs)
+    plan_cache.flush()  # the plans this run made, for the next process
     return result, data
 
 
@@ -527,12 +529,12 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
         et = 0 if function_band else facts.elem_type(ins[0], w.function)
         if not legacy:
             attrs = node.attribute
-            key = (op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \
-                if attrs else (op, version, et)
+            key = (b, op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \
+                if attrs else (b, op, version, et)
             emit = emitters.get(key)
             if emit is None:
-                emit = emitters[key] = dec.emitter(dec.band_template(
-                    dec.Site(node, version, opset, et, graph=w.gname)))
+                emit = emitters[key] = dec.band_emitter(key, functools.partial(
+                    dec.Site, node, version, opset, et, graph=w.gname))
             blob = emit(ins[0], outs[0], ins[1] if op == "PRelu" else None, base, used, fresh,
                         tag)
         else:
