@@ -3,7 +3,7 @@ schema registry."""
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import subprocess
 import sys
@@ -64,8 +64,8 @@ def test_activation_attributes_and_bodies_match_onnx_defs(op):
         max(s.function_opset_versions))
 
 
-def test_json_round_trip_is_exact():
-    assert schema_cache._from_json(schema_cache._to_json(FACTS)) == FACTS
+def test_file_round_trip_is_exact():
+    assert schema_cache._load(schema_cache._dump(FACTS)) == FACTS
 
 
 def _run(code: str, cache: str) -> subprocess.CompletedProcess:
@@ -97,8 +97,8 @@ def test_cached_facts_keep_inline_off_the_registry(tmp_path, name):
     assert first.returncode != 0 and "registry was built" in first.stderr
     warm = _run("from opshift import schema_cache; schema_cache.facts()", str(cache))
     assert warm.returncode == 0, warm.stderr
-    files = list(cache.glob("schemas-*.json"))
-    assert len(files) == 1 and json.loads(files[0].read_text())["onnx"]
+    files = list(cache.glob("schemas-*.marshal"))
+    assert len(files) == 1 and marshal.loads(files[0].read_bytes())["onnx"]
     second = _run(code, str(cache))
     assert second.returncode == 0, second.stderr
     onnx.checker.check_model(onnx.load(out), full_check=True)
@@ -109,14 +109,16 @@ def test_corrupt_foreign_or_unwritable_cache_is_ignored(tmp_path):
     code = ("from opshift import schema_cache, opsets; schema_cache.facts(); "
             "print(opsets.since_version('PRelu', 8))")
     assert _run(code, str(cache)).stdout.strip() == "7"
-    (f,) = cache.glob("schemas-*.json")
-    f.write_text("{not json")
-    assert _run(code, str(cache)).stdout.strip() == "7"  # rebuilt from onnx.defs, rewritten
-    assert schema_cache._from_json(f.read_text()) == FACTS
-    d = json.loads(f.read_text())
-    d["onnx"] = "0.0.0-other-build"
-    f.write_text(json.dumps(d))
-    assert schema_cache._from_json(f.read_text()) is None
+    (f,) = cache.glob("schemas-*.marshal")
+    for damage in (b"", b"\x00not marshal", f.read_bytes()[:-5]):
+        f.write_bytes(damage)
+        assert _run(code, str(cache)).stdout.strip() == "7"  # from onnx.defs, rewritten
+        assert schema_cache._load(f.read_bytes()) == FACTS
+    d = marshal.loads(f.read_bytes())
+    for key, value in (("onnx", "0.0.0-other-build"), ("format", schema_cache.FORMAT - 1),
+                       ("facts", ({}, frozenset(), frozenset(), {}))):
+        f.write_bytes(marshal.dumps({**d, key: value}))
+        assert schema_cache._load(f.read_bytes()) is None
     blocked = tmp_path / "file"
     blocked.write_text("")  # a file where the cache folder should be: nothing can be written
     r = _run(code, str(blocked / "sub"))
