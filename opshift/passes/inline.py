@@ -63,13 +63,23 @@ class InlinedNode:
 class InlineResult:
     """What :func:`inline_proto` did."""
 
-    nodes: list[InlinedNode] = field(default_factory=list)
     functions_inlined: list[str] = field(default_factory=list)
     functions_removed: list[str] = field(default_factory=list)
+    #: one row per replaced node: :class:`InlinedNode`'s fields in order (the objects are
+    #: made when ``nodes`` is first read; a quiet run never needs them)
+    rows: list[tuple] = field(default_factory=list, repr=False)
+    _nodes: list[InlinedNode] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def nodes(self) -> list[InlinedNode]:
+        """The replaced nodes, in the order they were replaced."""
+        if self._nodes is None or len(self._nodes) != len(self.rows):
+            self._nodes = [InlinedNode(*r) for r in self.rows]
+        return self._nodes
 
     @property
     def modified(self) -> bool:
-        return bool(self.nodes or self.functions_inlined)
+        return bool(self.rows or self.functions_inlined)
 
     def to_dict(self) -> dict:
         return {"nodes": [n.to_dict() for n in self.nodes],
@@ -78,10 +88,10 @@ class InlineResult:
 
     def summary(self) -> str:
         by_op: dict[str, int] = {}
-        for n in self.nodes:
-            by_op[n.op] = by_op.get(n.op, 0) + 1
+        for row in self.rows:
+            by_op[row[1]] = by_op.get(row[1], 0) + 1
         parts = [f"{k} x{v}" for k, v in sorted(by_op.items())]
-        s = f"inlined {len(self.nodes)} node(s)" + (f" ({', '.join(parts)})" if parts else "")
+        s = f"inlined {len(self.rows)} node(s)" + (f" ({', '.join(parts)})" if parts else "")
         if self.functions_inlined:
             s += f"; inlined function(s) {', '.join(self.functions_inlined)}"
         if self.functions_removed:
@@ -517,7 +527,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
     consts: dict[str, onnx.TensorProto] | None = None
     versions: dict[str, int | None] = {}
     fkey = None if w.function is None else (w.function.domain, w.function.name)
-    tag, append, label, scope_opsets = w.tag, result.nodes.append, w.label, w.opsets
+    tag, append, label, scope_opsets = w.tag, result.rows.append, w.label, w.opsets
     used, fresh = names._used, names.fresh
     for i, node, op, name, ins, outs in w.sites:
         version = versions.get(op, 0)
@@ -557,8 +567,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
         if keep_before:
             before = onnx.NodeProto()
             before.CopyFrom(node)
-        append(InlinedNode(base, op, version, opset, b, label, before, blob, scope_opsets,
-                           fkey))
+        append((base, op, version, opset, b, label, before, blob, scope_opsets, fkey))
     return sites, blobs
 
 
