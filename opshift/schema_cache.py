@@ -66,12 +66,18 @@ def onnx_key() -> str:
 
 
 def cache_dir() -> Path | None:
-    """The folder of the cache file, None when caching is off."""
-    env = os.environ.get("OPSHIFT_CACHE_DIR")
+    """The folder of the cache files, None when caching is off."""
+    env = os.environ.get
+    return _cache_dir(env("OPSHIFT_CACHE_DIR"), env("XDG_CACHE_HOME"), env("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_dir(env: str | None, xdg: str | None, home: str | None) -> Path | None:
+    # (cached: every command asks, and pathlib's Path.home() and joins cost ~0.1 ms)
     if env is not None:
         return None if env.strip().lower() in ("", "off", "0", "none") else Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "opshift"
+    base = xdg or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base, "opshift")
 
 
 def cache_file() -> Path | None:
