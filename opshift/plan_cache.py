@@ -12,7 +12,12 @@ The file is named after the installed onnx (the function bodies) and the code th
 plans (opshift's version, and the size and time of ``passes/decompose.py``), so an upgraded
 or edited opshift never reads another's plans. Like the facts it only accelerates: a file
 that cannot be read, is foreign or holds anything malformed is ignored and the plans are made
-as before. It holds at most :data:`MAX_PLANS` plans.
+as before; a checksum covers the contents, so a damaged file is never read as another
+plan. It holds at most :data:`MAX_PLANS` plans.
+
+With each plan go the byte formats its emitter built (one per combination of name lengths,
+see :func:`opshift.passes.decompose._emitter`), up to :data:`MAX_STORED_FORMATS` in all: a later
+process then writes even its first nodes of those lengths by one formatting.
 """
 
 from __future__ import annotations
@@ -20,19 +25,25 @@ from __future__ import annotations
 import marshal
 import os
 import sys
+import zlib
 from pathlib import Path
 
 from . import __version__, schema_cache
 
 #: Bumped whenever the file's layout changes.
-FORMAT = 1
+FORMAT = 2
 
 #: Plans kept in the file (the keys include attribute values, so a long-lived cache folder
 #: could otherwise grow without bound); past it, new plans are made in memory only.
-MAX_PLANS = 512
+MAX_PLANS = 256
 
-#: key -> (suffixes, nodes, consts, uses_slope), the fields of a plan
+#: Emitter formats kept in the file, over all plans (~1 KB each).
+MAX_STORED_FORMATS = 256
+
+#: key -> [suffixes, nodes, consts, uses_slope, formats]: a plan's fields, then its formats
 _plans: dict[tuple, tuple] | None = None
+#: key -> the formats dict of the emitter made for it in this process (it adds to it)
+_live: dict[tuple, dict] = {}
 _dirty = False
 
 
@@ -59,20 +70,23 @@ def _load() -> dict[tuple, tuple]:
         path = cache_file()
         if path is not None:
             try:
-                got = marshal.loads(path.read_bytes())
+                fmt, crc, payload = marshal.loads(path.read_bytes())
+                if fmt == FORMAT and zlib.crc32(payload) == crc:
+                    got = marshal.loads(payload)
+                    if isinstance(got, dict):
+                        _plans = got
             except (OSError, EOFError, ValueError, TypeError):
-                got = None
-            if isinstance(got, dict) and got.get("format") == FORMAT \
-                    and isinstance(got.get("plans"), dict):
-                _plans = got["plans"]
+                pass
     return _plans
 
 
-def get(key: tuple) -> tuple | None:
-    """The plan fields stored under ``key``, None when there are none or they are
-    malformed."""
-    fields = _load().get(key)
-    return fields if fields is not None and _well_formed(fields) else None
+def get(key: tuple) -> tuple[tuple, dict] | None:
+    """(the plan fields, the formats) stored under ``key``, None when there are none or they
+    are malformed."""
+    entry = _load().get(key)
+    if entry is None or not _well_formed(entry):
+        return None
+    return entry[:4], entry[4]
 
 
 def put(key: tuple, fields: tuple) -> None:
@@ -80,32 +94,56 @@ def put(key: tuple, fields: tuple) -> None:
     global _dirty
     plans = _load()
     if key in plans or len(plans) < MAX_PLANS:  # (a stored plan under key was malformed)
-        plans[key] = fields
+        plans[key] = (*fields, {})
         _dirty = True
 
 
+def track(key: tuple, formats: dict) -> None:
+    """``formats`` is the dict the emitter for ``key`` keeps its formats in: the ones it
+    builds are stored at the next :func:`flush` (while there is room)."""
+    if key in _load():
+        _live[key] = formats
+
+
 def flush() -> None:
-    """Write the plans when some were added since the file was read (best effort,
-    atomic)."""
+    """Write the plans and formats added since the file was read (best effort, atomic)."""
     global _dirty
+    plans = _load()
+    room = MAX_STORED_FORMATS - sum(len(e[4]) for e in plans.values() if _well_formed(e))
+    for key, formats in _live.items():
+        entry = plans.get(key)
+        if room <= 0:
+            break
+        if entry is None:
+            continue
+        stored = entry[4]
+        new = [(k, v) for k, v in formats.items() if v and k not in stored][:room]
+        if new:
+            plans[key] = (*entry[:4], {**stored, **dict(new)})
+            room -= len(new)
+            _dirty = True
     if not _dirty:
         return
     _dirty = False
     path = cache_file()
     if path is not None:
-        schema_cache.write_atomic(path, marshal.dumps({"format": FORMAT, "plans": _plans}))
+        payload = marshal.dumps(plans)
+        schema_cache.write_atomic(path, marshal.dumps((FORMAT, zlib.crc32(payload), payload)))
 
 
-def _well_formed(fields: object) -> bool:
-    """The shape of :class:`~opshift.passes.decompose._Plan`'s fields, every slot in range
-    (what a damaged file could get wrong without marshal noticing)."""
-    if not (isinstance(fields, tuple) and len(fields) == 4):
+def _well_formed(entry: object) -> bool:
+    """The shape of :class:`~opshift.passes.decompose._Plan`'s fields and of the formats,
+    every slot in range."""
+    if not (isinstance(entry, tuple) and len(entry) == 5):
         return False
-    suffixes, nodes, consts, uses_slope = fields
+    suffixes, nodes, consts, uses_slope, formats = entry
     if not (isinstance(suffixes, tuple) and suffixes and isinstance(nodes, tuple) and nodes
             and isinstance(consts, tuple) and isinstance(uses_slope, bool)
+            and isinstance(formats, dict)
             and all(isinstance(s, str) for s in suffixes)
-            and all(isinstance(c, bytes) for c in consts)):
+            and all(isinstance(c, bytes) for c in consts)
+            and all(isinstance(k, tuple) and len(k) == 5 and isinstance(v, bytes)
+                    for k, v in formats.items())):
         return False
     slots = 4 + len(suffixes) + len(consts)  # see _Plan: X, Y, S, "", names, constants
     return all(isinstance(node, tuple) and node

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 
 import onnx
 import pytest
@@ -23,9 +24,22 @@ from opshift.passes.inline import inline_serialized
 BUNDLED = sorted(p.stem for p in MODELS.glob("*.onnx"))
 
 
+def _stored(f) -> dict:
+    """The plans in the cache file ``f``, its checksum checked."""
+    fmt, crc, payload = marshal.loads(f.read_bytes())
+    assert fmt == plan_cache.FORMAT and zlib.crc32(payload) == crc
+    return marshal.loads(payload)
+
+
+def _store(f, plans, fmt: int = plan_cache.FORMAT, crc: int | None = None) -> None:
+    payload = marshal.dumps(plans)
+    f.write_bytes(marshal.dumps((fmt, zlib.crc32(payload) if crc is None else crc, payload)))
+
+
 def _new_process(monkeypatch) -> None:
     """Forget every plan held in memory, as a new process starts."""
     monkeypatch.setattr(plan_cache, "_plans", None)
+    monkeypatch.setattr(plan_cache, "_live", {})
     monkeypatch.setattr(plan_cache, "_dirty", False)
     monkeypatch.setattr(dec, "_KEYED_EMITTERS", {})
 
@@ -67,8 +81,9 @@ def test_plans_read_back_give_the_same_models_as_plans_made_fresh(cache_dir, mon
     _new_process(monkeypatch)
     assert _inline_everything(monkeypatch, fresh_each=False) == reference  # shared in memory
     (f,) = cache_dir.glob("plans-*.marshal")
-    stored = marshal.loads(f.read_bytes())["plans"]
+    stored = _stored(f)
     assert {k[0] for k in stored} == {dec.FUNCTION, dec.STATIC}
+    assert sum(len(entry[4]) for entry in stored.values()) > 10  # formats went with them
     assert {k[1] for k in stored} == set(dec.OPS)
 
     made = []
@@ -84,7 +99,7 @@ def test_plans_read_back_give_the_same_models_as_plans_made_fresh(cache_dir, mon
     assert _inline_everything(monkeypatch, fresh_each=False) == reference  # from the file
     assert made == []
     # the file was not rewritten: nothing new was made
-    assert marshal.loads(f.read_bytes())["plans"] == stored
+    assert _stored(f) == stored
 
 
 def test_every_stored_plan_is_what_its_template_gives(cache_dir, monkeypatch):
@@ -97,7 +112,7 @@ def test_every_stored_plan_is_what_its_template_gives(cache_dir, monkeypatch):
                 with contextlib.suppress(ConversionError):  # (refusals store nothing)
                     inline_serialized(c)
     (f,) = cache_dir.glob("plans-*.marshal")
-    stored = marshal.loads(f.read_bytes())["plans"]
+    stored = _stored(f)
     assert len(stored) >= 6
     for key, fields in stored.items():
         band, op, version, et, *attrs = key
@@ -111,7 +126,7 @@ def test_every_stored_plan_is_what_its_template_gives(cache_dir, monkeypatch):
                 a.f = value
         opset = 18 if band == dec.FUNCTION else 13
         plan = dec._plan(dec.band_template(dec.Site(node, version, opset, et)))
-        assert fields == (plan.suffixes, plan.nodes, plan.consts, plan.uses_slope), key
+        assert fields[:4] == (plan.suffixes, plan.nodes, plan.consts, plan.uses_slope), key
 
 
 def _small_cnn_out() -> bytes:
@@ -122,30 +137,37 @@ def _small_cnn_out() -> bytes:
 def test_damaged_or_malformed_plans_are_made_again(cache_dir, monkeypatch):
     want = _small_cnn_out()
     (f,) = cache_dir.glob("plans-*.marshal")
-    good = marshal.loads(f.read_bytes())
-    for damage in (b"", b"\x00garbage", f.read_bytes()[:-7],
-                   marshal.dumps({"format": plan_cache.FORMAT + 1, "plans": good["plans"]})):
+    data, good = f.read_bytes(), _stored(f)
+    flipped = bytearray(data)
+    flipped[-3] ^= 0x10  # inside a plan: only the checksum can tell
+    for damage in (b"", b"\x00garbage", data[:-7], bytes(flipped)):
         f.write_bytes(damage)
         _new_process(monkeypatch)
         assert _small_cnn_out() == want
-        assert marshal.loads(f.read_bytes()) == good  # made again and rewritten
-    # one plan with a slot out of range, one of the wrong shape: each is made again
-    broken = dict(good["plans"])
-    k1, k2 = list(broken)[:2]
-    suffixes, nodes, consts, uses_slope = broken[k1]
-    broken[k1] = (suffixes, ((*nodes[0], 999), *nodes[1:]), consts, uses_slope)
-    broken[k2] = ("not", "a", "plan")
-    f.write_bytes(marshal.dumps({"format": plan_cache.FORMAT, "plans": broken}))
+        assert _stored(f) == good  # made again and rewritten
+    _store(f, good, fmt=plan_cache.FORMAT + 1)
     _new_process(monkeypatch)
     assert _small_cnn_out() == want
-    assert marshal.loads(f.read_bytes()) == good
+    assert _stored(f) == good
+    # one plan with a slot out of range, one of the wrong shape: each is made again
+    broken = dict(good)
+    k1, k2 = list(broken)[:2]
+    suffixes, nodes, consts, uses_slope, formats = broken[k1]
+    broken[k1] = (suffixes, ((*nodes[0], 999), *nodes[1:]), consts, uses_slope, formats)
+    broken[k2] = ("not", "a", "plan")
+    _store(f, broken)
+    _new_process(monkeypatch)
+    assert _small_cnn_out() == want
+    assert _stored(f) == good
 
 
 def test_a_full_cache_stores_no_more_plans(cache_dir, monkeypatch):
     monkeypatch.setattr(plan_cache, "MAX_PLANS", 1)
+    monkeypatch.setattr(plan_cache, "MAX_STORED_FORMATS", 1)
     want = _small_cnn_out()  # PRelu, LeakyRelu and Selu: three plans, one stored
     (f,) = cache_dir.glob("plans-*.marshal")
-    assert len(marshal.loads(f.read_bytes())["plans"]) == 1
+    stored = _stored(f)
+    assert len(stored) == 1 and sum(len(e[4]) for e in stored.values()) <= 1
     _new_process(monkeypatch)
     assert _small_cnn_out() == want
 

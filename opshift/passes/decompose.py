@@ -424,8 +424,9 @@ def _framed(b: bytes) -> bytes:
 MAX_FORMATS = 4096
 
 
-def _emitter(plan: _Plan):
-    """``emit(x, y, s, base, used, fresh, tag) -> bytes`` for ``plan``.
+def _emitter(plan: _Plan, formats: dict[tuple, bytes | None] | None = None):
+    """``emit(x, y, s, base, used, fresh, tag) -> bytes`` for ``plan``, keeping its formats
+    in ``formats`` (which may hold some already: :mod:`opshift.plan_cache`).
 
     The common case is one bytes ``%`` formatting. Every length in a node's wire form (of its
     strings, of the node) is fixed by the byte lengths of x, y, s and base and by the
@@ -444,7 +445,8 @@ def _emitter(plan: _Plan):
     raw = [0, 1, 2, None] + [3] * len(suffixes)
     order = [raw[i] for node in plan.nodes for i in node if i < n_var and raw[i] is not None]
     pick = operator.itemgetter(*order) if len(order) > 1 else (lambda v: (v[order[0]],))
-    formats: dict[tuple, bytes | None] = {}  # None: met once
+    if formats is None:
+        formats = {}  # (lx, ly, ls, lb, tag) -> format; None: met once
     getters = [operator.itemgetter(*node) for node in plan.nodes]
     consts = list(plan.consts)
     # what a format needs that no length changes: per name its suffix (length, escaped
@@ -546,13 +548,14 @@ def band_emitter(key: tuple, site: Callable[[], Site]) -> Callable[..., bytes]:
     inlined; only plans that could be made are stored)."""
     emit = _KEYED_EMITTERS.get(key)
     if emit is None:
-        fields = plan_cache.get(key)
-        if fields is not None:
-            plan = _Plan(*fields)
+        got = plan_cache.get(key)
+        if got is not None:
+            plan, formats = _Plan(*got[0]), dict(got[1])
         else:
-            plan = _plan(band_template(site()))
+            plan, formats = _plan(band_template(site())), {}
             plan_cache.put(key, (plan.suffixes, plan.nodes, plan.consts, plan.uses_slope))
-        emit = _emitter(plan)
+        plan_cache.track(key, formats)  # the formats the emitter builds, for the next process
+        emit = _emitter(plan, formats)
         if len(_KEYED_EMITTERS) < MAX_FORMATS:
             _KEYED_EMITTERS[key] = emit
     return emit
