@@ -109,18 +109,20 @@ def flush() -> None:
     """Write the plans and formats added since the file was read (best effort, atomic)."""
     global _dirty
     plans = _load()
-    room = MAX_STORED_FORMATS - sum(len(e[4]) for e in plans.values() if _well_formed(e))
-    for key, formats in _live.items():
-        entry = plans.get(key)
-        if room <= 0:
-            break
-        if entry is None:
-            continue
-        stored = entry[4]
-        new = [(k, v) for k, v in formats.items() if v and k not in stored][:room]
-        if new:
-            plans[key] = (*entry[:4], {**stored, **dict(new)})
-            room -= len(new)
+    new = {key: fresh for key, fresh in ((key, [(k, v) for k, v in formats.items()
+                                                 if v and k not in plans[key][4]])
+                                         for key, formats in _live.items() if key in plans)
+           if fresh}
+    if new:
+        room = MAX_STORED_FORMATS - sum(len(e[4]) for e in plans.values()
+                                        if isinstance(e, tuple) and len(e) == 5
+                                        and isinstance(e[4], dict))
+        for key, fresh in new.items():
+            if room <= 0:
+                break
+            entry = plans[key]
+            plans[key] = (*entry[:4], {**entry[4], **dict(fresh[:room])})
+            room -= len(fresh)
             _dirty = True
     if not _dirty:
         return
