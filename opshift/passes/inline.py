@@ -518,26 +518,27 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
                   keep_before: bool) -> tuple[list[int], list[bytes]]:
     """The replacements for the sites of one scope: (indices, framed node blobs). In the
     function and static bands a node's template depends only on (op, version, attributes,
-    X's element type): its emitter (:func:`decompose.emitter`) is looked up once per such
-    key and every node is one call of it (the hot path)."""
+    X's element type): its emitter (:func:`decompose.band_emitter`) is looked up once per
+    such key and every node is one call of it (the hot path)."""
     b = dec.band(opset)
-    function_band, legacy = b == dec.FUNCTION, b == dec.LEGACY
+    function_band = b == dec.FUNCTION
     sites: list[int] = []
     blobs: list[bytes] = []
     consts: dict[str, onnx.TensorProto] | None = None
-    versions: dict[str, int | None] = {}
+    versions: dict[str, int] = {}  # 0: the op does not exist at this opset
     fkey = None if w.function is None else (w.function.domain, w.function.name)
     tag, append, label, scope_opsets = w.tag, result.rows.append, w.label, w.opsets
     used, fresh = names._used, names.fresh
+    add_site, add_blob = sites.append, blobs.append
     for i, node, op, name, ins, outs in w.sites:
-        version = versions.get(op, 0)
-        if version == 0:
-            version = versions[op] = opsets.since_version(op, opset)
+        version = versions.get(op)
         if version is None:
+            version = versions[op] = opsets.since_version(op, opset) or 0
+        if not version:
             continue
         base = name or f"{op.lower()}_{i}"
         et = 0 if function_band else facts.elem_type(ins[0], w.function)
-        if not legacy:
+        if b != dec.LEGACY:
             attrs = node.attribute
             key = (b, op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \
                 if attrs else (b, op, version, et)
@@ -548,27 +549,35 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
             blob = emit(ins[0], outs[0], ins[1] if op == "PRelu" else None, base, used, fresh,
                         tag)
         else:
-            site = dec.Site(node, version, opset, et, graph=w.gname)
-            if op == "PRelu":
-                if consts is None:
-                    consts = _scope_constants(w)
-                t = consts.get(node.input[1])
-                if t is not None:
-                    site.slope_value = onnx.numpy_helper.to_array(t)
-                    site.slope_shape = tuple(site.slope_value.shape)
-                if opset <= 6:
-                    site.x_shape = facts.shape(node.input[0])
-                    if site.slope_shape is None:
-                        site.slope_shape = facts.shape(node.input[1])
-            blob = dec.decompose_bytes(site, base, names, tag)
-        sites.append(i)
-        blobs.append(blob)
+            if consts is None and op == "PRelu":
+                consts = _scope_constants(w)
+            blob = _legacy_blob(w, node, op, version, opset, et, base, names, facts, consts)
+        add_site(i)
+        add_blob(blob)
         before = None
         if keep_before:
             before = onnx.NodeProto()
             before.CopyFrom(node)
         append((base, op, version, opset, b, label, before, blob, scope_opsets, fkey))
     return sites, blobs
+
+
+def _legacy_blob(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, et: int,
+                 base: str, names: Names, facts: _Facts,
+                 consts: dict[str, onnx.TensorProto] | None) -> bytes:
+    """A node's replacement in the legacy band (opsets 1..8), where a PRelu's decomposition
+    also depends on its slope's value and shape and on X's shape."""
+    site = dec.Site(node, version, opset, et, graph=w.gname)
+    if op == "PRelu":
+        t = consts.get(node.input[1])
+        if t is not None:
+            site.slope_value = onnx.numpy_helper.to_array(t)
+            site.slope_shape = tuple(site.slope_value.shape)
+        if opset <= 6:
+            site.x_shape = facts.shape(node.input[0])
+            if site.slope_shape is None:
+                site.slope_shape = facts.shape(node.input[1])
+    return dec.decompose_bytes(site, base, names, w.tag)
 
 
 def _all_constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
