@@ -7,7 +7,8 @@ opset, which ops can hold graphs or tensors, and for PRelu, LeakyRelu and Selu t
 attribute types, defaults and function bodies. Those facts are read from onnx's schemas
 once, written to a small file (Python's marshal format) named after the installed onnx (its
 version and its compiled extension's size and time, so a different build never reads
-another's file), and read back by later processes in a few tenths of a millisecond.
+another's file) with a CRC-32 of its contents, and read back by later processes in a few
+tenths of a millisecond.
 
 The cache is only an accelerator: without a usable file (unwritable folder, corrupt or
 foreign content) the facts come from ``onnx.defs`` as before. ``OPSHIFT_CACHE_DIR`` picks
@@ -22,6 +23,7 @@ import functools
 import marshal
 import os
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,21 +127,20 @@ def build() -> SchemaFacts:
 
 
 def _dump(f: SchemaFacts) -> bytes:
-    return marshal.dumps({"format": FORMAT, "onnx": onnx_key(),
-                          "facts": (f.since, f.graph_ops, f.tensor_ops, f.attributes,
-                                    f.bodies)})
+    payload = marshal.dumps((f.since, f.graph_ops, f.tensor_ops, f.attributes, f.bodies))
+    return marshal.dumps((FORMAT, onnx_key(), zlib.crc32(payload), payload))
 
 
 def _load(data: bytes) -> SchemaFacts | None:
-    """The facts in ``data``, None unless it is a file of this format and this onnx build
-    holding fields of the right kinds."""
+    """The facts in ``data``, None unless it is a file of this format and this onnx build,
+    its checksum right and its fields of the right kinds."""
     try:
-        d = marshal.loads(data)
+        fmt, key, crc, payload = marshal.loads(data)
+        if fmt != FORMAT or key != onnx_key() or zlib.crc32(payload) != crc:
+            return None
+        fields = marshal.loads(payload)
     except (EOFError, ValueError, TypeError):
         return None
-    if not isinstance(d, dict) or d.get("format") != FORMAT or d.get("onnx") != onnx_key():
-        return None
-    fields = d.get("facts")
     kinds = (dict, frozenset, frozenset, dict, dict)
     if not (isinstance(fields, tuple) and len(fields) == len(kinds)
             and all(isinstance(v, k) for v, k in zip(fields, kinds))):

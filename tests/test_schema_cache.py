@@ -7,6 +7,7 @@ import marshal
 import os
 import subprocess
 import sys
+import zlib
 
 import onnx
 import onnx.defs
@@ -98,7 +99,7 @@ def test_cached_facts_keep_inline_off_the_registry(tmp_path, name):
     warm = _run("from opshift import schema_cache; schema_cache.facts()", str(cache))
     assert warm.returncode == 0, warm.stderr
     files = list(cache.glob("schemas-*.marshal"))
-    assert len(files) == 1 and marshal.loads(files[0].read_bytes())["onnx"]
+    assert len(files) == 1 and marshal.loads(files[0].read_bytes())[1] == schema_cache.onnx_key()
     second = _run(code, str(cache))
     assert second.returncode == 0, second.stderr
     onnx.checker.check_model(onnx.load(out), full_check=True)
@@ -110,14 +111,18 @@ def test_corrupt_foreign_or_unwritable_cache_is_ignored(tmp_path):
             "print(opsets.since_version('PRelu', 8))")
     assert _run(code, str(cache)).stdout.strip() == "7"
     (f,) = cache.glob("schemas-*.marshal")
-    for damage in (b"", b"\x00not marshal", f.read_bytes()[:-5]):
+    data = f.read_bytes()
+    flipped = bytearray(data)
+    flipped[-20] ^= 0x01  # inside a function body: only the checksum can tell
+    for damage in (b"", b"\x00not marshal", data[:-5], bytes(flipped)):
         f.write_bytes(damage)
         assert _run(code, str(cache)).stdout.strip() == "7"  # from onnx.defs, rewritten
         assert schema_cache._load(f.read_bytes()) == FACTS
-    d = marshal.loads(f.read_bytes())
-    for key, value in (("onnx", "0.0.0-other-build"), ("format", schema_cache.FORMAT - 1),
-                       ("facts", ({}, frozenset(), frozenset(), {}))):
-        f.write_bytes(marshal.dumps({**d, key: value}))
+    fmt, key, crc, payload = marshal.loads(f.read_bytes())
+    wrong = marshal.dumps(({}, frozenset(), frozenset(), {}))
+    for bad in ((fmt, "0.0.0-other-build", crc, payload), (fmt - 1, key, crc, payload),
+                (fmt, key, zlib.crc32(wrong), wrong)):
+        f.write_bytes(marshal.dumps(bad))
         assert schema_cache._load(f.read_bytes()) is None
     blocked = tmp_path / "file"
     blocked.write_text("")  # a file where the cache folder should be: nothing can be written

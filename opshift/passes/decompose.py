@@ -537,6 +537,7 @@ def emitter(template: Template) -> Callable[..., bytes]:
 
 
 _KEYED_EMITTERS: dict[tuple, Callable[..., bytes]] = {}
+MAX_KEYED_EMITTERS = 4096  # (keys hold attribute values: bounded for a long-lived process)
 
 
 def band_emitter(key: tuple, site: Callable[[], Site]) -> Callable[..., bytes]:
@@ -556,7 +557,7 @@ def band_emitter(key: tuple, site: Callable[[], Site]) -> Callable[..., bytes]:
             plan_cache.put(key, (plan.suffixes, plan.nodes, plan.consts, plan.uses_slope))
         plan_cache.track(key, formats)  # the formats the emitter builds, for the next process
         emit = _emitter(plan, formats)
-        if len(_KEYED_EMITTERS) < MAX_FORMATS:
+        if len(_KEYED_EMITTERS) < MAX_KEYED_EMITTERS:
             _KEYED_EMITTERS[key] = emit
     return emit
 
