@@ -148,8 +148,15 @@ def _load(data: bytes) -> SchemaFacts | None:
     return SchemaFacts(*fields)
 
 
+#: Cache files of one kind (``schemas-*``, ``plans-*``) kept in the folder: each onnx build,
+#: opshift version and Python using the folder has its own, and a write removes the oldest
+#: beyond this many, so upgrades and edits do not pile files up.
+KEEP_FILES = 8
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write a cache file, best effort and atomic: a reader never sees half a file."""
+    """Write a cache file, best effort and atomic: a reader never sees half a file. Then
+    remove the oldest files of its kind beyond :data:`KEEP_FILES`."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     with contextlib.suppress(OSError):
@@ -162,6 +169,20 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            return
+        _prune(path)
+
+
+def _prune(path: Path) -> None:
+    kind = path.name.split("-", 1)[0] + "-"
+    others = []
+    with os.scandir(path.parent) as it:
+        for e in it:
+            if e.name.startswith(kind) and e.name != path.name and e.is_file():
+                others.append((e.stat().st_mtime_ns, e.path))
+    for _, old in sorted(others, reverse=True)[KEEP_FILES - 1:]:
+        with contextlib.suppress(OSError):
+            os.unlink(old)
 
 
 @functools.cache

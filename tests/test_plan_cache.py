@@ -213,3 +213,25 @@ def test_a_later_process_reads_the_plans_an_earlier_one_made(tmp_path):
     second = run(NO_TEMPLATES % (str(src), str(tmp_path / "c.onnx")))
     assert second.returncode == 0, second.stderr
     assert (tmp_path / "c.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+
+
+def test_a_write_removes_the_oldest_files_of_its_kind(cache_dir, monkeypatch):
+    """Upgrades and edits leave files for other keys behind: a write keeps the newest
+    KEEP_FILES of its kind and touches nothing else."""
+    cache_dir.mkdir(parents=True)
+    old = []
+    for k in range(10):
+        f = cache_dir / f"plans-{plan_cache.FORMAT}-old-{k}.marshal"
+        f.write_bytes(b"stale")
+        os.utime(f, ns=(10**18 + k, 10**18 + k))
+        old.append(f)
+    others = [cache_dir / "schemas-2-some-build.marshal", cache_dir / "notes.txt"]
+    for f in others:
+        f.write_bytes(b"keep")
+        os.utime(f, ns=(1, 1))
+    _small_cnn_out()
+    mine = plan_cache.cache_file()
+    left = sorted(p.name for p in cache_dir.glob("plans-*"))
+    assert mine.name in left and len(left) == schema_cache.KEEP_FILES
+    assert sorted(left) == sorted([mine.name] + [f.name for f in old[1 - schema_cache.KEEP_FILES:]])
+    assert all(f.exists() for f in others)
