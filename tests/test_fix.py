@@ -346,6 +346,53 @@ def test_duplicate_graph_output_producer_refused():
         fix(m)
 
 
+# -- functions defined twice --------------------------------------------------------------------
+
+def _twice(op1: str, op2: str, with_selu: bool = False) -> onnx.ModelProto:
+    def f(op):
+        body = [h.make_node(op, ["a"], ["t"]), h.make_node("Selu" if with_selu else "Identity",
+                                                           ["t"], ["b"])]
+        return h.make_function("local", "F", ["a"], ["b"], body, [h.make_opsetid("", 13)])
+
+    nodes = [h.make_node("F", ["x"], ["y"], domain="local", name="call")]
+    return make_model(nodes, [vi("x", T.FLOAT, [3])], [vi("y", T.FLOAT, [3])], opset=13,
+                      extra_opsets=[h.make_opsetid("local", 1)], functions=[f(op1), f(op2)],
+                      ir_version=8)  # (functions need IR 8)
+
+
+def test_identical_second_function_definition_removed(tmp_path, capsys):
+    m = _twice("Relu", "Relu", with_selu=True)
+    original = onnx.ModelProto.FromString(m.SerializeToString())
+    res = fix_proto(m)
+    assert _kinds(res) == ["function"] and "local::F" in res.changes[0].what
+    assert len(m.functions) == 1 and m.functions[0] == original.functions[0]
+    onnx.checker.check_model(m, full_check=True)
+    x = np.array([-1, 0.5, 2], np.float32)
+    v = verify_fix(original, m)
+    assert v.ok, v
+    np.testing.assert_allclose(_ort(m, {"x": x})[0], evaluate(m, {"x": x})["y"], rtol=1e-6)
+    # the CLI opens such a model for fix (and inspect lists the defect) instead of refusing it
+    src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(original, src)
+    assert main(["fix", str(src), "-o", str(out)]) == 0
+    assert "removed a second definition of function local::F" in capsys.readouterr().out
+    assert len(onnx.load(out).functions) == 1
+    assert main(["inspect", str(src)]) == 0
+    assert "function local::F" in capsys.readouterr().out
+    assert main(["inline", str(src), "-o", str(out)]) == 2  # other commands still refuse it
+
+
+def test_differing_function_definitions_refused(tmp_path, capsys):
+    m = _twice("Relu", "Neg")
+    with pytest.raises(ConversionError, match="local::F is defined twice with different bodies"):
+        fix(m)
+    src = tmp_path / "m.onnx"
+    onnx.save(m, src)
+    assert main(["fix", str(src), "-o", str(tmp_path / "o.onnx")]) == 2
+    assert "defined twice with different bodies" in capsys.readouterr().err
+    assert not (tmp_path / "o.onnx").exists()
+
+
 # -- IR version ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("opset,declared,want", [(13, 3, 7), (13, 14, 7), (7, 11, 3),

@@ -20,6 +20,8 @@ change (node, what, why):
   - missing opset imports for a used domain (added for model-local function domains and for
     function bodies; refused for the default domain: its version is unknown);
   - duplicate node names and values produced twice (renamed);
+  - a model-local function defined twice (a later identical copy removed; differing bodies
+    refused: a call could mean either);
   - an IR version too old or too new for the opset (set to the opset's, never below what the
     model's imports and features need).
 Each fix is exact; --verify compares the outputs of the original and the fixed model (with
@@ -61,7 +63,7 @@ def run(args) -> int:
             # what fix repairs is not a reason to refuse the model
             original, source_dir = modelio.open_checked(args.input, allow=(
                 validate.DUPLICATE_VALUE, validate.MISSING_OPSET, validate.ATTRIBUTE,
-                validate.SLOPE))
+                validate.SLOPE, validate.DUPLICATE_FUNCTION))
         with bar.phase("fix"):
             try:
                 fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope)

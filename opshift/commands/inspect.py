@@ -45,8 +45,8 @@ def run(args) -> int:
     bar = progress.for_args(args, "inspect", 2)
     try:
         with bar.phase("load"):
-            model = modelio.load_checked(args.input, allow=(validate.ATTRIBUTE,
-                                                            validate.DUPLICATE_VALUE))
+            model = modelio.load_checked(args.input, allow=(
+                validate.ATTRIBUTE, validate.DUPLICATE_VALUE, validate.DUPLICATE_FUNCTION))
         with bar.phase("inspect"):
             report = inspect(model, opset=args.opset)
     finally:

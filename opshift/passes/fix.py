@@ -17,6 +17,9 @@ node, what changed and why:
   the model has gets the model's version.
 * Duplicate node names (renamed) and values produced twice (the later producer and its uses
   after it are renamed; refused when the name is a graph or function output).
+* A model-local function defined twice (same domain, name and overload): a later definition
+  identical to the first is removed (a call means the same either way); definitions that
+  differ are refused, since a call could mean either body.
 * A declared IR version older than the opsets and features need (raised), or newer than the
   opset's (lowered, never below what imports and features need, and never when the model uses
   a feature whose IR version opshift cannot date).
@@ -50,7 +53,7 @@ class FixChange:
     """One change ``fix`` made (or, in a report of defects, one it would leave alone)."""
 
     kind: str  # consumed_inputs | attribute_type | prelu_slope | opset_import | node_name
-    #            | value_name | ir_version | unknown_attribute
+    #            | value_name | ir_version | unknown_attribute | function
     scope: str  # iter_scopes label, or 'model'
     node: str  # node name, '<Op #i>' when unnamed, '' for model-level changes
     what: str
@@ -216,6 +219,7 @@ class _Fixer:
         self.result.refused.append(FixChange(kind, scope, node, what, why))
 
     def run(self) -> None:
+        self.fix_duplicate_functions()
         self.fix_opset_imports()
         for scope in list(iter_scopes(self.model)):
             self.fix_attributes(scope)
@@ -224,6 +228,32 @@ class _Fixer:
         self.fix_node_names()
         self.fix_prelu_slopes()
         self.fix_ir_version()
+
+    # -- functions defined twice ----------------------------------------------------------------
+    def fix_duplicate_functions(self) -> None:
+        first: dict[tuple[str, str, str], bytes] = {}
+        keep: list[onnx.FunctionProto] = []
+        for f in self.model.functions:
+            identity = (f.domain, f.name, f.overload)
+            label = (f"function {f.domain + '::' if f.domain else ''}{f.name}"
+                     f"{':' + f.overload if f.overload else ''}")
+            body = f.SerializeToString(deterministic=True)
+            if identity not in first:
+                first[identity] = body
+                keep.append(f)
+            elif first[identity] == body:
+                self.change("function", "model", "", f"removed a second definition of {label}",
+                            "identical to the first, so every call means the same")
+            else:
+                self.refuse("function", "model", "", f"{label} is defined twice with different "
+                            "bodies", "a call could mean either, and nothing says which")
+                keep.append(f)
+        if len(keep) < len(self.model.functions):
+            kept = [onnx.FunctionProto() for _ in keep]
+            for k, f in zip(kept, keep):
+                k.CopyFrom(f)
+            del self.model.functions[:]
+            self.model.functions.extend(kept)
 
     # -- opset imports ------------------------------------------------------------------------
     def fix_opset_imports(self) -> None:
