@@ -168,8 +168,9 @@ def _apply_graph(model: ir.Model, graph: ir.Graph | ir.Function, rule) -> int:
                                                     delta.new_outputs)
             _metadata_merger().copy_merged_metadata(delta.match.nodes, delta.new_nodes)
             count += 1
-        for g in _ir_subgraphs(node):
-            count += _apply_graph(model, g, rule)
+        if may_hold_subgraphs(node.domain, node.op_type):  # (reading attributes costs)
+            for g in _ir_subgraphs(node):
+                count += _apply_graph(model, g, rule)
     return count
 
 
