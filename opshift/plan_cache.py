@@ -16,8 +16,8 @@ as before; a checksum covers the contents, so a damaged file is never read as an
 plan. It holds at most :data:`MAX_PLANS` plans.
 
 With each plan go the byte formats its emitter built (one per combination of name lengths,
-see :func:`opshift.passes.decompose._emitter`), up to :data:`MAX_STORED_FORMATS` in all: a later
-process then writes even its first nodes of those lengths by one formatting.
+see :func:`opshift.passes.decompose._emitter`), up to :data:`MAX_STORED_FORMATS` in all:
+a later process then writes even its first nodes of those lengths by one formatting.
 """
 
 from __future__ import annotations
@@ -109,20 +109,22 @@ def flush() -> None:
     """Write the plans and formats added since the file was read (best effort, atomic)."""
     global _dirty
     plans = _load()
-    new = {key: fresh for key, fresh in ((key, [(k, v) for k, v in formats.items()
-                                                 if v and k not in plans[key][4]])
-                                         for key, formats in _live.items() if key in plans)
-           if fresh}
+    new: dict[tuple, list] = {}  # key -> the formats its emitter built that are not stored
+    for key, formats in _live.items():
+        stored = plans[key][4]  # (tracked keys hold well-formed entries)
+        built = [(k, v) for k, v in formats.items() if v is not None and k not in stored]
+        if built:
+            new[key] = built
     if new:
         room = MAX_STORED_FORMATS - sum(len(e[4]) for e in plans.values()
                                         if isinstance(e, tuple) and len(e) == 5
                                         and isinstance(e[4], dict))
-        for key, fresh in new.items():
+        for key, built in new.items():
             if room <= 0:
                 break
             entry = plans[key]
-            plans[key] = (*entry[:4], {**entry[4], **dict(fresh[:room])})
-            room -= len(fresh)
+            plans[key] = (*entry[:4], {**entry[4], **dict(built[:room])})
+            room -= len(built)
             _dirty = True
     if not _dirty:
         return
