@@ -263,3 +263,14 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | str | None, .
     for f in m.functions:
         take(getattr(f, "value_info", []))
     return shapes
+
+
+def replace_ir_model(model, new) -> None:
+    """Make ``model`` (the ``onnx_ir.Model`` a pass manager holds) become ``new`` in place:
+    the ``onnx_ir`` passes convert a serialized copy and must hand back the same object."""
+    for cls in type(model).__mro__:
+        for slot in getattr(cls, "__slots__", ()):
+            if slot != "__weakref__" and hasattr(new, slot):
+                setattr(model, slot, getattr(new, slot))
+    if hasattr(new, "__dict__"):
+        model.__dict__.update(new.__dict__)

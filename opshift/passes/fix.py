@@ -42,7 +42,7 @@ from onnx import helper, numpy_helper
 from .. import broadcast, opsets
 from ..errors import ConversionError
 from ..modelio import ModelLike, from_proto, to_proto
-from ._graph import Names, Scope, iter_scopes, splice, static_shapes, subgraphs
+from ._graph import Names, Scope, iter_scopes, replace_ir_model, splice, static_shapes, subgraphs
 
 SLOPE_CHOICES = ("channel", "numpy")
 _A = onnx.AttributeProto
@@ -161,21 +161,11 @@ def _make_fix_pass() -> type:
             self.last_result = result
             if not result.modified:
                 return ir_passes.PassResult(model, modified=False)
-            _replace_ir_model(model, ir.serde.deserialize_model(proto))
+            replace_ir_model(model, ir.serde.deserialize_model(proto))
             return ir_passes.PassResult(model, modified=True)
 
     FixPass.__module__ = __name__
     return FixPass
-
-
-def _replace_ir_model(model, new) -> None:
-    """Make ``model`` (the object the pass manager holds) become ``new`` in place."""
-    for cls in type(model).__mro__:
-        for slot in getattr(cls, "__slots__", ()):
-            if slot != "__weakref__" and hasattr(new, slot):
-                setattr(model, slot, getattr(new, slot))
-    if hasattr(new, "__dict__"):
-        model.__dict__.update(new.__dict__)
 
 
 def __getattr__(name: str) -> Any:

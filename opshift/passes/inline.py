@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 import onnx.defs
@@ -24,7 +25,7 @@ from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import normalize_domain
 from . import decompose as dec
-from ._graph import Names, node_kinds, subgraphs
+from ._graph import Names, node_kinds, replace_ir_model, subgraphs
 from .decompose import read_varint
 
 
@@ -703,11 +704,13 @@ def inline(model: ModelLike, ops: Iterable[str] | str | None = None,
     return from_proto(proto, kind)
 
 
-try:
+def _make_inline_pass() -> type:
+    # onnx_ir (which imports sympy, ~0.3 s) is loaded only when the pass is asked for, so the
+    # command line and inline() never pay for it
     import onnx_ir as ir
-    from onnx_ir import passes as _ir_passes
+    from onnx_ir import passes as ir_passes
 
-    class InlinePass(_ir_passes.InPlacePass):
+    class InlinePass(ir_passes.InPlacePass):
         """``onnx_ir`` adapter over :func:`inline_proto`; ``modified`` is True only if
         something was inlined. The last :class:`InlineResult` is in :attr:`last_result`."""
 
@@ -718,25 +721,24 @@ try:
             self.functions = functions
             self.last_result: InlineResult | None = None
 
-        def call(self, model: ir.Model) -> _ir_passes.PassResult:
+        def call(self, model: ir.Model) -> ir_passes.PassResult:
             proto = ir.serde.serialize_model(model)
             result = inline_proto(proto, self.ops, self.functions)
             self.last_result = result
             if not result.modified:
-                return _ir_passes.PassResult(model, modified=False)
-            new = ir.serde.deserialize_model(proto)
-            _replace_ir_model(model, new)
-            return _ir_passes.PassResult(model, modified=True)
+                return ir_passes.PassResult(model, modified=False)
+            replace_ir_model(model, ir.serde.deserialize_model(proto))
+            return ir_passes.PassResult(model, modified=True)
 
-    def _replace_ir_model(model: ir.Model, new: ir.Model) -> None:
-        for cls in type(model).__mro__:
-            for slot in getattr(cls, "__slots__", ()):
-                if slot != "__weakref__" and hasattr(new, slot):
-                    setattr(model, slot, getattr(new, slot))
-        if hasattr(new, "__dict__"):
-            model.__dict__.update(new.__dict__)
-except ImportError:  # pragma: no cover - onnx_ir is a dependency
-    pass
+    InlinePass.__module__ = __name__
+    return InlinePass
 
-__all__ = ["inline", "inline_proto", "verify_inline", "InlineResult", "InlinedNode",
-           "InlinePass"]
+
+def __getattr__(name: str) -> Any:
+    if name == "InlinePass":
+        cls = _make_inline_pass()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+__all__ = ["inline", "inline_proto", "verify_inline", "InlineResult", "InlinedNode"]
