@@ -9,8 +9,9 @@ imports, falling back to the model's).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -274,3 +275,18 @@ def replace_ir_model(model, new) -> None:
                 setattr(model, slot, getattr(new, slot))
     if hasattr(new, "__dict__"):
         model.__dict__.update(new.__dict__)
+
+
+def run_as_ir_pass(model, run: Callable[[onnx.ModelProto], Any],
+                   replace: Callable[[Any, Any], None] = replace_ir_model) -> tuple[Any, Any]:
+    """The body of opshift's ``onnx_ir`` pass adapters: serialize ``model``, ``run`` the
+    ModelProto core on the copy, and when its result says it modified it, make ``model``
+    hold the result (``replace``). Returns (the core's result, the ``PassResult``)."""
+    import onnx_ir as ir
+    from onnx_ir.passes import PassResult
+
+    proto = ir.serde.serialize_model(model)
+    result = run(proto)
+    if result.modified:
+        replace(model, ir.serde.deserialize_model(proto))
+    return result, PassResult(model, modified=bool(result.modified))

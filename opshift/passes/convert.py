@@ -46,6 +46,7 @@ from ._graph import (
     iter_scopes,
     may_hold_subgraphs,
     node_label,
+    run_as_ir_pass,
     static_shapes,
     subgraphs,
 )
@@ -1094,8 +1095,7 @@ def convert(model: ModelLike, opset: int, *, verbose_log=None) -> Any:
 def _make_pass_class():
     # onnx_ir (which imports sympy, ~1 s) is loaded only when the pass is asked for, so the
     # command line and convert() never pay for it
-    import onnx_ir as ir
-    from onnx_ir.passes import InPlacePass, PassResult
+    from onnx_ir.passes import InPlacePass
 
     class ConvertOpsetPass(InPlacePass):
         """``onnx_ir`` pass converting a model to default-domain ``opset``: a thin adapter
@@ -1109,13 +1109,9 @@ def _make_pass_class():
             self.last_result: ConvertResult | None = None
 
         def call(self, model):
-            proto = ir.serde.serialize_model(model)
-            result = convert_proto(proto, self.opset)
-            self.last_result = result
-            if not result.modified:
-                return PassResult(model, modified=False)
-            _replace_model_contents(model, ir.serde.deserialize_model(proto))
-            return PassResult(model, modified=True)
+            self.last_result, out = run_as_ir_pass(
+                model, lambda proto: convert_proto(proto, self.opset), _replace_model_contents)
+            return out
 
     ConvertOpsetPass.__module__ = __name__
     ConvertOpsetPass.__qualname__ = "ConvertOpsetPass"

@@ -42,7 +42,7 @@ from onnx import helper, numpy_helper
 from .. import broadcast, opsets
 from ..errors import ConversionError
 from ..modelio import ModelLike, from_proto, to_proto
-from ._graph import Names, Scope, iter_scopes, replace_ir_model, splice, static_shapes, subgraphs
+from ._graph import Names, Scope, iter_scopes, run_as_ir_pass, splice, static_shapes, subgraphs
 
 SLOPE_CHOICES = ("channel", "numpy")
 _A = onnx.AttributeProto
@@ -156,13 +156,9 @@ def _make_fix_pass() -> type:
             self.last_result: FixResult | None = None
 
         def call(self, model: ir.Model) -> ir_passes.PassResult:
-            proto = ir.serde.serialize_model(model)
-            result = fix_proto(proto, prelu_slope=self.prelu_slope)
-            self.last_result = result
-            if not result.modified:
-                return ir_passes.PassResult(model, modified=False)
-            replace_ir_model(model, ir.serde.deserialize_model(proto))
-            return ir_passes.PassResult(model, modified=True)
+            self.last_result, out = run_as_ir_pass(
+                model, lambda proto: fix_proto(proto, prelu_slope=self.prelu_slope))
+            return out
 
     FixPass.__module__ = __name__
     return FixPass

@@ -25,7 +25,7 @@ from ..errors import ConversionError, OpshiftError
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import normalize_domain
 from . import decompose as dec
-from ._graph import Names, node_kinds, replace_ir_model, subgraphs
+from ._graph import Names, node_kinds, run_as_ir_pass, subgraphs
 from .decompose import read_varint
 
 
@@ -722,13 +722,9 @@ def _make_inline_pass() -> type:
             self.last_result: InlineResult | None = None
 
         def call(self, model: ir.Model) -> ir_passes.PassResult:
-            proto = ir.serde.serialize_model(model)
-            result = inline_proto(proto, self.ops, self.functions)
-            self.last_result = result
-            if not result.modified:
-                return ir_passes.PassResult(model, modified=False)
-            replace_ir_model(model, ir.serde.deserialize_model(proto))
-            return ir_passes.PassResult(model, modified=True)
+            self.last_result, out = run_as_ir_pass(
+                model, lambda proto: inline_proto(proto, self.ops, self.functions))
+            return out
 
     InlinePass.__module__ = __name__
     return InlinePass
@@ -740,5 +736,6 @@ def __getattr__(name: str) -> Any:
         globals()[name] = cls
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["inline", "inline_proto", "verify_inline", "InlineResult", "InlinedNode"]
