@@ -36,6 +36,19 @@ class VerificationError(OpshiftError):
     exit_code = 1
 
 
+def function_id(f) -> str:
+    """``domain::name`` of a model-local function (a FunctionProto or an onnx_ir Function),
+    the name alone in the default domain."""
+    return f"{f.domain}::{f.name}" if f.domain else f.name
+
+
+def function_label(f, *, overload: bool = False) -> str:
+    """``function domain::name``, the label a function's scope carries in messages; with
+    ``overload``, its overload appended (``:overload``) when it has one."""
+    label = f"function {function_id(f)}"
+    return f"{label}:{f.overload}" if overload and f.overload else label
+
+
 def where(node=None, *, op: str | None = None, version: int | None = None,
           domain: str | None = None, graph: str | None = None) -> str:
     """Format the location of a node for an error message: ``node 'n' (PRelu-6, graph 'g')``."""

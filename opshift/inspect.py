@@ -20,7 +20,7 @@ from onnx import helper
 
 from . import opsets
 from .broadcast import SlopeClass, classify, rule_for_version
-from .errors import OpshiftError
+from .errors import OpshiftError, function_id
 from .modelio import ModelLike, to_proto
 from .passes._graph import iter_scopes, static_shapes, subgraphs
 
@@ -171,7 +171,7 @@ def inspect(model: ModelLike, opset: int | None = None) -> InspectReport:
     proto, _, _ = to_proto(model)
     work = onnx.ModelProto()
     work.CopyFrom(proto)  # fix/convert dry runs and shape inference never touch the input
-    functions = [f"{f.domain + '::' if f.domain else ''}{f.name}" for f in proto.functions]
+    functions = [function_id(f) for f in proto.functions]
     total = sum(len(sc.nodes) for sc in iter_scopes(proto))
     report = InspectReport(
         ir_version=proto.ir_version,

@@ -20,7 +20,7 @@ from onnx.external_data_helper import uses_external_data
 from . import typerules
 from ._gc import no_cyclic_gc
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
-from .errors import EvaluationError, ModelLoadError, where
+from .errors import EvaluationError, ModelLoadError, function_label, where
 from .opsets import (
     ACTIVATIONS,
     activation_attribute_types,
@@ -328,11 +328,11 @@ def _problems(model: onnx.ModelProto, census: Census | None) -> list[tuple[str, 
         fops = dict(ops)
         fops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
         defined = set(f.input)
-        label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
+        label = function_label(f)
         identity = (f.domain, f.name, f.overload)
         if identity in identities:
-            w.add(DUPLICATE_FUNCTION, f"{label}{':' + f.overload if f.overload else ''}: "
-                                      "defined twice; a call could mean either body")
+            w.add(DUPLICATE_FUNCTION, f"{function_label(f, overload=True)}: defined twice; "
+                                      "a call could mean either body")
         identities.add(identity)
         if w.full:
             w._scope = CensusScope(f, label, fops, f)

@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ..errors import function_label
 from ..opsets import has_graph_attribute, normalize_domain
 
 
@@ -87,7 +88,7 @@ def iter_scopes(model: onnx.ModelProto, *, functions: bool = True) -> Iterator[S
     if functions:
         for f in model.functions:
             fops = function_opsets(model, f)
-            label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
+            label = function_label(f)
             yield Scope(label, f.node, fops, function=f)
             for node in f.node:
                 for attr, g in subgraphs(node):

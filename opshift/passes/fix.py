@@ -40,7 +40,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .. import broadcast, opsets
-from ..errors import ConversionError
+from ..errors import ConversionError, function_label
 from ..modelio import ModelLike, from_proto, to_proto
 from ._graph import Names, Scope, iter_scopes, run_as_ir_pass, splice, static_shapes, subgraphs
 
@@ -221,8 +221,7 @@ class _Fixer:
         keep: list[onnx.FunctionProto] = []
         for f in self.model.functions:
             identity = (f.domain, f.name, f.overload)
-            label = (f"function {f.domain + '::' if f.domain else ''}{f.name}"
-                     f"{':' + f.overload if f.overload else ''}")
+            label = function_label(f, overload=True)
             body = f.SerializeToString(deterministic=True)
             if identity not in first:
                 first[identity] = body
@@ -251,7 +250,7 @@ class _Fixer:
             self._add_import(m, d, fdomains, "model", f"graph {m.graph.name!r}")
             imported.add(d)
         for f in m.functions:
-            label = f"function {f.domain + '::' if f.domain else ''}{f.name}"
+            label = function_label(f)
             fimported = {opsets.normalize_domain(i.domain) for i in f.opset_import}
             fused = {opsets.normalize_domain(n.domain) for n in _walk_nodes(f.node)}
             for d in sorted(fused - fimported):

@@ -27,6 +27,7 @@ from onnx_ir import passes as ir_passes
 
 from .. import validate
 from .._gc import no_cyclic_gc
+from ..errors import function_label
 from ..modelio import ModelLike, to_proto
 from ..rewriters import rules as _rules
 from ..rewriters._report import Event, Recorder, recording
@@ -203,7 +204,7 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
     writes, so taking them out of the IR too would be work for nothing.)"""
     rec = Recorder(capture=capture_regions)
     for f in model.functions.values():
-        name = f"function {f.domain + '::' if f.domain else ''}{f.name}"
+        name = function_label(f)
         rec.scope_labels[id(f.graph)] = name
         for g in f.graph.subgraphs():
             rec.scope_labels[id(g)] = f"{name}/{g.name or 'subgraph'}"

@@ -21,7 +21,7 @@ import onnx.numpy_helper
 
 from .. import opsets, plan_cache, typerules, validate
 from .._gc import no_cyclic_gc
-from ..errors import ConversionError, OpshiftError
+from ..errors import ConversionError, OpshiftError, function_id
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import normalize_domain
 from . import decompose as dec
@@ -117,10 +117,6 @@ def _parse_ops(ops: Iterable[str] | str | None) -> frozenset[str]:
     return frozenset(out)
 
 
-def _fid(f: onnx.FunctionProto) -> str:
-    return f"{f.domain}::{f.name}" if f.domain else f.name
-
-
 # -- functions --------------------------------------------------------------------------------
 
 
@@ -137,7 +133,7 @@ def _inline_functions(model: onnx.ModelProto, functions, result: InlineResult) -
             dom, _, fname = name.rpartition("::")
             hits = [k for k in local if k[1] == fname and (not dom or k[0] == dom)]
             if not hits:
-                known = ", ".join(_fid(f) for f in model.functions) or "none"
+                known = ", ".join(function_id(f) for f in model.functions) or "none"
                 raise OpshiftError(f"--functions: no model-local function {name!r} "
                                    f"(the model has: {known})")
             chosen.extend(hits)
@@ -154,7 +150,7 @@ def _inline_functions(model: onnx.ModelProto, functions, result: InlineResult) -
             d = normalize_domain(imp.domain)
             if d in model_ops and model_ops[d] != imp.version:
                 raise ConversionError(
-                    f"function {_fid(f)!r}: imports opset {imp.version} of "
+                    f"function {function_id(f)!r}: imports opset {imp.version} of "
                     f"{d or 'ai.onnx'!r} but the model imports {model_ops[d]}; inlining "
                     "would change the version of its nodes")
     before = {(f.domain, f.name) for f in model.functions}
@@ -162,7 +158,7 @@ def _inline_functions(model: onnx.ModelProto, functions, result: InlineResult) -
 
     new = onnx.inliner.inline_selected_functions(model, chosen)
     model.CopyFrom(new)
-    result.functions_inlined.extend(_fid(local[k]) for k in chosen)
+    result.functions_inlined.extend(function_id(local[k]) for k in chosen)
     # Remove inlined functions that nothing calls any more (the inliner may keep them).
     still = node_kinds(model)
     keep = [f for f in model.functions

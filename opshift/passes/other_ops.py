@@ -28,7 +28,7 @@ import onnx
 from onnx import helper
 
 from .. import opsets
-from ..errors import ConversionError
+from ..errors import ConversionError, function_id
 from ._graph import Scope, iter_scopes, splice, subgraphs
 from .other_ops_body import function_body, inline_body
 from .other_ops_facts import constant_tensor
@@ -177,7 +177,7 @@ def _plan_function_node(conv: Conversion, sc: Scope, i: int, n: onnx.NodeProto, 
                         ) -> tuple[list[onnx.NodeProto] | None, Change]:
     """Plan a node of a function body once per tuple of input types its call sites pass; the
     node is converted only when every tuple gives the same result."""
-    fid = f"{f.domain + '::' if f.domain else ''}{f.name}"
+    fid = function_id(f)
     if not variants:
         conv.facts.local = {}
         try:
