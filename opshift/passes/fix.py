@@ -217,28 +217,22 @@ class _Fixer:
 
     # -- functions defined twice ----------------------------------------------------------------
     def fix_duplicate_functions(self) -> None:
-        first: dict[tuple[str, str, str], bytes] = {}
-        keep: list[onnx.FunctionProto] = []
-        for f in self.model.functions:
-            identity = (f.domain, f.name, f.overload)
+        first: dict[tuple[str, str, str], onnx.FunctionProto] = {}
+        drop: list[int] = []
+        for i, f in enumerate(self.model.functions):
+            earlier = first.setdefault((f.domain, f.name, f.overload), f)
+            if earlier is f:
+                continue
             label = function_label(f, overload=True)
-            body = f.SerializeToString(deterministic=True)
-            if identity not in first:
-                first[identity] = body
-                keep.append(f)
-            elif first[identity] == body:
+            if f == earlier:
+                drop.append(i)
                 self.change("function", "model", "", f"removed a second definition of {label}",
                             "identical to the first, so every call means the same")
             else:
                 self.refuse("function", "model", "", f"{label} is defined twice with different "
                             "bodies", "a call could mean either, and nothing says which")
-                keep.append(f)
-        if len(keep) < len(self.model.functions):
-            kept = [onnx.FunctionProto() for _ in keep]
-            for k, f in zip(kept, keep):
-                k.CopyFrom(f)
-            del self.model.functions[:]
-            self.model.functions.extend(kept)
+        for i in reversed(drop):
+            del self.model.functions[i]
 
     # -- opset imports ------------------------------------------------------------------------
     def fix_opset_imports(self) -> None:
