@@ -75,7 +75,8 @@ def cache_dir() -> Path | None:
 
 @functools.lru_cache(maxsize=8)
 def _cache_dir(env: str | None, xdg: str | None, home: str | None) -> Path | None:
-    # (cached: every command asks, and pathlib's Path.home() and joins cost ~0.1 ms)
+    # (cached per value of the variables it reads -- ``home`` only keys the cache, for
+    # expanduser -- as every command asks, and pathlib's Path.home() and joins cost ~0.1 ms)
     if env is not None:
         return None if env.strip().lower() in ("", "off", "0", "none") else Path(env)
     base = xdg or os.path.join(os.path.expanduser("~"), ".cache")
@@ -154,11 +155,9 @@ def _load(data: bytes) -> SchemaFacts | None:
 KEEP_FILES = 8
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     """Write a cache file, best effort and atomic: a reader never sees half a file. Then
     remove the oldest files of its kind beyond :data:`KEEP_FILES`."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
