@@ -22,10 +22,8 @@ a later process then writes even its first nodes of those lengths by one formatt
 
 from __future__ import annotations
 
-import marshal
 import os
 import sys
-import zlib
 from pathlib import Path
 
 from . import __version__, schema_cache
@@ -70,13 +68,11 @@ def _load() -> dict[tuple, tuple]:
         path = cache_file()
         if path is not None:
             try:
-                fmt, crc, payload = marshal.loads(path.read_bytes())
-                if fmt == FORMAT and zlib.crc32(payload) == crc:
-                    got = marshal.loads(payload)
-                    if isinstance(got, dict):
-                        _plans = got
-            except (OSError, EOFError, ValueError, TypeError):
-                pass
+                got = schema_cache.unpack(path.read_bytes(), (FORMAT,))
+            except OSError:
+                got = None
+            if isinstance(got, dict):
+                _plans = got
     return _plans
 
 
@@ -131,8 +127,7 @@ def flush() -> None:
     _dirty = False
     path = cache_file()
     if path is not None:
-        payload = marshal.dumps(plans)
-        schema_cache.write_atomic(path, marshal.dumps((FORMAT, zlib.crc32(payload), payload)))
+        schema_cache.write_atomic(path, schema_cache.pack((FORMAT,), plans))
 
 
 def _well_formed(entry: object) -> bool:

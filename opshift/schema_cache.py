@@ -127,21 +127,34 @@ def build() -> SchemaFacts:
                        frozenset(tensor_ops), attributes, bodies)
 
 
+def pack(head: tuple, value: object) -> bytes:
+    """A cache file's bytes: ``head`` (what says the file's layout and whose it is), a CRC-32
+    of ``value``'s marshal bytes, then those bytes."""
+    payload = marshal.dumps(value)
+    return marshal.dumps((*head, zlib.crc32(payload), payload))
+
+
+def unpack(data: bytes, head: tuple) -> object | None:
+    """The value :func:`pack` wrote behind ``head``; None when ``data`` is not that: another
+    head, a checksum that does not match, or not marshal at all."""
+    try:
+        *got, crc, payload = marshal.loads(data)
+        if tuple(got) != head or zlib.crc32(payload) != crc:
+            return None
+        return marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return None
+
+
 def _dump(f: SchemaFacts) -> bytes:
-    payload = marshal.dumps((f.since, f.graph_ops, f.tensor_ops, f.attributes, f.bodies))
-    return marshal.dumps((FORMAT, onnx_key(), zlib.crc32(payload), payload))
+    return pack((FORMAT, onnx_key()),
+                (f.since, f.graph_ops, f.tensor_ops, f.attributes, f.bodies))
 
 
 def _load(data: bytes) -> SchemaFacts | None:
     """The facts in ``data``, None unless it is a file of this format and this onnx build,
     its checksum right and its fields of the right kinds."""
-    try:
-        fmt, key, crc, payload = marshal.loads(data)
-        if fmt != FORMAT or key != onnx_key() or zlib.crc32(payload) != crc:
-            return None
-        fields = marshal.loads(payload)
-    except (EOFError, ValueError, TypeError):
-        return None
+    fields = unpack(data, (FORMAT, onnx_key()))
     kinds = (dict, frozenset, frozenset, dict, dict)
     if not (isinstance(fields, tuple) and len(fields) == len(kinds)
             and all(isinstance(v, k) for v, k in zip(fields, kinds))):
