@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -220,12 +220,54 @@ MAX_PROTO_BYTES = (1 << 31) - 1
 
 def save_bytes(data: bytes, path: str | os.PathLike) -> None:
     """Write an already serialized model (without external data to place) atomically."""
+    save_parts([data], path)
+
+
+def save_parts(parts: Sequence[bytes | memoryview], path: str | os.PathLike) -> None:
+    """Write an already serialized model given as consecutive parts (without external data
+    to place) atomically, part after part: no buffer of the whole output is made."""
     path = Path(path)
-    if len(data) > MAX_PROTO_BYTES:
-        raise OpshiftError(f"{path}: model too large to serialize: {len(data)} bytes is over "
+    size = sum(map(len, parts))
+    if size > MAX_PROTO_BYTES:
+        raise OpshiftError(f"{path}: model too large to serialize: {size} bytes is over "
                            "protobuf's 2 GiB limit (keep the weights in external data)")
     with atomic_output(path) as out:
-        out.write(data)
+        write_parts(out, parts)
+
+
+#: Bytes written per call by :func:`write_parts`.
+WRITE_CHUNK = 1 << 20
+
+
+def write_parts(out: BinaryIO, parts: Sequence[bytes | memoryview]) -> None:
+    """Write ``parts`` in order: joined into one write when they are small, else in chunks
+    of about :data:`WRITE_CHUNK` bytes.
+
+    Joining a big output first would copy all of it into one new buffer of its size, which
+    glibc maps afresh: a page fault per 4 KiB (~4 us each in a VM; ~50 ms of a 100k-node
+    model's ~0.5 s). A chunk's buffer is freed before the next is made, so the chunks reuse
+    one region. Chunks stay large because each write call into the page cache costs tens
+    of microseconds."""
+    if sum(map(len, parts)) <= WRITE_CHUNK:
+        out.write(b"".join(parts))
+        return
+    chunk: list[bytes | memoryview] = []
+    size = 0
+    for p in parts:
+        n = len(p)
+        if n >= WRITE_CHUNK:
+            if chunk:
+                out.write(b"".join(chunk))
+                chunk, size = [], 0
+            out.write(p)
+            continue
+        chunk.append(p)
+        size += n
+        if size >= WRITE_CHUNK:
+            out.write(b"".join(chunk))
+            chunk, size = [], 0
+    if chunk:
+        out.write(b"".join(chunk))
 
 
 def save(model: onnx.ModelProto, path: str | os.PathLike,

@@ -137,3 +137,44 @@ def test_save_places_external_data_beside_output(tmp_path):
     loaded = modelio.load(dst / "m.onnx", load_external_data=True)
     np.testing.assert_array_equal(numpy_helper.to_array(loaded.graph.initializer[0]),
                                   np.arange(1024, dtype=np.float32))
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+        self.data = bytearray()
+
+    def write(self, b) -> int:
+        self.calls.append(len(b))
+        self.data += b
+        return len(b)
+
+
+def test_write_parts_writes_the_parts_in_order_in_chunks(monkeypatch):
+    rng = np.random.default_rng(7)
+    sizes = [0, 1, 5, 17, 40, 3, 100, 9, 64, 0, 2]
+    parts = [rng.bytes(n) for n in sizes]
+    parts[3] = memoryview(parts[3])  # views (of the model's head and tail) are parts too
+    whole = b"".join(parts)
+    small = _Recorder()
+    modelio.write_parts(small, parts)  # all within one chunk: a single write
+    assert bytes(small.data) == whole and small.calls == [len(whole)]
+    monkeypatch.setattr(modelio, "WRITE_CHUNK", 32)
+    out = _Recorder()
+    modelio.write_parts(out, parts)
+    assert bytes(out.data) == whole
+    # several writes, none of joined parts much over a chunk; a part of a chunk or more
+    # (100, 40, 64) is written on its own
+    assert len(out.calls) > 3 and 40 in out.calls and 100 in out.calls and 64 in out.calls
+    assert all(n < 32 + 17 or n in (40, 64, 100) for n in out.calls)
+
+
+def test_save_parts_is_atomic_and_checks_the_size(tmp_path, monkeypatch):
+    m = _tiny().SerializeToString()
+    dst = tmp_path / "o.onnx"
+    modelio.save_parts([memoryview(m)[:5], m[5:]], dst)
+    assert dst.read_bytes() == m
+    monkeypatch.setattr(modelio, "MAX_PROTO_BYTES", 10)
+    with pytest.raises(OpshiftError, match="too large"):
+        modelio.save_parts([m], tmp_path / "big.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.onnx"]

@@ -51,7 +51,7 @@ def run(args) -> int:
     import onnx
 
     from .. import modelio, progress, validate
-    from ..passes.inline import inline_proto, inline_serialized, verify_inline
+    from ..passes.inline import inline_parts, inline_proto, verify_inline
 
     bar = progress.for_args(args, "inline", 3 + bool(args.verify))
     report, notes = None, []
@@ -69,8 +69,8 @@ def run(args) -> int:
             direct = not args.verify and source_dir is None
             try:
                 if direct:
-                    data, result = inline_serialized(model, args.ops, args.functions,
-                                                     census=census)
+                    parts, result = inline_parts(model, args.ops, args.functions,
+                                                 census=census)
                 else:
                     result = inline_proto(model, args.ops, args.functions,
                                           keep_before=args.verify, census=census)
@@ -85,7 +85,7 @@ def run(args) -> int:
         if report is None or report.ok:
             with bar.phase("save"):
                 if direct:
-                    modelio.save_bytes(data, args.output)
+                    modelio.save_parts(parts, args.output)
                 else:
                     modelio.save(model, args.output, source_dir=source_dir)
     finally:

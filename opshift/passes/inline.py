@@ -363,7 +363,8 @@ def _node_offsets(data: bytes, tag: int, count: int) -> list[int] | None:
     return offs if p <= end else None
 
 
-def _node_section(w: _Work, sites: list[int], blobs: list[bytes], start: int) -> list[bytes]:
+def _node_section(w: _Work, sites: list[int], blobs: list[bytes], start: int
+                  ) -> list[bytes | memoryview]:
     """The serialized node list of ``w.owner`` from node ``start`` on, with the nodes at
     ``sites`` (ascending, >= start) replaced by the framed ``blobs``: untouched nodes are
     slices of the owner's serialization, so no Python protobuf call is made per node."""
@@ -373,7 +374,7 @@ def _node_section(w: _Work, sites: list[int], blobs: list[bytes], start: int) ->
     if tag == dec.GRAPH_NODE_TAG:
         data = w.owner.SerializeToString()
         offs = _node_offsets(data, tag[0], len(nodes))
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     prev = start
     if offs is not None:
         for i, blob in zip(sites, blobs):
@@ -423,10 +424,12 @@ def _field_span(data: bytes, number: int) -> tuple[int, int, int] | None:
     return None
 
 
-def _serialize_with_nodes(model: onnx.ModelProto, section: list[bytes]) -> bytes:
-    """``model`` serialized with ``section`` as its main graph's node list: byte for byte
-    what ``SerializeToString`` gives after merging it in (protobuf writes fields in number
-    order, GraphProto.node, field 1, first). Leaves the main graph without nodes."""
+def _serialize_with_nodes(model: onnx.ModelProto, section: list[bytes | memoryview]
+                          ) -> list[bytes | memoryview]:
+    """``model`` serialized with ``section`` as its main graph's node list, as parts whose
+    concatenation is byte for byte what ``SerializeToString`` gives after merging it in
+    (protobuf writes fields in number order, GraphProto.node, field 1, first). Leaves the
+    main graph without nodes."""
     del model.graph.node[:]
     data = model.SerializeToString()
     span = _field_span(data, 7)  # ModelProto.graph
@@ -434,7 +437,8 @@ def _serialize_with_nodes(model: onnx.ModelProto, section: list[bytes]) -> bytes
         raise AssertionError("no graph field in the serialized model")
     start, payload, end = span
     size = sum(map(len, section)) + end - payload
-    return b"".join([data[:start], b"\x3a", dec.varint(size), *section, data[payload:]])
+    view = memoryview(data)
+    return [view[:start], b"\x3a", dec.varint(size), *section, view[payload:]]
 
 
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
@@ -461,20 +465,32 @@ def inline_serialized(model: onnx.ModelProto, ops: Iterable[str] | str | None = 
     node list goes straight into the bytes instead of being parsed into ``model`` and
     serialized again (most of what saving a big model costs); ``model`` is consumed: do not
     use it afterwards."""
-    result, data = _inline(model, ops, functions, False, census, serialize=True)
-    return (model.SerializeToString() if data is None else data), result
+    parts, result = inline_parts(model, ops, functions, census=census)
+    return b"".join(parts), result
+
+
+def inline_parts(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
+                 functions: Iterable[str] | str | None = None, *,
+                 census: validate.Census | None = None
+                 ) -> tuple[list[bytes | memoryview], InlineResult]:
+    """:func:`inline_serialized` with the bytes left in parts, to be written one after the
+    other (:func:`opshift.modelio.save_parts`): joining them would copy the whole output
+    into a new buffer of its size, which costs a page fault for every 4 KiB of it on a fresh
+    heap (the CLI's case)."""
+    result, parts = _inline(model, ops, functions, False, census, serialize=True)
+    return ([model.SerializeToString()] if parts is None else parts), result
 
 
 def _inline(model: onnx.ModelProto, ops, functions, keep_before: bool,
             census: validate.Census | None, serialize: bool
-            ) -> tuple[InlineResult, bytes | None]:
+            ) -> tuple[InlineResult, list[bytes | memoryview] | None]:
     with no_cyclic_gc():
         return _inline_gc_paused(model, ops, functions, keep_before, census, serialize)
 
 
 def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
                       census: validate.Census | None, serialize: bool
-                      ) -> tuple[InlineResult, bytes | None]:
+                      ) -> tuple[InlineResult, list[bytes | memoryview] | None]:
     wanted = _parse_ops(ops)
     result = InlineResult()
     if functions:
