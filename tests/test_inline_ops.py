@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 
 from opshift import evaluate, opsets
 from opshift.passes import decompose as dec
+from opshift.passes._graph import Names, claimable
 from opshift.passes.inline import inline, inline_proto
 
 ACTS = set(dec.OPS)
@@ -330,6 +331,50 @@ def test_names_are_unique_and_say_where_they_came_from():
     assert any(n.startswith("lr2/") for n in names)
     xv = special_values(np.float32)
     assert bits_equal(evaluate(m, {"x": xv[:4]})["y"], evaluate(out, {"x": xv[:4]})["y"]).all()
+
+
+@pytest.mark.parametrize("opset", [6, 7, 13, 18])  # each band; 6: legacy PRelu slopes too
+def test_names_stay_unique_when_bases_repeat_or_clash(opset):
+    """Replacements claim their names by base (Names.claim): a base met twice, a base equal
+    to an unnamed node's ``<op>_<index>``, and bases nested in one another ("p", "p/q")
+    must still give every value and node its own name."""
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [2, 3])
+    slope = helper.make_tensor("s", TP.FLOAT, [3] if opset <= 6 else [1, 3], [0.1, -0.2, 3.0])
+    nodes = [helper.make_node("Constant", [], ["s"], value=slope),
+             helper.make_node("Selu", ["x"], ["a"], name="act"),
+             helper.make_node("LeakyRelu", ["a"], ["b"], name="act"),  # the same base
+             helper.make_node("PRelu", ["b", "s"], ["c"]),  # base prelu_3
+             helper.make_node("Selu", ["c"], ["d"], name="prelu_3"),  # ... clashes with it
+             helper.make_node("LeakyRelu", ["d"], ["e"], name="p"),
+             helper.make_node("Selu", ["e"], ["f"], name="p/X"),  # nested under "p"
+             helper.make_node("PRelu", ["f", "s"], ["y"], name="p/X/Y")]
+    m = make_model(nodes, [x], [helper.make_tensor_value_info("y", TP.FLOAT, [2, 3])],
+                   opset=opset)
+    out = inline(m)
+    onnx.checker.check_model(out, full_check=True)
+    names = [n.name for n in out.graph.node]
+    outs = [o for n in out.graph.node for o in n.output]
+    assert len(names) == len(set(names)) and len(outs) == len(set(outs))
+    # the second "act" and "prelu_3" take _1 for the names already claimed; the PRelu named
+    # "p/X/Y" still holds that name while "p/X" is replaced
+    assert {"act/Y", "act/Y_1", "prelu_3/Y", "prelu_3/Y_1", "p/Y", "p/X/Y_1",
+            "p/X/Y/Y"} <= set(names)
+    xv = special_values(np.float32)[:6].reshape(2, 3)
+    ref, got = evaluate(m, {"x": xv})["y"], evaluate(out, {"x": xv})["y"]
+    assert (bits_equal(ref, got) | ((ref == 0) & (got == 0))).all()  # (the sign of a zero
+    # may differ in some bands: README)
+
+
+def test_claimed_names_are_in_use_and_fresh_avoids_them():
+    names = Names.from_used({"x", "a/b", "c"})
+    assert claimable(("/b", "/Y")) and not claimable(("/b/c",)) and not claimable(("b",))
+    assert not names.claim("a", ("/b", "/Y"))  # a/b is taken: nothing is claimed
+    assert "a/Y" not in names and names.claim("a", ("/Y", "/m"))
+    assert {"a/Y", "a/m"} <= {n for n in ("a/Y", "a/m", "a/b") if n in names}
+    assert "a/z" not in names and "a/Y/m" not in names and "Y" not in names
+    assert not names.claim("a", ("/z",))  # a base claims once
+    assert names.fresh("a/m") == "a/m_1" and names.fresh("a/z") == "a/z"
+    assert names.claim("a/m", ("/q",)) and "a/m/q" in names and "a/m_1" in names
 
 
 def test_ops_selection_and_result():

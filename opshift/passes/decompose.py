@@ -102,7 +102,7 @@ from onnx import helper, numpy_helper
 from .. import opsets, plan_cache
 from ..broadcast import SlopeRule, slope_shape_for
 from ..errors import ConversionError, EvaluationError, where
-from ._graph import tensor_array
+from ._graph import claimable, tensor_array
 
 FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
 
@@ -425,7 +425,7 @@ MAX_FORMATS = 4096
 
 
 def _emitter(plan: _Plan, formats: dict[tuple, bytes | None] | None = None):
-    """``emit(x, y, s, base, used, fresh, tag) -> bytes`` for ``plan``, keeping its formats
+    """``emit(x, y, s, base, names, tag) -> bytes`` for ``plan``, keeping its formats
     in ``formats`` (which may hold some already: :mod:`opshift.plan_cache`).
 
     The common case is one bytes ``%`` formatting. Every length in a node's wire form (of its
@@ -435,8 +435,9 @@ def _emitter(plan: _Plan, formats: dict[tuple, bytes | None] | None = None):
     and base (``%b``, in the order they appear); a call encodes the four strings and fills
     the format in C. A combination is given a format when met a second time; the first call
     writes the nodes directly (a format costs about three such writes), so a model whose
-    name lengths seldom repeat pays for no format it does not reuse. A base whose names are
-    not all free is written name by name.
+    name lengths seldom repeat pays for no format it does not reuse. The names are claimed
+    together (:meth:`~opshift.passes._graph.Names.claim`); a base whose names cannot be is
+    written name by name.
     """
     suffixes, uses_slope = plan.suffixes, plan.uses_slope
     n_var = len(_FIXED) + len(suffixes)  # slots below this are strings; the rest constants
@@ -485,26 +486,23 @@ def _emitter(plan: _Plan, formats: dict[tuple, bytes | None] | None = None):
         return write([_framed(xb), _framed(yb), _framed(sb), b"\x00",
                       *[_varint_cached(k + n) + bb + e for n, e in raw_sfx]], tag)
 
-    def taken(x: str, y: str, s: str | None, base: str, used: set[str], fresh,
-              tag: bytes) -> bytes:
-        """A base whose names are not all free: each ``base + suffix`` is taken in turn
-        (``fresh`` when in use)."""
-        names = []
-        for suffix in suffixes:
-            n = base + suffix
-            if n in used:
-                n = fresh(n)
-            else:
-                used.add(n)
-            names.append(_framed(n.encode()))
+    def taken(x: str, y: str, s: str | None, base: str, names, tag: bytes) -> bytes:
+        """A base whose names cannot be claimed together: each ``base + suffix`` is taken in
+        turn (``_k`` when in use)."""
+        fresh = names.fresh
         return write([_framed(x.encode()), _framed(y.encode()),
-                      _framed(s.encode()) if uses_slope else b"", b"\x00", *names], tag)
+                      _framed(s.encode()) if uses_slope else b"", b"\x00",
+                      *[_framed(fresh(base + suffix).encode()) for suffix in suffixes]], tag)
 
-    def emit(x, y, s, base, used, fresh, tag):
-        names = [base + suffix for suffix in suffixes]
-        if not used.isdisjoint(names):
-            return taken(x, y, s, base, used, fresh, tag)
-        used.update(names)
+    grouped = claimable(suffixes)
+
+    def emit(x, y, s, base, names, tag):
+        # (Names.claim, written out: this is the hot path)
+        claims = names._claims
+        if not grouped or base in claims or \
+                not names._used.isdisjoint([base + suffix for suffix in suffixes]):
+            return taken(x, y, s, base, names, tag)
+        claims[base] = suffixes
         xb, yb, bb = x.encode(), y.encode(), base.encode()
         sb = s.encode() if uses_slope else b""
         key = (len(xb), len(yb), len(sb), len(bb), tag)
@@ -525,10 +523,9 @@ _EMITTERS: dict[int, tuple[Template, Callable[..., bytes]]] = {}
 
 
 def emitter(template: Template) -> Callable[..., bytes]:
-    """``emit(x, y, slope, base, used, fresh, tag) -> bytes``: :func:`instantiate` for
-    ``template`` with the :class:`~opshift.passes._graph.Names` parts passed apart (``used``
-    its set, ``fresh`` its method), for inline's hot loop. Cached per template; see
-    :func:`_emitter` for how it writes."""
+    """``emit(x, y, slope, base, names, tag) -> bytes``: :func:`instantiate` for
+    ``template``, for inline's hot loop. Cached per template; see :func:`_emitter` for how
+    it writes."""
     hit = _EMITTERS.get(id(template))
     if hit is None or hit[0] is not template:
         # the entry keeps the template alive, so its id is not reused while cached
@@ -567,7 +564,7 @@ def instantiate(template: Template, x: str, y: str, base: str, names,
     """The nodes of ``template`` with placeholders bound (``$X``/``$S``/``$Y`` to the node's
     values, internal ``$V`` to fresh ``<base>/V``, the last node named ``<base>/Y``),
     serialized as repeated node fields with wire tag ``tag`` (see ``GRAPH_NODE_TAG``)."""
-    return emitter(template)(x, y, slope, base, names._used, names.fresh, tag)
+    return emitter(template)(x, y, slope, base, names, tag)
 
 
 def nodes_of(blob: bytes) -> list[onnx.NodeProto]:

@@ -541,7 +541,6 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
     versions: dict[str, int] = {}  # 0: the op does not exist at this opset
     fkey = None if w.function is None else (w.function.domain, w.function.name)
     tag, append, label, scope_opsets = w.tag, result.rows.append, w.label, w.opsets
-    used, fresh = names._used, names.fresh
     add_site, add_blob = sites.append, blobs.append
     for i, node, op, name, ins, outs in w.sites:
         version = versions.get(op)
@@ -559,8 +558,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: _Facts,
             if emit is None:
                 emit = emitters[key] = dec.band_emitter(key, functools.partial(
                     dec.Site, node, version, opset, et, graph=w.gname))
-            blob = emit(ins[0], outs[0], ins[1] if op == "PRelu" else None, base, used, fresh,
-                        tag)
+            blob = emit(ins[0], outs[0], ins[1] if op == "PRelu" else None, base, names, tag)
         else:
             if consts is None and op == "PRelu":
                 consts = _scope_constants(w)
