@@ -235,27 +235,27 @@ def save_parts(parts: Sequence[bytes | memoryview], path: str | os.PathLike) -> 
         write_parts(out, parts)
 
 
-#: Bytes written per call by :func:`write_parts`.
-WRITE_CHUNK = 1 << 20
+#: Bytes per write call of :func:`write_parts`, from 64 KiB for small outputs to 1 MiB.
+WRITE_CHUNK = (1 << 16, 1 << 20)
 
 
 def write_parts(out: BinaryIO, parts: Sequence[bytes | memoryview]) -> None:
-    """Write ``parts`` in order: joined into one write when they are small, else in chunks
-    of about :data:`WRITE_CHUNK` bytes.
+    """Write ``parts`` in order, joined into chunks of a sixteenth of the whole (64 KiB to
+    1 MiB, :data:`WRITE_CHUNK`).
 
-    Joining a big output first would copy all of it into one new buffer of its size, which
-    glibc maps afresh: a page fault per 4 KiB (~4 us each in a VM; ~50 ms of a 100k-node
-    model's ~0.5 s). A chunk's buffer is freed before the next is made, so the chunks reuse
-    one region. Chunks stay large because each write call into the page cache costs tens
-    of microseconds."""
-    if sum(map(len, parts)) <= WRITE_CHUNK:
-        out.write(b"".join(parts))
-        return
+    Joining everything first would copy the output into one new buffer of its size, which
+    glibc maps afresh: a page fault per 4 KiB (~4 us each in a VM: 56 of them for a
+    1,000-node model's 200 KB, 9,000 for 100k nodes). A chunk's buffer is freed before the
+    next is made, so the chunks reuse one region. Each write call costs ~17 us more, hence
+    chunks that grow with the output (measured: 200 KB 0.21 -> 0.15 ms; 30 MB 31 -> 14 ms).
+    """
+    low, high = WRITE_CHUNK
+    limit = min(high, max(low, sum(map(len, parts)) >> 4))
     chunk: list[bytes | memoryview] = []
     size = 0
     for p in parts:
         n = len(p)
-        if n >= WRITE_CHUNK:
+        if n >= limit:
             if chunk:
                 out.write(b"".join(chunk))
                 chunk, size = [], 0
@@ -263,7 +263,7 @@ def write_parts(out: BinaryIO, parts: Sequence[bytes | memoryview]) -> None:
             continue
         chunk.append(p)
         size += n
-        if size >= WRITE_CHUNK:
+        if size >= limit:
             out.write(b"".join(chunk))
             chunk, size = [], 0
     if chunk:

@@ -159,7 +159,11 @@ def test_write_parts_writes_the_parts_in_order_in_chunks(monkeypatch):
     small = _Recorder()
     modelio.write_parts(small, parts)  # all within one chunk: a single write
     assert bytes(small.data) == whole and small.calls == [len(whole)]
-    monkeypatch.setattr(modelio, "WRITE_CHUNK", 32)
+    big = _Recorder()
+    monkeypatch.setattr(modelio, "WRITE_CHUNK", (1, 64))  # chunks of a 16th: 15 bytes
+    modelio.write_parts(big, parts)
+    assert bytes(big.data) == whole and big.calls == [6, 17, 40, 3, 100, 9, 64, 2]
+    monkeypatch.setattr(modelio, "WRITE_CHUNK", (32, 1 << 20))
     out = _Recorder()
     modelio.write_parts(out, parts)
     assert bytes(out.data) == whole
