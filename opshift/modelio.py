@@ -218,11 +218,6 @@ def _create_temp(path: Path, folder: Path) -> tuple[Path, int]:
 MAX_PROTO_BYTES = (1 << 31) - 1
 
 
-def save_bytes(data: bytes, path: str | os.PathLike) -> None:
-    """Write an already serialized model (without external data to place) atomically."""
-    save_parts([data], path)
-
-
 def save_parts(parts: Sequence[bytes | memoryview], path: str | os.PathLike) -> None:
     """Write an already serialized model given as consecutive parts (without external data
     to place) atomically, part after part: no buffer of the whole output is made."""

@@ -13,7 +13,7 @@ from conftest import MODELS, bundled_at_every_opset, make_model
 from onnx import TensorProto as TP
 from onnx import helper
 
-from opshift import validate
+from opshift import modelio, validate
 from opshift.opsets import normalize_domain
 from opshift.passes import decompose as dec
 from opshift.passes._graph import Names, node_kinds, subgraphs
@@ -360,6 +360,12 @@ def test_cli_direct_write_equals_the_api(tmp_path, functions, ops):
         argv += ["--functions", functions]
     assert main(argv) == 0
     want = inline(onnx.load(src), ops=ops, functions=functions)
+    assert out.read_bytes() == want.SerializeToString()
+    # written in many small chunks (as a big model is): the same bytes
+    out.unlink()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(modelio, "WRITE_CHUNK", (16, 16))
+        assert main(argv) == 0
     assert out.read_bytes() == want.SerializeToString()
 
 

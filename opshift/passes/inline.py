@@ -473,10 +473,10 @@ def inline_parts(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                  functions: Iterable[str] | str | None = None, *,
                  census: validate.Census | None = None
                  ) -> tuple[list[bytes | memoryview], InlineResult]:
-    """:func:`inline_serialized` with the bytes left in parts, to be written one after the
-    other (:func:`opshift.modelio.save_parts`): joining them would copy the whole output
-    into a new buffer of its size, which costs a page fault for every 4 KiB of it on a fresh
-    heap (the CLI's case)."""
+    """:func:`inline_serialized` with the bytes left in parts, for
+    :func:`opshift.modelio.save_parts` to write in chunks: joining them first would copy the
+    whole output into a new buffer of its size, a page fault for every 4 KiB of it on a
+    fresh heap (the CLI's case)."""
     result, parts = _inline(model, ops, functions, False, census, serialize=True)
     return ([model.SerializeToString()] if parts is None else parts), result
 
