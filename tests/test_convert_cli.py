@@ -154,3 +154,16 @@ def test_external_data_placed_beside_output_never_loaded(tmp_path, capsys, monke
     x = xin([1, 3, 4, 5])
     assert np.array_equal(evaluate(out, {"x": x})["y"],
                           evaluate(pytorch_style_prelu6(), {"x": x})["y"])
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="open (README, Development): bfloat16 Selu below opset 22 "
+                   "is computed in float32 between Casts, the evaluator follows Selu-22's "
+                   "per-step bfloat16 function body; they differ by more than 2 ulp near 0")
+def test_bfloat16_selu_down_from_22_passes_its_own_verify(tmp_path):
+    x = helper.make_tensor_value_info("x", TP.BFLOAT16, [2, 3, 4, 5])
+    y = helper.make_tensor_value_info("y", TP.BFLOAT16, [2, 3, 4, 5])
+    m = make_model([helper.make_node("Selu", ["x"], ["y"])], [x], [y], opset=22)
+    src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(m, src)
+    assert main(["convert", str(src), "--opset", "13", "-o", str(dst), "--verify", "-q"]) == 0
