@@ -311,6 +311,21 @@ def replace_ir_model(model, new) -> None:
         model.__dict__.update(new.__dict__)
 
 
+def lazy_attribute(namespace: dict[str, Any], name: str, make: Callable[[], Any]
+                   ) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that makes ``name`` with ``make()`` on first use and keeps it
+    in ``namespace`` (the module's globals). The pass adapters are built this way so that
+    importing a pass module (the CLI does) does not import onnx_ir, which imports sympy."""
+
+    def __getattr__(attr: str) -> Any:
+        if attr != name:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {attr!r}")
+        value = namespace[name] = make()
+        return value
+
+    return __getattr__
+
+
 def run_as_ir_pass(model, run: Callable[[onnx.ModelProto], Any],
                    replace: Callable[[Any, Any], None] = replace_ir_model) -> tuple[Any, Any]:
     """The body of opshift's ``onnx_ir`` pass adapters: serialize ``model``, ``run`` the

@@ -44,6 +44,7 @@ from ._graph import (
     Names,
     Scope,
     iter_scopes,
+    lazy_attribute,
     may_hold_subgraphs,
     node_label,
     run_as_ir_pass,
@@ -1118,12 +1119,7 @@ def _make_pass_class():
     return ConvertOpsetPass
 
 
-def __getattr__(name: str) -> Any:
-    if name == "ConvertOpsetPass":
-        cls = _make_pass_class()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attribute(globals(), "ConvertOpsetPass", _make_pass_class)
 
 
 def _replace_model_contents(model, new) -> None:

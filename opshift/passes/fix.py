@@ -42,7 +42,16 @@ from onnx import helper, numpy_helper
 from .. import broadcast, opsets
 from ..errors import ConversionError, function_label
 from ..modelio import ModelLike, from_proto, to_proto
-from ._graph import Names, Scope, iter_scopes, run_as_ir_pass, splice, static_shapes, subgraphs
+from ._graph import (
+    Names,
+    Scope,
+    iter_scopes,
+    lazy_attribute,
+    run_as_ir_pass,
+    splice,
+    static_shapes,
+    subgraphs,
+)
 
 SLOPE_CHOICES = ("channel", "numpy")
 _A = onnx.AttributeProto
@@ -164,14 +173,7 @@ def _make_fix_pass() -> type:
     return FixPass
 
 
-def __getattr__(name: str) -> Any:
-    # FixPass is built on first use so that importing this module (the CLI) does not pay
-    # for importing onnx_ir.
-    if name == "FixPass":
-        cls = _make_fix_pass()
-        globals()["FixPass"] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attribute(globals(), "FixPass", _make_fix_pass)
 
 
 # -- the fixer --------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import onnx
 import onnx.defs
@@ -25,7 +24,7 @@ from ..errors import ConversionError, OpshiftError, function_id
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import normalize_domain
 from . import decompose as dec
-from ._graph import Names, node_kinds, run_as_ir_pass, subgraphs
+from ._graph import Names, lazy_attribute, node_kinds, run_as_ir_pass, subgraphs
 from .decompose import read_varint
 
 
@@ -740,12 +739,7 @@ def _make_inline_pass() -> type:
     return InlinePass
 
 
-def __getattr__(name: str) -> Any:
-    if name == "InlinePass":
-        cls = _make_inline_pass()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attribute(globals(), "InlinePass", _make_inline_pass)
 
 
 __all__ = ["inline", "inline_proto", "verify_inline", "InlineResult", "InlinedNode"]
