@@ -40,8 +40,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 # (_harness makes the children run with bytecode caches, like an installed opshift)
 CHILD = cli_child("inline", "opshift.passes.inline, opshift.commands.inline, "
-                            "opshift.validate, opshift.external, opshift.progress, "
-                            "opshift.schema_cache")
+                            "opshift.validate, opshift.external, opshift.progress")
 
 MODES = ("onnx", "onnx_ir", "inline", "onnx_out")
 

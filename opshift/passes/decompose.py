@@ -97,9 +97,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
+import onnx.defs
 from onnx import helper, numpy_helper
 
-from .. import opsets, plan_cache
+from .. import opsets
 from ..broadcast import SlopeRule, slope_shape_for
 from ..errors import ConversionError, EvaluationError, where
 from ._graph import claimable, tensor_array
@@ -184,12 +185,11 @@ def _scalar_value(t: onnx.TensorProto) -> float:
 @functools.cache
 def _schema_body(op: str) -> onnx.FunctionProto:
     """The newest function body the schemas give for ``op``."""
-    body = opsets.schema_facts().bodies.get(op)
-    if body is None:  # pragma: no cover - the three ops have bodies since onnx 1.14
+    s = onnx.defs.get_schema(op)
+    if not s.function_opset_versions:  # pragma: no cover - bodies exist since onnx 1.14
         raise AssertionError(f"no function body for {op}")
-    f = onnx.FunctionProto()
-    f.ParseFromString(body)
-    return f
+    return onnx.FunctionProto.FromString(
+        s.get_function_with_opset_version(max(s.function_opset_versions)))
 
 
 @functools.cache
@@ -426,7 +426,7 @@ MAX_FORMATS = 4096
 
 def _emitter(plan: _Plan, formats: dict[tuple, bytes | None] | None = None):
     """``emit(x, y, s, base, names, tag) -> bytes`` for ``plan``, keeping its formats
-    in ``formats`` (which may hold some already: :mod:`opshift.plan_cache`).
+    in ``formats``.
 
     The common case is one bytes ``%`` formatting. Every length in a node's wire form (of its
     strings, of the node) is fixed by the byte lengths of x, y, s and base and by the
@@ -540,20 +540,12 @@ MAX_KEYED_EMITTERS = 4096  # (keys hold attribute values: bounded for a long-liv
 def band_emitter(key: tuple, site: Callable[[], Site]) -> Callable[..., bytes]:
     """:func:`emitter` for the band template of the sites that ``key`` stands for: (band,
     op, version, X's element type (0 in the function band), then per attribute its name,
-    float value and reference name, everything :func:`band_template` reads of a site). The
-    plan comes from the on-disk cache (:mod:`opshift.plan_cache`) when it is there, else
+    float value and reference name, everything :func:`band_template` reads of a site), made
     from ``site()``'s template (which raises ConversionError when such a site cannot be
-    inlined; only plans that could be made are stored)."""
+    inlined)."""
     emit = _KEYED_EMITTERS.get(key)
     if emit is None:
-        got = plan_cache.get(key)
-        if got is not None:
-            plan, formats = _Plan(*got[0]), dict(got[1])
-        else:
-            plan, formats = _plan(band_template(site())), {}
-            plan_cache.put(key, (plan.suffixes, plan.nodes, plan.consts, plan.uses_slope))
-        plan_cache.track(key, formats)  # the formats the emitter builds, for the next process
-        emit = _emitter(plan, formats)
+        emit = _emitter(_plan(band_template(site())))
         if len(_KEYED_EMITTERS) < MAX_KEYED_EMITTERS:
             _KEYED_EMITTERS[key] = emit
     return emit

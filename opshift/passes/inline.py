@@ -18,7 +18,7 @@ import onnx
 import onnx.defs
 import onnx.numpy_helper
 
-from .. import opsets, plan_cache, typerules, validate
+from .. import opsets, typerules, validate
 from .._gc import no_cyclic_gc
 from ..errors import ConversionError, OpshiftError, function_id
 from ..modelio import ModelLike, from_proto, to_proto
@@ -521,7 +521,6 @@ def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
             data = _serialize_with_nodes(model, _node_section(w, sites, blobs, 0))
         else:
             _splice(w, sites, blobs)
-    plan_cache.flush()  # the plans this run made, for the next process
     return result, data
 
 
