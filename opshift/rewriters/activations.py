@@ -2,8 +2,8 @@
 
 Every rule is an ``onnxscript.rewriter.pattern`` rule (pattern / check / rewrite). The
 patterns cover the ONNX function bodies (with CastLike, with typed constants, with Cast), the
-decompositions :mod:`opshift.passes.decompose` emits in every opset band, and common exporter
-patterns. Each check proves exactness from the constants and shapes (see
+decompositions :mod:`opshift.passes.inline.templates` emits in every opset band, and common
+exporter patterns. Each check proves exactness from the constants and shapes (see
 :mod:`opshift.rewriters._checks`) and refuses with a reason otherwise.
 
 Comparison forms. ``Where(c, s*x, x)`` is PRelu when ``c`` is ``x < 0`` or a form equal to it
