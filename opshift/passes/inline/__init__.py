@@ -144,8 +144,8 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     function_band = b == FUNCTION
     consts: dict[str, onnx.TensorProto] | None = None
     versions: dict[str, int] = {}  # 0: the op does not exist at this opset
-    chosen: list[tuple] = []  # (index, node, version, base, Form or the legacy nodes)
-    for i, node, op, name, ins, _ in w.sites:
+    chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how)
+    for i, node, op, name, ins, outs in w.sites:
         version = versions.get(op)
         if version is None:
             version = versions[op] = opsets.since_version(op, opset) or 0
@@ -161,12 +161,13 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             if f is None:
                 f = forms[key] = form(dec.band_template(
                     dec.Site(node, version, opset, et, graph=w.gname)))
-            chosen.append((i, node, version, base, f))
+            how: Form | list[onnx.NodeProto] = f
         else:
             if consts is None and op == "PRelu":
                 consts = _scope_constants(w)
-            chosen.append((i, node, version, base,
-                           _legacy(w, node, op, version, opset, et, base, names, facts, consts)))
+            how = _legacy(w, node, op, version, opset, et, base, names, facts, consts)
+        chosen.append((i, node, op, version, base, ins[0], outs[0],
+                       ins[1] if op == "PRelu" else None, how))
     if not chosen:
         return
     fkey = None if w.function is None else (w.function.domain, w.function.name)
@@ -176,14 +177,12 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     del nodes[:]
     add = nodes.add
     prev = 0
-    for i, node, version, base, how in chosen:
+    for i, node, op, version, base, x, y, slope, how in chosen:
         nodes.extend(old[prev:i])
         prev = i + 1
         start = len(nodes)
-        op = node.op_type
         if isinstance(how, Form):
-            how.bind(add, node.input[0], node.output[0], node.input[1] if op == "PRelu" else None,
-                     base, names)
+            how.bind(add, x, y, slope, base, names)
         else:
             nodes.extend(how)
         before = None

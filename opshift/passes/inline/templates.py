@@ -264,9 +264,9 @@ class Form:
         for rest, inputs, output in self.nodes:
             n = add()
             n.CopyFrom(rest)
-            n.input.extend([values[i] for i in inputs])
+            n.input[:] = [values[i] for i in inputs]
             name = values[output]
-            n.output.append(name)
+            n.output[:] = [name]
             n.name = last if output == 1 else name
 
 
