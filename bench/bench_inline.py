@@ -71,13 +71,15 @@ def run(argv: list[str], extra_env: dict[str, str] | None = None) -> dict:
     """Run ``argv`` to its exit: wall time from start to exit, CPU time (user + system) and
     peak RSS (from ``wait4``), or ``{"error": <last stderr line>}``. (Linux keeps a peak RSS
     across fork and exec, so this process stays small: the models are built and read by
-    children.)"""
+    children.) The command runs in the system's temp folder: ``python -m opshift`` looks
+    for opshift in its working directory first, before ``PYTHONPATH``."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # run like an installed package: bytecode cached
     env.update(extra_env or {})
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                             cwd=tempfile.gettempdir())
         _, status, usage = os.wait4(p.pid, 0)
         elapsed = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)

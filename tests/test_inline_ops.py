@@ -396,6 +396,18 @@ def test_subgraphs_are_inlined():
             feeds = {"x": xv, "c": np.array(c)}
             check_exact("LeakyRelu" if c else "Selu", opset, "other", xv,
                         evaluate(m, feeds)["y"], evaluate(out, feeds)["y"])
+        # the result's replacements are the nodes now in the model, also in subgraphs whose
+        # holder was copied into a new node list of the main graph
+        edited = make_model([node, helper.make_node("Selu", ["y"], ["z"], name="top")],
+                            [xi, cond], [helper.make_tensor_value_info("z", TP.FLOAT, [4])],
+                            opset=opset)
+        r = inline_proto(edited)
+        lists = {a.name: list(a.g.node) for a in edited.graph.node[0].attribute}
+        lists["graph 'g'"] = list(edited.graph.node[1:])
+        assert sorted((n.op, n.scope.rsplit("/", 1)[-1]) for n in r.nodes) == [
+            ("LeakyRelu", "then_branch"), ("Selu", "else_branch"), ("Selu", "graph 'g'")]
+        for n in r.nodes:
+            assert n.after == lists[n.scope.rsplit("/", 1)[-1]]
 
 
 def test_inline_pass_adapter():
