@@ -334,8 +334,8 @@ def test_dynamic_last_axis_slope_downgrade_and_symbolic_dims():
     """A dynamic [C] slope on the last axis (C == X's dim 1 too) becomes [1, C] through an
     Unsqueeze valid at opset 6, so legacy PRelu does not read it per channel."""
     nodes = [helper.make_node("PRelu", ["x", "s"], ["y"], name="p")]
-    m = make_model(nodes, [vi("x", shape=["N", 3, 2, 3]), vi("s", shape=[3])], [vi("y", shape=["N", 3, 2, 3])],
-                   opset=16)
+    m = make_model(nodes, [vi("x", shape=["N", 3, 2, 3]), vi("s", shape=[3])],
+                   [vi("y", shape=["N", 3, 2, 3])], opset=16)
     feeds = {"x": xin([4, 3, 2, 3]), "s": np.array([0.5, -1.0, 3.0], np.float32)}
     ref = evaluate(m, feeds)["y"]
     out = convert(m, 6)

@@ -4,7 +4,6 @@ models/generate.py)."""
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import onnx
 import pytest
