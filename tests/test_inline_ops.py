@@ -282,7 +282,7 @@ def test_legacy_prelu_forms(opset, lo, hi, form):
 # -- onnxruntime agrees --------------------------------------------------------------------------
 
 ORT_CASES = [(op, opset, elem) for op, opset, elem in op_cases()
-             if opset >= 7 and elem in (TP.FLOAT, TP.DOUBLE, TP.INT32, TP.INT64)
+             if elem in (TP.FLOAT, TP.DOUBLE, TP.INT32, TP.INT64)
              and opset in (7, 8, 9, 13, 14, 15, 16, 18, 22, 23, 24)]
 
 
