@@ -1,0 +1,169 @@
+"""What a slope pattern (``x < 0 ? s * x : x`` in some form) fuses to: PRelu or LeakyRelu,
+where the slope goes on X, and whether the op computes what the pattern does."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from ..broadcast import rule_for_version, slope_shape_for
+from ..errors import EvaluationError
+from . import _checks as ck
+from ._checks import Plan, Refuse, Shape, const_in, fits, fmt_shape, is_float, producers, x_dtype
+from ._values import ref_attr, resolve, shape_of, type_allowed
+
+#: Placement "per channel on axis 1" for an X of unknown shape (legacy Mul axis=1).
+AXIS1 = ("axis 1",)
+
+
+def pattern_placement(x: ir.Value, s_shape: Shape, mul: ir.Node, s_index: int,
+                      opset: int) -> Shape | None:
+    """Where the Mul puts the slope on X (a shape of X's rank), or None for a rank-0 slope
+    on an X of unknown shape. Refuses when the product has another shape than X."""
+    xs = shape_of(x)
+    if xs is None:
+        if len(s_shape) == 0:
+            return None
+        if opset < 7 and s_index == 1 and len(s_shape) == 1 \
+                and mul.attributes.get_int("broadcast", 0) == 1 \
+                and mul.attributes.get_int("axis", -1) == 1:
+            # legacy Mul with axis=1 runs only when X's dim 1 equals the slope's length,
+            # which is exactly when legacy PRelu applies a 1-D slope per channel
+            return AXIS1
+        raise Refuse(f"the shape of X is unknown, so a slope of shape {list(s_shape)} "
+                     "might broadcast X to another shape")
+    rank = len(xs)
+    if opset >= 7:
+        p = fits(xs, s_shape)
+        if p is None:
+            raise Refuse(f"slope of shape {list(s_shape)} does not broadcast to X of shape "
+                         f"{fmt_shape(xs)} without changing it")
+        return p
+    # legacy Mul (opset <= 6): B broadcasts to A only with broadcast=1, placed at axis
+    bcast = mul.attributes.get_int("broadcast", 0)
+    if list(s_shape) == list(xs) and None not in xs:
+        return tuple(s_shape)
+    if not bcast or s_index != 1:
+        raise Refuse(f"legacy Mul (opset {opset}) without broadcast=1 on the slope: slope "
+                     f"{list(s_shape)} and X {fmt_shape(xs)} must have the same shape")
+    size = 1
+    for d in s_shape:
+        size = size * d if isinstance(d, int) else -1
+    if size == 1:
+        return (1,) * rank
+    axis_attr = mul.attributes.get("axis")
+    axis = axis_attr.as_int() if axis_attr is not None else rank - len(s_shape)
+    if axis < 0 or axis + len(s_shape) > rank or any(
+            s is None or s != d for s, d in zip(s_shape, xs[axis:axis + len(s_shape)])):
+        raise Refuse(f"legacy Mul broadcast (axis {axis}) of slope {list(s_shape)} does "
+                     f"not fit X {fmt_shape(xs)}")
+    return (1,) * axis + tuple(s_shape) + (1,) * (rank - axis - len(s_shape))
+
+
+def prelu_placement_matches(x: ir.Value, s_shape: Shape, placed: Shape | None,
+                            version: int) -> None:
+    """PRelu at schema ``version`` puts the slope where the pattern did."""
+    if placed is None:
+        return  # rank-0 slope: one value everywhere under every rule
+    if placed == AXIS1:
+        if version < 7:
+            return
+        raise Refuse(f"PRelu-{version} broadcasts the slope as numpy does, and the shape of X "
+                     "is unknown")
+    xs = shape_of(x)
+    rule = rule_for_version(version)
+    size = 1
+    for d in s_shape:
+        size = size * d if isinstance(d, int) else -1
+    if version < 7 and len(s_shape) == 1 and size != 1 and len(xs) >= 2 \
+            and not isinstance(xs[1], int):
+        raise Refuse(f"PRelu-{version} reads a 1-D slope per channel when its length equals "
+                     f"X's dim 1, which is not static here ({xs[1]!r})")
+    try:
+        target = slope_shape_for(xs, s_shape, rule)
+    except EvaluationError as e:
+        raise Refuse(f"PRelu-{version}: {e}") from None
+    if tuple(target) != tuple(placed):
+        raise Refuse(f"PRelu-{version} would place slope {list(s_shape)} as "
+                     f"{list(target)} on X {fmt_shape(xs)}; the pattern places it as "
+                     f"{list(placed)}")
+
+
+def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
+               zero_to_slope: bool, extra: tuple[ir.Node, ...] = (),
+               value_check=None, integers: str | None = None,
+               scalar_is_leaky: bool = False) -> Plan:
+    """PRelu or LeakyRelu for ``x < 0 ? s * x : x`` computed by ``mul`` (the Mul of s and x).
+
+    ``zero_to_slope``: the pattern computes ``s * 0`` at x == 0 (or adds ``s * 0`` for
+    x > 0), which equals PRelu's 0 only for a finite slope. ``value_check(array)`` may
+    refuse slope values (e.g. the Max form needs 0 < s <= 1). ``integers``: why the pattern
+    is not PRelu for integer X (wrap-around), if it is not. ``scalar_is_leaky``: a
+    one-element initializer slope gives LeakyRelu too (for forms ``inline`` never writes,
+    so that no PRelu of a model comes back as LeakyRelu).
+    """
+    c = resolve(s)
+    if c is None:  # a function attribute's Constant is no constant; checked second, as rarer
+        ref = ref_attr(s)
+        if ref is not None:
+            return _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra)
+    s_index = 0 if mul.inputs[0] is s else 1
+    if c is None:
+        if value_check is not None:
+            raise Refuse("the slope is not a constant, so its values cannot be checked")
+        if zero_to_slope:
+            raise Refuse("the slope is not a constant: the pattern computes slope*0 where "
+                         "PRelu returns x, which differs for an infinite or NaN slope")
+        s_shape = shape_of(s)
+        if s_shape is None:
+            raise Refuse("the slope is not a constant and its shape is unknown")
+        dtype = x_dtype(x, s)
+    else:
+        s_shape = c.shape
+        dtype = x_dtype(x, c)
+        arr = const_in(c, dtype)
+        if value_check is not None:
+            value_check(arr)
+        if zero_to_slope and not bool(np.all(np.isfinite(arr.astype(np.float64)))):
+            raise Refuse("the slope is not finite: the pattern computes slope*0 (NaN) where "
+                         "PRelu returns x")
+    if integers is not None and not is_float(dtype):
+        raise Refuse(f"integer X ({dtype.name.lower()}): {integers}")
+    placed = pattern_placement(x, s_shape, mul, s_index, opset)
+    cleanup = extra + producers(c)
+    if c is not None and (c.origin == "constant" or scalar_is_leaky) and c.source.size == 1:
+        version, ok = type_allowed("LeakyRelu", opset, dtype)
+        if ok:
+            try:
+                alpha = ck.scalar_attr(c, dtype, "the slope")
+            except Refuse:
+                alpha = None
+            if alpha is not None:
+                return Plan("LeakyRelu", x, attrs={"alpha": alpha}, cleanup=cleanup,
+                            signed_zero_exact=not zero_to_slope)
+    version, ok = type_allowed("PRelu", opset, dtype)
+    if not ok:
+        raise Refuse(f"PRelu-{version} at opset {opset} does not accept element type "
+                     f"{dtype.name.lower()}" if version else f"no PRelu at opset {opset}")
+    prelu_placement_matches(x, s_shape, placed, version)
+    if c is None or not (c.castlike or any(p.op_type == "Cast" for p in c.producers)):
+        return Plan("PRelu", x, slope=s, cleanup=cleanup, signed_zero_exact=not zero_to_slope)
+    return Plan("PRelu", x, slope_array=const_in(c, dtype), cleanup=cleanup,
+                signed_zero_exact=not zero_to_slope)
+
+
+def _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra) -> Plan:
+    """LeakyRelu with ``alpha=@name`` in a function body whose slope is that attribute."""
+    name, nodes = ref
+    if value_check is not None:
+        raise Refuse(f"the slope is function attribute @{name}: its values cannot be checked")
+    if zero_to_slope:
+        raise Refuse(f"the slope is function attribute @{name}: cannot prove it finite, and "
+                     "the pattern computes slope*0 where LeakyRelu returns x")
+    dtype = x_dtype(x)
+    version, ok = type_allowed("LeakyRelu", opset, dtype)
+    if not ok:
+        raise Refuse(f"LeakyRelu-{version} at opset {opset} does not accept element type "
+                     f"{dtype.name.lower()}")
+    alpha = ir.RefAttr("alpha", name, ir.AttributeType.FLOAT)
+    return Plan("LeakyRelu", x, attrs={"alpha": alpha}, cleanup=extra + nodes)
