@@ -91,16 +91,18 @@ def prelu_placement_matches(x: ir.Value, s_shape: Shape, placed: Shape | None,
 
 def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
                zero_to_slope: bool, extra: tuple[ir.Node, ...] = (),
-               value_check=None, integers: str | None = None,
-               scalar_is_leaky: bool = False) -> Plan:
+               value_check=None, integers: str | None = None) -> Plan:
     """PRelu or LeakyRelu for ``x < 0 ? s * x : x`` computed by ``mul`` (the Mul of s and x).
 
     ``zero_to_slope``: the pattern computes ``s * 0`` at x == 0 (or adds ``s * 0`` for
     x > 0), which equals PRelu's 0 only for a finite slope. ``value_check(array)`` may
     refuse slope values (e.g. the Max form needs 0 < s <= 1). ``integers``: why the pattern
-    is not PRelu for integer X (wrap-around), if it is not. ``scalar_is_leaky``: a
-    one-element initializer slope gives LeakyRelu too (for forms ``inline`` never writes,
-    so that no PRelu of a model comes back as LeakyRelu).
+    is not PRelu for integer X (wrap-around), if it is not.
+
+    A one-element constant slope (a Constant node or an initializer, possibly through
+    Cast/CastLike/reshapes) gives LeakyRelu, whose alpha attribute every backend supports,
+    when a float32 alpha reproduces it exactly in X's type and LeakyRelu accepts that type at
+    ``opset``; any other slope gives PRelu.
     """
     c = resolve(s)
     if c is None:  # a function attribute's Constant is no constant; checked second, as rarer
@@ -131,7 +133,7 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
         raise Refuse(f"integer X ({dtype.name.lower()}): {integers}")
     placed = pattern_placement(x, s_shape, mul, s_index, opset)
     cleanup = extra + producers(c)
-    if c is not None and (c.origin == "constant" or scalar_is_leaky) and c.source.size == 1:
+    if c is not None and c.source.size == 1:
         version, ok = type_allowed("LeakyRelu", opset, dtype)
         if ok:
             try:

@@ -12,15 +12,14 @@ as ``x < 0`` (false at NaN); at x == 0 the slope branch gives ``s*0``, which is 
 finite slope only, so the forms true at 0 (``x <= 0``, ``Not(x > 0)``) need a finite
 constant slope. The mirrored forms (``Where(x > 0, x, s*x)`` ...) are treated alike.
 
-Which op. A slope that is a one-element constant from a ``Constant`` node (possibly through
-Cast/CastLike: what LeakyRelu's body, ``inline`` and exporters write for an attribute) becomes
-LeakyRelu when a float32 ``alpha`` reproduces it exactly in X's type and LeakyRelu accepts
-that type at the model's opset; any other slope -- an initializer or graph value (what a
-PRelu's slope input is), a tensor, or a value no float32 reproduces -- becomes PRelu, whose
-slope placement at the model's opset (numpy from 7, legacy per-channel before) must equal the
-pattern's. So ``fuse(inline(m))`` gives back the op ``m`` had. The exporter-only forms
-(``Where(x > 0, x, s*x)`` and the other mirrored forms, ``Relu(x) + s*Min(x, 0)``), which
-``inline`` never writes, give LeakyRelu for a one-element initializer slope too.
+Which op. A one-element constant slope -- a ``Constant`` node or an initializer, possibly
+through Cast/CastLike or reshapes -- becomes LeakyRelu (an attribute every backend supports)
+when a float32 ``alpha`` reproduces it exactly in X's type and LeakyRelu accepts that type at
+the model's opset; any other slope -- a graph value a caller may feed, a tensor, or a value no
+float32 reproduces -- becomes PRelu, whose slope placement at the model's opset (numpy from 7,
+legacy per-channel before) must equal the pattern's. So ``fuse(inline(m))`` gives back the op
+``m`` had, except a PRelu whose slope is a one-element constant, which comes back as the
+LeakyRelu computing the same.
 
 Integers. Where forms are exact for integer X (PRelu accepts int32/int64 from 9). The Min
 form and ``Relu(x) - s*Relu(-x)`` are not (``a*x`` and ``-x`` wrap around) and refuse them.
@@ -60,8 +59,7 @@ class WhereSlopeMirrored(Rule):
     def plan(self, context, x, s, z, sx, zero_to_slope, **_):
         zc = ck.zero(z, x)
         return slope_plan(x, s, sx.producer(), graph_opset(context),
-                             zero_to_slope=zero_to_slope, extra=zc.producers,
-                             scalar_is_leaky=True)
+                             zero_to_slope=zero_to_slope, extra=zc.producers)
 
 
 class WhereSelu(Rule):
@@ -173,7 +171,7 @@ class ReluAddSlope(Rule):
     def plan(self, context, x, s, z, sx, **_):
         zc = ck.zero(z, x, "Min operand")
         return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
-                             extra=zc.producers, scalar_is_leaky=True)
+                             extra=zc.producers)
 
 
 class ReluSelu(Rule):
