@@ -369,10 +369,16 @@ def _where_model(form, mirrored, slope):
                          + [(True, f) for f in POS_FORMS])
 def test_every_comparison_form_fuses_with_the_same_numbers(mirrored, form):
     """Each form is PRelu on every input (NaN: both branches NaN; x == 0: the slope branch
-    gives s*0, so those forms need a finite slope and may flip the sign of a zero)."""
+    gives s*(+-0), so those forms need a finite slope, and one without negative elements for
+    the zeros to keep their sign -- else allow_rounding fuses them)."""
     zero_to_slope = form[3]
+    fuses_to(_where_model(form, mirrored, [[0.5], [2.0], [0.0]]), "PRelu")
     m = _where_model(form, mirrored, [[0.5], [-2.0], [0.0]])
-    fuses_to(m, "PRelu", signed_zeros=not zero_to_slope)
+    if zero_to_slope:
+        refused(m, "slope element -2 is negative: at x = +0 the pattern gives -2*(+0) = -0")
+        fuses_to(m, "PRelu", signed_zeros=False, allow_rounding=True)
+    else:
+        fuses_to(m, "PRelu")
     inf_slope = _where_model(form, mirrored, [[0.5], [np.inf], [1.0]])
     if zero_to_slope:
         refused(inf_slope, "not finite")
@@ -402,7 +408,8 @@ def test_relu_forms_are_prelu():
                  helper.make_node("Min", ["x", "z"], ["mn"]),
                  helper.make_node("Mul", ["s", "mn"], ["smn"]),
                  helper.make_node("Add", ["r", "smn"], ["y"])], inits=[s])
-    fuses_to(add, "PRelu", signed_zeros=False)
+    refused(add, "at x = -0 the pattern gives Relu(-0) +- s*0 = +0 where PRelu gives -0")
+    fuses_to(add, "PRelu", signed_zeros=False, allow_rounding=True)
     sub = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["x"], ["nx"]),
                  helper.make_node("Relu", ["nx"], ["rn"]),
                  helper.make_node("Mul", ["s", "rn"], ["srn"]),
@@ -456,16 +463,21 @@ def test_slope_that_would_broadcast_x_to_another_shape_is_refused():
 
 def test_legacy_prelu_placement_must_match_the_pattern():
     """Opset 6: a 1-D slope the pattern's Mul puts on the last axis, whose length is also
-    X's channel count: PRelu-6 would apply it per channel (axis 1) -- refused."""
+    X's channel count: PRelu-6 would apply it per channel (axis 1), so the slope is given to
+    it as a new constant reshaped to [1, 1, 1, 3]."""
     def m(axis):
         kw = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
         return model([helper.make_node("Mul", ["x", "s"], ["sx"], **kw),
                       helper.make_node("Max", ["x", "sx"], ["y"])], opset=6, shape=(2, 3, 4, 3),
                      inits=[init("s", [0.5, 0.25, 1.0])])
-    refused(m(None), "would place slope")
-    fused, _ = fuse_with_result(m(1))  # Mul puts it on axis 1, as PRelu-6 does
+    fused, _ = fuse_with_result(m(None))
     assert ops(fused) == ["PRelu"]
-    same_numbers(m(1), fused, feeds_for(m(1)), ort=False)  # onnxruntime runs opset >= 7 only
+    (slope,) = [n for n in fused.graph.node if n.op_type == "Constant"]
+    assert list(slope.attribute[0].t.dims) == [1, 1, 1, 3]
+    same_numbers(m(None), fused, feeds_for(m(None)), ort=False)  # onnxruntime: opset >= 7
+    fused, _ = fuse_with_result(m(1))  # Mul puts it on axis 1, as PRelu-6 does
+    assert ops(fused) == ["PRelu"] and fused.graph.node[-1].input[1] == "s"
+    same_numbers(m(1), fused, feeds_for(m(1)), ort=False)
 
 
 def test_value_used_outside_the_pattern_blocks_fusion():

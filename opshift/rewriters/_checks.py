@@ -1,9 +1,10 @@
 """Exactness checks shared by the rules: each raises :class:`Refuse` with a one-line reason.
 
 Exact here means: the fused op returns the same value as the matched nodes for every input,
-infinities and NaN included (NaN compared as NaN), with one documented exception -- the sign
-of a zero result may differ (``+0`` vs ``-0``), as it does between ONNX's own function
-bodies and op definitions (e.g. Selu's body maps ``-0`` to ``-0``, the op to ``+0``).
+infinities and NaN included (NaN compared as NaN), signed zeros included. A plan records when
+the sign of a zero result may differ (``+0`` vs ``-0``, e.g. Selu's function body maps ``-0``
+to ``-0``, the op to ``+0``); :class:`opshift.rewriters._rule.Rule` decides whether such a
+plan is fused.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ class Plan:
     slope_array: np.ndarray | None = None  # emit a new Constant with this value
     attrs: dict[str, float] = field(default_factory=dict)
     cleanup: tuple[ir.Node, ...] = ()
-    signed_zero_exact: bool = True  # False: the sign of a zero result may differ
+    signed_zero_exact: bool = True  # False: the sign of a zero result may differ ...
+    zero_sign: str = ""  # ... and where
 
     def describe(self) -> str:
         if self.op == "PRelu":

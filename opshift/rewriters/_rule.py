@@ -34,10 +34,21 @@ def cmp_alternatives(op, x, z, negative: bool):
 
 class Rule(pattern.RewriteRuleClassBase):
     """check() runs ``plan()``; a :class:`ck.Refuse` becomes a MatchResult failure (and a
-    recorded refusal); rewrite() emits the planned op."""
+    recorded refusal); rewrite() emits the planned op.
 
-    def __init__(self) -> None:
+    Sign of zero. A plan whose op may give a zero of the other sign than the pattern
+    (``Plan.signed_zero_exact`` False) is refused, with the plan's reason, unless
+    ``allow_rounding`` -- or unless the rule sets :attr:`inline_form`: the forms ``inline``
+    itself writes, whose sign-of-zero difference from the op is ``inline``'s documented one,
+    so that fusing them gives the op back as the model had it.
+    """
+
+    #: The rule's pattern is one ``inline`` writes (see the class docstring).
+    inline_form = False
+
+    def __init__(self, allow_rounding: bool = False) -> None:
         super().__init__(name=type(self).__name__)
+        self.allow_rounding = allow_rounding
         self._plan: ck.Plan | None = None
 
     def plan(self, context, **bindings) -> ck.Plan:  # pragma: no cover - abstract
@@ -49,7 +60,7 @@ class Rule(pattern.RewriteRuleClassBase):
         self._model = context.model
         token = LEGACY_INITIALIZER_INPUTS.set(context.model.ir_version < 4)
         try:
-            self._plan = self.plan(context, **bindings)
+            self._plan = self._admit(self.plan(context, **bindings))
         except (ck.Refuse, ValueError, TypeError, AttributeError, IndexError) as e:
             # refusing is always safe; an unexpected error in a check refuses too, visibly
             reason = str(e) if isinstance(e, ck.Refuse) else \
@@ -67,6 +78,12 @@ class Rule(pattern.RewriteRuleClassBase):
             label = f"{context.root.name or context.root.op_type} -> {self._plan.op}"
             rec.pending = capture(label, context, self._plan, graph_opset(context))
         return MatchResult()
+
+    def _admit(self, plan: ck.Plan) -> ck.Plan:
+        if plan.signed_zero_exact or self.allow_rounding or self.inline_form:
+            return plan
+        raise ck.Refuse(f"{plan.zero_sign}; not exact in the sign of zero (allow_rounding=True "
+                        "fuses it anyway)")
 
     def rewrite(self, op, **bindings):
         plan = self._plan

@@ -3,6 +3,8 @@ where the slope goes on X, and whether the op computes what the pattern does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
 
@@ -89,29 +91,49 @@ def prelu_placement_matches(x: ir.Value, s_shape: Shape, placed: Shape | None,
                      f"{list(placed)}")
 
 
+def slope_times_zero(arr: np.ndarray) -> str | None:
+    """Sign of zero for a pattern that gives ``s * x`` at x == +-0 where PRelu gives x: the
+    same zero exactly when no slope element has its sign bit set."""
+    neg = np.signbit(arr.astype(np.float64)).ravel()
+    if not neg.any():
+        return None
+    v = float(arr.ravel()[neg][0])
+    return (f"slope element {v:g} is negative: at x = +0 the pattern gives {v:g}*(+0) = -0 "
+            "(at x = -0, +0) where PRelu gives x")
+
+
 def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
                zero_to_slope: bool, extra: tuple[ir.Node, ...] = (),
-               value_check=None, integers: str | None = None) -> Plan:
+               value_check=None, integers: str | None = None,
+               zero_sign: Callable[[np.ndarray], str | None] | None = None,
+               negate: bool = False) -> Plan:
     """PRelu or LeakyRelu for ``x < 0 ? s * x : x`` computed by ``mul`` (the Mul of s and x).
 
     ``zero_to_slope``: the pattern computes ``s * 0`` at x == 0 (or adds ``s * 0`` for
-    x > 0), which equals PRelu's 0 only for a finite slope. ``value_check(array)`` may
-    refuse slope values (e.g. the Max form needs 0 < s <= 1). ``integers``: why the pattern
-    is not PRelu for integer X (wrap-around), if it is not.
+    x > 0), which equals PRelu's 0 only for a finite slope. ``zero_sign(slope values)`` says
+    where the pattern's zeros have another sign than the op's (None: nowhere); it defaults to
+    :func:`slope_times_zero` when ``zero_to_slope``, else to "nowhere". ``value_check(array)``
+    may refuse slope values (e.g. the Max form needs 0 < s <= 1). ``integers``: why the
+    pattern is not PRelu for integer X (wrap-around), if it is not. ``negate``: the op's
+    slope is ``-s`` (the pattern multiplies ``s`` by ``-x``); ``s`` must then be a constant.
 
     A one-element constant slope (a Constant node or an initializer, possibly through
     Cast/CastLike/reshapes) gives LeakyRelu, whose alpha attribute every backend supports,
     when a float32 alpha reproduces it exactly in X's type and LeakyRelu accepts that type at
-    ``opset``; any other slope gives PRelu.
+    ``opset``; any other slope gives PRelu, its slope shaped for PRelu's placement rule at
+    ``opset`` (see :func:`prelu_slope`).
     """
+    if zero_sign is None and zero_to_slope:
+        zero_sign = slope_times_zero
     c = resolve(s)
-    if c is None:  # a function attribute's Constant is no constant; checked second, as rarer
+    if c is None and not negate:  # a function attribute's Constant is no constant (rarer)
         ref = ref_attr(s)
         if ref is not None:
             return _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra)
     s_index = 0 if mul.inputs[0] is s else 1
+    arr = None
     if c is None:
-        if value_check is not None:
+        if value_check is not None or negate:
             raise Refuse("the slope is not a constant, so its values cannot be checked")
         if zero_to_slope:
             raise Refuse("the slope is not a constant: the pattern computes slope*0 where "
@@ -124,6 +146,8 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
         s_shape = c.shape
         dtype = x_dtype(x, c)
         arr = const_in(c, dtype)
+        if negate:
+            arr = np.negative(arr)
         if value_check is not None:
             value_check(arr)
         if zero_to_slope and not bool(np.all(np.isfinite(arr.astype(np.float64)))):
@@ -132,6 +156,8 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
     if integers is not None and not is_float(dtype):
         raise Refuse(f"integer X ({dtype.name.lower()}): {integers}")
     placed = pattern_placement(x, s_shape, mul, s_index, opset)
+    reason = zero_sign(arr) if zero_sign is not None and arr is not None else None
+    sign = {"signed_zero_exact": reason is None, "zero_sign": reason or ""}
     cleanup = extra + producers(c)
     if c is not None and c.source.size == 1:
         version, ok = type_allowed("LeakyRelu", opset, dtype)
@@ -141,17 +167,44 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
             except Refuse:
                 alpha = None
             if alpha is not None:
-                return Plan("LeakyRelu", x, attrs={"alpha": alpha}, cleanup=cleanup,
-                            signed_zero_exact=not zero_to_slope)
+                return Plan("LeakyRelu", x, attrs={"alpha": -alpha if negate else alpha},
+                            cleanup=cleanup, **sign)
     version, ok = type_allowed("PRelu", opset, dtype)
     if not ok:
         raise Refuse(f"PRelu-{version} at opset {opset} does not accept element type "
                      f"{dtype.name.lower()}" if version else f"no PRelu at opset {opset}")
-    prelu_placement_matches(x, s_shape, placed, version)
-    if c is None or not (c.castlike or any(p.op_type == "Cast" for p in c.producers)):
-        return Plan("PRelu", x, slope=s, cleanup=cleanup, signed_zero_exact=not zero_to_slope)
-    return Plan("PRelu", x, slope_array=const_in(c, dtype), cleanup=cleanup,
-                signed_zero_exact=not zero_to_slope)
+    value, array = prelu_slope(x, s, c, arr, s_shape, placed, version, negate)
+    return Plan("PRelu", x, slope=value, slope_array=array, cleanup=cleanup, **sign)
+
+
+def prelu_slope(x: ir.Value, s: ir.Value, c, arr: np.ndarray | None, s_shape: Shape,
+                placed: Shape | None, version: int, negate: bool
+                ) -> tuple[ir.Value | None, np.ndarray | None]:
+    """PRelu's slope input: ``(value, None)`` to use a value of the graph, ``(None, array)``
+    for a new constant. The pattern's own slope value serves when PRelu-``version`` places
+    it where the pattern does and it holds the op's values in X's type; else, for a
+    constant, a new one -- negated, cast, or reshaped to the placement, which both rules
+    (numpy from 7, legacy per-channel before) read the same way at X's rank."""
+    try:
+        prelu_placement_matches(x, s_shape, placed, version)
+        shape = None
+    except Refuse:
+        if arr is None or placed is None or placed == AXIS1:
+            raise
+        shape = tuple(placed)
+        prelu_placement_matches(x, shape, placed, version)
+    if shape is None and not negate and (
+            c is None or not (c.castlike or any(p.op_type == "Cast" for p in c.producers))):
+        return s, None
+    if shape is None and negate:
+        neg = s.producer()
+        inner = neg.inputs[0] if neg is not None and neg.op_type == "Neg" else None
+        ic = resolve(inner)
+        if ic is not None and not ic.castlike and ic.shape == c.shape and ic.array is not None \
+                and ic.array.dtype == arr.dtype and not any(
+                    p.op_type == "Cast" for p in ic.producers):
+            return inner, None  # -(-a): the Neg's operand itself
+    return None, arr if shape is None else arr.reshape(shape)
 
 
 def _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra) -> Plan:

@@ -46,7 +46,7 @@ class WhereSlope(Rule):
     def plan(self, context, x, s, z, sx, zero_to_slope, **_):
         zc = ck.zero(z, x)
         return slope_plan(x, s, sx.producer(), graph_opset(context),
-                             zero_to_slope=zero_to_slope, extra=zc.producers)
+                          zero_to_slope=zero_to_slope, extra=zc.producers)
 
 
 class WhereSlopeMirrored(Rule):
@@ -59,23 +59,33 @@ class WhereSlopeMirrored(Rule):
     def plan(self, context, x, s, z, sx, zero_to_slope, **_):
         zc = ck.zero(z, x)
         return slope_plan(x, s, sx.producer(), graph_opset(context),
-                             zero_to_slope=zero_to_slope, extra=zc.producers)
+                          zero_to_slope=zero_to_slope, extra=zc.producers)
+
+
+def _selu_zero_sign(plan, zero_to_slope: bool):
+    """At x == +-0 the op gives ``g*(a*1 - a)`` = +0: the pattern too when zero takes its
+    exp branch, ``g*x`` (-0 at x = -0) when it takes the other."""
+    if not zero_to_slope:
+        plan.signed_zero_exact = False
+        plan.zero_sign = "at x = -0 the pattern gives gamma*(-0) = -0 where Selu gives +0"
+    return plan
 
 
 class WhereSelu(Rule):
     """Selu's function body: ``Where(x < 0, g * (a * exp(x) - a), g * x)`` (any comparison
     form; at x == 0 both branches are 0, at NaN both NaN)."""
 
+    inline_form = True  # the body maps -0 to -0, the op to +0
+
     def pattern(self, op, x, z, a1, a2, g1, g2):
         cond = cmp_alternatives(op, x, z, negative=True)
         neg = op.Mul(g1, op.Sub(op.Mul(a1, op.Exp(x)), a2))
         return op.Where(cond, neg, op.Mul(g2, x))
 
-    def plan(self, context, x, z, a1, a2, g1, g2, **_):
+    def plan(self, context, x, z, a1, a2, g1, g2, zero_to_slope, **_):
         zc = ck.zero(z, x)
         plan = selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
-        plan.signed_zero_exact = False  # the body maps -0 to -0, the op to +0
-        return plan
+        return _selu_zero_sign(plan, zero_to_slope)
 
 
 class WhereSeluMirrored(Rule):
@@ -86,11 +96,10 @@ class WhereSeluMirrored(Rule):
         neg = op.Mul(g1, op.Sub(op.Mul(a1, op.Exp(x)), a2))
         return op.Where(cond, op.Mul(g2, x), neg)
 
-    def plan(self, context, x, z, a1, a2, g1, g2, **_):
+    def plan(self, context, x, z, a1, a2, g1, g2, zero_to_slope, **_):
         zc = ck.zero(z, x)
         plan = selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
-        plan.signed_zero_exact = False  # the body maps -0 to -0, the op to +0
-        return plan
+        return _selu_zero_sign(plan, zero_to_slope)
 
 
 # -- Max / Min forms (legacy band, exporters) ------------------------------------------------
@@ -132,7 +141,7 @@ class MaxSlope(Rule):
 
     def plan(self, context, x, s, sx, **_):
         return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
-                             value_check=_between_0_and_1)
+                          value_check=_between_0_and_1)
 
 
 class MinSlope(Rule):
@@ -143,23 +152,33 @@ class MinSlope(Rule):
 
     def plan(self, context, x, s, sx, **_):
         return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
-                             value_check=_at_least_1,
-                             integers="a*x wraps around for large x >= 0, so Min picks it")
+                          value_check=_at_least_1,
+                          integers="a*x wraps around for large x >= 0, so Min picks it")
 
 
 # -- Relu forms ---------------------------------------------------------------------------
+
+
+def relu_zero_sign(_arr) -> str:
+    """The Relu forms' zeros: ``Relu(-0)`` is +0 (the evaluator, the ONNX reference; onnxruntime
+    gives -0), so their result at x = -0 is +0 or hangs on the backend; PRelu gives -0."""
+    return ("at x = -0 the pattern gives Relu(-0) +- s*0 = +0 where PRelu gives -0 (and +0 "
+            "where s*x is -0)")
 
 
 class ReluSubSlope(Rule):
     """``Relu(x) - s * Relu(-x)`` -> PRelu / LeakyRelu (s a finite constant: for x > 0 the
     pattern adds s*0)."""
 
+    inline_form = True  # inline's legacy form for PRelu and LeakyRelu a <= 0
+
     def pattern(self, op, x, s):
         return op.Sub(op.Relu(x), op.Mul(s, op.Relu(op.Neg(x)), _outputs=["sx"]))
 
     def plan(self, context, x, s, sx, **_):
         return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
-                             integers="Relu(-x) is 0 at the most negative value (-x wraps)")
+                          zero_sign=relu_zero_sign,
+                          integers="Relu(-x) is 0 at the most negative value (-x wraps)")
 
 
 class ReluAddSlope(Rule):
@@ -171,7 +190,7 @@ class ReluAddSlope(Rule):
     def plan(self, context, x, s, z, sx, **_):
         zc = ck.zero(z, x, "Min operand")
         return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
-                             extra=zc.producers)
+                          extra=zc.producers, zero_sign=relu_zero_sign)
 
 
 class ReluSelu(Rule):
@@ -193,10 +212,6 @@ class EluSelu(Rule):
     """``Elu(x, alpha) * gamma`` -> Selu, only with ``allow_rounding``: Elu computes
     ``alpha*(exp(x)-1)``, Selu ``alpha*exp(x)-alpha``; they round differently for x < 0 (up to
     tens of percent relative error near 0-), so by default this rule refuses."""
-
-    def __init__(self, allow_rounding: bool = False) -> None:
-        super().__init__()
-        self.allow_rounding = allow_rounding
 
     def pattern(self, op, x, g):
         return op.Mul(op.Elu(x, _outputs=["elu"]), g)
