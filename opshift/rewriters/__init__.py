@@ -32,7 +32,9 @@ def rules(*, allow_rounding: bool = False) -> RewriteRuleSet:
     """
     from ._report import AnchoredRule
     from .activations import RULE_CLASSES, EluSelu
+    from .exporters import EXPORTER_RULES, EluSeluScaledInput
 
+    classes = (*RULE_CLASSES, *EXPORTER_RULES, EluSeluScaledInput, EluSelu)
     out = [AnchoredRule(r.pattern, r.rewrite, r.check, name=r.name)
-           for r in [cls(allow_rounding) for cls in (*RULE_CLASSES, EluSelu)]]
+           for r in [cls(allow_rounding) for cls in classes]]
     return RewriteRuleSet(out)

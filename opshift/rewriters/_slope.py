@@ -156,7 +156,9 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
     if integers is not None and not is_float(dtype):
         raise Refuse(f"integer X ({dtype.name.lower()}): {integers}")
     placed = pattern_placement(x, s_shape, mul, s_index, opset)
-    reason = zero_sign(arr) if zero_sign is not None and arr is not None else None
+    reason = None  # integers have one zero
+    if zero_sign is not None and arr is not None and is_float(dtype):
+        reason = zero_sign(arr)
     sign = {"signed_zero_exact": reason is None, "zero_sign": reason or ""}
     cleanup = extra + producers(c)
     if c is not None and c.source.size == 1:

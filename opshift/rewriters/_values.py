@@ -201,8 +201,10 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
         shape = _reshaped(node, inner.array, depth)
         if shape is None:
             return None
+        operand = resolve(node.inputs[1], depth + 1) if len(node.inputs) > 1 else None
         return Const(inner.array.reshape(shape), inner.source.reshape(shape), inner.origin,
-                     inner.castlike, (node, *inner.producers))
+                     inner.castlike, (node, *inner.producers,
+                                      *(operand.producers if operand is not None else ())))
     if node.op_type in ("Cast", "CastLike") and node.inputs and node.inputs[0] is not None:
         inner = resolve(node.inputs[0], depth + 1)
         if inner is None or inner.array is None:

@@ -181,18 +181,6 @@ class ReluSubSlope(Rule):
                           integers="Relu(-x) is 0 at the most negative value (-x wraps)")
 
 
-class ReluAddSlope(Rule):
-    """``Relu(x) + s * Min(x, 0)`` -> PRelu / LeakyRelu (s a finite constant)."""
-
-    def pattern(self, op, x, s, z):
-        return op.Add(op.Relu(x), op.Mul(s, op.Min(x, z), _outputs=["sx"]))
-
-    def plan(self, context, x, s, z, sx, **_):
-        zc = ck.zero(z, x, "Min operand")
-        return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
-                          extra=zc.producers, zero_sign=relu_zero_sign)
-
-
 class ReluSelu(Rule):
     """The legacy-band Selu: ``(Relu(x) + (exp(-Relu(-x)) * a - a)) * g`` -> Selu.
 
@@ -239,4 +227,4 @@ class EluSelu(Rule):
 
 # Selu first: its Where has Mul on both branches, which the slope rules would try in vain
 RULE_CLASSES = (WhereSelu, WhereSeluMirrored, WhereSlope, WhereSlopeMirrored, MaxSlope,
-                MinSlope, ReluSubSlope, ReluAddSlope, ReluSelu)
+                MinSlope, ReluSubSlope, ReluSelu)

@@ -1,0 +1,196 @@
+"""fuse on models shaped like exporters' output (``tests/exporter_models.py`` says which
+exporter and version each mimics): what is fused by default, what only with allow_rounding,
+what is refused and why -- every fusion checked with the evaluator on special values
+(signed zeros included), by ``verify_fuse`` as ``fuse --verify`` runs it, and by onnxruntime
+as a second opinion."""
+
+from __future__ import annotations
+
+import exporter_models as em
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from exporter_models import Form
+
+from opshift import evaluate
+from opshift.passes.fuse import fuse_proto, fuse_with_result, verify_fuse
+from opshift.verify import compare, make_inputs
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+ACTS = ("PRelu", "LeakyRelu", "Selu")
+
+FORMS: dict[str, Form] = {  # name -> what it mimics, what fuse makes of it
+    "tf2onnx_prelu_shared_axes": Form(
+        "tf2onnx 1.17.0, Keras PReLU(shared_axes=[1, 2]) after Conv2D: "
+        "Relu(x) + (-alpha [1,C,1,1]) * Relu(Neg(x))", em.tf2onnx_prelu_shared_axes,
+        rounding="PRelu", reason="at x = -0 the pattern gives Relu(-0)"),
+    "tf2onnx_prelu_nhwc": Form(
+        "tf2onnx 1.17.0, Keras PReLU() on NHWC (alpha [H,W,C]) after the Conv's Transpose",
+        em.tf2onnx_prelu_nhwc, rounding="PRelu", reason="at x = -0"),
+    "tf2onnx_prelu_dense": Form(
+        "tf2onnx 1.17.0, Keras PReLU() after Dense (alpha [F], one > 1)", em.tf2onnx_prelu_dense,
+        rounding="PRelu", reason="at x = -0"),
+    "tf2onnx_prelu_one_alpha": Form(
+        "tf2onnx 1.17.0, Keras PReLU(shared_axes=[1, 2, 3]): one alpha", em.tf2onnx_prelu_one_alpha,
+        rounding="LeakyRelu", reason="at x = -0"),
+    "keras2onnx_prelu_ops": Form(
+        "keras2onnx 1.7.0 TF-op path, PReLU(shared_axes=[1, 2]): Neg(Identity(alpha))",
+        em.keras2onnx_prelu_ops, rounding="PRelu", reason="at x = -0"),
+    "keras2onnx_prelu_ops_no_shared_axes": Form(
+        "keras2onnx 1.7.0 TF-op path, PReLU(): alpha [H,W,C]",
+        em.keras2onnx_prelu_ops_no_shared_axes, rounding="PRelu", reason="at x = -0"),
+    "keras2onnx_tf1_leaky_relu": Form(
+        "keras2onnx 1.7.0, TF 1.12 tf.nn.leaky_relu(alpha=0.2): Identity(Max(0.2*x, x))",
+        em.tf1_leaky_relu_maximum, fused="LeakyRelu"),
+    "tf2onnx_tf1_leaky_relu_alpha_1": Form(
+        "tf2onnx 1.17.0, TF 1.12 tf.nn.leaky_relu(alpha=1) (its rewriter skips alpha >= 1)",
+        lambda: em.tf1_leaky_relu_maximum(1.0, identity=False), fused="LeakyRelu"),
+    "tf2onnx_tf1_leaky_relu_alpha_2": Form(
+        "tf2onnx 1.17.0, TF 1.12 tf.nn.leaky_relu(alpha=2): Max(2*x, x) is 2x for x > 0",
+        lambda: em.tf1_leaky_relu_maximum(2.0, identity=False), reason="slope 2 > 1"),
+    "tf_maximum_per_channel": Form(
+        "tf2onnx/keras2onnx, tf.maximum(x, alpha * x) with alpha [C] in (0, 1]",
+        em.tf_maximum_per_channel, fused="PRelu"),
+    "tf2onnx_keras22_selu": Form(
+        "tf2onnx 1.17.0, standalone Keras 2.2 selu: scale*Where(x > 0, Elu(x), alpha*Elu(x))",
+        em.keras_selu_tf2onnx, rounding="Selu", reason="rounds differently from Selu"),
+    "torchscript_where": Form(
+        "torch 2.x TorchScript, torch.where(x > 0, x, w * x), w [C,1,1] > 0",
+        em.torchscript_where, fused="PRelu"),
+    "torchscript_where_negative_weight": Form(
+        "torch 2.x TorchScript, torch.where(x > 0, x, w * x), a negative w",
+        lambda: em.torchscript_where(em.MIXED), rounding="PRelu",
+        reason="slope element -0.5 is negative"),
+    "torchscript_where_scalar": Form(
+        "torch 2.x TorchScript, torch.where(x > 0, x, 0.2 * x)", em.torchscript_where_scalar,
+        fused="LeakyRelu"),
+    "torchscript_clamps": Form(
+        "torch 2.x TorchScript opset 17, clamp(x, min=0) + w * clamp(x, max=0)",
+        em.torchscript_clamps, reason="Clip without a max clamps +inf"),
+    "torchscript_clamps_opset9": Form(
+        "torch 2.x TorchScript opset 9, clamp(x, min=0) + w * clamp(x, max=0): Clip-6",
+        lambda: em.torchscript_clamps(9), reason="Clip without a max clamps +inf"),
+    "torchscript_clamps_bounded": Form(
+        "torch 2.x TorchScript opset 17, clamp(x, 0, inf) + w * clamp(x, -inf, 0)",
+        lambda: em.torchscript_clamps(17, bounds=True), rounding="PRelu", reason="at x = -0"),
+    "torchscript_relu_sub": Form(
+        "torch 2.x TorchScript, F.relu(x) - w * F.relu(-x) (inline's legacy form too)",
+        em.torchscript_relu_sub, fused="PRelu", signed_zeros=False),
+    "dynamo_prelu_kernel": Form(
+        "torch 2.1-2.4 dynamo_export, nn.PReLU(3): where(x > 0, x, view(w) * x)",
+        em.dynamo_prelu_kernel, fused="PRelu"),
+    "dynamo_prelu_kernel_one_weight": Form(
+        "torch 2.1-2.4 dynamo_export, nn.PReLU(): one weight, viewed as [1, 1, 1, 1]",
+        lambda: em.dynamo_prelu_kernel(np.float32([0.25])), fused="LeakyRelu"),
+    "dynamo_selu": Form(
+        "torch 2.5+ export(dynamo=True), F.selu: Elu(x * 1) * scale", em.dynamo_selu,
+        rounding="Selu", reason="rounds differently from Selu"),
+    "dynamo_selu_optimized": Form(
+        "torch 2.5+ export(dynamo=True, optimize=True), F.selu: Elu(x) * scale",
+        lambda: em.dynamo_selu(optimized=True), rounding="Selu",
+        reason="rounds differently from Selu"),
+    "dynamo_clamps": Form(
+        "torch 2.5+ export(dynamo=True), clamp(x, min=0) + w * clamp(x, max=0)",
+        em.dynamo_clamps, reason="Clip without a max clamps +inf"),
+    "paddle2onnx_prelu": Form(
+        "paddle2onnx 2.1.0, nn.PReLU(3): PRelu with a reshaped slope (nothing to fuse)",
+        em.paddle2onnx_prelu),
+}
+
+
+def special_inputs(m: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """``make_inputs`` with every special value of float32 at the front (+-0, +-inf, NaN,
+    +-smallest and largest subnormal, +-tiny, +-max, +-1) and more small subnormals, which
+    ``s*x`` rounds to a zero of either sign."""
+    feeds = make_inputs(m.graph, seed=seed)
+    (name, x), = feeds.items()
+    fi = ml_dtypes.finfo(np.float32)
+    sub = float(fi.smallest_subnormal)
+    head = [0.0, -0.0, np.inf, -np.inf, np.nan, sub, -sub, 2 * sub, -2 * sub, 3 * sub,
+            -3 * sub, float(fi.tiny), -float(fi.tiny), float(fi.max), -float(fi.max), 1.0, -1.0]
+    flat = x.reshape(-1).copy()
+    flat[:len(head)] = head
+    return {name: flat.reshape(x.shape)}
+
+
+def activations(m: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in m.graph.node if n.op_type in ACTS]
+
+
+def check_numbers(before, after, op: str, *, exact: bool) -> None:
+    """The evaluator on special values (several seeds): bit for bit, signed zeros included
+    when ``exact``; a Selu fused with allow_rounding within 8 float32 ulp of max(|y|, 1),
+    and the same on x >= 0 and on +-inf and NaN."""
+    for seed in range(3):
+        feeds = special_inputs(before, seed)
+        a, b = evaluate(before, feeds)["y"], evaluate(after, feeds)["y"]
+        if op != "Selu" or exact:
+            c = compare(np.asarray(a), np.asarray(b), ulp=0, signed_zeros=exact)
+            assert c.ok, c.reason
+            continue
+        x = np.broadcast_to(next(iter(feeds.values())), a.shape)
+        same = (x >= 0) | ~np.isfinite(x)
+        assert compare(a[same], b[same], ulp=0, signed_zeros=False).ok
+        err = np.abs(a.astype(np.float64) - b.astype(np.float64))[~same]
+        scale = np.maximum(np.abs(a[~same]).astype(np.float64), 1.0)
+        assert np.all(err <= 8 * np.finfo(np.float32).eps * scale), float(np.max(err / scale))
+
+
+def ort_numbers(before, after, op: str) -> None:
+    """onnxruntime as a second opinion (signed zeros aside: its Relu keeps -0); a case it
+    cannot run is skipped with its reason."""
+    try:
+        import onnxruntime as ort
+
+        feeds = special_inputs(before)
+        runs = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+                .run(None, feeds)[0] for m in (before, after)]
+    except Exception as e:  # noqa: BLE001 - any failure of the second opinion skips it
+        pytest.skip(f"onnxruntime cannot run this case: {type(e).__name__}: {e}")
+    a, b = (np.asarray(r) for r in runs)
+    if op == "Selu":
+        fin = np.isfinite(a)
+        assert compare(a[~fin], b[~fin], ulp=0, signed_zeros=False).ok
+        scale = np.maximum(np.abs(a[fin]).astype(np.float64), 1.0)
+        assert np.all(np.abs(a[fin].astype(np.float64) - b[fin]) <= 8e-7 * scale)
+    else:
+        c = compare(a, b, ulp=0, signed_zeros=False)
+        assert c.ok, f"onnxruntime: {c.reason}"
+
+
+def fused_ok(m: onnx.ModelProto, op: str, *, allow_rounding: bool,
+             exact: bool) -> onnx.ModelProto:
+    fused, result = fuse_proto(m, allow_rounding=allow_rounding, capture_regions=True)
+    assert activations(fused) == [op], result.lines()
+    assert len(fused.graph.node) < len(m.graph.node)
+    onnx.checker.check_model(fused, full_check=True)
+    check_numbers(m, fused, op, exact=exact)
+    report, notes = verify_fuse(m, fused, result)
+    assert report.ok, report.summary()
+    assert len(report.rows) == 2, notes  # the region and the whole model
+    return fused
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_exporter_form(name):
+    form = FORMS[name]
+    m = form.build()
+    onnx.checker.check_model(m, full_check=True)
+    if form.fused:
+        fused = fused_ok(m, form.fused, allow_rounding=False, exact=form.signed_zeros)
+        ort_numbers(m, fused, form.fused)
+        return
+    fused, result = fuse_with_result(m)
+    assert fused == m and not result.modified
+    if form.reason:
+        assert any(form.reason in e.detail for e in result.refused), result.lines()
+    else:
+        assert not result.refused, result.lines()
+    if form.rounding:
+        fused = fused_ok(m, form.rounding, allow_rounding=True, exact=False)
+        ort_numbers(m, fused, form.rounding)
+    else:
+        again, result = fuse_with_result(m, allow_rounding=True)
+        assert again == m, result.lines()
