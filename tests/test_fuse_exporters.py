@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 import pytest
 from exporter_models import Form
+from onnx import numpy_helper
 
 from opshift import evaluate
 from opshift.passes.fuse import fuse_proto, fuse_with_result, verify_fuse
@@ -125,7 +126,8 @@ def check_numbers(before, after, op: str, *, exact: bool) -> None:
     and the same on x >= 0 and on +-inf and NaN."""
     for seed in range(3):
         feeds = special_inputs(before, seed)
-        a, b = evaluate(before, feeds)["y"], evaluate(after, feeds)["y"]
+        y = before.graph.output[0].name
+        a, b = evaluate(before, feeds)[y], evaluate(after, feeds)[y]
         if op != "Selu" or exact:
             c = compare(np.asarray(a), np.asarray(b), ulp=0, signed_zeros=exact)
             assert c.ok, c.reason
@@ -194,3 +196,95 @@ def test_exporter_form(name):
     else:
         again, result = fuse_with_result(m, allow_rounding=True)
         assert again == m, result.lines()
+
+
+def _slope_of(m: onnx.ModelProto) -> np.ndarray:
+    """The PRelu's slope: an initializer, a Constant, or either through Identity/Reshape."""
+    (prelu,) = [n for n in m.graph.node if n.op_type == "PRelu"]
+    values = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "Constant":
+            values[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        elif n.op_type == "Identity" and n.input[0] in values:
+            values[n.output[0]] = values[n.input[0]]
+        elif n.op_type == "Reshape" and n.input[0] in values:
+            values[n.output[0]] = values[n.input[0]].reshape(values[n.input[1]])
+    return values[prelu.input[1]]
+
+
+def test_keras_prelu_slope_is_alpha_and_what_only_the_pattern_read_is_gone():
+    """tf2onnx's folded -alpha becomes a new slope constant holding alpha, and the folded
+    initializer, which nothing reads any more, is removed; keras2onnx's Neg(alpha) gives
+    alpha's own value (here through its Identity) to PRelu."""
+    fused, _ = fuse_with_result(em.tf2onnx_prelu_shared_axes(), allow_rounding=True)
+    assert [n.op_type for n in fused.graph.node] == ["Constant", "PRelu"]
+    assert not fused.graph.initializer
+    np.testing.assert_array_equal(_slope_of(fused), em.CHANNELS.reshape(1, em.C, 1, 1))
+    fused, _ = fuse_with_result(em.keras2onnx_prelu_ops(), allow_rounding=True)
+    assert [n.op_type for n in fused.graph.node] == ["Identity", "PRelu"]
+    assert [t.name for t in fused.graph.initializer] == ["p_re_lu/alpha:0"]
+    np.testing.assert_array_equal(_slope_of(fused), em.CHANNELS.reshape(1, 1, em.C))
+
+
+def test_an_initializer_another_node_reads_stays():
+    m = em.tf2onnx_prelu_shared_axes()
+    neg_alpha = m.graph.initializer[0].name
+    m.graph.node.append(onnx.helper.make_node("Add", ["y", neg_alpha], ["z"]))
+    m.graph.output[0].name = "z"
+    fused, result = fuse_with_result(m, allow_rounding=True)
+    assert [n.op_type for n in fused.graph.node] == ["Constant", "PRelu", "Add"], result.lines()
+    assert [t.name for t in fused.graph.initializer] == [neg_alpha]
+
+
+def test_two_prelus_sharing_one_folded_alpha_both_fuse_and_free_it():
+    g = em.Graph("")
+    c = g.init("neg_alpha", -em.CHANNELS.reshape(1, em.C, 1, 1))
+    for x, y in (("x", "y1"), ("y1", "y")):
+        pos = g.node("Relu", [x], f"{y}/Relu")
+        rn = g.node("Relu", [g.node("Neg", [x], f"{y}/Neg")], f"{y}/Relu_1")
+        g.node("Add", [pos, g.node("Mul", [c, rn], f"{y}/mul")], f"{y}/add", output=y)
+    m = g.model((1, em.C, em.H, em.W), 15)
+    fused, result = fuse_with_result(m, allow_rounding=True)
+    assert [n.op_type for n in fused.graph.node] == ["Constant", "PRelu"] * 2, result.lines()
+    assert not fused.graph.initializer
+    check_numbers(m, fused, "PRelu", exact=False)
+
+
+@pytest.mark.parametrize("axis,shape", [(1, [em.C]), (None, [1, 1, 1, em.C])])
+def test_keras_prelu_at_opset_6_gets_a_slope_placed_as_prelu_6_reads_it(axis, shape):
+    """Opset 6, legacy Mul broadcasting: -alpha [3] on axis 1 stays [3] (PRelu-6 reads a
+    1-D slope per channel); on the last axis (no ``axis``; X [1, 3, 4, 3]) PRelu-6 would
+    read it per channel too, so the new slope is [1, 1, 1, 3]."""
+    g = em.Graph("")
+    c = g.init("neg_alpha", -em.CHANNELS)
+    kw = {"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis}
+    pos = g.node("Relu", ["x"], "Relu")
+    rn = g.node("Relu", [g.node("Neg", ["x"], "Neg")], "Relu_1")
+    mul = g.node("Mul", [rn, c], "mul", **kw)
+    g.node("Add", [pos, mul], "add", output="y")
+    m = g.model((1, em.C, 4, em.C), 6)
+    fused = fused_ok(m, "PRelu", allow_rounding=True, exact=False)
+    assert list(_slope_of(fused).shape) == shape
+    np.testing.assert_array_equal(_slope_of(fused).ravel(), em.CHANNELS)
+
+
+def test_scalar_initializer_slope_is_leakyrelu_not_prelu():
+    """``Max(x, 0.2 * x)`` with 0.2 an initializer: LeakyRelu(alpha=0.2), an attribute
+    every backend supports, not PRelu with a scalar slope."""
+    fused = fused_ok(em.tf1_leaky_relu_maximum(0.2, identity=False), "LeakyRelu",
+                     allow_rounding=False, exact=True)
+    (leaky,) = fused.graph.node
+    assert onnx.helper.get_attribute_value(leaky.attribute[0]) == np.float32(0.2)
+    assert not fused.graph.initializer
+
+
+def test_negative_and_non_finite_folded_alphas():
+    """-alpha with a NaN or an infinity: the pattern adds c*0 = NaN for x > 0, PRelu gives
+    x -- refused even with allow_rounding. A negative alpha (c > 0) is fused with
+    allow_rounding, as any alpha."""
+    for bad in (np.nan, np.inf, -np.inf):
+        m = em.tf2onnx_prelu_shared_axes(np.float32([0.25, bad, 0.5]))
+        fused, result = fuse_with_result(m, allow_rounding=True)
+        assert fused == m
+        assert any("not finite" in e.detail for e in result.refused), result.lines()
+    fused_ok(em.tf2onnx_prelu_shared_axes(em.MIXED), "PRelu", allow_rounding=True, exact=False)

@@ -7,8 +7,9 @@ reason.
 
 Output: :func:`fuse_proto` edits the node lists of a copy of the input ModelProto where
 something was fused (the IR only finds and makes the fusions), so the result differs from the
-input only in the fused regions: the new nodes, the matched nodes and constants left unused
-by them gone, and their value_info with them. Nothing else is re-serialized.
+input only in the fused regions: the new nodes, the matched nodes and the constants (Constant
+nodes, initializers) left unused by them gone, and their value_info with them. Nothing else
+is re-serialized.
 
 Shapes: the checks need static shapes and element types, so :func:`fuse` runs onnx shape
 inference on the side; nothing it infers is written into the result.
@@ -25,7 +26,7 @@ from .. import validate
 from .._gc import no_cyclic_gc
 from ..modelio import ModelLike, to_proto
 from ._graph import may_hold_subgraphs, node_kinds, subgraphs
-from .fuse_ir import FuseResult, Region, fuse_ir, fuse_typed, ir_subgraphs, may_match
+from .fuse_ir import FuseResult, Region, Unused, fuse_ir, fuse_typed, ir_subgraphs, may_match
 
 __all__ = ["FusePass", "FuseResult", "Region", "fuse", "fuse_ir", "fuse_proto", "fuse_typed",
            "fuse_with_result", "verify_fuse"]
@@ -59,16 +60,34 @@ def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: b
     ir_model = ir.serde.deserialize_model(model)
     holders = any(may_hold_subgraphs(d, op) for d, op in kinds)
     scopes = _paired_scopes(ir_model, out, holders)
-    unused: list[ir.Node] = []
+    unused = Unused()
     result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,
                         capture_regions=capture_regions, _unused_out=unused)
     if result.modified:
-        gone = set(map(id, unused))
+        gone = set(map(id, unused.nodes))
         # subgraphs before the graphs holding them: rebuilding a node list copies its nodes,
         # subgraphs included, so a subgraph is edited while its owner is still in place
         for graph, proto, before in reversed(scopes):
             _write_back(graph, proto, before, gone)
+        _drop_initializers(scopes, unused.initializers)
     return out, result
+
+
+def _drop_initializers(scopes, dead: list[ir.Value]) -> None:
+    """Remove the initializers ``dead`` (and their value_info) from the GraphProtos of
+    ``scopes`` holding them."""
+    names: dict[int, set[str]] = {}
+    for v in dead:
+        names.setdefault(id(v.graph), set()).add(v.name)
+    for graph, proto, _ in scopes:
+        drop = names.get(id(graph))
+        if not drop or not isinstance(proto, onnx.GraphProto):
+            continue
+        for field in (proto.initializer, proto.value_info):
+            kept = [t for t in field if t.name not in drop]
+            if len(kept) != len(field):
+                del field[:]
+                field.extend(kept)
 
 
 def _paired_scopes(ir_model: ir.Model, proto: onnx.ModelProto, holders: bool

@@ -189,13 +189,37 @@ def _metadata_merger():
     return metadata_merger.MetadataMerger({RULE_NAME_TAG: metadata_merger.comma_separator_merger})
 
 
-def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
-            capture_regions: bool = False, _unused_out: list | None = None) -> FuseResult:
-    """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries.
+@dataclass
+class Unused:
+    """What the fusions left unused: constant producers (Constant / Cast / CastLike ...) and
+    initializers that only the fused nodes read."""
 
-    (``_unused_out``: a list that receives the constant producers the fusions left unused,
-    which then stay in ``model``: :func:`fuse_proto` leaves them out of the ModelProto it
-    writes, so taking them out of the IR too would be work for nothing.)"""
+    nodes: list[ir.Node] = field(default_factory=list)
+    initializers: list[ir.Value] = field(default_factory=list)
+
+
+def _dead_initializers(values: list[ir.Value], unused: list[ir.Node]) -> list[ir.Value]:
+    """Of ``values`` (initializers the fused nodes read), those no node reads any more but
+    the ``unused`` ones, and that are no graph input (a default a caller may feed) or
+    output."""
+    gone = set(map(id, unused))
+    dead: dict[int, ir.Value] = {}
+    for v in values:
+        if id(v) in dead or v.graph is None or v.is_graph_input() or v.is_graph_output():
+            continue
+        if all(id(u) in gone for u, _ in v.uses()):
+            dead[id(v)] = v
+    return list(dead.values())
+
+
+def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
+            capture_regions: bool = False, _unused_out: Unused | None = None) -> FuseResult:
+    """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries.
+    Constant producers and initializers the fusions left unused are removed.
+
+    (``_unused_out``: receives them instead, and they stay in ``model``: :func:`fuse_proto`
+    leaves them out of the ModelProto it writes, so taking them out of the IR too would be
+    work for nothing.)"""
     rec = Recorder(capture=capture_regions)
     for f in model.functions.values():
         name = function_label(f)
@@ -207,10 +231,14 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
         count = _apply(model, rule_set.rules[0])
     if count:
         unused = _unused(rec.cleanup)
+        dead = _dead_initializers(rec.initializers, unused)
         if _unused_out is None:
             _remove(unused)
+            for v in dead:
+                v.graph.initializers.pop(v.name)
         else:
-            _unused_out.extend(unused)
+            _unused_out.nodes.extend(unused)
+            _unused_out.initializers.extend(dead)
     rec.finish()
     result = FuseResult(list(rec.fused), list(rec.refused))
     result.regions = [Region(*r) for r in rec.regions]
@@ -218,7 +246,7 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
 
 
 def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bool = False,
-               capture_regions: bool = False, _unused_out: list | None = None) -> FuseResult:
+               capture_regions: bool = False, _unused_out: Unused | None = None) -> FuseResult:
     """:func:`fuse_ir` on ``ir_model`` with the types onnx shape inference finds for
     ``proto`` (the same model as a ModelProto): value types of the main graph and its
     subgraphs, and of function bodies from their call sites. Nothing inferred is written into

@@ -57,6 +57,7 @@ class Rule(pattern.RewriteRuleClassBase):
     def check(self, context, **bindings) -> MatchResult:
         self._plan = None
         self._anchor = context.root
+        self._matched = context.nodes
         self._model = context.model
         token = LEGACY_INITIALIZER_INPUTS.set(context.model.ir_version < 4)
         try:
@@ -92,6 +93,8 @@ class Rule(pattern.RewriteRuleClassBase):
         rec = current()
         if rec is not None:
             rec.cleanup.extend(plan.cleanup)
+            rec.initializers.extend(v for n in (*self._matched, *plan.cleanup) for v in n.inputs
+                                    if v is not None and v.is_initializer())
         if plan.op == "PRelu":
             slope = plan.slope
             if slope is None:
