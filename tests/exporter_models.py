@@ -313,15 +313,19 @@ def paddle2onnx_prelu(opset=11) -> onnx.ModelProto:
     return g.model((1, C, H, W), opset)
 
 
-def paddle2onnx_scale_where(opset=11) -> onnx.ModelProto:
-    """paddle2onnx 2.1.0 of ``paddle.where(x > 0, x, 0.1 * x)``: ``0.1 * x`` is Paddle's
-    ``scale`` op, ``Mul(x, [0.1]) + [0.0]``; the ``+ 0`` turns -0 into +0."""
+def paddle2onnx_scale(maximum: bool = False, bias=0.0, opset=11) -> onnx.ModelProto:
+    """paddle2onnx 2.1.0 of ``paddle.where(x > 0, x, 0.1 * x)`` (``maximum``:
+    ``paddle.maximum(x, 0.1 * x)``): ``0.1 * x`` is Paddle's ``scale`` op,
+    ``Mul(x, [0.1]) + [0.0]``; the ``+ 0`` turns -0 into +0."""
     g = Graph("")
-    zero = g.const("fill_constant_0", 0.0, output="fill_constant_0.tmp_0")
-    gt = g.node("Greater", ["x", zero], "greater_than_0", output="greater_than_0.tmp_0")
     s = g.const("Constant_1", [0.1], output="Constant_1.tmp_0")
-    b = g.const("Constant_2", [0.0], output="Constant_2.tmp_0")
+    b = g.const("Constant_2", [bias], output="Constant_2.tmp_0")
     mul = g.node("Mul", ["x", s], "Mul_0", output="Mul_0.tmp_0")
     add = g.node("Add", [mul, b], "Add_0", output="scale_0.tmp_0")
-    g.node("Where", [gt, "x", add], "Where_0", output="y")
+    if maximum:
+        g.node("Max", ["x", add], "Max_0", output="y")
+    else:
+        zero = g.const("fill_constant_0", 0.0, output="fill_constant_0.tmp_0")
+        gt = g.node("Greater", ["x", zero], "greater_than_0", output="greater_than_0.tmp_0")
+        g.node("Where", [gt, "x", add], "Where_0", output="y")
     return g.model((1, C, H, W), opset)

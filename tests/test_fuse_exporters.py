@@ -95,6 +95,13 @@ FORMS: dict[str, Form] = {  # name -> what it mimics, what fuse makes of it
     "dynamo_clamps": Form(
         "torch 2.5+ export(dynamo=True), clamp(x, min=0) + w * clamp(x, max=0)",
         em.dynamo_clamps, reason="Clip without a max clamps +inf"),
+    "paddle2onnx_scale_where": Form(
+        "paddle2onnx 2.1.0, paddle.where(x > 0, x, 0.1 * x): Where(.., x, Mul(x, 0.1) + 0)",
+        em.paddle2onnx_scale, rounding="LeakyRelu", reason="the pattern adds +0 to s*x"),
+    "paddle2onnx_scale_maximum": Form(
+        "paddle2onnx 2.1.0, paddle.maximum(x, 0.1 * x): Max(x, Mul(x, 0.1) + 0)",
+        lambda: em.paddle2onnx_scale(maximum=True), rounding="LeakyRelu",
+        reason="the pattern adds +0 to s*x"),
     "paddle2onnx_prelu": Form(
         "paddle2onnx 2.1.0, nn.PReLU(3): PRelu with a reshaped slope (nothing to fuse)",
         em.paddle2onnx_prelu),
@@ -288,3 +295,16 @@ def test_negative_and_non_finite_folded_alphas():
         assert fused == m
         assert any("not finite" in e.detail for e in result.refused), result.lines()
     fused_ok(em.tf2onnx_prelu_shared_axes(em.MIXED), "PRelu", allow_rounding=True, exact=False)
+
+
+@pytest.mark.parametrize("maximum", [False, True])
+def test_adding_minus_zero_changes_nothing_and_another_bias_is_no_slope(maximum):
+    """``s*x + (-0)`` is ``s*x`` bit for bit, so it fuses by default; a bias of 0.5 is
+    another function."""
+    fused = fused_ok(em.paddle2onnx_scale(maximum, bias=-0.0), "LeakyRelu",
+                     allow_rounding=False, exact=True)
+    ort_numbers(em.paddle2onnx_scale(maximum, bias=-0.0), fused, "LeakyRelu")
+    m = em.paddle2onnx_scale(maximum, bias=0.5)
+    fused, result = fuse_with_result(m, allow_rounding=True)
+    assert fused == m
+    assert any("added constant is not zero" in e.detail for e in result.refused), result.lines()

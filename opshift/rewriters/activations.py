@@ -105,7 +105,7 @@ class WhereSeluMirrored(Rule):
 # -- Max / Min forms (legacy band, exporters) ------------------------------------------------
 
 
-def _between_0_and_1(arr) -> None:
+def between_0_and_1(arr) -> None:
     import numpy as np
 
     v = arr.astype(np.float64)
@@ -141,7 +141,7 @@ class MaxSlope(Rule):
 
     def plan(self, context, x, s, sx, **_):
         return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
-                          value_check=_between_0_and_1)
+                          value_check=between_0_and_1)
 
 
 class MinSlope(Rule):

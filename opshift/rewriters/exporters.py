@@ -9,6 +9,9 @@ Where each form comes from (the test models in ``tests/exporter_models.py`` mimi
   N a negative part (``Min(x, 0)``, ``Clip(x, ., 0)``): hand-written PReLUs such as
   ``clamp(x, min=0) + w * clamp(x, max=0)`` through PyTorch's TorchScript and dynamo
   exporters (Clip with one bound omitted).
+* ``Where(x > 0, x, s * x + 0)`` and ``Max(x, s * x + 0)``: ``paddle.where`` /
+  ``paddle.maximum`` with ``alpha * x`` through paddle2onnx, whose ``scale`` op adds its
+  bias even when it is 0 (``+ 0`` turns -0 into +0, so these need ``allow_rounding``).
 * ``gamma * Where(x > 0, Elu(x), alpha * Elu(x))``: the standalone Keras 2.0-2.2 ``selu``
   (``scale * K.elu(x, alpha)``) through tf2onnx; ``Elu(x * 1) * gamma``: PyTorch's dynamo
   exporter, which sees ``F.selu`` as ``aten.elu(x, alpha, scale)``.
@@ -35,7 +38,7 @@ from ._rule import Rule, cmp_alternatives
 from ._selu import selu_plan
 from ._slope import slope_plan
 from ._values import graph_opset, resolve
-from .activations import EluSelu, relu_zero_sign
+from .activations import EluSelu, between_0_and_1, relu_zero_sign
 
 _WRAPS = "Relu(-x) is 0 at the most negative value (-x wraps)"
 
@@ -160,6 +163,59 @@ ClipClipSlope = _parts_rule("ClipClipSlope", _clip_pos, _clip_neg,
                             "``Clip(x, 0, inf) + s * Clip(x, -inf, 0)`` (PyTorch's clamps).")
 
 
+# -- s * x + 0: Paddle's scale op ---------------------------------------------------------
+
+
+def _bias_plan(context, x, s, sx, b, z=None, zero_to_slope: bool = False, value_check=None):
+    """The slope plan for a product ``s*x + b``, b a zero: ``+ (-0)`` changes nothing, so the
+    pattern is the product's; ``+ (+0)`` turns a -0 product into +0."""
+    bc = ck.zero(b, x, "added constant")
+    extra = bc.producers + (ck.zero(z, x).producers if z is not None else ())
+    plus_zero = not bool(np.all(np.signbit(bc.source.astype(np.float64))))
+    return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=zero_to_slope,
+                      extra=extra, value_check=value_check,
+                      zero_sign=_adds_plus_zero if plus_zero else None)
+
+
+def _adds_plus_zero(_arr) -> str:
+    return ("the pattern adds +0 to s*x, which turns -0 into +0 (at x = -0, and where s*x "
+            "is -0) where PRelu keeps -0")
+
+
+class WhereScaleSlope(Rule):
+    """``Where(x < 0, s * x + 0, x)`` (any comparison form) -> PRelu / LeakyRelu."""
+
+    def pattern(self, op, x, s, z, b):
+        cond = cmp_alternatives(op, x, z, negative=True)
+        return op.Where(cond, op.Add(op.Mul(s, x, _outputs=["sx"]), b), x)
+
+    def plan(self, context, x, s, z, b, sx, zero_to_slope, **_):
+        return _bias_plan(context, x, s, sx, b, z, zero_to_slope)
+
+
+class WhereScaleSlopeMirrored(Rule):
+    """``Where(x > 0, x, s * x + 0)`` (any comparison form; ``paddle.where(x > 0, x,
+    alpha * x)`` through paddle2onnx) -> PRelu / LeakyRelu."""
+
+    def pattern(self, op, x, s, z, b):
+        cond = cmp_alternatives(op, x, z, negative=False)
+        return op.Where(cond, x, op.Add(op.Mul(s, x, _outputs=["sx"]), b))
+
+    def plan(self, context, x, s, z, b, sx, zero_to_slope, **_):
+        return _bias_plan(context, x, s, sx, b, z, zero_to_slope)
+
+
+class MaxScaleSlope(Rule):
+    """``Max(x, x * a + 0)`` with constant 0 < a <= 1 (``paddle.maximum(x, alpha * x)``
+    through paddle2onnx) -> LeakyRelu / PRelu."""
+
+    def pattern(self, op, x, s, b):
+        return op.Max(x, op.Add(op.Mul(x, s, _outputs=["sx"]), b))
+
+    def plan(self, context, x, s, b, sx, **_):
+        return _bias_plan(context, x, s, sx, b, value_check=between_0_and_1)
+
+
 # -- Selu through Elu ------------------------------------------------------------------------
 
 
@@ -209,4 +265,5 @@ class EluSeluScaledInput(EluSelu):
 
 
 EXPORTER_RULES = (ReluAddNegSlope, ReluAddSlope, ReluClipSlope, MaxMinSlope, MaxClipSlope,
-                  ClipMinSlope, ClipClipSlope, WhereEluSelu)
+                  ClipMinSlope, ClipClipSlope, WhereScaleSlope, WhereScaleSlopeMirrored,
+                  MaxScaleSlope, WhereEluSelu)
