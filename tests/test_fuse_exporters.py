@@ -308,3 +308,70 @@ def test_adding_minus_zero_changes_nothing_and_another_bias_is_no_slope(maximum)
     fused, result = fuse_with_result(m, allow_rounding=True)
     assert fused == m
     assert any("added constant is not zero" in e.detail for e in result.refused), result.lines()
+
+
+def _float16_model(build, slopes: np.ndarray) -> onnx.ModelProto:
+    """``build(g, x, s)`` on float16 X [8, 65536], s [8, 1]: every row meets every value."""
+    g = em.Graph("")
+    s = g.init("s", slopes.reshape(8, 1), np.float16)
+    build(g, "x", s)
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT16, [8, 65536])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT16, [8, 65536])
+    return em.make_model(g.nodes, [x], [y], opset=17, initializers=g.inits)
+
+
+def _neg_relu(g, x, s):
+    c = g.node("Neg", [s], "neg_s")  # the folded -alpha, as a Neg of alpha here
+    rn = g.node("Relu", [g.node("Neg", [x], "Neg")], "Relu_1")
+    g.node("Add", [g.node("Relu", [x], "Relu"), g.node("Mul", [c, rn], "mul")], "add",
+           output="y")
+
+
+def _where_gt(g, x, s):
+    zero = g.const("zero", 0.0, np.float16)
+    g.node("Where", [g.node("Greater", [x, zero], "gt"), x, g.node("Mul", [s, x], "mul")],
+           "where", output="y")
+
+
+def _max_bias(bias):
+    def build(g, x, s):
+        b = g.const("b", bias, np.float16)
+        g.node("Max", [x, g.node("Add", [g.node("Mul", [x, s], "mul"), b], "add")], "max",
+               output="y")
+    return build
+
+
+def _clamps(g, x, s):
+    zero, inf, ninf = (g.const(n, v, np.float16) for n, v in
+                       (("zero", 0.0), ("inf", np.inf), ("ninf", -np.inf)))
+    lo = g.node("Clip", [x, zero, inf], "clip")
+    hi = g.node("Clip", [x, ninf, zero], "clip_1")
+    g.node("Add", [lo, g.node("Mul", [s, hi], "mul")], "add", output="y")
+
+
+ANY = np.float16([0.25, 0.5, 0.75, 1.0, 2.0, 1e-4, 0.0, -0.5])
+UNIT = np.float16([0.25, 0.5, 0.75, 1.0, 0.125, 1e-4, 0.3, 0.9])
+NON_NEGATIVE = np.float16([0.25, 0.5, 0.75, 1.0, 2.0, 1e-4, 0.0, 65504])
+
+
+@pytest.mark.parametrize("build,slopes,exact", [
+    (_neg_relu, ANY, False), (_where_gt, NON_NEGATIVE, True), (_where_gt, ANY, False),
+    (_max_bias(-0.0), UNIT, True), (_max_bias(0.0), UNIT, False), (_clamps, ANY, False)],
+    ids=["neg_relu", "where_gt_non_negative", "where_gt_any", "max_bias_-0", "max_bias_+0",
+         "clamps"])
+def test_every_float16_value(build, slopes, exact):
+    """The fused op against the pattern on all 65,536 float16 values and eight slopes each
+    (underflow to zeros of either sign, subnormals, infinities, NaN): bit for bit, and
+    with the sign of every zero where the form is fused by default."""
+    m = _float16_model(build, slopes)
+    fused, result = fuse_with_result(m, allow_rounding=not exact)
+    assert activations(fused) == ["PRelu"], result.lines()
+    x = np.tile(np.arange(65536, dtype=np.uint16).view(np.float16), (8, 1))
+    a, b = evaluate(m, {"x": x})["y"], evaluate(fused, {"x": x})["y"]
+    c = compare(np.asarray(a), np.asarray(b), ulp=0, signed_zeros=exact)
+    assert c.ok, c.reason
+    if exact:
+        assert fuse_with_result(m)[1].modified
+    else:
+        assert not fuse_with_result(m)[1].modified
+        assert not compare(np.asarray(a), np.asarray(b), ulp=0).ok  # the zeros that differ
