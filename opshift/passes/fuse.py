@@ -169,7 +169,7 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
     """Check each fusion locally (the matched nodes against the new op, on the real shapes
     and constants, generated inputs with special values), then the whole model when the
     evaluator runs all of it. Signed zeros are compared except for the fusions whose
-    pattern fixes the sign of zero differently (see ``opshift.rewriters._checks``).
+    pattern fixes the sign of zero differently (see ``opshift.rewriters._rule.Rule``).
     ``result`` must come from ``fuse_proto(..., capture_regions=True)``.
     Returns ``(VerifyReport, notes)``.
     """

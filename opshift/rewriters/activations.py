@@ -1,16 +1,19 @@
 """Rules fusing decomposed PRelu / LeakyRelu / Selu back into the single op.
 
-Every rule is an ``onnxscript.rewriter.pattern`` rule (pattern / check / rewrite). The
-patterns cover the ONNX function bodies (with CastLike, with typed constants, with Cast), the
-decompositions :mod:`opshift.passes.decompose` emits in every opset band, and common exporter
-patterns. Each check proves exactness from the constants and shapes (see
-:mod:`opshift.rewriters._checks`) and refuses with a reason otherwise.
+Every rule is an ``onnxscript.rewriter.pattern`` rule (pattern / check / rewrite, see
+:class:`opshift.rewriters._rule.Rule`). The patterns here cover the ONNX function bodies (with
+CastLike, with typed constants, with Cast), the decompositions :mod:`opshift.passes.decompose`
+emits in every opset band, and the comparison, Max and Min forms exporters share with them;
+:mod:`opshift.rewriters.exporters` has the forms only exporters write. Each check proves
+exactness from the constants and shapes and refuses with a reason otherwise.
 
 Comparison forms. ``Where(c, s*x, x)`` is PRelu when ``c`` is ``x < 0`` or a form equal to it
 wherever it matters: at NaN both branches are NaN, so ``Not(x >= 0)`` (true at NaN) is as good
-as ``x < 0`` (false at NaN); at x == 0 the slope branch gives ``s*0``, which is PRelu's 0 for a
-finite slope only, so the forms true at 0 (``x <= 0``, ``Not(x > 0)``) need a finite
-constant slope. The mirrored forms (``Where(x > 0, x, s*x)`` ...) are treated alike.
+as ``x < 0`` (false at NaN); at x == +-0 the forms true at 0 (``x <= 0``, ``Not(x > 0)``)
+give ``s*(+-0)``, which is PRelu's x for a finite slope only, and with its sign only when no
+slope element is negative (else they need ``allow_rounding``). The mirrored forms
+(``Where(x > 0, x, s*x)`` ...) are treated alike. ``Max(x, a*x)`` (0 < a <= 1) and
+``Min(x, a*x)`` (a >= 1) are LeakyRelu bit for bit, zeros included.
 
 Which op. A one-element constant slope -- a ``Constant`` node or an initializer, possibly
 through Cast/CastLike or reshapes -- becomes LeakyRelu (an attribute every backend supports)
@@ -23,6 +26,10 @@ LeakyRelu computing the same.
 
 Integers. Where forms are exact for integer X (PRelu accepts int32/int64 from 9). The Min
 form and ``Relu(x) - s*Relu(-x)`` are not (``a*x`` and ``-x`` wrap around) and refuse them.
+
+Signs of zero. ``Relu(x) - s*Relu(-x)`` gives +0 at x = -0 where PRelu gives -0, and Selu's
+body -0 where Selu gives +0; both are forms ``inline`` writes, and they are fused as the op
+(``Rule.inline_form``), which is the op ``inline`` started from.
 """
 
 from __future__ import annotations
