@@ -233,6 +233,18 @@ def test_keras_prelu_slope_is_alpha_and_what_only_the_pattern_read_is_gone():
     np.testing.assert_array_equal(_slope_of(fused), em.CHANNELS.reshape(1, 1, em.C))
 
 
+def test_fuse_pass_removes_the_initializers_it_left_unused_from_the_ir():
+    import onnx_ir as ir
+
+    from opshift.passes import FusePass
+
+    model = ir.serde.deserialize_model(em.tf2onnx_prelu_shared_axes())
+    result = FusePass(allow_rounding=True)(model)
+    assert result.modified
+    assert [n.op_type for n in model.graph] == ["Constant", "PRelu"]
+    assert not model.graph.initializers
+
+
 def test_an_initializer_another_node_reads_stays():
     m = em.tf2onnx_prelu_shared_axes()
     neg_alpha = m.graph.initializer[0].name
@@ -283,6 +295,7 @@ def test_scalar_initializer_slope_is_leakyrelu_not_prelu():
     (leaky,) = fused.graph.node
     assert onnx.helper.get_attribute_value(leaky.attribute[0]) == np.float32(0.2)
     assert not fused.graph.initializer
+    ort_numbers(em.tf1_leaky_relu_maximum(0.2, identity=False), fused, "LeakyRelu")
 
 
 def test_negative_and_non_finite_folded_alphas():
