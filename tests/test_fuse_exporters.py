@@ -26,7 +26,7 @@ FORMS: dict[str, Form] = {  # name -> what it mimics, what fuse makes of it
     "tf2onnx_prelu_shared_axes": Form(
         "tf2onnx 1.17.0, Keras PReLU(shared_axes=[1, 2]) after Conv2D: "
         "Relu(x) + (-alpha [1,C,1,1]) * Relu(Neg(x))", em.tf2onnx_prelu_shared_axes,
-        rounding="PRelu", reason="at x = -0 the pattern gives Relu(-0)"),
+        rounding="PRelu", reason="at x = -0 the pattern gives +0"),
     "tf2onnx_prelu_nhwc": Form(
         "tf2onnx 1.17.0, Keras PReLU() on NHWC (alpha [H,W,C]) after the Conv's Transpose",
         em.tf2onnx_prelu_nhwc, rounding="PRelu", reason="at x = -0"),

@@ -167,10 +167,12 @@ class MinSlope(Rule):
 
 
 def relu_zero_sign(_arr) -> str:
-    """The Relu forms' zeros: ``Relu(-0)`` is +0 (the evaluator, the ONNX reference; onnxruntime
-    gives -0), so their result at x = -0 is +0 or hangs on the backend; PRelu gives -0."""
-    return ("at x = -0 the pattern gives Relu(-0) +- s*0 = +0 where PRelu gives -0 (and +0 "
-            "where s*x is -0)")
+    """The zeros of the forms adding a positive part (Relu, Max(x, 0), Clip(x, 0, inf)) and a
+    slope times a negative part: ``max(-0, 0)`` is +0 (the evaluator, the ONNX reference;
+    onnxruntime's Relu keeps -0), so their result at x = -0 is +0 or depends on the backend;
+    PRelu gives -0."""
+    return ("at x = -0 the pattern gives +0 (its positive part max(-0, 0) is +0, and +0 +- s*0 "
+            "is +0) where PRelu gives -0, and +0 where s*x is -0")
 
 
 class ReluSubSlope(Rule):
