@@ -80,6 +80,7 @@ def _onnxruntime_agrees(before, after, feeds) -> None:
 
 
 XS = (2, 3, 4)  # the shape of x in most models here
+const = conftest.const
 
 
 def vi(name, elem=TP.FLOAT, shape=XS):
