@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from ..errors import OpshiftError
 
@@ -66,7 +67,10 @@ def run(args) -> int:
                 validate.SLOPE, validate.DUPLICATE_FUNCTION))
         with bar.phase("fix"):
             try:
-                fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope)
+                # the folder even when the census saw no external data: it does not look
+                # into attributes of wrong types, which fix converts
+                fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
+                                                base_dir=Path(args.input).resolve().parent)
             except OpshiftError as e:
                 e.args = (f"{args.input}: {e}",)
                 raise

@@ -56,7 +56,8 @@ def run(args) -> int:
             original, source_dir = modelio.open_checked(args.input, census=census)
         with bar.phase("fuse"):
             model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
-                                       capture_regions=args.verify, census=census)
+                                       capture_regions=args.verify, census=census,
+                                       base_dir=source_dir)
         if args.verify and result.modified:
             with bar.phase("verify"):
                 report, notes = verify_fuse(original, model, result)

@@ -73,7 +73,8 @@ def run(args) -> int:
                                                  census=census)
                 else:
                     result = inline_proto(model, args.ops, args.functions,
-                                          keep_before=args.verify, census=census)
+                                          keep_before=args.verify, census=census,
+                                          base_dir=source_dir)
             except OpshiftError as e:
                 e.args = (f"{args.input}: {e}",)
                 raise
