@@ -11,10 +11,10 @@ built in memory) is refused rather than read from the working directory.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -258,33 +258,126 @@ def read_through_opshift(ir_model, base_dir: str | os.PathLike | None) -> None:
                         node.attributes[a.name] = ir.AttrTensor(a.name, new)
 
 
-def place_external_data(model: onnx.ModelProto, source_dir: Path, dest_dir: Path) -> list[Path]:
-    """Make the external data files of ``model`` available under ``dest_dir``.
+# -- copying ----------------------------------------------------------------------------------
 
-    Files keep their relative locations. Same folder: nothing to do. Otherwise a
-    copy through the kernel (``shutil.copyfile`` uses sendfile/copy_file_range, so the data
-    never passes through Python). Hard links are not used: onnx refuses to load external data
-    files with several links (its hardlink-attack check). Returns the files created, so a
-    failed save can remove them.
-    """
-    files = external_files(model, source_dir)
-    if source_dir.resolve() == dest_dir.resolve():
-        return []
-    created: list[Path] = []
-    for loc, src in files.items():
-        dst = dest_dir / loc
-        if dst.exists():
-            if dst.resolve() == src.resolve() or os.path.samefile(dst, src):
-                continue
-            raise ModelLoadError(f"{dst}: external data file already exists; refusing to "
-                                 "overwrite it")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{dst.name}.tmp")
+def copy_file(src: Path, dst_fd: int, loc: str) -> None:
+    """Copy regular file ``src`` (a resolved path inside the model's folder) into the open
+    file ``dst_fd``, through the kernel (sendfile: the data never passes through Python), in
+    chunks so that a signal is acted on within milliseconds."""
+    with _open_regular(src, loc, None) as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        offset = 0
         try:
-            shutil.copyfile(src, tmp)
-            os.replace(tmp, dst)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        created.append(dst)
-    return created
+            while offset < size and hasattr(os, "sendfile"):
+                n = os.sendfile(dst_fd, fd, offset, min(size - offset, 8 << 20))
+                if n == 0:
+                    break
+                offset += n
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP) or offset:
+                raise
+        if offset < size:  # no sendfile here, or not for this file system: a plain copy
+            f.seek(offset)
+            while chunk := f.read(1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(dst_fd, view):]
+
+
+def same_bytes(a: Path, b: Path) -> bool:
+    """Whether regular files ``a`` and ``b`` hold the same bytes, compared a MiB at a time
+    (neither followed if it is a link: a link is never the same)."""
+    try:
+        with _open_regular(a, str(a), None) as fa, _open_regular(b, str(b), None) as fb:
+            if os.fstat(fa.fileno()).st_size != os.fstat(fb.fileno()).st_size:
+                return False
+            while True:
+                x, y = fa.read(1 << 20), fb.read(1 << 20)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except ModelLoadError:
+        return False
+
+
+def stage_data_files(model: onnx.ModelProto, source_dir: Path, out: Path, staging, *,
+                     force: bool = False) -> None:
+    """Stage, in ``staging`` (an :class:`opshift.output.Staging`), a copy of each external
+    data file of ``model`` (relative to ``source_dir``) at its location beside ``out``.
+
+    The model's own folder: nothing to copy. A file already there that holds the same bytes
+    is kept; a different file, or a link, is replaced only with ``force``, else a one-line
+    error that says so. Folders on the way are made (never followed if they are links).
+    """
+    from .output import write_error
+
+    files = external_files(model, source_dir)
+    dest = out.parent
+    target = dest.resolve() / out.name
+    if target in files.values():
+        raise OpshiftError(f"{out}: is an external data file of the input model; write the "
+                           "output elsewhere (the input is never modified)")
+    if dest.resolve() == source_dir.resolve():
+        return
+    placed: set[str] = set()
+    for loc, src in files.items():
+        rel = os.path.normpath(loc)
+        if rel == ".." or rel.startswith(f"..{os.sep}"):
+            raise OpshiftError(f"{out}: external data location {loc!r} leads out of the "
+                               "output folder")
+        if rel in placed:
+            continue
+        placed.add(rel)
+        dst = dest / rel
+        if dest.resolve() / rel == target:
+            raise OpshiftError(f"{out}: the output model and its external data file {loc!r} "
+                               "would be the same file")
+        _make_folders(dest, Path(rel).parent, staging)
+        replace = _existing(dst, src, force)
+        if replace is None:
+            continue
+        fd = staging.create(dst, replace=replace)
+        try:
+            copy_file(src, fd, loc)
+        except OSError as e:
+            raise write_error(dst, e) from e
+
+
+def _make_folders(dest: Path, rel: Path, staging) -> None:
+    path = dest
+    for part in rel.parts:
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            staging.make_folder(path)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise OpshiftError(f"{path}: is a symbolic link; opshift does not write through "
+                               "links")
+        if not stat.S_ISDIR(st.st_mode):
+            raise OpshiftError(f"{path}: exists and is not a folder")
+
+
+def _existing(dst: Path, src: Path, force: bool) -> bool | None:
+    """What is at ``dst`` now: None (a file with the same bytes as ``src``: keep it), False
+    (nothing: a new file), True (a file or link to replace, given ``force``)."""
+    try:
+        st = os.lstat(dst)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        if not force:
+            raise OpshiftError(f"{dst}: exists and is a symbolic link; opshift does not write "
+                               "through links (--force replaces the link)")
+        return True
+    if not stat.S_ISREG(st.st_mode):
+        raise OpshiftError(f"{dst}: exists and is not a regular file")
+    if os.path.samestat(st, os.stat(src)) or same_bytes(src, dst):
+        return None
+    if not force:
+        raise OpshiftError(f"{dst}: a different external data file is already there; "
+                           "--force replaces it")
+    return True
