@@ -16,6 +16,7 @@ inference on the side; nothing it infers is written into the result.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import onnx
@@ -24,7 +25,8 @@ from onnx_ir import passes as ir_passes
 
 from .. import validate
 from .._gc import no_cyclic_gc
-from ..modelio import ModelLike, to_proto
+from ..external import read_through_opshift
+from ..modelio import ModelLike, has_external_data, to_proto
 from ._graph import may_hold_subgraphs, node_kinds, subgraphs
 from .fuse_ir import FuseResult, Region, Unused, fuse_ir, fuse_typed, ir_subgraphs, may_match
 
@@ -36,7 +38,8 @@ __all__ = ["FusePass", "FuseResult", "Region", "fuse", "fuse_ir", "fuse_proto", 
 
 
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
-               capture_regions: bool = False, census: validate.Census | None = None
+               capture_regions: bool = False, census: validate.Census | None = None,
+               base_dir: str | os.PathLike | None = None
                ) -> tuple[onnx.ModelProto, FuseResult]:
     """Fuse ``model`` (not modified); returns the new ModelProto and the result.
 
@@ -44,20 +47,25 @@ def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
     everything else -- the other nodes, initializers, value_info, metadata -- is the input's,
     byte for byte (value_info of values a fusion removed is dropped).
     ``census``: what :func:`opshift.validate.check` saw of this very ``model`` (its kinds of
-    node), which spares a walk over the model's nodes.
+    node), which spares a walk over the model's nodes. ``base_dir``: the model's folder,
+    for constants the checks read that are kept in external data.
     """
     with no_cyclic_gc():  # building the rules and the IR allocates much and frees little
         return _fuse_proto(model, allow_rounding, capture_regions,
-                           census.kinds if census is not None else node_kinds(model))
+                           census.kinds if census is not None else node_kinds(model),
+                           base_dir)
 
 
 def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: bool,
-                kinds: set[tuple[str, str]]) -> tuple[onnx.ModelProto, FuseResult]:
+                kinds: set[tuple[str, str]], base_dir=None
+                ) -> tuple[onnx.ModelProto, FuseResult]:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     if not may_match({op for _, op in kinds}, allow_rounding):
         return out, FuseResult()  # no rule's ops are all present: nothing to fuse or refuse
     ir_model = ir.serde.deserialize_model(model)
+    if has_external_data(model):
+        read_through_opshift(ir_model, base_dir)
     holders = any(may_hold_subgraphs(d, op) for d, op in kinds)
     scopes = _paired_scopes(ir_model, out, holders)
     unused = Unused()
@@ -156,9 +164,9 @@ def fuse(model: ModelLike, *, allow_rounding: bool = False):
 def fuse_with_result(model: ModelLike, *, allow_rounding: bool = False,
                      capture_regions: bool = False) -> tuple[Any, FuseResult]:
     """:func:`fuse` and its :class:`FuseResult`."""
-    proto, kind, _ = to_proto(model)
+    proto, kind, base_dir = to_proto(model)
     out, result = fuse_proto(proto, allow_rounding=allow_rounding,
-                             capture_regions=capture_regions)
+                             capture_regions=capture_regions, base_dir=base_dir)
     if kind == "ir":
         return ir.serde.deserialize_model(out), result
     return out, result
