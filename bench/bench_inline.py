@@ -98,17 +98,14 @@ def _child(*args: object) -> str:
 
 
 def commands(src: Path, inlined: Path, out: Path, base: str | None) -> dict[str, tuple]:
-    """mode -> (argv, environment additions) of one measurement. A ``--base`` checkout that
-    keeps files in ``$OPSHIFT_CACHE_DIR`` keeps them beside the models, not in the user's
-    cache folder."""
+    """mode -> (argv, environment additions) of one measurement."""
     py = sys.executable
     inline = [py, "-m", "opshift", "inline", str(src), "-o", str(out), "-q"]
     jobs = {"floor_in": ([py, "-c", FLOOR, str(src), str(out)], None),
             "floor_out": ([py, "-c", FLOOR, str(inlined), str(out)], None),
             "inline": (inline, {"PYTHONPATH": str(ROOT)})}
     if base is not None:
-        jobs["base"] = (inline, {"PYTHONPATH": base,
-                                 "OPSHIFT_CACHE_DIR": str(out.parent / "base-cache")})
+        jobs["base"] = (inline, {"PYTHONPATH": base})
     return jobs
 
 

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Iterator
 
 from ..errors import OpshiftError
-from ._output import print_rewrite
+from ._output import add_force_option, check_not_input, print_rewrite
 
 DESCRIPTION = """\
 Replace every PRelu, LeakyRelu and Selu node (any version, in the main graph, If/Loop/Scan
@@ -44,6 +44,7 @@ def register(sub, parent) -> None:
                         "allowed); default: none")
     p.add_argument("--verify", action="store_true",
                    help="check every replacement, and the whole model, with the evaluator")
+    add_force_option(p)
     p.set_defaults(func=run)
 
 
@@ -53,6 +54,7 @@ def run(args) -> int:
     from .. import modelio, progress, validate
     from ..passes.inline import inline_proto, verify_inline
 
+    check_not_input(args.input, args.output)
     bar = progress.for_args(args, "inline", 3 + bool(args.verify))
     report, notes = None, []
     try:
@@ -66,7 +68,8 @@ def run(args) -> int:
                 original.CopyFrom(model)
             try:
                 result = inline_proto(model, args.ops, args.functions,
-                                      keep_before=args.verify, census=census)
+                                      keep_before=args.verify, census=census,
+                                      base_dir=source_dir)
             except OpshiftError as e:
                 e.args = (f"{args.input}: {e}",)
                 raise
@@ -75,7 +78,7 @@ def run(args) -> int:
                 report, notes = verify_inline(original, model, result)
         if report is None or report.ok:
             with bar.phase("save"):
-                modelio.save(model, args.output, source_dir=source_dir)
+                modelio.save(model, args.output, source_dir=source_dir, force=args.force)
     finally:
         bar.close()
     print_rewrite(args, result, report, notes, _details(result))

@@ -10,14 +10,15 @@ node's decomposition needs; :mod:`.verify` checks the replacements (``inline --v
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import onnx
-import onnx.numpy_helper
 
 from ... import opsets, validate
 from ...errors import OpshiftError
+from ...external import tensor_array
 from ...modelio import ModelLike, from_proto, to_proto
 from ...opsets import normalize_domain
 from .._graph import Names, lazy_attribute, run_as_ir_pass
@@ -93,15 +94,16 @@ def _scope_constants(w: _Work) -> dict[str, onnx.TensorProto]:
 
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                  functions: Iterable[str] | str | None = None, *,
-                 keep_before: bool = False, census: validate.Census | None = None
-                 ) -> InlineResult:
+                 keep_before: bool = False, census: validate.Census | None = None,
+                 base_dir: str | os.PathLike | None = None) -> InlineResult:
     """Inline ``ops`` (default: PRelu, LeakyRelu, Selu) and the model-local ``functions``
     (``"all"``, names, or None for none) in ``model``, in place.
 
     ``keep_before``: keep a copy of every replaced node in the result (for ``--verify``).
     ``census``: what :func:`opshift.validate.check` saw of this very ``model`` object, which
     saves inline running that walk again (ignored once functions are inlined, which rebuilds
-    the model).
+    the model). ``base_dir``: the model's folder, for a PRelu slope in external data that
+    the decomposition at opsets 1..8 depends on (without it such a slope is refused).
     Raises ConversionError (naming node, op, version) when a node cannot be inlined exactly;
     the model is then partly edited, so callers that need atomicity work on a copy.
     """
@@ -120,7 +122,7 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     if not any(w.sites for w in work):
         return result
     names = Names.from_used(census.names)
-    facts = Facts(model, census)
+    facts = Facts(model, census, base_dir)
     forms: dict[tuple, Form] = {}
     # Deepest scopes first: a graph's new node list holds copies of its nodes, so a subgraph
     # is edited before the graph that holds it; the main graph (work[0]) comes last.
@@ -203,7 +205,7 @@ def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, e
     if op == "PRelu":
         t = consts.get(node.input[1])
         if t is not None:
-            site.slope_value = onnx.numpy_helper.to_array(t)
+            site.slope_value = tensor_array(t, facts.base_dir)
             site.slope_shape = tuple(site.slope_value.shape)
         if opset <= 6:
             site.x_shape = facts.shape(node.input[0])
@@ -219,12 +221,12 @@ def inline(model: ModelLike, ops: Iterable[str] | str | None = None,
     Accepts an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path; returns the same kind
     (a ModelProto for a path). The input is not modified.
     """
-    proto, kind, _ = to_proto(model)
+    proto, kind, base_dir = to_proto(model)
     if kind == "proto":
         copy = onnx.ModelProto()
         copy.CopyFrom(proto)
         proto = copy
-    inline_proto(proto, ops, functions)
+    inline_proto(proto, ops, functions, base_dir=base_dir)
     return from_proto(proto, kind)
 
 

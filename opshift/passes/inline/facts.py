@@ -3,6 +3,8 @@ needs them."""
 
 from __future__ import annotations
 
+import os
+
 import onnx
 
 from ... import typerules, validate
@@ -21,8 +23,10 @@ class Facts:
     """Element types and shapes of ``model``'s values, computed only when a site needs them.
     ``census``: what the structural check saw of ``model`` (its propagated types are used)."""
 
-    def __init__(self, model: onnx.ModelProto, census: validate.Census | None = None):
+    def __init__(self, model: onnx.ModelProto, census: validate.Census | None = None,
+                 base_dir: str | os.PathLike | None = None):
         self.model = model
+        self.base_dir = base_dir  # the model's folder, where its external data is
         self._types: dict[str, int] | None = None
         self._ftypes: dict = {}
         self._inferred = False

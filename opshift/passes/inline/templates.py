@@ -82,7 +82,8 @@ import onnx
 import onnx.defs
 from onnx import helper, numpy_helper
 
-from .._graph import Names, tensor_array
+from ...external import tensor_array
+from .._graph import Names
 
 FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
 
