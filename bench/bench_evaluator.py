@@ -79,10 +79,7 @@ def main(argv=None) -> int:
         for name, model in cases:
             ours[name] = min(ours[name],
                              _best(lambda m=model: opshift.evaluate(m, feeds), 1))
-    from opshift.evaluator.ops.activations import _threads
-
-    print(f"float32 {shape}, best of {args.repeat}; x.copy() = {copy_t:.4f} s; opshift "
-          f"threads = {_threads()} (OPSHIFT_THREADS)")
+    print(f"float32 {shape}, best of {args.repeat}; x.copy() = {copy_t:.4f} s")
     print(f"{'op':<10} {'opshift s':>10} {'x copy':>7} {'onnx.ref s':>10} {'ref/ours':>9} "
           f"{'ort s':>8}  result")
     failed = False
