@@ -16,6 +16,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..registry import op
 from ._common import compute_dtype, is_float
 
+#: float64 elements of one block of Conv's columns (2 MiB): a block is built and multiplied
+#: while in cache, and a large input never needs all its columns at once.
+_COLS_CHUNK = 1 << 18
+
 
 def _window_geometry(ctx, spatial, kernel, ceil_mode=False):
     """(strides, dilations, pads_begin, pads_end, extra_end, out) for a sliding window op.
@@ -35,6 +39,8 @@ def _window_geometry(ctx, spatial, kernel, ceil_mode=False):
         if len(pads) != 2 * n:
             raise ctx.error(f"pads has {len(pads)} values, expected {2 * n}")
         pb, pe = pads[:n], pads[n:]
+        if min(pads, default=0) < 0:
+            raise ctx.error(f"pads {pads} are negative")
     elif auto == "VALID":
         pb, pe = [0] * n, [0] * n
     elif auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -70,9 +76,13 @@ def _windows(xp, kernel, strides, dil, out):
     return v[idx]
 
 
-def _pad_spatial(x, pb, pe, value):
-    width = [(0, 0), (0, 0)] + list(zip(pb, pe))
-    return np.pad(x, width, mode="constant", constant_values=value)
+def _pad_spatial(x, pb, pe, value, dtype=None):
+    """``x`` with ``value`` added before/after its spatial axes, as ``dtype`` (x's own by
+    default)."""
+    shape = x.shape[:2] + tuple(d + b + e for d, b, e in zip(x.shape[2:], pb, pe))
+    out = np.full(shape, value, x.dtype if dtype is None else dtype)
+    out[(slice(None), slice(None)) + tuple(slice(b, b + d) for b, d in zip(pb, x.shape[2:]))] = x
+    return out
 
 
 @op("Conv", 1, 11, 22)
@@ -89,24 +99,31 @@ def conv(ctx, x, w, b=None):
     if c % g or m % g or w.shape[1] != c // g:
         raise ctx.error(f"channels do not fit group={g}: X {list(x.shape)}, W {list(w.shape)}")
     strides, dil, pb, pe, _, out = _window_geometry(ctx, x.shape[2:], kernel)
-    ct = compute_dtype(x.dtype)
-    xp = _pad_spatial(x.astype(ct, copy=False), pb, pe, 0)
-    v = _windows(xp, kernel, strides, dil, out)  # N, C, *out, *k
-    nk = len(kernel)
-    kaxes = list(range(2 + nk, 2 + 2 * nk))
-    wc = w.astype(ct, copy=False)
-    parts = []
-    cg, mg = c // g, m // g
-    for gi in range(g):
-        vg = v[:, gi * cg:(gi + 1) * cg]
-        wg = wc[gi * mg:(gi + 1) * mg]
-        with np.errstate(all="ignore"):  # inf/NaN inputs give inf/NaN, as the formula says
-            y = np.tensordot(vg, wg, axes=([1, *kaxes], [1, *range(2, 2 + nk)]))  # N,*out,Mg
-        parts.append(np.moveaxis(y, -1, 1))
-    y = parts[0] if g == 1 else np.concatenate(parts, axis=1)
-    if b is not None:
-        y = y + b.astype(ct).reshape((1, m) + (1,) * nk)
-    return np.ascontiguousarray(y.astype(x.dtype, copy=False))
+    nk, cg, mg, kk = len(kernel), c // g, m // g, math.prod(kernel)
+    v = _windows(_pad_spatial(x, pb, pe, 0, np.float64), kernel, strides, dil, out)
+    # windows as columns (im2col): [C, *kernel, rows of the first output axis, *out[1:]]
+    v = v.transpose(0, 1, *range(2 + nk, 2 + 2 * nk), *range(2, 2 + nk))
+    inner = math.prod(out[1:])
+    rows = max(1, min(out[0], _COLS_CHUNK // max(1, c * kk * inner)))
+    buf = np.empty(c * kk * rows * inner)
+    acc = np.empty(m * rows * inner)
+    wm = w.astype(np.float64).reshape(g, mg, cg * kk)
+    bias = None if b is None else b.astype(np.float64).reshape(m, 1)
+    y = np.empty((n_, m, *out), x.dtype)
+    with np.errstate(all="ignore"):  # inf/NaN inputs give inf/NaN, as the formula says
+        for i in range(n_):
+            yi = y[i].reshape(m, -1)
+            for r0 in range(0, out[0], rows):
+                r = min(rows, out[0] - r0)
+                cols = buf[:c * kk * r * inner].reshape(c, *kernel, r, *out[1:])
+                np.copyto(cols, v[(i, slice(None)) + (slice(None),) * nk + (slice(r0, r0 + r),)])
+                part = acc[:m * r * inner].reshape(g, mg, r * inner)
+                np.matmul(wm, cols.reshape(g, cg * kk, r * inner), out=part)
+                part = part.reshape(m, r * inner)
+                if bias is not None:
+                    part += bias
+                np.copyto(yi[:, r0 * inner:(r0 + r) * inner], part, casting="unsafe")
+    return y
 
 
 def _pool_kernel(ctx, x):
