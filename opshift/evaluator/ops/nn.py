@@ -83,8 +83,12 @@ def batch_norm(ctx, x, scale, bias, mean, var):
                         f"{list(x.shape)}") from None
     eps = ct.type(ctx.attrs.get("epsilon", 1e-5))
     with np.errstate(invalid="ignore"):  # a negative variance gives NaN, as in ONNX
-        y = (x.astype(ct) - m) / np.sqrt(v + eps) * s + b
-    return y.astype(x.dtype)
+        # (x - mean) / sqrt(var + eps) * scale + B, each step in place
+        y = np.subtract(x.astype(ct, copy=False), m)
+        np.divide(y, np.sqrt(v + eps), out=y)
+        np.multiply(y, s, out=y)
+        np.add(y, b, out=y)
+    return y.astype(x.dtype, copy=False)
 
 
 def _softmax(ctx, x, log: bool):
