@@ -14,7 +14,7 @@ from onnx import numpy_helper
 
 from .. import opsets
 from ..errors import EvaluationError, UnsupportedError, where
-from . import registry
+from . import onnx_reference, registry
 
 Value = Any  # np.ndarray, or None for an absent optional input
 
@@ -32,6 +32,7 @@ class NodeContext:
     scope: Mapping[str, Value]
     opsets: Mapping[str, int]
     graph_name: str = ""
+    fattrs: Mapping[str, onnx.AttributeProto] | None = None  # the calling function's
 
     def where(self) -> str:
         return where(self.node, op=self.op, version=self.version, domain=self.domain,
@@ -112,6 +113,8 @@ class Runtime:
             for f in model.functions
         }
         self._inits: dict[int, dict[str, np.ndarray]] = {}
+        #: onnx.reference op instances by id(node), built on a node's first run
+        self.reference_ops: dict[int, Any] = {}
 
     # -- graphs -----------------------------------------------------------------------------
     def _initializers(self, graph: onnx.GraphProto) -> dict[str, np.ndarray]:
@@ -218,14 +221,17 @@ class Runtime:
         version = s.since_version
         impl = registry.lookup(domain, node.op_type, version)
         loc = where(node, version=version, domain=domain, graph=graph_name or None)
+        source = "opshift"
         if impl is None:
-            raise UnsupportedError(f"{loc}: not supported by the opshift evaluator (see "
-                                   "'opshift ops')")
+            why = onnx_reference.refusal(domain, node.op_type, version)
+            if why:
+                raise UnsupportedError(f"{loc}: {why} (see 'opshift ops')")
+            impl, source = onnx_reference.run, onnx_reference.SOURCE
         sig = _signature(node.op_type, version, domain)
         attrs = self._attributes(node, version, domain, sig, loc, fattrs)
         binding = self._check_types(sig, inputs, loc)
         ctx = NodeContext(node, node.op_type, domain, version, attrs, self, env, graph_opsets,
-                          graph_name)
+                          graph_name, fattrs)
         try:
             results = impl(ctx, *inputs)
         except (EvaluationError, UnsupportedError):
@@ -241,8 +247,8 @@ class Runtime:
         for i, (r, t) in enumerate(zip(results, sig.outputs)):
             want = binding.get(t)
             if want is not None and isinstance(r, np.ndarray) and r.dtype != want:
-                raise EvaluationError(f"{loc}: internal error: output {i} has dtype {r.dtype}, "
-                                      f"ONNX says {want}")
+                raise EvaluationError(f"{loc}: {source}'s kernel gives output {i} dtype "
+                                      f"{r.dtype}, ONNX says {want}")
         return results
 
     @staticmethod
