@@ -18,6 +18,7 @@ ONNX_REFERENCE = onnx_reference.SOURCE
 def source(domain: str, op: str, version: int) -> str | None:
     """``"opshift"``, ``"onnx.reference"``, or None when neither has a kernel for ``op`` at
     schema ``version``."""
+    registry._load_all()
     if registry.lookup(domain, op, version) is not None:
         return OPSHIFT
     return ONNX_REFERENCE if onnx_reference.refusal(domain, op, version) is None else None
@@ -73,3 +74,14 @@ def _version_and_refusal(node: onnx.NodeProto, domain: str, scope_opsets
     if registry.lookup(domain, node.op_type, v) is not None:
         return v, None
     return v, onnx_reference.refusal(domain, node.op_type, v)
+
+
+def every_op() -> dict[tuple[str, str], dict[int, str | None]]:
+    """(domain, op) -> {schema version: where its kernel comes from, None if nowhere} for
+    every op version onnx.defs knows in the domains the evaluator runs."""
+    out: dict[tuple[str, str], dict[int, str | None]] = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        d = opsets.normalize_domain(s.domain)
+        if d in onnx_reference.DOMAINS:
+            out.setdefault((d, s.name), {})[s.since_version] = source(d, s.name, s.since_version)
+    return {k: dict(sorted(out[k].items())) for k in sorted(out)}

@@ -38,6 +38,13 @@ _MODULES = {"": "onnx.reference.ops", "ai.onnx.ml": "onnx.reference.ops.aionnxml
             "ai.onnx.preview": "onnx.reference.ops.aionnx_preview",
             "ai.onnx.preview.training": "onnx.reference.ops.aionnx_preview_training"}
 
+#: The domains onnx.reference has kernels for (opshift's own ops are in the default one).
+DOMAINS = frozenset(_MODULES)
+
+#: Attribute values a version spells differently from the newest one, which is all
+#: onnx.reference's kernel knows: (op, version) -> {attribute: {old: new}}.
+_RENAMED = {("GridSample", 16): {"mode": {"bilinear": "linear", "bicubic": "cubic"}}}
+
 _CONTEXT = object()  # a context-dependent function body: built per node and input types
 
 
@@ -94,10 +101,13 @@ def _takes_schema(cls: Any) -> bool:
         return False
 
 
-def _resolved(node: onnx.NodeProto, fattrs) -> onnx.NodeProto:
-    """``node`` with attributes that refer to the calling function's replaced by their
-    values (dropped where the call does not set them, so the default applies)."""
-    if not any(a.ref_attr_name for a in node.attribute):
+def _node_for_reference(ctx) -> onnx.NodeProto:
+    """``ctx.node`` as onnx.reference's kernel must see it: attributes that refer to the
+    calling function's replaced by their values (dropped where the call does not set them,
+    so the default applies), and values in ``_RENAMED`` spelled the newest way."""
+    node = ctx.node
+    renamed = _RENAMED.get((ctx.op, ctx.version), {})
+    if not renamed and not any(a.ref_attr_name for a in node.attribute):
         return node
     out = onnx.NodeProto()
     out.CopyFrom(node)
@@ -105,10 +115,16 @@ def _resolved(node: onnx.NodeProto, fattrs) -> onnx.NodeProto:
     for a in node.attribute:
         if not a.ref_attr_name:
             out.attribute.append(a)
-        elif fattrs and a.ref_attr_name in fattrs:
+        elif ctx.fattrs and a.ref_attr_name in ctx.fattrs:
             b = out.attribute.add()
-            b.CopyFrom(fattrs[a.ref_attr_name])
+            b.CopyFrom(ctx.fattrs[a.ref_attr_name])
             b.name = a.name
+    for name, values in renamed.items():
+        value = ctx.attrs.get(name)
+        if value in values:
+            kept = [a for a in out.attribute if a.name != name]
+            del out.attribute[:]
+            out.attribute.extend([*kept, onnx.helper.make_attribute(name, values[value])])
     return out
 
 
@@ -129,7 +145,7 @@ def _instance(ctx, inputs) -> Any:
     inst = cache.get(key)
     if inst is not None:
         return inst
-    node = _resolved(ctx.node, ctx.fattrs)
+    node = _node_for_reference(ctx)
     kind = _load(ctx.domain, ctx.op, ctx.version)
     if kind is _CONTEXT:
         from onnx.reference.ops import load_op
@@ -142,7 +158,7 @@ def _instance(ctx, inputs) -> Any:
         inst = kind(node, params, schema=opsets.schema(ctx.op, ctx.version, ctx.domain))
     else:
         inst = kind(node, params)
-    if node is ctx.node and _load(ctx.domain, ctx.op, ctx.version) is not _CONTEXT:
+    if ctx.fattrs is None and _load(ctx.domain, ctx.op, ctx.version) is not _CONTEXT:
         cache[key] = inst  # the same node always builds the same kernel
     return inst
 
