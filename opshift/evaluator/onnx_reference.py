@@ -1,10 +1,11 @@
 """Kernels from onnx.reference for the (op, version) pairs opshift has no kernel of its own for.
 
 A node runs alone through the op class onnx.reference registers for the schema version in
-force (``onnx.reference.ops.load_op``), built with that version's schema so that absent
-attributes take that version's defaults. Ops onnx.reference implements only by their
-function body run that body in onnx.reference's evaluator. If, Loop, Scan and model-local
-functions stay with opshift's runtime, which comes back here node by node.
+force (``onnx.reference.ops.load_op``), with its version's attribute defaults written out
+(onnx.reference's kernels know the newest schema's defaults only). Ops onnx.reference
+implements only by their function body run that body in onnx.reference's evaluator. If,
+Loop, Scan and model-local functions stay with opshift's runtime, which comes back here node
+by node.
 
 Where onnx.reference computes something other than the ONNX definition, opshift has its own
 kernel and this module is never asked: Selu-1's defaults, PRelu's legacy broadcasting,
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import inspect
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,10 @@ DOMAINS = frozenset(_MODULES)
 #: Attribute values a version spells differently from the newest one, which is all
 #: onnx.reference's kernel knows: (op, version) -> {attribute: {old: new}}.
 _RENAMED = {("GridSample", 16): {"mode": {"bilinear": "linear", "bicubic": "cubic"}}}
+
+#: Behaviour a version fixes that the newest version makes an attribute, given to
+#: onnx.reference's kernel as that attribute: (op, version) -> {attribute: value}.
+_IMPLIED = {("RoiAlign", 10): {"coordinate_transformation_mode": "output_half_pixel"}}
 
 _CONTEXT = object()  # a context-dependent function body: built per node and input types
 
@@ -93,22 +97,14 @@ def refusal(domain: str, op: str, version: int) -> str | None:
     return "no kernel: neither the opshift evaluator nor onnx.reference implements it"
 
 
-@functools.cache
-def _takes_schema(cls: Any) -> bool:
-    try:
-        return "schema" in inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _node_for_reference(ctx) -> onnx.NodeProto:
-    """``ctx.node`` as onnx.reference's kernel must see it: attributes that refer to the
-    calling function's replaced by their values (dropped where the call does not set them,
-    so the default applies), and values in ``_RENAMED`` spelled the newest way."""
+    """``ctx.node`` as onnx.reference's kernel must see it. Its kernel knows the newest
+    schema only, so the node gets every default of its own version written out; attributes
+    its version does not have then take the newest defaults, which keep the old behaviour
+    except where ``_IMPLIED`` says otherwise. Values in ``_RENAMED`` are spelled the newest
+    way, and attributes that refer to the calling function's are replaced by their values
+    (dropped where the call does not set them, so the default applies)."""
     node = ctx.node
-    renamed = _RENAMED.get((ctx.op, ctx.version), {})
-    if not renamed and not any(a.ref_attr_name for a in node.attribute):
-        return node
     out = onnx.NodeProto()
     out.CopyFrom(node)
     del out.attribute[:]
@@ -119,12 +115,19 @@ def _node_for_reference(ctx) -> onnx.NodeProto:
             b = out.attribute.add()
             b.CopyFrom(ctx.fattrs[a.ref_attr_name])
             b.name = a.name
-    for name, values in renamed.items():
-        value = ctx.attrs.get(name)
-        if value in values:
-            kept = [a for a in out.attribute if a.name != name]
-            del out.attribute[:]
-            out.attribute.extend([*kept, onnx.helper.make_attribute(name, values[value])])
+    present = {a.name for a in out.attribute}
+    for name, a in opsets.schema(ctx.op, ctx.version, ctx.domain).attributes.items():
+        if name not in present and a.default_value is not None and a.default_value.name:
+            out.attribute.append(a.default_value)
+    implied = dict(_IMPLIED.get((ctx.op, ctx.version), {}))
+    for name, values in _RENAMED.get((ctx.op, ctx.version), {}).items():
+        if ctx.attrs.get(name) in values:
+            implied[name] = values[ctx.attrs[name]]
+    if implied:
+        kept = [a for a in out.attribute if a.name not in implied]
+        del out.attribute[:]
+        out.attribute.extend(kept)
+        out.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in implied.items())
     return out
 
 
@@ -154,10 +157,7 @@ def _instance(ctx, inputs) -> Any:
                        input_types=_input_types(inputs), evaluator_cls=_evaluator_cls())
     params = {"log": _quiet, "opsets": dict(ctx.opsets), "verbose": 0, "new_ops": None,
               "evaluator_cls": _evaluator_cls()}
-    if isinstance(kind, type) and _takes_schema(kind):
-        inst = kind(node, params, schema=opsets.schema(ctx.op, ctx.version, ctx.domain))
-    else:
-        inst = kind(node, params)
+    inst = kind(node, params)
     if ctx.fattrs is None and _load(ctx.domain, ctx.op, ctx.version) is not _CONTEXT:
         cache[key] = inst  # the same node always builds the same kernel
     return inst
