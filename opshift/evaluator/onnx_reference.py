@@ -144,10 +144,9 @@ def _input_types(inputs) -> list[onnx.TypeProto]:
 
 def _instance(ctx, inputs) -> Any:
     cache = ctx.runtime.reference_ops
-    key = id(ctx.node)
-    inst = cache.get(key)
-    if inst is not None:
-        return inst
+    hit = cache.get(id(ctx.node))
+    if hit is not None:
+        return hit[1]
     node = _node_for_reference(ctx)
     kind = _load(ctx.domain, ctx.op, ctx.version)
     if kind is _CONTEXT:
@@ -159,7 +158,7 @@ def _instance(ctx, inputs) -> Any:
               "evaluator_cls": _evaluator_cls()}
     inst = kind(node, params)
     if ctx.fattrs is None and _load(ctx.domain, ctx.op, ctx.version) is not _CONTEXT:
-        cache[key] = inst  # the same node always builds the same kernel
+        cache[id(ctx.node)] = (ctx.node, inst)  # the same node always builds the same kernel
     return inst
 
 

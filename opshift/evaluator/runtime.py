@@ -112,21 +112,25 @@ class Runtime:
             (opsets.normalize_domain(f.domain), f.name, getattr(f, "overload", "")): f
             for f in model.functions
         }
-        self._inits: dict[int, dict[str, np.ndarray]] = {}
-        #: onnx.reference op instances by id(node), built on a node's first run
-        self.reference_ops: dict[int, Any] = {}
+        # Caches keyed by id(): protobuf makes a message's Python object on access and frees
+        # it after, and a later object may get the same id. Each entry keeps its object
+        # alive, so that the id stays its own.
+        self._inits: dict[int, tuple[onnx.GraphProto, dict[str, np.ndarray]]] = {}
+        self._prepared: dict[tuple[int, int | None], tuple] = {}
+        #: id(node) -> (node, onnx.reference op instance), built on the node's first run
+        self.reference_ops: dict[int, tuple[onnx.NodeProto, Any]] = {}
 
     # -- graphs -----------------------------------------------------------------------------
     def _initializers(self, graph: onnx.GraphProto) -> dict[str, np.ndarray]:
-        key = id(graph)
-        cached = self._inits.get(key)
-        if cached is None:
-            cached = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-            if len(graph.sparse_initializer):
-                raise UnsupportedError(f"graph {graph.name!r}: sparse initializers are not "
-                                       "supported")
-            self._inits[key] = cached
-        return cached
+        hit = self._inits.get(id(graph))
+        if hit is not None:
+            return hit[1]
+        arrays = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        if len(graph.sparse_initializer):
+            raise UnsupportedError(f"graph {graph.name!r}: sparse initializers are not "
+                                   "supported")
+        self._inits[id(graph)] = (graph, arrays)
+        return arrays
 
     def run_graph(self, graph: onnx.GraphProto, graph_opsets: Mapping[str, int], *,
                   feeds: Mapping[str, Value] | None = None,
@@ -208,8 +212,14 @@ class Runtime:
             if name:
                 env[name] = value  # type: ignore[index]
 
-    def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs):
+    def _prepare(self, node, domain, graph_opsets, graph_name, fattrs) -> tuple:
+        """(impl, source, version, signature, attributes, location) of ``node``: looked up
+        once per node and opset, unless its attributes refer to the calling function's."""
         opset = graph_opsets.get(domain)
+        key = (id(node), opset)
+        hit = self._prepared.get(key)
+        if hit is not None:
+            return hit[1]
         if opset is None:
             raise UnsupportedError(f"{where(node, graph=graph_name or None)}: no opset import "
                                    f"for domain {domain or 'ai.onnx'!r}")
@@ -229,6 +239,15 @@ class Runtime:
             impl, source = onnx_reference.run, onnx_reference.SOURCE
         sig = _signature(node.op_type, version, domain)
         attrs = self._attributes(node, version, domain, sig, loc, fattrs)
+        prepared = (impl, source, version, sig, attrs, loc)
+        if not any(a.ref_attr_name for a in node.attribute):
+            # the entry keeps ``node`` alive: its id cannot then name another node
+            self._prepared[key] = (node, prepared)
+        return prepared
+
+    def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs):
+        impl, source, version, sig, attrs, loc = self._prepare(node, domain, graph_opsets,
+                                                               graph_name, fattrs)
         binding = self._check_types(sig, inputs, loc)
         ctx = NodeContext(node, node.op_type, domain, version, attrs, self, env, graph_opsets,
                           graph_name, fattrs)
