@@ -212,6 +212,26 @@ def test_roialign_10_keeps_its_output_half_pixel_rule(rng):
     assert not np.array_equal(outs[10, False], outs[16, False])
 
 
+@pytest.mark.parametrize("opset,axis", [(10, None), (13, 1)])
+def test_qdq_at_opsets_10_and_13(opset, axis, rng):
+    """DequantizeLinear-10/13 run on onnx.reference's DequantizeLinear-19 kernel (which only
+    adds types): a quantize-dequantize pair, per tensor or per channel."""
+    scale = np.float32([0.05, 0.1, 0.2]) if axis else np.float32(0.1)
+    zp = np.uint8([128, 100, 90]) if axis else np.uint8(128)
+    kw = {"axis": axis} if axis else {}
+    m = make_model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], **kw),
+                    helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], **kw)],
+                   [vi("x", [2, 3, 4])], [vi("y")], opset=opset,
+                   initializers=[init("s", scale), init("z", zp)])
+    assert kernels(m).sources[f"DequantizeLinear-{opset}"] == "onnx.reference"
+    x = (rng.standard_normal((2, 3, 4)) * 8).astype(np.float32)
+    b = (slice(None), None) if axis else ()
+    s64, z64 = np.float64(scale)[b], np.float64(zp)[b]
+    q = np.clip(np.rint(x / s64) + z64, 0, 255)
+    want = ((q - z64) * s64).astype(np.float32)
+    np.testing.assert_allclose(evaluate(m, {"x": x})["y"], want, rtol=1e-6)
+
+
 def test_kernel_failure_is_one_line_naming_the_node():
     m = make_model([helper.make_node("Resize", ["x", "", ""], ["y"], name="rs")],
                    [vi("x", [1, 1, 2, 2])], [vi("y")], opset=19)

@@ -49,6 +49,11 @@ _RENAMED = {("GridSample", 16): {"mode": {"bilinear": "linear", "bicubic": "cubi
 #: onnx.reference's kernel as that attribute: (op, version) -> {attribute: value}.
 _IMPLIED = {("RoiAlign", 10): {"coordinate_transformation_mode": "output_half_pixel"}}
 
+#: Versions onnx.reference has no kernel for whose meaning a later version's kernel keeps
+#: (it only adds types or attributes whose defaults are the old behaviour): (op, version)
+#: -> the version whose kernel runs them.
+_LATER_KERNEL = {("DequantizeLinear", 10): 19, ("DequantizeLinear", 13): 19}
+
 _CONTEXT = object()  # a context-dependent function body: built per node and input types
 
 
@@ -72,6 +77,7 @@ def _load(domain: str, op: str, version: int) -> Any:
     from onnx.reference.op_run import RuntimeContextError
 
     load_op = importlib.import_module(module).load_op
+    version = _LATER_KERNEL.get((op, version), version) if domain == "" else version
     try:
         if domain == "":
             return load_op(domain, op, version, evaluator_cls=_evaluator_cls())
