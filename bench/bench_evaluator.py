@@ -7,6 +7,8 @@
    default session (``run`` only; the session is built before timing), and the evaluator's
    result against the same model run in float64 and against onnxruntime's, by
    ``verify.compare`` (an error that 8 layers carry makes outputs near 0 many ulps apart).
+   Also the CPU time of one thread each (a child process with OPENBLAS_NUM_THREADS=1): the
+   work each does, which load on a shared machine disturbs far less than wall time.
 3. ``opshift verify cnn.onnx cnn.onnx -q`` as a user runs it, process start to exit.
 
 Runs take turns so that load on a shared machine hits all alike; each figure is the best of
@@ -135,6 +137,27 @@ def whole_cnn(repeat: int, evaluate, compare, path: Path) -> bool:
     return r <= MAX_VS_ORT
 
 
+def cnn_cpu(repeat: int, evaluate) -> None:
+    """CPU time of one thread each (child process: OPENBLAS_NUM_THREADS=1, onnxruntime with
+    one intra-op thread): the work each does, whatever else the machine runs."""
+    import onnxruntime as ort
+
+    m = cnn()
+    x = np.random.default_rng(1).standard_normal((1, 3, 128, 128), dtype=np.float32)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    best = {"ort": float("inf"), "opshift": float("inf")}
+    for _ in range(repeat):
+        for name, fn in (("ort", lambda: sess.run(None, {"input": x})),
+                         ("opshift", lambda: evaluate(m, {"input": x}))):
+            t = time.process_time()
+            fn()
+            best[name] = min(best[name], time.process_time() - t)
+    print(f"  one thread each, CPU time: onnxruntime {best['ort'] * 1e3:.1f} ms, opshift "
+          f"{best['opshift'] * 1e3:.1f} ms: {best['opshift'] / best['ort']:.2f}x")
+
+
 def verify_command(path: Path, repeat: int) -> None:
     cmd = [sys.executable, "-m", "opshift", "verify", str(path), str(path), "-q"]
     floor = [sys.executable, "-c", "import numpy, onnx"]
@@ -150,14 +173,22 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--shape", default="8,64,256,256")
+    p.add_argument("--cpu-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     from opshift import evaluate
     from opshift.verify import compare
+
+    if args.cpu_child:
+        cnn_cpu(args.repeat, evaluate)
+        return 0
 
     ok = activations([int(d) for d in args.shape.split(",")], args.repeat, evaluate)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "cnn.onnx"
         ok &= whole_cnn(args.repeat, evaluate, compare, path)
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        subprocess.run([sys.executable, __file__, "--cpu-child", "--repeat", str(args.repeat)],
+                       check=True, env=env)
         verify_command(path, args.repeat)
     print(f"targets: one-node activations <= {MAX_VS_COPY}x copy; CNN <= {MAX_VS_ORT}x "
           "onnxruntime")
