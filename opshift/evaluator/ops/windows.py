@@ -2,8 +2,9 @@
 
 Conv is one matrix product per group over the input's windows laid out as columns (im2col),
 accumulated in float64 and rounded once to the input's type: the result is then within an
-ulp of the exact sum whatever order BLAS adds the products in, so it does not depend on the
-BLAS build, its kernels or its thread count.
+ulp of the exact sum whatever order BLAS adds the products in. The BLAS build, its kernels
+and its thread count change the float64 sum in its last bits only, which the rounding hides
+but for the rare sum that lies that close to a rounding boundary.
 """
 
 from __future__ import annotations
