@@ -709,8 +709,8 @@ def evaluator_supports(model: ModelLike) -> str | None:
     """None if the evaluator implements every node of ``model`` (graph, subgraphs, functions)
     at its version; else a reason naming the first node it does not."""
     from .evaluator import supported_ops
+    from .graph.scopes import iter_scopes
     from .opsets import schema
-    from .passes._graph import iter_scopes
 
     proto, _, _ = to_proto(model)
     table = supported_ops()

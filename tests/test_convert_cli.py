@@ -100,10 +100,11 @@ def test_not_an_onnx_file(tmp_path, capsys):
 
 
 def test_verify_mismatch_exits_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
-    """Break one adapter on purpose: --verify must catch it."""
-    from opshift.passes import convert as conv
+    """Break one step on purpose (the schema check that writes Selu-1's defaults out):
+    --verify must catch it."""
+    from opshift.conversion import generic
 
-    monkeypatch.setattr(conv, "_materialize_defaults", lambda *a, **k: None)
+    monkeypatch.setattr(generic.SchemaStep, "check", lambda self, st: None)
     src = tmp_path / "selu1.onnx"
     onnx.save(selu_model(1), src)
     out = tmp_path / "o.onnx"

@@ -52,7 +52,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def run(args) -> int:
     from .. import modelio, opsets
-    from ..passes.convert import convert_proto
+    from ..conversion.engine import convert_proto
 
     src, out = Path(args.input), Path(args.output)
     if not 1 <= args.opset <= opsets.MAX_OPSET:
@@ -110,7 +110,7 @@ def _verify(original, converted, result, src: Path, source_dir: Path | None, arg
     for ch in result.changes:
         models = ch.region_models()
         if models is not None:
-            pairs.append((f"{ch.node} ({ch.op})", *models))
+            pairs.append((f"{ch.node} ({ch.label})", *models))
     report = verify_rewrites(pairs) if pairs else VerifyReport()
     why = evaluator_supports(original) or evaluator_supports(converted)
     if why is None and source_dir is not None:
@@ -151,10 +151,11 @@ def _print(args, result, report, *, written: bool, out: Path | None = None) -> N
     n = len(result.changes)
     ir = result.ir_version
     ir_s = f", IR {ir[0]} -> {ir[1]}" if ir[0] != ir[1] else ""
+    relabelled = f", {result.relabelled} relabelled" if result.relabelled else ""
     print(f"opset {result.source_opset} -> {result.target_opset}{ir_s}: {n} node"
-          f"{'s' if n != 1 else ''} changed" + (f"; wrote {out}" if written else ""))
+          f"{'s' if n != 1 else ''} changed{relabelled}" + (f"; wrote {out}" if written else ""))
     if not args.verbose:
         for ch in result.changes[:20]:
-            print(f"  {ch.node} ({ch.op}): {ch.what}")
+            print(f"  {ch.node} ({ch.label}): {ch.what}")
         if n > 20:
             print(f"  ... {n - 20} more (-v lists all, with reasons)")

@@ -41,17 +41,12 @@ from onnx import helper, numpy_helper
 
 from .. import broadcast, opsets
 from ..errors import ConversionError, function_label
+from ..graph.edit import Edits, Pending, axes_nodes
+from ..graph.facts import Facts
+from ..graph.names import Names
+from ..graph.scopes import Scope, iter_scopes, subgraphs, walk_nodes
 from ..modelio import ModelLike, from_proto, to_proto
-from ._graph import (
-    Names,
-    Scope,
-    iter_scopes,
-    lazy_attribute,
-    run_as_ir_pass,
-    splice,
-    static_shapes,
-    subgraphs,
-)
+from .ir_pass import lazy_attribute, run_as_ir_pass
 
 SLOPE_CHOICES = ("channel", "numpy")
 _A = onnx.AttributeProto
@@ -182,20 +177,12 @@ def _node_id(node: onnx.NodeProto, index: int) -> str:
     return repr(node.name) if node.name else f"<{node.op_type} #{index}>"
 
 
-def _walk_nodes(nodes) -> Iterator[onnx.NodeProto]:
-    for n in nodes:
-        yield n
-        for _, g in subgraphs(n):
-            yield from _walk_nodes(g.node)
-
-
 class _Fixer:
     def __init__(self, model: onnx.ModelProto, prelu_slope: str | None):
         self.model = model
         self.prelu_slope = prelu_slope
         self.result = FixResult()
         self._functions: set[tuple[str, str]] | None = None
-        self._uses: dict[int, dict[str, int]] = {}  # id(root node list) -> name -> uses
 
     def change(self, kind, scope, node, what, why) -> None:
         self.result.changes.append(FixChange(kind, scope, node, what, why))
@@ -241,14 +228,14 @@ class _Fixer:
         m = self.model
         fdomains = {opsets.normalize_domain(f.domain) for f in m.functions}
         imported = {opsets.normalize_domain(i.domain) for i in m.opset_import}
-        used = {opsets.normalize_domain(n.domain) for n in _walk_nodes(m.graph.node)}
+        used = {opsets.normalize_domain(n.domain) for n in walk_nodes(m.graph.node)}
         for d in sorted(used - imported):
             self._add_import(m, d, fdomains, "model", f"graph {m.graph.name!r}")
             imported.add(d)
         for f in m.functions:
             label = function_label(f)
             fimported = {opsets.normalize_domain(i.domain) for i in f.opset_import}
-            fused = {opsets.normalize_domain(n.domain) for n in _walk_nodes(f.node)}
+            fused = {opsets.normalize_domain(n.domain) for n in walk_nodes(f.node)}
             for d in sorted(fused - fimported):
                 v = opsets.opset_of(m, d)
                 if v is not None:
@@ -404,139 +391,90 @@ class _Fixer:
 
     # -- PRelu slope --------------------------------------------------------------------------
     def fix_prelu_slopes(self) -> None:
-        shapes: dict | None = None
-        names: Names | None = None
-        for scope in list(iter_scopes(self.model)):
-            replacements: dict[int, list[onnx.NodeProto]] = {}
-            consts: dict[str, tuple] | None = None
+        facts = Facts(self.model)
+        edits = Edits(facts)
+        for scope in facts.scopes():
+            if scope.opset is None:
+                continue
+            ver = opsets.since_version("PRelu", scope.opset)
+            if ver is None or ver < 7:
+                continue
             for i, node in enumerate(scope.nodes):
-                if node.op_type != "PRelu" or opsets.normalize_domain(node.domain) != "":
-                    continue
-                if consts is None:
-                    consts = _scope_constants(scope)
-                self._consts = consts
-                if scope.opset is None or len(node.input) < 2:
-                    continue
-                ver = opsets.since_version("PRelu", scope.opset)
-                if ver is None or ver < 7:
-                    continue
-                if scope.function is not None:
-                    # X's shape depends on each call site; names in a function body are
-                    # their own namespace, so graph shapes say nothing about them.
-                    found = consts.get(node.input[1])
-                    if found is not None and len(found[0].dims) == 1 and found[0].dims[0] > 1:
-                        self.leave("prelu_slope", scope.label, _node_id(node, i),
-                                   f"1-D slope {node.input[1]!r} {list(found[0].dims)} not "
-                                   "checked", "X's shape inside a function depends on the "
-                                   "call site, so its reading cannot be decided")
-                    continue
-                if shapes is None:
-                    shapes = static_shapes(self.model)
-                xs = shapes.get(node.input[0])
-                ss = self._slope_shape(scope, node.input[1], shapes)
-                if xs is None or ss is None:
-                    continue
-                if (all(isinstance(d, int) for d in (*xs, *ss))
-                        and broadcast.numpy_shape(xs, ss) is None
-                        and not broadcast.legacy_is_per_channel(xs, ss)):
-                    self.refuse("prelu_slope", scope.label, _node_id(node, i),
-                                f"slope {node.input[1]!r} {list(ss)} does not broadcast to X "
-                                f"{list(xs)}", "no reading (numpy, or per channel on axis 1) "
-                                "fits, so there is nothing exact to repair")
-                    continue
-                if len(ss) != 1 or len(xs) < 3:
-                    continue
-                c = ss[0]
-                if not isinstance(c, int) or c == 1 or xs[1] != c:
-                    continue
-                if not broadcast.legacy_is_per_channel(xs, ss):
-                    continue
-                nid = _node_id(node, i)
-                last = xs[-1]
-                target = [c] + [1] * (len(xs) - 2)
-                what = (f"slope {node.input[1]!r} {list(ss)} -> {target} so it applies per "
-                        "channel on axis 1")
-                if last == c or not isinstance(last, int):
-                    amb = (f"X {list(xs)}: the 1-D slope of {c} fits both axis 1 "
-                           "(per channel, legacy PRelu <= 6) and the last axis (numpy)")
-                    if self.prelu_slope == "numpy":
-                        self.leave("prelu_slope", scope.label, nid, "kept the numpy "
-                                   "(last-axis) reading", amb + "; --prelu-slope=numpy")
-                        continue
-                    if self.prelu_slope != "channel":
-                        self.leave("prelu_slope", scope.label, nid, "ambiguous slope; "
-                                   "choose with --prelu-slope=channel|numpy", amb)
-                        continue
-                    why = amb + "; --prelu-slope=channel"
-                else:
-                    why = (f"X {list(xs)}: numpy broadcasting (PRelu-{ver}) cannot apply a "
-                           f"slope of {c} to a last axis of {last}; it only makes sense per "
-                           "channel on axis 1 (as PRelu <= 6 read it)")
-                names = names or Names(self.model)
-                how, new_nodes = self._reshape_slope(scope, i, node, target, names)
-                if new_nodes:
-                    replacements[i] = [*new_nodes, node]
-                self.change("prelu_slope", scope.label, nid, f"{what} ({how})", why)
-            splice(scope.nodes, replacements)
+                if (node.op_type == "PRelu" and opsets.normalize_domain(node.domain) == ""
+                        and len(node.input) >= 2):
+                    self._prelu_slope(facts, edits, scope, i, node, ver)
+        edits.write()
 
-    def _slope_shape(self, scope: Scope, name: str, shapes: dict):
-        t = self._consts.get(name)
-        if t is not None:
-            return tuple(t[0].dims)
-        return shapes.get(name)
-
-    def _reshape_slope(self, scope: Scope, index: int, node: onnx.NodeProto,
-                       target: list[int], names: Names) -> tuple[str, list[onnx.NodeProto]]:
+    def _prelu_slope(self, facts: Facts, edits: Edits, scope: Scope, i: int,
+                     node: onnx.NodeProto, ver: int) -> None:
         slope = node.input[1]
-        found = self._consts.get(slope)
-        graph_inputs = {v.name for v in scope.graph.input} if scope.graph is not None else set()
-        if found is not None and slope not in graph_inputs:
-            tensor, holder = found
-            uses = self._use_counts(scope)
-            if uses.get(slope, 0) == 1:
-                del tensor.dims[:]
-                tensor.dims.extend(target)
-                if scope.graph is not None:
-                    _update_value_info(scope.graph, slope, target)
-                return "constant reshaped in place", []
-            new_name = names.fresh(f"{slope}_per_channel")
-            uses[slope] -= 1
-            uses[new_name] = 1
-            t2 = onnx.TensorProto()
-            t2.CopyFrom(tensor)
-            t2.name = new_name
-            del t2.dims[:]
-            t2.dims.extend(target)
-            node.input[1] = new_name
-            if scope.graph is not None and isinstance(holder, onnx.GraphProto):
-                scope.graph.initializer.append(t2)
-                return f"shared constant copied to {new_name!r}", []
-            t2.name = ""
-            const = helper.make_node("Constant", [], [new_name], value=t2,
-                                     name=names.fresh(f"{new_name}_const"))
-            return f"shared constant copied to {new_name!r}", [const]
-        # dynamic slope: Unsqueeze it to [C, 1, ..., 1]
-        axes = list(range(1, len(target)))
-        out = names.fresh(f"{slope}_per_channel")
-        uname = names.fresh(f"{node.name or 'prelu'}_slope_unsqueeze")
-        if opsets.since_version("Unsqueeze", scope.opset) >= 13:
-            axes_name = names.fresh(f"{uname}_axes")
-            const = helper.make_node("Constant", [], [axes_name],
-                                     value=numpy_helper.from_array(np.array(axes, np.int64)),
-                                     name=names.fresh(f"{axes_name}_const"))
-            unsq = helper.make_node("Unsqueeze", [slope, axes_name], [out], name=uname)
-            new_nodes = [const, unsq]
+        const = facts.constant(scope, slope)
+        if const is not None and const.scope is not scope:
+            const = None  # an enclosing graph's constant: read through an Unsqueeze
+        nid = _node_id(node, i)
+        if scope.root.function is not None:
+            # X's shape depends on each call site; names in a function body are their own
+            # namespace, so graph shapes say nothing about them.
+            dims = list(const.tensor.dims) if const is not None else []
+            if len(dims) == 1 and dims[0] > 1:
+                self.leave("prelu_slope", scope.label, nid, f"1-D slope {slope!r} {dims} not "
+                           "checked", "X's shape inside a function depends on the call "
+                           "site, so its reading cannot be decided")
+            return
+        xs = facts.shape(node.input[0])
+        ss = tuple(const.tensor.dims) if const is not None else facts.shape(slope)
+        if xs is None or ss is None:
+            return
+        if (all(isinstance(d, int) for d in (*xs, *ss))
+                and broadcast.numpy_shape(xs, ss) is None
+                and not broadcast.legacy_is_per_channel(xs, ss)):
+            self.refuse("prelu_slope", scope.label, nid, f"slope {slope!r} {list(ss)} does "
+                        f"not broadcast to X {list(xs)}", "no reading (numpy, or per channel "
+                        "on axis 1) fits, so there is nothing exact to repair")
+            return
+        if len(ss) != 1 or len(xs) < 3:
+            return
+        c = ss[0]
+        if not isinstance(c, int) or c == 1 or xs[1] != c:
+            return
+        if not broadcast.legacy_is_per_channel(xs, ss):
+            return
+        last = xs[-1]
+        target = [c] + [1] * (len(xs) - 2)
+        what = f"slope {slope!r} {list(ss)} -> {target} so it applies per channel on axis 1"
+        if last == c or not isinstance(last, int):
+            amb = (f"X {list(xs)}: the 1-D slope of {c} fits both axis 1 (per channel, "
+                   "legacy PRelu <= 6) and the last axis (numpy)")
+            if self.prelu_slope == "numpy":
+                self.leave("prelu_slope", scope.label, nid, "kept the numpy (last-axis) "
+                           "reading", amb + "; --prelu-slope=numpy")
+                return
+            if self.prelu_slope != "channel":
+                self.leave("prelu_slope", scope.label, nid, "ambiguous slope; choose with "
+                           "--prelu-slope=channel|numpy", amb)
+                return
+            why = amb + "; --prelu-slope=channel"
         else:
-            new_nodes = [helper.make_node("Unsqueeze", [slope], [out], name=uname, axes=axes)]
-        node.input[1] = out
-        return f"Unsqueeze {uname!r} inserted (axes {axes})", new_nodes
-
-    def _use_counts(self, scope: Scope) -> dict[str, int]:
-        root = scope.function if scope.function is not None else self.model.graph
-        key = id(root)
-        if key not in self._uses:
-            self._uses[key] = _count_uses(root)
-        return self._uses[key]
+            why = (f"X {list(xs)}: numpy broadcasting (PRelu-{ver}) cannot apply a slope of "
+                   f"{c} to a last axis of {last}; it only makes sense per channel on axis 1 "
+                   "(as PRelu <= 6 read it)")
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        prefix: list[onnx.NodeProto] = []
+        if const is not None:
+            pending = Pending()
+            new.input[1], how = edits.reshaped_constant(pending, scope, slope, const,
+                                                        tuple(target), prefix)
+            how = f"constant {how}"
+            edits.commit(pending)
+        else:  # dynamic slope: Unsqueeze it to [C, 1, ..., 1]
+            axes = list(range(1, len(target)))
+            new.input[1] = edits.names.fresh(f"{slope}_per_channel")
+            prefix = axes_nodes("Unsqueeze", slope, new.input[1], axes, scope.opset,
+                                edits.names)
+            how = f"Unsqueeze {prefix[-1].name!r} inserted (axes {axes})"
+        edits.replace(scope, i, [*prefix, new])
+        self.change("prelu_slope", scope.label, nid, f"{what} ({how})", why)
 
     # -- IR version ---------------------------------------------------------------------------
     def fix_ir_version(self) -> None:
@@ -619,9 +557,9 @@ def _ir_needed(m: onnx.ModelProto) -> tuple[int, str]:
 
 
 def _all_nodes(m: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    yield from _walk_nodes(m.graph.node)
+    yield from walk_nodes(m.graph.node)
     for f in m.functions:
-        yield from _walk_nodes(f.node)
+        yield from walk_nodes(f.node)
 
 
 def _all_graphs(m: onnx.ModelProto) -> Iterator[onnx.GraphProto]:
@@ -704,46 +642,6 @@ def _convert_attribute(a: onnx.AttributeProto, want: int
         new.doc_string = a.doc_string
     shown = onnx.helper.get_attribute_value(new)
     return new, f"value {shown!r}"
-
-
-def _scope_constants(scope: Scope) -> dict[str, tuple]:
-    """Name -> (TensorProto, holder) for initializers and Constant(value=) outputs in
-    ``scope`` (holder: the GraphProto or the Constant node)."""
-    out: dict[str, tuple] = {}
-    if scope.graph is not None:
-        for t in scope.graph.initializer:
-            out[t.name] = (t, scope.graph)
-    for n in scope.nodes:
-        if (n.op_type == "Constant" and opsets.normalize_domain(n.domain) == ""
-                and len(n.output) == 1 and len(n.attribute) == 1
-                and n.attribute[0].name == "value" and n.attribute[0].type == _A.TENSOR):
-            out[n.output[0]] = (n.attribute[0].t, n)
-    return out
-
-
-def _count_uses(root) -> dict[str, int]:
-    """Name -> uses by nodes and outputs of a graph tree or a function (with subgraphs)."""
-    counts: dict[str, int] = {}
-    outs = root.output if isinstance(root, onnx.FunctionProto) else [v.name for v in
-                                                                       root.output]
-    for name in outs:
-        counts[name] = counts.get(name, 0) + 1
-    for n in _walk_nodes(root.node):
-        for name in n.input:
-            counts[name] = counts.get(name, 0) + 1
-        for _, g in subgraphs(n):
-            for v in g.output:
-                counts[v.name] = counts.get(v.name, 0) + 1
-    return counts
-
-
-def _update_value_info(graph: onnx.GraphProto, name: str, dims: list[int]) -> None:
-    for vi in (*graph.value_info, *graph.output):
-        if vi.name == name and vi.type.HasField("tensor_type"):
-            shape = vi.type.tensor_type.shape
-            del shape.dim[:]
-            for d in dims:
-                shape.dim.add().dim_value = d
 
 
 def _rename_uses(node: onnx.NodeProto, rename: dict[str, str]) -> None:

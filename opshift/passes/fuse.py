@@ -28,10 +28,10 @@ from onnx_ir import passes as ir_passes
 from .. import validate
 from .._gc import no_cyclic_gc
 from ..errors import function_label
+from ..graph.scopes import may_hold_subgraphs, node_kinds, subgraphs
 from ..modelio import ModelLike, to_proto
 from ..rewriters import rules as _rules
 from ..rewriters._report import Event, Recorder, recording
-from ._graph import may_hold_subgraphs, node_kinds, subgraphs
 
 
 @dataclass
@@ -176,8 +176,8 @@ def _apply_graph(model: ir.Model, graph: ir.Graph | ir.Function, rule) -> int:
 
 
 def _ir_subgraphs(node: ir.Node):
-    """The graphs ``node`` holds, in attribute order (as :func:`._graph.subgraphs` lists
-    them for the NodeProto it was read from)."""
+    """The graphs ``node`` holds, in attribute order (as
+    :func:`opshift.graph.scopes.subgraphs` lists them for the NodeProto it was read from)."""
     for attr in node.attributes.values():
         if attr.type == ir.AttributeType.GRAPH:
             yield attr.value

@@ -18,8 +18,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from ..graph.tensors import plain_array
 from ..opsets import allowed_types, since_version, tensor_type_name
-from ..passes._graph import plain_array
 
 #: True while matching in a model whose IR version is < 4 (set by the rules' checks).
 LEGACY_INITIALIZER_INPUTS: contextvars.ContextVar[bool] = contextvars.ContextVar(
