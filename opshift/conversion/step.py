@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 from ..graph.edit import Edits, Pending
 from ..graph.facts import Constant, Facts
-from ..graph.scopes import Scope, node_label, subgraphs
+from ..graph.scopes import Scope, may_hold_subgraphs, node_label, subgraphs
 from ..graph.tensors import tensor_array
 
 
@@ -99,7 +99,8 @@ class Step:
     def edit(self) -> onnx.NodeProto:
         """A writable copy of the node (made once per node)."""
         if self.state.work is None:
-            if any(True for _ in subgraphs(self.node)):
+            if may_hold_subgraphs(self.node.domain, self.node.op_type) and any(
+                    True for _ in subgraphs(self.node)):
                 raise Refuse("a node holding subgraphs cannot be rewritten")
             w = onnx.NodeProto()
             w.CopyFrom(self.node)
@@ -149,8 +150,12 @@ class Step:
     def set_inputs(self, inputs: list[str]) -> None:
         while inputs and not inputs[-1]:
             inputs.pop()
-        for name in set(self.w.input) - set(inputs) - {""}:
-            self.state.pending.unused.append((self.scope, name))
+        pending = self.state.pending
+        old = list(self.w.input)
+        for name in set(old) - set(inputs) - {""}:
+            pending.unused.append((self.scope, name))
+            key = (id(self.scope.root), name)
+            pending.consumed[key] = pending.consumed.get(key, 0) + old.count(name)
         w = self.edit()
         del w.input[:]
         w.input.extend(inputs)

@@ -136,7 +136,10 @@ class Edits:
                 splice(scope.nodes, repl[1])
             unused = self._unused.get(key)
             if unused is not None:
-                remove_unused_constants(scope, unused[1])
+                # read by as many nodes as before but for the reads rewrites took away
+                left = {n for n in unused[1] if self.facts.uses(scope, n)
+                        <= self._consumed.get((id(scope.root), n), 0)}
+                remove_unused_constants(scope, left)
 
 
 def _set_dims(const: Constant, shape: tuple[int, ...]) -> None:
@@ -168,6 +171,8 @@ def _used_names(nodes) -> set[str]:
 def remove_unused_constants(scope: Scope, names: set[str]) -> None:
     """Drop the Constant nodes and initializers (not graph inputs) of ``names`` that nothing
     in ``scope`` uses any more."""
+    if not names:
+        return
     used = _used_names(scope.nodes)
     used.update(scope.outputs())
     dead = names - used

@@ -51,43 +51,72 @@ class Constant:
     editable: bool
 
 
-def inferred_types_and_shapes(model: onnx.ModelProto
-                              ) -> tuple[dict[str, int], dict[str, tuple]]:
+def _dims(tt) -> tuple:
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                 for d in tt.shape.dim)
+
+
+class Inferred:
     """Element types and shapes (ints, symbolic names, or None) from one run of onnx shape
     inference on a copy, for the main graph, subgraphs and function value_info; what
-    inference cannot say is absent."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    try:
-        m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
-    except Exception:  # best effort: what inference cannot say stays unknown
-        m = model
-    types: dict[str, int] = {}
-    shapes: dict[str, tuple] = {}
+    inference cannot say is absent. Indexed once; each answer is read from the protobuf
+    when first asked for (a big model has a value_info per node)."""
 
-    def graph(g: onnx.GraphProto) -> None:
+    def __init__(self, model: onnx.ModelProto):
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        try:
+            m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+        except Exception:  # best effort: what inference cannot say stays unknown
+            m = model
+        self._model = m  # the index points into it
+        #: name -> the ValueInfoProto or TensorProto that says it (the last one wins)
+        self._src: dict[str, object] = {}
+        self._graph(m.graph)
+        for f in m.functions:
+            self._src.update((vi.name, vi) for vi in getattr(f, "value_info", ()))
+
+    def _graph(self, g: onnx.GraphProto) -> None:
         for vis in (g.input, g.output, g.value_info):
-            take_value_infos(vis, types, shapes)
-        for t in g.initializer:
-            types[t.name] = t.data_type
-            shapes[t.name] = tuple(t.dims)
+            self._src.update((vi.name, vi) for vi in vis)
+        self._src.update((t.name, t) for t in g.initializer)
         for n in g.node:
             for _, sg in subgraphs(n):
-                graph(sg)
-            c = constant_tensor(n)
-            if c is not None:
-                types[n.output[0]] = c.data_type
-                shapes[n.output[0]] = tuple(c.dims)
+                self._graph(sg)
+            if n.op_type == "Constant":
+                c = constant_tensor(n)
+                if c is not None:
+                    self._src[n.output[0]] = c
 
-    graph(m.graph)
-    for f in m.functions:
-        take_value_infos(getattr(f, "value_info", ()), types, shapes)
-    return types, shapes
+    def elem_type(self, name: str) -> int | None:
+        src = self._src.get(name)
+        if isinstance(src, onnx.TensorProto):
+            return src.data_type or None
+        if src is None or not src.type.HasField("tensor_type"):
+            return None
+        return src.type.tensor_type.elem_type or None
+
+    def shape(self, name: str) -> tuple | None:
+        src = self._src.get(name)
+        if isinstance(src, onnx.TensorProto):
+            return tuple(src.dims)
+        if src is None or not src.type.HasField("tensor_type"):
+            return None
+        tt = src.type.tensor_type
+        return _dims(tt) if tt.HasField("shape") else None
+
+    def shapes(self) -> dict[str, tuple]:
+        out = {}
+        for name in self._src:
+            s = self.shape(name)
+            if s is not None:
+                out[name] = s
+        return out
 
 
 def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | str | None, ...]]:
     """Value name -> shape (ints, symbolic names, or None) from onnx shape inference."""
-    return inferred_types_and_shapes(model)[1]
+    return Inferred(model).shapes()
 
 
 class Facts:
@@ -103,7 +132,7 @@ class Facts:
         self._scopes: list[Scope] | None = None
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
-        self._inferred: tuple[dict[str, int], dict[str, tuple]] | None = None
+        self._inferred: Inferred | None = None
         self._possible: frozenset[str] | None = None
         self._names: Names | None = None
         self._consts: dict[int, dict[str, Constant]] = {}
@@ -142,7 +171,7 @@ class Facts:
         t = self.propagated().get(name)
         if t:
             return t
-        return self._infer()[0].get(name) or None
+        return self._infer().elem_type(name)
 
     def propagated(self) -> dict[str, int]:
         """The declared and propagated element types (no shape inference)."""
@@ -211,11 +240,11 @@ class Facts:
             return s
         if self.local is not None:
             return self.local_shapes.get(name)
-        return self._infer()[1].get(name)
+        return self._infer().shape(name)
 
-    def _infer(self) -> tuple[dict[str, int], dict[str, tuple]]:
+    def _infer(self) -> Inferred:
         if self._inferred is None:
-            self._inferred = inferred_types_and_shapes(self.model)
+            self._inferred = Inferred(self.model)
         return self._inferred
 
     # -- constants

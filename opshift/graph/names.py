@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import chain
 
 import onnx
 
-from .scopes import subgraphs
+from .scopes import may_hold_subgraphs, subgraphs
 
 
 def all_names(model: onnx.ModelProto) -> set[str]:
@@ -19,12 +20,14 @@ def all_names(model: onnx.ModelProto) -> set[str]:
         names.update(t.name for t in g.initializer)
         nodes(g.node)
 
-    def nodes(ns: Iterable[onnx.NodeProto]) -> None:
-        for n in ns:
-            names.add(n.name)
-            names.update(n.output)
-            for _, g in subgraphs(n):
-                graph(g)
+    def nodes(ns) -> None:
+        names.update(n.name for n in ns)
+        names.update(chain.from_iterable(n.output for n in ns))
+        holders = {o for o, d in {(n.op_type, n.domain) for n in ns} if may_hold_subgraphs(d, o)}
+        for n in ns if holders else ():
+            if n.op_type in holders:
+                for _, g in subgraphs(n):
+                    graph(g)
 
     graph(model.graph)
     for f in model.functions:
