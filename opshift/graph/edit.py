@@ -46,12 +46,8 @@ class Edits:
 
     def __init__(self, facts: Facts):
         self.facts = facts
+        self._accepted = Pending()
         self._replace: dict[int, tuple[Scope, dict[int, list[onnx.NodeProto]]]] = {}
-        self._inits: list[tuple[Scope, onnx.TensorProto]] = []
-        self._dims: list[tuple[Constant, tuple[int, ...]]] = []
-        self._copies: dict[tuple, str] = {}
-        self._consumed: dict[tuple[int, str], int] = {}
-        self._unused: dict[int, tuple[Scope, set[str]]] = {}
 
     @property
     def names(self):
@@ -59,21 +55,11 @@ class Edits:
 
     # -- planning
     def commit(self, p: Pending) -> None:
-        self._inits.extend(p.initializers)
-        self._dims.extend(p.dims)
-        self._copies.update(p.copies)
-        for k, n in p.consumed.items():
-            self._consumed[k] = self._consumed.get(k, 0) + n
-        for scope, name in p.unused:
-            self.drop_if_unused(scope, name)
+        self._accepted.absorb(p)
 
     def replace(self, scope: Scope, index: int, nodes: list[onnx.NodeProto]) -> None:
         """Replace node ``index`` of ``scope`` by ``nodes`` (written by :meth:`write`)."""
         self._replace.setdefault(id(scope), (scope, {}))[1][index] = nodes
-
-    def drop_if_unused(self, scope: Scope, name: str) -> None:
-        """Remove constant ``name`` of ``scope`` if nothing reads it once written."""
-        self._unused.setdefault(id(scope), (scope, set()))[1].add(name)
 
     def add_initializer(self, p: Pending, scope: Scope, tensor: onnx.TensorProto) -> None:
         p.initializers.append((scope, tensor))
@@ -89,14 +75,14 @@ class Edits:
         "read as ...")."""
         shape = tuple(int(d) for d in shape)
         ukey = (id(scope.root), name)
-        left = self.facts.uses(scope, name) - self._consumed.get(ukey, 0)
+        left = self.facts.uses(scope, name) - self._accepted.consumed.get(ukey, 0)
         if const.editable and left == 1:
             p.dims.append((const, shape))
             return name, f"reshaped in place to {list(shape)}"
         p.consumed[ukey] = p.consumed.get(ukey, 0) + 1
         p.unused.append((const.scope, name))
         key = (id(scope), id(const.tensor), shape)
-        copy = p.copies.get(key) or self._copies.get(key)
+        copy = p.copies.get(key) or self._accepted.copies.get(key)
         if copy is not None:
             return copy, f"read as {copy!r} with shape {list(shape)}"
         new = TensorProto()
@@ -119,12 +105,16 @@ class Edits:
     def write(self) -> None:
         """Write every accepted edit into the model. Subgraphs come after the scope holding
         them; writing them first keeps their edits when a parent's node list is rebuilt."""
+        done = self._accepted
         dims: dict[int, list] = {}
-        for const, shape in self._dims:
+        for const, shape in done.dims:
             dims.setdefault(id(const.scope), []).append((const, shape))
         inits: dict[int, list] = {}
-        for scope, tensor in self._inits:
+        for scope, tensor in done.initializers:
             inits.setdefault(id(scope), []).append(tensor)
+        unused: dict[int, set[str]] = {}
+        for scope, name in done.unused:
+            unused.setdefault(id(scope), set()).add(name)
         for scope in reversed(self.facts.scopes()):
             key = id(scope)
             for const, shape in dims.get(key, ()):
@@ -134,11 +124,10 @@ class Edits:
             repl = self._replace.get(key)
             if repl is not None:
                 splice(scope.nodes, repl[1])
-            unused = self._unused.get(key)
-            if unused is not None:
+            if key in unused:
                 # read by as many nodes as before but for the reads rewrites took away
-                left = {n for n in unused[1] if self.facts.uses(scope, n)
-                        <= self._consumed.get((id(scope.root), n), 0)}
+                left = {n for n in unused[key] if self.facts.uses(scope, n)
+                        <= done.consumed.get((id(scope.root), n), 0)}
                 remove_unused_constants(scope, left)
 
 

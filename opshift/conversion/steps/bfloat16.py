@@ -127,14 +127,18 @@ def wrap_in_casts(node: onnx.NodeProto, compute_elem_type: int, names, label: st
     return [*before, node, *after]
 
 
+def x_type_going_down(st: Step) -> int | None:
+    """X's element type on a step down; None going up, or when unknown (then the schema
+    check refuses if a type the destination drops is possible)."""
+    return None if st.up else st.elem_type(st.input(0))
+
+
 @at(16, "PRelu", "LeakyRelu", when=dropped_types_possible)
 @at(22, "Selu", when=dropped_types_possible)
 def compute_wider(st: Step) -> None:
-    if st.up:
-        return
-    elem = st.elem_type(st.input(0))
+    elem = x_type_going_down(st)
     if elem is None:
-        return  # the schema check refuses if a type the destination drops is possible
+        return
     allowed = opsets.allowed_types(st.op, st.dst)
     tname = opsets.tensor_type_name(elem)
     if f"tensor({tname})" in allowed:

@@ -27,7 +27,7 @@ from ...graph.edit import axes_nodes
 from ...graph.facts import Constant
 from ..registry import at
 from ..step import Refuse, Step
-from .bfloat16 import dropped_types_possible
+from .bfloat16 import dropped_types_possible, x_type_going_down
 
 _UNSIGNED = (TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
 
@@ -174,11 +174,9 @@ def _to_legacy(st: Step) -> None:
 
 @at(9, "PRelu", when=dropped_types_possible)
 def integer_types(st: Step) -> None:
-    if st.up:
-        return
-    elem = st.elem_type(st.input(0))
+    elem = x_type_going_down(st)
     if elem is None:
-        return  # the schema check refuses if a type the destination drops is possible
+        return
     tname = opsets.tensor_type_name(elem)
     if elem in _UNSIGNED:
         name = st.node.name or st.fresh(f"{st.label}/identity")
