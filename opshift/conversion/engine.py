@@ -96,7 +96,7 @@ class _Planner:
         if op in self.skip or v_from == v_to:
             return None
         if v_from is None:  # the op does not exist at the source: walk_node words it
-            return Walk(op, v_from, v_to, ())  # type: ignore[arg-type]
+            return Walk(op, v_from, v_to, ())
         return walk_for(self.ctx.facts, op, v_from, v_to)
 
     def _plan_one(self, sc: Scope, i: int, n: onnx.NodeProto, src: int, walk: Walk,

@@ -27,7 +27,7 @@ class Walk:
     target), each with the registered functions that can act on this model."""
 
     op: str
-    v_from: int
+    v_from: int | None  # None: the op does not exist at the source (refused when walked)
     v_to: int | None
     steps: tuple[tuple[int, int, tuple[Registered, ...], SchemaStep], ...]
 

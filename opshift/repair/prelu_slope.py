@@ -26,7 +26,7 @@ def fix_prelu_slopes(fx: Fixer) -> None:
         if scope.opset is None:
             continue
         ver = opsets.since_version("PRelu", scope.opset)
-        if ver is None or ver < 7:
+        if ver is None or broadcast.rule_for_version(ver) is not broadcast.SlopeRule.NUMPY:
             continue
         for i, node in enumerate(scope.nodes):
             if (node.op_type == "PRelu" and opsets.normalize_domain(node.domain) == ""

@@ -1,11 +1,12 @@
 """PRelu: the slope broadcasting rule at 6/7 and the integer types added at 9.
 
-* **7** -- legacy (<= 6) PRelu applies a 1-D slope ``[C]`` per channel on axis 1 when C is
-  X's dim 1, numpy (>= 7) broadcasts it from the last axis (:mod:`opshift.broadcast` states
-  both rules). Up: a per-channel ``[C]`` becomes ``[C, 1, ..., 1]``; down: the slope is
-  reshaped so the legacy rule reads it as numpy broadcasting did (``[C, 1, ..., 1]`` to the
-  canonical ``[C]``; a last-axis ``[C]`` to ``[1, C]``). Constants are reshaped (once per
-  tensor, copied when shared), dynamic slopes get an Unsqueeze/Squeeze valid at the target.
+* **7** (:data:`opshift.broadcast.NUMPY_SINCE`) -- legacy (<= 6) PRelu applies a 1-D slope
+  ``[C]`` per channel on axis 1 when C is X's dim 1, numpy (>= 7) broadcasts it from the last
+  axis (:mod:`opshift.broadcast` states both rules). Up: a per-channel ``[C]`` becomes
+  ``[C, 1, ..., 1]``; down: the slope is reshaped so the legacy rule reads it as numpy
+  broadcasting did (``[C, 1, ..., 1]`` to the canonical ``[C]``; a last-axis ``[C]`` to
+  ``[1, C]``). Constants are reshaped (once per tensor, copied when shared), dynamic slopes
+  get an Unsqueeze/Squeeze valid at the target.
 * **9** -- int32/int64/uint32/uint64 exist only from 9. Down: unsigned X is never negative,
   so PRelu is an Identity; int32/int64 become ``x + (x < 0) * (slope * x - x)`` in the
   integer type (the sign test through float: int -> float rounding never changes a sign),
@@ -21,7 +22,7 @@ import math
 from onnx import TensorProto, helper
 
 from ... import opsets
-from ...broadcast import SlopeClass, SlopeRule, classify, slope_shape_for
+from ...broadcast import NUMPY_SINCE, SlopeClass, SlopeRule, classify, slope_shape_for
 from ...errors import EvaluationError
 from ...graph.edit import axes_nodes
 from ...graph.facts import Constant
@@ -67,7 +68,7 @@ def _read_slope_as(st: Step, const: Constant | None, shape: tuple, op: str, axes
     st.note(f"slope {name!r} {what}", why)
 
 
-@at(7, "PRelu")
+@at(NUMPY_SINCE, "PRelu")
 def slope_rule(st: Step) -> None:
     if st.up:
         _to_numpy(st)
