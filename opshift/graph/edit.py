@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import chain
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from .. import opsets
 from .facts import Constant, Facts
@@ -128,7 +127,7 @@ class Edits:
                 # read by as many nodes as before but for the reads rewrites took away
                 left = {n for n in unused[key] if self.facts.uses(scope, n)
                         <= done.consumed.get((id(scope.root), n), 0)}
-                remove_unused_constants(scope, left)
+                _remove_unused_constants(scope, left)
 
 
 def _set_dims(const: Constant, shape: tuple[int, ...]) -> None:
@@ -157,7 +156,7 @@ def _used_names(nodes) -> set[str]:
     return used
 
 
-def remove_unused_constants(scope: Scope, names: set[str]) -> None:
+def _remove_unused_constants(scope: Scope, names: set[str]) -> None:
     """Drop the Constant nodes and initializers (not graph inputs) of ``names`` that nothing
     in ``scope`` uses any more."""
     if not names:
@@ -191,9 +190,3 @@ def axes_nodes(op: str, inp: str, out: str, axes: list[int], opset: int, names
                                                       [len(axes)], axes))
         return [c, helper.make_node(op, [inp, axes_name], [out], name=name)]
     return [helper.make_node(op, [inp], [out], name=name, axes=axes)]
-
-
-def constant_node(name: str, value: np.ndarray, node_name: str) -> onnx.NodeProto:
-    """A Constant node making ``value`` as ``name``."""
-    return helper.make_node("Constant", [], [name], name=node_name,
-                            value=numpy_helper.from_array(np.asarray(value), name))

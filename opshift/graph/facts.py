@@ -182,10 +182,6 @@ class Facts:
                                                                       self.source)
         return self._types
 
-    def scope_types(self) -> dict[str, int]:
-        """The types of the scope being planned: the function variant's, else the model's."""
-        return self.local if self.local is not None else self.propagated()
-
     def function_variants(self, f: onnx.FunctionProto) -> list[Variant]:
         """(call-site input types, body types) for each distinct tuple of input types the
         calls of ``f`` pass (in the main graph, subgraphs, and functions called from them)."""

@@ -78,9 +78,6 @@ class Names:
         self._used.add(name)
         return name
 
-    def reserve(self, name: str) -> None:
-        self._used.add(name)
-
     def claim(self, base: str, suffixes: tuple[str, ...]) -> bool:
         """Take every ``base + suffix`` at once if all are free and ``base`` has claimed
         nothing yet; False (nothing taken) otherwise. Each suffix must be "/" and a text

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from .. import opsets
 from ..graph.scopes import Scope
+from ..graph.tensors import tensor_array
 from .report import node_id
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def _convert_attribute(a: onnx.AttributeProto, want: int
             return None, f"{got} with {len(vals)} values cannot become one scalar"
         scalar = vals[0] if len(vals) == 1 else None
     elif a.type == _A.TENSOR:
-        arr = numpy_helper.to_array(a.t)
+        arr = tensor_array(a.t)
         if arr.size != 1:
             return None, f"a tensor of shape {list(arr.shape)} is not one value"
         v = arr.reshape(()).item()
