@@ -1329,3 +1329,21 @@ def test_function_names_are_typed_apart_from_the_graphs():
     onnx.checker.check_model(m, full_check=True)
     x = np.array([-128, 5, 127], np.int8)
     np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], 2 * x.astype(np.float32))
+
+
+@pytest.mark.parametrize("ir", [3, 8])
+def test_an_initializer_that_can_be_fed_is_not_a_constant(ir):
+    """From IR 4 an initializer listed among the graph inputs is a default a caller may
+    replace: its value cannot be folded into an attribute. Before IR 4 every initializer
+    is listed there and is a constant."""
+    shape = numpy_helper.from_array(np.array([0, -1], np.int64), "shape")
+    m = make_model([one("Reshape", ["x", "shape"], ["y"])],
+                   [vi("x", F, [2, 3]), vi("shape", I64, [2])], [vi("y", F, [2, 3])],
+                   opset=13, initializers=[shape])
+    m.ir_version = ir
+    if ir >= 4:
+        with pytest.raises(ConversionError, match=r"n_reshape.*shape.*not a constant"):
+            convert_other_ops(m, 13, 4)
+    else:
+        convert_other_ops(m, 13, 4)
+        assert attrs(m.graph.node[0]) == {"shape": [0, -1]}
