@@ -42,7 +42,7 @@ import onnx
 if mode == "opshift":
     from opshift.cli import build_parser, main
     import opshift.passes.convert, opshift.commands.convert, opshift.validate
-    import opshift.external, opshift.progress, opshift.schema_cache
+    import opshift.external, opshift.progress
     import opshift.conversion.steps  # registered by the engine on first use
     build_parser()  # imports every subcommand module: outside the timing, like "import onnx"
 """ + FRESH_OUTPUT + r"""

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from ..errors import OpshiftError, VerificationError
+from ._output import add_force_option, check_not_input
 
 DESCRIPTION = """\
 Convert IN.onnx to default-domain opset N and write OUT.onnx. PRelu, LeakyRelu and Selu
 are converted exactly (consumed_inputs, changed defaults, PRelu per-channel slopes across
 opset 6/7, types the target does not allow); every other op by opshift's schema-driven
-adapters. External data is never loaded: it is linked or copied beside OUT.onnx.
+adapters. External data is never loaded: its files are copied beside OUT.onnx (one already
+there with the same bytes is kept; a different one is replaced only with --force).
 The input file is never modified; OUT.onnx is written atomically and not at all on failure.
 
 --verify checks every rewritten node against the original on its real shapes and constants
@@ -40,14 +41,8 @@ def register(sub, parent) -> None:
                    help="where to write the converted model")
     p.add_argument("--verify", action="store_true",
                    help="check every rewrite (and the whole model when possible)")
+    add_force_option(p)
     p.set_defaults(func=run)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 def run(args) -> int:
@@ -57,9 +52,7 @@ def run(args) -> int:
     src, out = Path(args.input), Path(args.output)
     if not 1 <= args.opset <= opsets.MAX_OPSET:
         raise OpshiftError(f"--opset {args.opset} is outside 1..{opsets.MAX_OPSET}")
-    if _same_file(src, out) or src.resolve() == out.resolve():
-        raise OpshiftError(f"{out}: output is the input file; write the result elsewhere "
-                           "(the input is never modified)")
+    check_not_input(src, out)
     from .. import progress
 
     bar = progress.for_args(args, "convert", 3 + bool(args.verify))
@@ -91,7 +84,7 @@ def run(args) -> int:
             raise VerificationError(f"{src}: the converted model differs from the original; "
                                     f"{out} was not written")
         with bar.phase("save"):
-            modelio.save(model, out, source_dir)
+            modelio.save(model, out, source_dir, force=args.force)
     finally:
         bar.close()
     _print(args, result, report, written=True, out=out)

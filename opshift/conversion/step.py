@@ -14,10 +14,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..external import tensor_array
 from ..graph.edit import Edits, Pending
 from ..graph.facts import Constant, Facts
 from ..graph.scopes import Scope, may_hold_subgraphs, node_label, subgraphs
-from ..graph.tensors import tensor_array
 
 
 class Refuse(Exception):

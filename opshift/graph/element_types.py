@@ -10,8 +10,13 @@ import onnx
 from onnx import TensorProto
 
 from .. import opsets
-from .scopes import function_opsets, may_hold_subgraphs, model_opsets, subgraphs
-from .tensors import constant_tensor
+from .scopes import (
+    constant_tensor,
+    function_opsets,
+    may_hold_subgraphs,
+    model_opsets,
+    subgraphs,
+)
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 _VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic

@@ -36,8 +36,7 @@ from .element_types import (
     uniform_types,
 )
 from .names import Names
-from .scopes import Scope, iter_scopes, subgraphs
-from .tensors import constant_tensor, held_tensor
+from .scopes import Scope, constant_tensor, held_tensor, iter_scopes, subgraphs
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 A *scope* is the main graph, a subgraph (If/Loop/Scan bodies, which inherit their parent's
 opsets) or a model-local function (its own opset imports, falling back to the model's).
+Also what a node holds: its subgraphs, the tensor of a Constant.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import onnx
+from onnx import helper, numpy_helper
 
 from ..errors import function_label
 from ..opsets import has_graph_attribute, normalize_domain
@@ -155,3 +158,32 @@ def splice(nodes, replacements: dict[int, list[onnx.NodeProto]]) -> None:
             new.extend(r)
     del nodes[first:]
     nodes.extend(new)
+
+
+_CONSTANT_VALUE_ATTRS = ("value_float", "value_floats", "value_int", "value_ints")
+
+
+def constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor a default-domain Constant node makes (``value``, or a new tensor for
+    ``value_float(s)``/``value_int(s)``); None for other nodes and other Constants."""
+    if node.op_type != "Constant" or normalize_domain(node.domain) != "":
+        return None
+    for a in node.attribute:
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+            return a.t
+        if a.name in _CONSTANT_VALUE_ATTRS:
+            v = helper.get_attribute_value(a)
+            dtype = np.float32 if "float" in a.name else np.int64
+            return numpy_helper.from_array(np.array(v, dtype=dtype))
+    return None
+
+
+def held_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor a Constant node holds as its one ``value`` attribute (which an edit may
+    change in place); None otherwise."""
+    if (node.op_type == "Constant" and normalize_domain(node.domain) == ""
+            and len(node.output) == 1 and len(node.attribute) == 1
+            and node.attribute[0].name == "value"
+            and node.attribute[0].type == onnx.AttributeProto.TENSOR):
+        return node.attribute[0].t
+    return None

@@ -4,6 +4,7 @@ per repair in :mod:`opshift.repair`)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import onnx
@@ -24,20 +25,23 @@ def fix(model: ModelLike, *, prelu_slope: str | None = None) -> Any:
     The input is not mutated. Raises :class:`ConversionError` if a defect cannot be repaired
     exactly. Use :func:`fix_proto` to also get the list of changes.
     """
-    proto, kind, _ = to_proto(model)
+    proto, kind, base_dir = to_proto(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
-    fix_proto(copy, prelu_slope=prelu_slope)
+    fix_proto(copy, prelu_slope=prelu_slope, base_dir=base_dir)
     return from_proto(copy, kind)
 
 
 def fix_with_result(model: ModelLike, *, prelu_slope: str | None = None,
-                    strict: bool = True) -> tuple[onnx.ModelProto, FixResult]:
-    """Like :func:`fix` but returns ``(fixed ModelProto copy, FixResult)``."""
-    proto, _, _ = to_proto(model)
+                    strict: bool = True, base_dir: str | os.PathLike | None = None
+                    ) -> tuple[onnx.ModelProto, FixResult]:
+    """Like :func:`fix` but returns ``(fixed ModelProto copy, FixResult)``; ``base_dir``:
+    the folder of a ModelProto's external data."""
+    proto, _, folder = to_proto(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
-    return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict)
+    return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict,
+                           base_dir=folder if base_dir is None else base_dir)
 
 
 def _make_fix_pass() -> type:

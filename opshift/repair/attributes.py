@@ -10,8 +10,8 @@ import onnx
 from onnx import helper
 
 from .. import opsets
+from ..external import tensor_array
 from ..graph.scopes import Scope
-from ..graph.tensors import tensor_array
 from .report import node_id
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def fix_attributes(fx: Fixer, scope: Scope) -> None:
                 continue
             want = spec.type.value
             if a.type != want:
-                new, why = _convert_attribute(a, want)
+                new, why = _convert_attribute(a, want, fx.base_dir)
                 what = (f"attribute {a.name!r} of {label}: "
                         f"{_A.AttributeType.Name(a.type)} -> {_A.AttributeType.Name(want)}")
                 if new is None:
@@ -78,9 +78,10 @@ def fix_attributes(fx: Fixer, scope: Scope) -> None:
             node.attribute.extend(keep)
 
 
-def _convert_attribute(a: onnx.AttributeProto, want: int
+def _convert_attribute(a: onnx.AttributeProto, want: int, base_dir=None
                        ) -> tuple[onnx.AttributeProto | None, str]:
-    """An attribute of type ``want`` holding exactly ``a``'s value, or (None, reason)."""
+    """An attribute of type ``want`` holding exactly ``a``'s value, or (None, reason);
+    a tensor in external data is read from ``base_dir``, the model's folder."""
     got = _A.AttributeType.Name(a.type)
     scalar: Any = None
     if a.type == _A.INT:
@@ -93,7 +94,7 @@ def _convert_attribute(a: onnx.AttributeProto, want: int
             return None, f"{got} with {len(vals)} values cannot become one scalar"
         scalar = vals[0] if len(vals) == 1 else None
     elif a.type == _A.TENSOR:
-        arr = tensor_array(a.t)
+        arr = tensor_array(a.t, base_dir)
         if arr.size != 1:
             return None, f"a tensor of shape {list(arr.shape)} is not one value"
         v = arr.reshape(()).item()

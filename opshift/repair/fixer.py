@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import onnx
 from onnx import helper
 
@@ -18,18 +20,19 @@ SLOPE_CHOICES = ("channel", "numpy")
 
 
 def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
-              strict: bool = True) -> FixResult:
+              strict: bool = True, base_dir: str | os.PathLike | None = None) -> FixResult:
     """Repair ``model`` in place; return what changed.
 
     With ``strict`` (the default) a defect that cannot be repaired exactly raises
     :class:`ConversionError` naming it (the model may then be partly repaired: use
     :func:`fix` for all-or-nothing). With ``strict=False`` refusals are only listed in
-    :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy).
+    :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy). ``base_dir``: the
+    model's folder, for an attribute tensor kept in external data.
     """
     if prelu_slope not in (None, *SLOPE_CHOICES):
         raise ConversionError(f"prelu_slope must be one of {', '.join(SLOPE_CHOICES)}, "
                               f"got {prelu_slope!r}")
-    fx = Fixer(model, prelu_slope)
+    fx = Fixer(model, prelu_slope, base_dir)
     fx.run()
     if strict and fx.result.refused:
         first = fx.result.refused[0]
@@ -42,8 +45,10 @@ def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
 class Fixer:
     """The model being repaired, the options, and what was done so far."""
 
-    def __init__(self, model: onnx.ModelProto, prelu_slope: str | None):
+    def __init__(self, model: onnx.ModelProto, prelu_slope: str | None,
+                 base_dir: str | os.PathLike | None = None):
         self.model = model
+        self.base_dir = base_dir
         self.prelu_slope = prelu_slope
         self.result = FixResult()
         self._functions: set[tuple[str, str]] | None = None

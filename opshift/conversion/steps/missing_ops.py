@@ -15,7 +15,7 @@ from onnx import helper
 
 from ... import opsets
 from ...errors import ConversionError
-from ...graph.tensors import constant_tensor
+from ...graph.scopes import constant_tensor
 from ..registry import replaces
 from ..step import Refuse, Step
 
