@@ -271,7 +271,8 @@ class VerifyReport:
     seed: int | None = None
     rounds: int = 1
     signed_zeros: bool = True  # whether -0.0 vs +0.0 counted as a difference
-    #: ``Op-version`` -> where the evaluator's kernel came from ("opshift", "onnx.reference")
+    #: ``Op-version`` -> where the evaluator's kernel came from ("opshift", "function body",
+    #: "onnx.reference")
     kernels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -323,10 +324,12 @@ class VerifyReport:
         lines = ["  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
                  for cells in [head, *body]]
         lines.extend(f"FAIL {r.name}: {r.reason}" for r in self.failures)
-        borrowed = sorted(k for k, v in self.kernels.items() if v != "opshift")
-        if borrowed:
-            lines.append(f"kernels from onnx.reference: {', '.join(borrowed)} (the others: "
-                         "opshift's)")
+        for where in ("function body", "onnx.reference"):
+            ops = sorted(k for k, v in self.kernels.items() if v == where)
+            if ops:
+                lines.append(f"kernels from {where}: {', '.join(ops)} (the others: opshift's)"
+                             if where == "onnx.reference" else
+                             f"run through their function body: {', '.join(ops)}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,10 +22,9 @@ import functools
 import importlib
 from typing import Any
 
-import numpy as np
 import onnx
 
-from .. import opsets
+from . import function_body
 
 SOURCE = "onnx.reference"
 
@@ -110,21 +109,7 @@ def _node_for_reference(ctx) -> onnx.NodeProto:
     except where ``_IMPLIED`` says otherwise. Values in ``_RENAMED`` are spelled the newest
     way, and attributes that refer to the calling function's are replaced by their values
     (dropped where the call does not set them, so the default applies)."""
-    node = ctx.node
-    out = onnx.NodeProto()
-    out.CopyFrom(node)
-    del out.attribute[:]
-    for a in node.attribute:
-        if not a.ref_attr_name:
-            out.attribute.append(a)
-        elif ctx.fattrs and a.ref_attr_name in ctx.fattrs:
-            b = out.attribute.add()
-            b.CopyFrom(ctx.fattrs[a.ref_attr_name])
-            b.name = a.name
-    present = {a.name for a in out.attribute}
-    for name, a in opsets.schema(ctx.op, ctx.version, ctx.domain).attributes.items():
-        if name not in present and a.default_value is not None and a.default_value.name:
-            out.attribute.append(a.default_value)
+    out = function_body.node_with_defaults(ctx)
     implied = dict(_IMPLIED.get((ctx.op, ctx.version), {}))
     for name, values in _RENAMED.get((ctx.op, ctx.version), {}).items():
         if ctx.attrs.get(name) in values:
@@ -134,17 +119,6 @@ def _node_for_reference(ctx) -> onnx.NodeProto:
         del out.attribute[:]
         out.attribute.extend(kept)
         out.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in implied.items())
-    return out
-
-
-def _input_types(inputs) -> list[onnx.TypeProto]:
-    out = []
-    for v in inputs:
-        if isinstance(v, np.ndarray):
-            elem = onnx.helper.np_dtype_to_tensor_dtype(v.dtype)
-            out.append(onnx.helper.make_tensor_type_proto(elem, list(v.shape)))
-        else:
-            out.append(onnx.TypeProto())
     return out
 
 
@@ -159,7 +133,8 @@ def _instance(ctx, inputs) -> Any:
         from onnx.reference.ops import load_op
 
         kind = load_op(ctx.domain, ctx.op, ctx.version, node=node,
-                       input_types=_input_types(inputs), evaluator_cls=_evaluator_cls())
+                       input_types=function_body.input_types(inputs),
+                       evaluator_cls=_evaluator_cls())
     params = {"log": _quiet, "opsets": dict(ctx.opsets), "verbose": 0, "new_ops": None,
               "evaluator_cls": _evaluator_cls()}
     inst = kind(node, params)
