@@ -169,6 +169,13 @@ def clip(ctx, x, lo=None, hi=None):
             raise ctx.error(f"{name} must be a scalar, got shape {list(np.shape(b))}")
     y = x
     t = x.dtype.type
+    if ctx.version >= 11 and is_float(x):
+        # an omitted bound is numeric_limits<T>::lowest() / max(): infinities become finite
+        import ml_dtypes
+
+        info = ml_dtypes.finfo(x.dtype)
+        lo = info.min if lo is None else lo
+        hi = info.max if hi is None else hi
     if lo is not None:
         y = np.maximum(y, t(np.asarray(lo).reshape(())))
     if hi is not None:
