@@ -324,12 +324,13 @@ class VerifyReport:
         lines = ["  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
                  for cells in [head, *body]]
         lines.extend(f"FAIL {r.name}: {r.reason}" for r in self.failures)
-        for where in ("function body", "onnx.reference"):
-            ops = sorted(k for k, v in self.kernels.items() if v == where)
-            if ops:
-                lines.append(f"kernels from {where}: {', '.join(ops)} (the others: opshift's)"
-                             if where == "onnx.reference" else
-                             f"run through their function body: {', '.join(ops)}")
+        bodies = sorted(k for k, v in self.kernels.items() if v == "function body")
+        if bodies:
+            lines.append(f"run through their function body: {', '.join(bodies)}")
+        borrowed = sorted(k for k, v in self.kernels.items() if v == "onnx.reference")
+        if borrowed:
+            lines.append(f"kernels from onnx.reference: {', '.join(borrowed)} (the others: "
+                         "opshift's)")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

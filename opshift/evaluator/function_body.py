@@ -96,5 +96,12 @@ def run(ctx, *inputs) -> list[Any]:
     if not f.node:
         raise ctx.error("its function body cannot be built for these input types")
     # a body built for the node computes only the outputs the node asks for
-    del f.output[len(node.output):]
-    return ctx.runtime.run_function(f, node, list(inputs), ctx.opsets, None)
+    asked = [i for i, name in enumerate(node.output) if name]
+    outputs = [f.output[i] for i in asked]
+    del f.output[:]
+    f.output.extend(outputs)
+    values = ctx.runtime.run_function(f, node, list(inputs), ctx.opsets, None)
+    results: list[Any] = [None] * len(node.output)
+    for i, v in zip(asked, values):
+        results[i] = v
+    return results
