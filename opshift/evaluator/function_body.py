@@ -51,7 +51,7 @@ def node_with_defaults(ctx) -> onnx.NodeProto:
     return out
 
 
-def input_types(inputs) -> list[onnx.TypeProto]:
+def _input_types(inputs) -> list[onnx.TypeProto]:
     """Tensor types (element type and shape) of ``inputs``; an empty type for the rest."""
     out = []
     for v in inputs:
@@ -78,7 +78,7 @@ def _body(ctx, node: onnx.NodeProto, inputs) -> onnx.FunctionProto:
         raw = s.get_context_dependent_function_with_opset_version(
             _body_version(s.context_dependent_function_opset_versions, opset),
             node.SerializeToString(),
-            [t.SerializeToString() for t in input_types(inputs)])
+            [t.SerializeToString() for t in _input_types(inputs)])
     f = onnx.FunctionProto()
     f.ParseFromString(raw)
     return f
