@@ -271,7 +271,8 @@ class VerifyReport:
     seed: int | None = None
     rounds: int = 1
     signed_zeros: bool = True  # whether -0.0 vs +0.0 counted as a difference
-    #: ``Op-version`` -> where the evaluator's kernel came from ("opshift", "onnx.reference")
+    #: ``Op-version`` -> where the evaluator's kernel came from ("opshift", "function body",
+    #: "onnx.reference")
     kernels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -323,7 +324,10 @@ class VerifyReport:
         lines = ["  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
                  for cells in [head, *body]]
         lines.extend(f"FAIL {r.name}: {r.reason}" for r in self.failures)
-        borrowed = sorted(k for k, v in self.kernels.items() if v != "opshift")
+        bodies = sorted(k for k, v in self.kernels.items() if v == "function body")
+        if bodies:
+            lines.append(f"run through their function body: {', '.join(bodies)}")
+        borrowed = sorted(k for k, v in self.kernels.items() if v == "onnx.reference")
         if borrowed:
             lines.append(f"kernels from onnx.reference: {', '.join(borrowed)} (the others: "
                          "opshift's)")

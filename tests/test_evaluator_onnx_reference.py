@@ -65,9 +65,9 @@ def _erf(a):
 def test_transformer_block_runs_with_kernels_from_both(rng):
     m = transformer_block(rng)
     assert kernels(m).sources == {
-        "LayerNormalization-17": "opshift", "MatMul-13": "opshift", "Div-14": "opshift",
+        "LayerNormalization-17": "function body", "MatMul-13": "opshift", "Div-14": "opshift",
         "Erf-13": "onnx.reference", "Add-14": "opshift", "Mul-14": "opshift",
-        "Gelu-20": "onnx.reference", "Softmax-13": "opshift"}
+        "Gelu-20": "function body", "Softmax-13": "opshift"}
     x = rng.standard_normal((2, 3, 8)).astype(np.float32)
     got = evaluate(m, {"x": x})["y"]
     # the same block written out in float64
@@ -87,11 +87,12 @@ def test_verify_and_convert_verify_work_end_to_end(rng, tmp_path, capsys):
     onnx.save(transformer_block(rng), a)
     rc, out, _ = run_cli(capsys, "verify", a, a)
     assert rc == 0, out
-    assert "kernels from onnx.reference: Erf-13, Gelu-20 (the others: opshift's)" in out
+    assert "run through their function body: Gelu-20, LayerNormalization-17" in out
+    assert "kernels from onnx.reference: Erf-13 (the others: opshift's)" in out
     rc, out, _ = run_cli(capsys, "verify", a, a, "--json")
     report = json.loads(out)
     assert report["ok"] and report["kernels"]["Erf-13"] == "onnx.reference"
-    assert report["kernels"]["LayerNormalization-17"] == "opshift"
+    assert report["kernels"]["LayerNormalization-17"] == "function body"
     b = tmp_path / "block21.onnx"
     rc, out, err = run_cli(capsys, "convert", a, "--opset", "21", "-o", b, "--verify")
     assert rc == 0, out + err
@@ -154,8 +155,9 @@ def test_random_ops_are_refused(rng):
 
 
 def test_subgraph_and_function_nodes_run_through_onnx_reference(rng):
-    """Erf inside an If branch (reading an outer value), and Shrink inside a model-local
-    function whose lambd refers to the function's attribute."""
+    """Erf inside an If branch (reading an outer value) on onnx.reference's kernel, and
+    Shrink (run through its function body) inside a model-local function whose lambd
+    refers to the function's attribute."""
     then = helper.make_graph([helper.make_node("Erf", ["x"], ["t"])], "then", [], [vi("t")])
     other = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "else", [], [vi("t")])
     shrink = helper.make_node("Shrink", ["a"], ["b"])
@@ -167,7 +169,7 @@ def test_subgraph_and_function_nodes_run_through_onnx_reference(rng):
                    [vi("c", [], T.BOOL), vi("x", [5])], [vi("y")], opset=18,
                    functions=[body], extra_opsets=[helper.make_opsetid("local", 1)])
     assert kernels(m).sources == {"If-16": "opshift", "Erf-13": "onnx.reference",
-                                  "Neg-13": "opshift", "Shrink-9": "onnx.reference"}
+                                  "Neg-13": "opshift", "Shrink-9": "function body"}
     x = np.float32([-2, -0.3, 0.0, 0.4, 3])
     got = evaluate(m, {"c": np.array(True), "x": x})["y"]
     e = _erf(x)

@@ -1099,11 +1099,7 @@ def test_folded_constants_removed_only_when_unused():
     ("HardSwish", 14, 13, {}), ("HardSwish", 14, 7, {}), ("Mish", 18, 13, {}),
     ("GreaterOrEqual", 16, 11, {}), ("LessOrEqual", 12, 11, {}),
     ("Gelu", 20, 17, {}), ("Gelu", 20, 13, {"approximate": "tanh"}),
-    pytest.param("LayerNormalization", 17, 13, {"axis": -1}, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="open: LayerNormalization-17 written as its function body (float32 step by "
-               "step) differs from the evaluator's LayerNormalization-17 (float64, rounded "
-               "once) by up to 65 ulp, all 24 elements (-1.6707981 vs -1.6708019 at [0,0,0])")),
+    ("LayerNormalization", 17, 13, {"axis": -1}),
     ("Swish", 24, 13, {"alpha": 0.5}),
 ])
 def test_missing_op_written_as_its_function_body(op, src, target, kw):

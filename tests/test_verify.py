@@ -545,12 +545,13 @@ def test_evaluator_supports():
 
 
 def test_evaluator_supports_checks_the_version(monkeypatch):
-    from opshift.evaluator import onnx_reference, registry
+    from opshift.evaluator import function_body, onnx_reference, registry
 
     table = dict(registry._REGISTRY[("", "PRelu")])
     del table[16]
     monkeypatch.setitem(registry._REGISTRY, ("", "PRelu"), table)
-    assert evaluator_supports(prelu_model(opset=16)) is None  # onnx.reference's kernel
+    assert evaluator_supports(prelu_model(opset=16)) is None  # its function body
+    monkeypatch.setattr(function_body, "has_body", lambda domain, op, version: False)
     monkeypatch.setattr(onnx_reference, "available", lambda domain, op, version: False)
     assert evaluator_supports(prelu_model(opset=9)) is None
     why = evaluator_supports(prelu_model(opset=16))

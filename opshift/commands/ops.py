@@ -6,8 +6,9 @@ import json
 
 DESCRIPTION = """\
 List every op onnx knows (default domain, ai.onnx.ml, ai.onnx.preview, ...) with its schema
-versions and where the bundled evaluator's kernel for each comes from: opshift's own, or
-onnx.reference's (run one node at a time) where opshift has none. Versions with neither
+versions and where the bundled evaluator's kernel for each comes from: opshift's own, the
+version's function body (run node by node) where its schema defines one, or onnx.reference's
+(run one node at a time) where opshift has neither. Versions with neither
 cannot be evaluated: verify and --verify stop with exit 2 on them.
 
 example:
@@ -29,7 +30,7 @@ def _raw():
 
 
 def run(args) -> int:
-    from ..evaluator.kernels import OPSHIFT, every_op
+    from ..evaluator.kernels import FUNCTION_BODY, ONNX_REFERENCE, OPSHIFT, every_op
 
     table = every_op()
     if args.json:
@@ -39,18 +40,18 @@ def run(args) -> int:
                            "no_kernel": [v for v, s in vs.items() if not s]}
                           for (d, o), vs in table.items()], indent=1))
         return 0
-    head = ["op", "opshift", "onnx.reference", "no kernel"]
+    head = ["op", OPSHIFT, FUNCTION_BODY, ONNX_REFERENCE, "no kernel"]
     rows = []
     for (d, o), vs in table.items():
         cols = [[str(v) for v, s in vs.items() if s == want]
-                for want in (OPSHIFT, "onnx.reference", None)]
+                for want in (OPSHIFT, FUNCTION_BODY, ONNX_REFERENCE, None)]
         rows.append([o if not d else f"{d}::{o}", *(", ".join(c) for c in cols)])
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
     for r in [head, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths + [0])).rstrip())
     if not args.quiet:
         counts = [sum(s == want for vs in table.values() for s in vs.values())
-                  for want in (OPSHIFT, "onnx.reference", None)]
-        print(f"{len(table)} ops; op versions: {counts[0]} opshift, {counts[1]} onnx.reference, "
-              f"{counts[2]} no kernel")
+                  for want in (OPSHIFT, FUNCTION_BODY, ONNX_REFERENCE, None)]
+        print(f"{len(table)} ops; op versions: {counts[0]} opshift, {counts[1]} function body, "
+              f"{counts[2]} onnx.reference, {counts[3]} no kernel")
     return 0

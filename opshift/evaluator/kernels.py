@@ -1,27 +1,44 @@
 """Where the evaluator's kernel for each (op, version) comes from: opshift's own registry
-first, else onnx.reference (see :mod:`opshift.evaluator.onnx_reference`)."""
+first, else the version's function body when its schema has one (see
+:mod:`opshift.evaluator.function_body`), else onnx.reference (see
+:mod:`opshift.evaluator.onnx_reference`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 
 from .. import opsets
 from ..errors import where
-from . import onnx_reference, registry
+from . import function_body, onnx_reference, registry
 
 OPSHIFT = "opshift"
 ONNX_REFERENCE = onnx_reference.SOURCE
+FUNCTION_BODY = function_body.SOURCE
+
+
+def choose(domain: str, op: str, version: int) -> tuple[Any, str | None, str | None]:
+    """(kernel, its source, None), or (None, None, why there is none) for ``op`` at schema
+    ``version``."""
+    registry._load_all()
+    impl = registry.lookup(domain, op, version)
+    if impl is not None:
+        return impl, OPSHIFT, None
+    random = domain == "" and op in onnx_reference.RANDOM  # a body drawing random values
+    if function_body.has_body(domain, op, version) and not random:
+        return function_body.run, FUNCTION_BODY, None
+    why = onnx_reference.refusal(domain, op, version)
+    if why:
+        return None, None, why
+    return onnx_reference.run, ONNX_REFERENCE, None
 
 
 def source(domain: str, op: str, version: int) -> str | None:
-    """``"opshift"``, ``"onnx.reference"``, or None when neither has a kernel for ``op`` at
-    schema ``version``."""
-    registry._load_all()
-    if registry.lookup(domain, op, version) is not None:
-        return OPSHIFT
-    return ONNX_REFERENCE if onnx_reference.refusal(domain, op, version) is None else None
+    """``"opshift"``, ``"function body"``, ``"onnx.reference"``, or None when there is no
+    kernel for ``op`` at schema ``version``."""
+    return choose(domain, op, version)[1]
 
 
 def label(domain: str, op: str, version: int) -> str:
@@ -53,8 +70,8 @@ def kernels(model: onnx.ModelProto) -> KernelTable:
                 continue
             version, why = _version_and_refusal(node, domain, sc.opsets)
             if why is None:
-                table.sources[label(domain, node.op_type, version)] = (
-                    OPSHIFT if registry.lookup(domain, node.op_type, version) else ONNX_REFERENCE)
+                table.sources[label(domain, node.op_type, version)] = source(
+                    domain, node.op_type, version)
             elif table.missing is None:
                 table.missing = (f"{where(node, version=version, domain=domain)} in "
                                  f"{sc.label}: {why}")
@@ -71,9 +88,7 @@ def _version_and_refusal(node: onnx.NodeProto, domain: str, scope_opsets
     if s is None:
         return None, f"no such op at opset {opset}"
     v = s.since_version
-    if registry.lookup(domain, node.op_type, v) is not None:
-        return v, None
-    return v, onnx_reference.refusal(domain, node.op_type, v)
+    return v, choose(domain, node.op_type, v)[2]
 
 
 def every_op() -> dict[tuple[str, str], dict[int, str | None]]:

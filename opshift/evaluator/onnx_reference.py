@@ -2,8 +2,8 @@
 
 A node runs alone through the op class onnx.reference registers for the schema version in
 force (``onnx.reference.ops.load_op``), with its version's attribute defaults written out
-(onnx.reference's kernels know the newest schema's defaults only). Ops onnx.reference
-implements only by their function body run that body in onnx.reference's evaluator. If,
+(onnx.reference's kernels know the newest schema's defaults only). Op versions whose schema
+has a function body run that body in opshift's runtime (:mod:`.function_body`), never here. If,
 Loop, Scan and model-local functions stay with opshift's runtime, which comes back here node
 by node.
 
@@ -22,10 +22,9 @@ import functools
 import importlib
 from typing import Any
 
-import numpy as np
 import onnx
 
-from .. import opsets
+from . import function_body
 
 SOURCE = "onnx.reference"
 
@@ -54,9 +53,6 @@ _IMPLIED = {("RoiAlign", 10): {"coordinate_transformation_mode": "output_half_pi
 #: -> the version whose kernel runs them.
 _LATER_KERNEL = {("DequantizeLinear", 10): 19, ("DequantizeLinear", 13): 19}
 
-_CONTEXT = object()  # a context-dependent function body: built per node and input types
-
-
 def _quiet(*_args: Any) -> None:
     return None
 
@@ -69,21 +65,15 @@ def _evaluator_cls():
 
 @functools.cache
 def _load(domain: str, op: str, version: int) -> Any:
-    """onnx.reference's class (or factory) for ``op`` at schema ``version``, ``_CONTEXT``
-    when it needs the node's input types first, None when it has no kernel."""
+    """onnx.reference's class for ``op`` at schema ``version``, None when it has no kernel
+    (a function body alone is not one: :mod:`.function_body` runs those)."""
     module = _MODULES.get(domain)
     if module is None or op in RANDOM:
         return None
-    from onnx.reference.op_run import RuntimeContextError
-
     load_op = importlib.import_module(module).load_op
     version = _LATER_KERNEL.get((op, version), version) if domain == "" else version
     try:
-        if domain == "":
-            return load_op(domain, op, version, evaluator_cls=_evaluator_cls())
         return load_op(domain, op, version)
-    except RuntimeContextError:
-        return _CONTEXT
     except (NotImplementedError, RuntimeError, ValueError, AssertionError, KeyError):
         return None
 
@@ -110,21 +100,7 @@ def _node_for_reference(ctx) -> onnx.NodeProto:
     except where ``_IMPLIED`` says otherwise. Values in ``_RENAMED`` are spelled the newest
     way, and attributes that refer to the calling function's are replaced by their values
     (dropped where the call does not set them, so the default applies)."""
-    node = ctx.node
-    out = onnx.NodeProto()
-    out.CopyFrom(node)
-    del out.attribute[:]
-    for a in node.attribute:
-        if not a.ref_attr_name:
-            out.attribute.append(a)
-        elif ctx.fattrs and a.ref_attr_name in ctx.fattrs:
-            b = out.attribute.add()
-            b.CopyFrom(ctx.fattrs[a.ref_attr_name])
-            b.name = a.name
-    present = {a.name for a in out.attribute}
-    for name, a in opsets.schema(ctx.op, ctx.version, ctx.domain).attributes.items():
-        if name not in present and a.default_value is not None and a.default_value.name:
-            out.attribute.append(a.default_value)
+    out = function_body.node_with_defaults(ctx)
     implied = dict(_IMPLIED.get((ctx.op, ctx.version), {}))
     for name, values in _RENAMED.get((ctx.op, ctx.version), {}).items():
         if ctx.attrs.get(name) in values:
@@ -137,33 +113,17 @@ def _node_for_reference(ctx) -> onnx.NodeProto:
     return out
 
 
-def _input_types(inputs) -> list[onnx.TypeProto]:
-    out = []
-    for v in inputs:
-        if isinstance(v, np.ndarray):
-            elem = onnx.helper.np_dtype_to_tensor_dtype(v.dtype)
-            out.append(onnx.helper.make_tensor_type_proto(elem, list(v.shape)))
-        else:
-            out.append(onnx.TypeProto())
-    return out
-
-
-def _instance(ctx, inputs) -> Any:
+def _instance(ctx) -> Any:
     cache = ctx.runtime.reference_ops
     hit = cache.get(id(ctx.node))
     if hit is not None:
         return hit[1]
     node = _node_for_reference(ctx)
     kind = _load(ctx.domain, ctx.op, ctx.version)
-    if kind is _CONTEXT:
-        from onnx.reference.ops import load_op
-
-        kind = load_op(ctx.domain, ctx.op, ctx.version, node=node,
-                       input_types=_input_types(inputs), evaluator_cls=_evaluator_cls())
     params = {"log": _quiet, "opsets": dict(ctx.opsets), "verbose": 0, "new_ops": None,
               "evaluator_cls": _evaluator_cls()}
     inst = kind(node, params)
-    if ctx.fattrs is None and _load(ctx.domain, ctx.op, ctx.version) is not _CONTEXT:
+    if ctx.fattrs is None:
         cache[id(ctx.node)] = (ctx.node, inst)  # the same node always builds the same kernel
     return inst
 
@@ -171,7 +131,7 @@ def _instance(ctx, inputs) -> Any:
 def run(ctx, *inputs) -> list[Any]:
     """Run ``ctx.node`` on ``inputs`` with onnx.reference's kernel for its version."""
     try:
-        inst = _instance(ctx, inputs)
+        inst = _instance(ctx)
         kwargs = {"context": dict(ctx.scope)} if inst.need_context() else {}
         results = inst.run(*inputs, **kwargs)
     except Exception as e:  # any failure inside onnx.reference: one line naming the node

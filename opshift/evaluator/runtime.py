@@ -14,7 +14,7 @@ import onnx
 from .. import opsets
 from ..errors import EvaluationError, UnsupportedError, where
 from ..external import tensor_array
-from . import onnx_reference, registry
+from . import kernels
 
 Value = Any  # np.ndarray, or None for an absent optional input
 
@@ -229,14 +229,10 @@ class Runtime:
                                    f"{node.op_type!r} in domain {domain or 'ai.onnx'!r} at "
                                    f"opset {opset}")
         version = s.since_version
-        impl = registry.lookup(domain, node.op_type, version)
         loc = where(node, version=version, domain=domain, graph=graph_name or None)
-        source = "opshift"
+        impl, source, why = kernels.choose(domain, node.op_type, version)
         if impl is None:
-            why = onnx_reference.refusal(domain, node.op_type, version)
-            if why:
-                raise UnsupportedError(f"{loc}: {why} (see 'opshift ops')")
-            impl, source = onnx_reference.run, onnx_reference.SOURCE
+            raise UnsupportedError(f"{loc}: {why} (see 'opshift ops')")
         sig = _signature(node.op_type, version, domain)
         attrs = self._attributes(node, version, domain, sig, loc, fattrs)
         prepared = (impl, source, version, sig, attrs, loc)

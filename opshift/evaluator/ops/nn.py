@@ -169,24 +169,6 @@ def lrn(ctx, x):
     return y.astype(x.dtype)
 
 
-@op("LayerNormalization", 17)
-def layer_norm(ctx, x, scale, bias=None):
-    if ctx.attrs.get("stash_type", 1) != 1:
-        raise ctx.unsupported(f"stash_type={ctx.attrs['stash_type']} (only 1, float)")
-    axis = normalize_axes([ctx.attrs.get("axis", -1)], x.ndim, ctx)[0]
-    ct = compute_dtype(x.dtype)
-    axes = tuple(range(axis, x.ndim))
-    xc = x.astype(ct)
-    mean = xc.mean(axis=axes, keepdims=True)
-    d = xc - mean
-    inv = np.reciprocal(np.sqrt(np.square(d).mean(axis=axes, keepdims=True)
-                                + ct.type(ctx.attrs.get("epsilon", 1e-5))))
-    y = d * inv * scale.astype(ct)
-    if bias is not None:
-        y = y + bias.astype(ct)
-    return y.astype(x.dtype), mean.astype(x.dtype), inv.astype(x.dtype)
-
-
 @op("Hardmax", 1, 11, 13)
 def hardmax(ctx, x):
     axis = normalize_axes([ctx.attrs.get("axis", 1 if ctx.version < 13 else -1)],

@@ -121,5 +121,7 @@ for _name, _fn in [
     ("ReduceLogSumExp", _logsumexp),
 ]:
     _AXES_INPUT_FROM[_name] = 18
-    # ReduceLogSum(Exp)-28 only narrows the types to floats
-    _reduce(_name, _fn, 1, 11, 13, 18, *((28,) if _name.startswith("ReduceLog") else ()))
+    # ReduceLogSum(Exp)-28 only narrows the types to floats; ReduceLogSumExp-18/28 mean
+    # their function body (Exp, ReduceSum, Log), which this kernel's max shift rounds unlike
+    _reduce(_name, _fn, 1, 11, 13, *(() if _name == "ReduceLogSumExp" else (18,)),
+            *((28,) if _name == "ReduceLogSum" else ()))

@@ -280,7 +280,10 @@ def range_(ctx, start, limit, delta):
     if d == 0:
         raise ctx.error("delta is 0")
     n = max(int(math.ceil((float(lim) - float(s)) / float(d))), 0)
-    return (s + np.arange(n).astype(s.dtype) * d).astype(s.dtype)
+    # as Range-11's function body: each element is the previous one plus delta, in the type
+    steps = np.full(n, d, dtype=s.dtype)
+    steps[:1] = s
+    return np.add.accumulate(steps, dtype=s.dtype)
 
 
 @op("Split", 1, 2, 11, 13, 18)
