@@ -483,8 +483,10 @@ def test_cli_fix_verify_json(tmp_path, capsys, rng):
     assert main(["fix", str(src), "-o", str(out), "--verify", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert sorted(c["kind"] for c in d["changes"]) == ["consumed_inputs", "prelu_slope"]
-    assert d["verify"]["status"] == "partial"  # the original is invalid as-is; says so
-    assert "cannot run as-is" in d["verify"]["detail"]
+    # the original is invalid as-is: nothing compared, and the notes say why
+    assert d["verify"]["ok"] and d["verify"]["rows"] == []
+    assert d["verify"]["notes"][0].startswith("whole model: not verified")
+    assert d["verify"]["notes"][1] == "the fixed model runs; each fix is exact by construction"
     assert src.read_bytes() == data
     fixed = onnx.load(out)
     onnx.checker.check_model(fixed, full_check=True)
@@ -501,7 +503,8 @@ def test_cli_verify_runs_both_when_original_runnable(tmp_path, capsys):
     onnx.save(m, src)
     assert main(["fix", str(src), "-o", str(out), "--verify"]) == 0
     text = capsys.readouterr().out
-    assert "verify: verified (evaluator)" in text and "renamed this Selu node" in text
+    assert "verify: ok: the whole model (1 output) matches" in text
+    assert "renamed this Selu node" in text
 
 
 def test_cli_refusal_exit_2_no_output(tmp_path, capsys):
@@ -558,9 +561,8 @@ def test_cli_external_data_kept_and_verified(tmp_path, capsys, monkeypatch):
                  "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     # the original is invalid as-is; the fixed one must run (its weights found beside it)
-    assert d["verify"]["status"] == "partial" and d["verify"]["method"] in ("evaluator",
-                                                                           "onnxruntime")
-    assert "does not run" not in d["verify"]["detail"]
+    assert d["verify"]["backend"] == "opshift" and d["verify"]["rows"] == []
+    assert d["verify"]["notes"][-1] == "the fixed model runs; each fix is exact by construction"
     assert sorted(p.name for p in out_dir.iterdir()) == ["f.onnx", "w.bin"]
     fixed = onnx.load(out_dir / "f.onnx")  # loads w.bin from beside it
     x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)

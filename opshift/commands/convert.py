@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from pathlib import Path
 
-from ..errors import OpshiftError, VerificationError
+from ..errors import OpshiftError
+from . import _batch, _rewrite
+from ._options import add_model_options, add_verify_options
+from ._output import Outcome
 
 DESCRIPTION = """\
 Convert IN.onnx to default-domain opset N and write OUT.onnx. PRelu, LeakyRelu and Selu
@@ -15,15 +16,18 @@ are converted exactly (consumed_inputs, changed defaults, PRelu per-channel slop
 opset 6/7, types the target does not allow); every other op by opshift's schema-driven
 adapters. External data is never loaded: it is linked or copied beside OUT.onnx.
 The input file is never modified; OUT.onnx is written atomically and not at all on failure.
+A model of IR < 4 whose initializers are not graph inputs gets the IR version 'opshift fix'
+would give it (reported), so that its shapes can be inferred.
 
 --verify checks every rewritten node against the original on its real shapes and constants
-(with special values: +-0, +-inf, NaN, ...), and the whole model when the bundled evaluator
-supports all of its ops; it prints the table and exits 1 (writing nothing) on a mismatch.
+(with special values: +-0, +-inf, NaN, ...), and the whole model when the backend can run
+it; on a mismatch it writes nothing and exits 1.
 
 examples:
   opshift convert model.onnx --opset 9 -o model9.onnx --verify
   opshift convert legacy6.onnx --opset 17 -o model17.onnx -v
-  opshift convert model.onnx --opset 21 -o out.onnx --json
+  opshift convert models/ --opset 13 -o out/ -j 2 --json
+  cat model.onnx | opshift convert - --opset 13 -o - > model13.onnx
 
 exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion
 """
@@ -31,130 +35,114 @@ exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion
 
 def register(sub, parent) -> None:
     p = sub.add_parser("convert", parents=[parent], help="exact opset upgrade/downgrade",
-                       description=DESCRIPTION,
+                       description=DESCRIPTION, allow_abbrev=False,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", metavar="IN.onnx", help="model to convert (never modified)")
+    add_model_options(p, writes=True)
     p.add_argument("--opset", type=int, required=True, metavar="N",
                    help="target default-domain opset")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.onnx",
-                   help="where to write the converted model")
-    p.add_argument("--verify", action="store_true",
-                   help="check every rewrite (and the whole model when possible)")
+    add_verify_options(p, flag=True)
     p.set_defaults(func=run)
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def run(args) -> int:
-    from .. import modelio, opsets
-    from ..passes.convert import convert_proto
+    from .. import opsets
 
-    src, out = Path(args.input), Path(args.output)
     if not 1 <= args.opset <= opsets.MAX_OPSET:
         raise OpshiftError(f"--opset {args.opset} is outside 1..{opsets.MAX_OPSET}")
-    if _same_file(src, out) or src.resolve() == out.resolve():
-        raise OpshiftError(f"{out}: output is the input file; write the result elsewhere "
-                           "(the input is never modified)")
-    from .. import progress
+    return _batch.run(args, process, writes=True)
 
-    bar = progress.for_args(args, "convert", 3 + bool(args.verify))
-    report = None
+
+def process(args, job) -> Outcome:
+    return _rewrite.run(args, job, _convert)
+
+
+def _convert(args, src) -> _rewrite.Rewritten:
+    import onnx
+
+    from ..passes.convert import convert_proto
+
+    model = src.model
+    original = None
+    if args.verify:
+        original = onnx.ModelProto()
+        original.CopyFrom(model)
+    log: list[str] = []
     try:
-        with bar.phase("load"):
-            model, source_dir = modelio.open_checked(src)
-        original = None
-        if args.verify:
-            import onnx
+        result = convert_proto(model, args.opset, record=args.verify,
+                               verbose_log=log.append if args.verbose else None,
+                               base_dir=Path(src.origin).parent)
+    except OpshiftError as e:
+        raise type(e)(f"{src.origin}: {e}") from None
+    changes = [c.to_dict() for c in result.changes]
+    n = len(changes)
+    ir = result.ir_version
+    ir_s = f", IR {ir[0]} -> {ir[1]}" if ir[0] != ir[1] else ""
+    from ..tables import plural
 
-            original = onnx.ModelProto()
-            original.CopyFrom(model)
-        log = None
-        if args.verbose and not args.json:
-            def log(msg: str) -> None:
-                print(f"  {msg}")
-        with bar.phase("convert"):
-            try:
-                result = convert_proto(model, args.opset, verbose_log=log, record=args.verify,
-                                       base_dir=src.parent)
-            except OpshiftError as e:
-                raise type(e)(f"{src}: {e}") from None
-        if args.verify:
-            with bar.phase("verify"):
-                report = _verify(original, model, result, src, source_dir, args)
-        if report is not None and not report.ok:
-            _print(args, result, report, written=False)
-            raise VerificationError(f"{src}: the converted model differs from the original; "
-                                    f"{out} was not written")
-        with bar.phase("save"):
-            modelio.save(model, out, source_dir)
-    finally:
-        bar.close()
-    _print(args, result, report, written=True, out=out)
-    return 0
+    summary = (f"opset {result.source_opset} -> {result.target_opset}{ir_s}: "
+               f"{plural(n, 'node')} changed")
+
+    def lines():
+        if args.verbose:
+            return [f"  {m}" for m in log]
+        out = [f"  {c['node']} ({c['op']}): {c['what']}" for c in changes[:20]]
+        if n > 20:
+            out.append(f"  ... {n - 20:,} more (-v lists all, with reasons)")
+        return out
+
+    def check():
+        return _verify(original, model, result, src)
+
+    return _rewrite.Rewritten(
+        model, changes, summary, details={k: v for k, v in result.to_dict().items()
+                                          if k != "changes"},
+        lines=lines, check=check, check_total=len(result.changes),
+        groups={f"{c.node} ({c.op})": c.op.split("-")[0] for c in result.changes})
 
 
 _WHOLE_MODEL_EXTERNAL_LIMIT = 256 << 20
 
 
-def _verify(original, converted, result, src: Path, source_dir: Path | None, args):
-    """Each rewritten region, then the whole model (``source_dir``: where its external
-    data is, None when it has none)."""
+def _verify(original, converted, result, src):
+    """Each rewritten region, then the whole model."""
     from ..verify import VerifyReport, evaluator_supports, verify, verify_rewrites
 
-    pairs = []
+    report, notes = VerifyReport(), []
     for ch in result.changes:
         models = ch.region_models()
-        if models is not None:
-            pairs.append((f"{ch.node} ({ch.op})", *models))
-    report = verify_rewrites(pairs) if pairs else VerifyReport()
+        label = f"{ch.node} ({ch.op})"
+        if models is None:
+            continue
+        try:
+            report.merge(verify_rewrites([(label, *models)]))
+        except OpshiftError as e:
+            notes.append(f"{label}: not verified locally: {e}")
     why = evaluator_supports(original) or evaluator_supports(converted)
-    if why is None and source_dir is not None:
-        from ..external import external_files, load_external_data_safely
-
-        size = sum(f.stat().st_size for f in external_files(original, source_dir).values())
-        if size > _WHOLE_MODEL_EXTERNAL_LIMIT:
-            why = (f"the model keeps {size / 2**20:.0f} MiB of weights in external data "
-                   f"(whole-model check loads at most {_WHOLE_MODEL_EXTERNAL_LIMIT >> 20} MiB)")
-        else:
-            for m in (original, converted):  # copies: the converted one is saved afterwards
-                m2 = type(m)()
-                m2.CopyFrom(m)
-                load_external_data_safely(m2, source_dir, str(src))
-                if m is original:
-                    original = m2
-                else:
-                    converted = m2
+    if why is None and src.source_dir is not None:
+        original, converted, why = _with_external_data(original, converted, src)
     if why is None:
-        report = report.merge(verify(original, converted))
-    elif not args.quiet and not args.json:
-        print(f"whole-model check skipped: {why}")
-    return report
+        try:
+            report.merge(verify(original, converted))
+        except OpshiftError as e:
+            notes.append(f"whole model: not verified: {e}")
+    else:
+        notes.append(f"whole model: not verified: {why}")
+    return report, notes
 
 
-def _print(args, result, report, *, written: bool, out: Path | None = None) -> None:
-    if args.json:
-        d = result.to_dict()
-        d["written"] = str(out) if written else None
-        if report is not None:
-            d["verify"] = report.to_dict()
-        print(json.dumps(d, indent=1, default=str))
-        return
-    if report is not None:
-        print(report.table())
-    if args.quiet:
-        return
-    n = len(result.changes)
-    ir = result.ir_version
-    ir_s = f", IR {ir[0]} -> {ir[1]}" if ir[0] != ir[1] else ""
-    print(f"opset {result.source_opset} -> {result.target_opset}{ir_s}: {n} node"
-          f"{'s' if n != 1 else ''} changed" + (f"; wrote {out}" if written else ""))
-    if not args.verbose:
-        for ch in result.changes[:20]:
-            print(f"  {ch.node} ({ch.op}): {ch.what}")
-        if n > 20:
-            print(f"  ... {n - 20} more (-v lists all, with reasons)")
+def _with_external_data(original, converted, src):
+    """Copies of both models with their external data loaded, or a reason not to."""
+    from ..external import external_files, load_external_data_safely
+
+    size = sum(f.stat().st_size for f in external_files(original, src.source_dir).values())
+    if size > _WHOLE_MODEL_EXTERNAL_LIMIT:
+        return original, converted, (
+            f"the model keeps {size / 2**20:.0f} MiB of weights in external data "
+            f"(whole-model check loads at most {_WHOLE_MODEL_EXTERNAL_LIMIT >> 20} MiB)")
+    out = []
+    for m in (original, converted):  # copies: the converted one is saved afterwards
+        m2 = type(m)()
+        m2.CopyFrom(m)
+        load_external_data_safely(m2, src.source_dir, src.origin)
+        out.append(m2)
+    return out[0], out[1], None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from ..errors import OpshiftError
+from ..tables import plural
+from . import _batch, _rewrite
+from ._options import add_model_options, add_verify_options
+from ._output import Outcome
 
 DESCRIPTION = """\
 Repair, without changing the model's opset, the defects that break runtimes, and list each
@@ -24,14 +26,15 @@ change (node, what, why):
     refused: a call could mean either);
   - an IR version too old or too new for the opset (set to the opset's, never below what the
     model's imports and features need).
-Each fix is exact; --verify compares the outputs of the original and the fixed model (with
-the evaluator, else onnxruntime); when the defect makes the original impossible to run,
-it says so and runs the fixed model alone.
+Each fix is exact; --verify compares the outputs of the original and the fixed model, as
+every command's --verify does (--backend onnxruntime to run them on onnxruntime); when the
+defect makes the original impossible to run, it says so and runs the fixed model alone.
 
 examples:
   opshift fix model.onnx -o fixed.onnx --verify
   opshift fix model.onnx --dry-run
   opshift fix model.onnx -o fixed.onnx --prelu-slope channel --json
+  opshift fix models/ -o fixed/ --dry-run
 
 exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input or a defect that
 cannot be fixed exactly (nothing written)
@@ -42,51 +45,82 @@ def register(sub, parent) -> None:
     p = sub.add_parser("fix", parents=[parent], help="repair defects that break runtimes "
                        "(keeps the opset)", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", metavar="IN.onnx", help="the model to repair (never modified)")
-    p.add_argument("-o", "--output", metavar="OUT.onnx", help="where to write the fixed model")
+    add_model_options(p, writes=True, output_required=False)
     p.add_argument("--dry-run", action="store_true", help="list the changes, write nothing")
-    p.add_argument("--verify", action="store_true", help="prove the outputs are unchanged")
     p.add_argument("--prelu-slope", choices=("channel", "numpy"), default=None,
                    help="reading of a 1-D PRelu slope that fits both axis 1 and the last axis")
+    add_verify_options(p, flag=True)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from .. import modelio, progress, validate
-    from ..passes.fix import fix_with_result, verify_fix
-
     if not args.output and not args.dry_run:
         raise OpshiftError("no output: give -o OUT.onnx, or --dry-run to only list changes")
-    bar = progress.for_args(args, "fix", 2 + bool(args.verify) + (not args.dry_run))
+    if args.dry_run:
+        args.output = None
+    return _batch.run(args, process, writes=True)
+
+
+def process(args, job) -> Outcome:
+    from .. import validate
+
+    # what fix repairs is not a reason to refuse the model
+    allow = (validate.DUPLICATE_VALUE, validate.MISSING_OPSET, validate.ATTRIBUTE,
+             validate.SLOPE, validate.DUPLICATE_FUNCTION)
+    return _rewrite.run(args, job, _fix, allow=allow, repair=False)
+
+
+def _fix(args, src) -> _rewrite.Rewritten:
+    from dataclasses import asdict
+
+    from ..passes.fix import fix_with_result
+
+    original = src.model
     try:
-        with bar.phase("load"):
-            # what fix repairs is not a reason to refuse the model
-            original, source_dir = modelio.open_checked(args.input, allow=(
-                validate.DUPLICATE_VALUE, validate.MISSING_OPSET, validate.ATTRIBUTE,
-                validate.SLOPE, validate.DUPLICATE_FUNCTION))
-        with bar.phase("fix"):
-            try:
-                fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope)
-            except OpshiftError as e:
-                e.args = (f"{args.input}: {e}",)
-                raise
-        ver = None
-        if args.verify:
-            with bar.phase("verify"):
-                ver = verify_fix(*_with_data(source_dir, args.input, original, fixed))
-        if not args.dry_run and (ver is None or ver.ok):
-            with bar.phase("save"):
-                modelio.save(fixed, args.output, source_dir=source_dir)
-    finally:
-        bar.close()
-    _print(args, result, ver)
-    return 1 if ver is not None and not ver.ok else 0
+        fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope)
+    except OpshiftError as e:
+        e.args = (f"{src.origin}: {e}",)
+        raise
+    n = len(result.changes)
+    summary = f"{plural(n, 'change')}, {len(result.left_alone):,} left alone"
+    if args.dry_run:
+        summary += "; nothing written (--dry-run)"
+
+    def lines():
+        return [*(f"fixed: {c.line()}" for c in result.changes),
+                *(f"left alone: {c.line()}" for c in result.left_alone)]
+
+    def check():
+        return _verify(*_with_data(src.source_dir, src.origin, original, fixed))
+
+    return _rewrite.Rewritten(
+        fixed, [asdict(c) for c in result.changes], summary,
+        details={"dry_run": bool(args.dry_run),
+                 "left_alone": [asdict(c) for c in result.left_alone]},
+        lines=lines, check=check, write=not args.dry_run)
+
+
+def _verify(original, fixed):
+    """The whole model, original against fixed, as every command's --verify does it; an
+    original the defect keeps from running is a note, and the fixed model is run alone."""
+    from ..verify import VerifyReport, verify
+
+    try:
+        return verify(original, fixed), []
+    except OpshiftError as e:
+        notes = [f"whole model: not verified: {e}"]
+    try:
+        verify(fixed, fixed)
+    except OpshiftError as e:
+        notes.append(f"the fixed model does not run either: {e}")
+    else:
+        notes.append("the fixed model runs; each fix is exact by construction")
+    return VerifyReport(), notes
 
 
 def _with_data(source_dir, path: str, *models):
     """Copies of ``models`` with their external data loaded from ``source_dir`` (None: the
-    model has none), so the evaluator and onnxruntime see the weights whatever the working
-    directory."""
+    model has none), so the checks see the weights whatever the working directory."""
     if source_dir is None:
         return models
     import onnx
@@ -100,30 +134,3 @@ def _with_data(source_dir, path: str, *models):
         load_external_data_safely(c, source_dir, origin=path)
         out.append(c)
     return out
-
-
-def _print(args, result, ver) -> None:
-    written = not args.dry_run and (ver is None or ver.ok)
-    if args.json:
-        out = {"input": args.input, "output": args.output if written else None,
-               "dry_run": bool(args.dry_run), **result.to_dict(),
-               "verify": None if ver is None else ver.to_dict()}
-        print(json.dumps(out, indent=1, default=str))
-        return
-    if args.quiet:
-        if ver is not None and not ver.ok:
-            print(ver.line(), file=sys.stderr)
-        return
-    for c in result.changes:
-        print(f"fixed: {c.line()}")
-    for c in result.left_alone:
-        print(f"left alone: {c.line()}")
-    if ver is not None:
-        print(ver.line())
-        if args.verbose:
-            for r in ver.rows:
-                print(f"  {r}")
-    n = len(result.changes)
-    tail = ("nothing written (--dry-run)" if args.dry_run else
-            f"wrote {args.output}" if written else "nothing written")
-    print(f"{n} change{'s' if n != 1 else ''}, {len(result.left_alone)} left alone; {tail}")

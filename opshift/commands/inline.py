@@ -6,7 +6,10 @@ import argparse
 from collections.abc import Iterator
 
 from ..errors import OpshiftError
-from ._output import print_rewrite
+from ..tables import plural
+from . import _batch, _rewrite
+from ._options import add_model_options, add_verify_options
+from ._output import Outcome
 
 DESCRIPTION = """\
 Replace every PRelu, LeakyRelu and Selu node (any version, in the main graph, If/Loop/Scan
@@ -24,6 +27,7 @@ examples:
   opshift inline model.onnx -o inlined.onnx --verify
   opshift inline model.onnx -o out.onnx --ops PRelu,Selu --functions all
   opshift inline model.onnx -o out.onnx --ops none --functions MyBlock --json
+  opshift inline models/ -o inlined/ -j 2
 
 exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input or a node that
 cannot be inlined exactly (nothing written)
@@ -34,64 +38,85 @@ def register(sub, parent) -> None:
     p = sub.add_parser("inline", parents=[parent], help="activations to primitive ops; "
                        "inline model-local functions", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", metavar="IN.onnx", help="the model (never modified)")
-    p.add_argument("-o", "--output", metavar="OUT.onnx", required=True,
-                   help="where to write the result (written atomically)")
+    add_model_options(p, writes=True)
     p.add_argument("--ops", default="PRelu,LeakyRelu,Selu", metavar="OPS",
                    help="comma-separated ops to inline, or 'none' (default: all three)")
     p.add_argument("--functions", default=None, metavar="all|NAME,...",
                    help="model-local functions to inline ('all' or names, domain::name "
                         "allowed); default: none")
-    p.add_argument("--verify", action="store_true",
-                   help="check every replacement, and the whole model, with the evaluator")
+    add_verify_options(p, flag=True)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    return _batch.run(args, process, writes=True)
+
+
+def process(args, job) -> Outcome:
+    from .. import validate
+
+    census = validate.Census()  # the check's walk, reused by inline
+    return _rewrite.run(args, job, lambda a, src: _inline(a, src, census), census=census)
+
+
+def _inline(args, src, census) -> _rewrite.Rewritten:
     import onnx
 
-    from .. import modelio, progress, validate
     from ..passes.inline import inline_parts, inline_proto, verify_inline
 
-    bar = progress.for_args(args, "inline", 3 + bool(args.verify))
-    report, notes = None, []
+    model = original = src.model
+    if args.verify:  # inline ``model`` in place (the census is of it); keep a copy
+        original = onnx.ModelProto()
+        original.CopyFrom(model)
+    # Without --verify, external data or input shapes to put back, the main graph's new
+    # nodes go straight into the output bytes (no parse into the model and serialize again).
+    direct = not args.verify and src.source_dir is None and not src.declared
+    parts = None
     try:
-        with bar.phase("load"):
-            census = validate.Census()  # the check's walk, reused by inline
-            model, source_dir = modelio.open_checked(args.input, census=census)
-        with bar.phase("inline"):
-            original = model
-            if args.verify:  # inline ``model`` in place (the census is of it); keep a copy
-                original = onnx.ModelProto()
-                original.CopyFrom(model)
-            # Without --verify or external data to place, the main graph's new nodes go
-            # straight into the output bytes (no parse into the model and serialize again).
-            direct = not args.verify and source_dir is None
-            try:
-                if direct:
-                    parts, result = inline_parts(model, args.ops, args.functions,
-                                                 census=census)
-                else:
-                    result = inline_proto(model, args.ops, args.functions,
-                                          keep_before=args.verify, census=census)
-            except OpshiftError as e:
-                e.args = (f"{args.input}: {e}",)
-                raise
-            except ValueError as e:  # protobuf: over 2 GiB without external data
-                raise OpshiftError(f"{args.output}: model too large to serialize: {e}") from e
-        if args.verify:
-            with bar.phase("verify"):
-                report, notes = verify_inline(original, model, result)
-        if report is None or report.ok:
-            with bar.phase("save"):
-                if direct:
-                    modelio.save_parts(parts, args.output)
-                else:
-                    modelio.save(model, args.output, source_dir=source_dir)
-    finally:
-        bar.close()
-    print_rewrite(args, result, report, notes, _details(result))
-    return 1 if report is not None and not report.ok else 0
+        if direct:
+            parts, result = inline_parts(model, args.ops, args.functions, census=census)
+        else:
+            result = inline_proto(model, args.ops, args.functions, keep_before=args.verify,
+                                  census=census)
+    except OpshiftError as e:
+        e.args = (f"{src.origin}: {e}",)
+        raise
+    except ValueError as e:  # protobuf: over 2 GiB without external data
+        raise OpshiftError(f"{src.origin}: model too large to serialize: {e}") from e
+    changes = [_change(n) for n in result.nodes] if args.json else []
+    changes += [{"node": "", "op": "", "scope": f"function {f}", "what": "inlined",
+                 "why": "--functions"} for f in result.functions_inlined]
+    changes += [{"node": "", "op": "", "scope": f"function {f}", "what": "removed",
+                 "why": "inlined, and nothing calls it any more"}
+                for f in result.functions_removed]
+    return _rewrite.Rewritten(
+        None if direct else model, changes, _summary(result),
+        details=({k: v for k, v in result.to_dict().items() if k != "nodes"}),
+        lines=lambda: _details(result) if args.verbose else (), parts=parts,
+        check=lambda: verify_inline(original, model, result), check_total=len(result.rows),
+        groups={n.label: n.op for n in result.nodes} if args.verify else None)
+
+
+def _change(n) -> dict:
+    return {"node": n.label, "op": f"{n.op}-{n.version}", "scope": n.scope,
+            "what": "replaced by " + ", ".join(m.op_type for m in n.after),
+            "why": f"{n.band} form at opset {n.opset}"
+                   + ("" if n.signed_zero_exact else "; the sign of a zero result may differ "
+                      "(documented)")}
+
+
+def _summary(result) -> str:
+    by_op: dict[str, int] = {}
+    for row in result.rows:
+        by_op[row[1]] = by_op.get(row[1], 0) + 1
+    parts = ", ".join(f"{k} x{v:,}" for k, v in sorted(by_op.items()))
+    s = f"inlined {plural(len(result.rows), 'node')}" + (f" ({parts})" if parts else "")
+    if result.functions_inlined:
+        s += f"; inlined {plural(len(result.functions_inlined), 'function')} " \
+             f"{', '.join(result.functions_inlined)}"
+    if result.functions_removed:
+        s += f"; removed {', '.join(result.functions_removed)}"
+    return s
 
 
 def _details(result) -> Iterator[str]:

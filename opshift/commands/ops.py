@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 
 def register(sub, parent) -> None:
     p = sub.add_parser("ops", parents=[parent], help="list the ops and versions the evaluator "
@@ -21,16 +19,16 @@ def _raw():
 
 def run(args) -> int:
     from ..evaluator import supported_ops
+    from ._output import Outcome, emit
 
     table = supported_ops()
-    if args.json:
-        print(json.dumps([{"domain": d or "ai.onnx", "op": o, "versions": list(v)}
-                          for (d, o), v in table.items()], indent=1))
-        return 0
-    width = max(len(o) for _, o in table)
-    for (d, o), v in table.items():
-        name = o if not d else f"{d}::{o}"
-        print(f"{name:<{width}}  {', '.join(map(str, v))}")
-    if not args.quiet:
-        print(f"{len(table)} ops")
+    o = Outcome("ops", None, details={"ops": [
+        {"domain": d or "ai.onnx", "op": op, "versions": list(v)}
+        for (d, op), v in table.items()]})
+    if not args.json and not args.quiet:
+        width = max(len(op) for _, op in table)
+        o.lines = [f"{op if not d else f'{d}::{op}':<{width}}  {', '.join(map(str, v))}"
+                   for (d, op), v in table.items()]
+        o.summary = f"{len(table)} ops"
+    emit(o, args, single=True)
     return 0

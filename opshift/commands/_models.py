@@ -1,0 +1,192 @@
+"""Reading and writing one model for a command: a file or ``-`` (stdin / stdout), the
+``--input-shape`` overrides, and the IR-3 repair every shape-dependent command needs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ..errors import ModelLoadError, OpshiftError
+
+STDIO = "-"
+
+
+@dataclass
+class Opened:
+    """A model as a command opened it."""
+
+    model: onnx.ModelProto
+    source_dir: Path | None  # where its external data lives (None: it has none)
+    origin: str  # the path as given, or '<stdin>'
+    size: int  # bytes read
+    #: graph input -> its declared type, for the inputs --input-shape overrode
+    declared: dict[str, onnx.TypeProto] = field(default_factory=dict)
+    #: changes made while opening (the IR-3 repair), as change dicts
+    repairs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def origin_of(path: str) -> str:
+    return "<stdin>" if path == STDIO else path
+
+
+def open_model(path: str, *, allow=(), census=None, shapes: dict[str, list[int]] | None = None,
+               repair: bool = False, load_external_data: bool = False) -> Opened:
+    """Read, check and prepare the model at ``path`` (``-``: stdin).
+
+    ``shapes`` (from --input-shape) are written into the graph inputs; :func:`restore_inputs`
+    puts the declared ones back before writing. With ``repair``, a model of IR < 4 whose
+    initializers are not listed as graph inputs gets the IR version ``opshift fix`` would give
+    it (shape inference ignores such initializers at IR 3), reported in ``repairs``.
+    """
+    from .. import modelio, validate
+
+    if path == STDIO:
+        data = sys.stdin.buffer.read()
+        if not data:
+            raise ModelLoadError("<stdin>: empty input (0 bytes), not an ONNX model")
+        model = modelio.parse_model_bytes(data, "<stdin>")
+        census = validate.Census(full=False) if census is None else census
+        validate.check(model, "<stdin>", allow=allow, census=census)
+        if census.external or modelio.has_external_data(model):
+            raise ModelLoadError("<stdin>: the model keeps tensors in external data, whose "
+                                 "locations are relative to its file; give the file's path")
+        opened = Opened(model, None, "<stdin>", len(data))
+    else:
+        model, source_dir = modelio.open_checked(path, allow=allow, census=census,
+                                                 load_external_data=load_external_data)
+        opened = Opened(model, source_dir, path, _file_size(path))
+    if shapes:
+        opened.declared = set_input_shapes(opened.model, shapes, opened.origin)
+    if repair:
+        opened.repairs = repair_unlisted_initializers(opened.model, opened.origin)
+    return opened
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, list[int]], origin: str
+                     ) -> dict[str, onnx.TypeProto]:
+    """Give graph inputs the shapes of ``shapes``; return their declared types. A name that
+    is not a graph input, or a shape that contradicts the declared rank or a fixed dim, is an
+    error."""
+    inputs = {vi.name: vi for vi in model.graph.input}
+    inits = {t.name for t in model.graph.initializer}
+    declared: dict[str, onnx.TypeProto] = {}
+    for name, dims in shapes.items():
+        vi = inputs.get(name)
+        if vi is None or name in inits:
+            names = ", ".join(n for n in inputs if n not in inits) or "none"
+            raise OpshiftError(f"{origin}: --input-shape {name}: no graph input of that name "
+                               f"(inputs: {names})")
+        if not vi.type.HasField("tensor_type"):
+            raise OpshiftError(f"{origin}: --input-shape {name}: the input is not a tensor")
+        tt = vi.type.tensor_type
+        if tt.HasField("shape"):
+            have = tt.shape.dim
+            if len(have) != len(dims):
+                raise OpshiftError(f"{origin}: --input-shape {name}: rank {len(dims)} given, "
+                                   f"the model declares rank {len(have)} ({_dims(have)})")
+            for i, (d, v) in enumerate(zip(have, dims)):
+                if d.HasField("dim_value") and d.dim_value != v:
+                    raise OpshiftError(f"{origin}: --input-shape {name}: dim {i} is {v}, the "
+                                       f"model declares {d.dim_value} ({_dims(have)})")
+        declared[name] = onnx.TypeProto()
+        declared[name].CopyFrom(vi.type)
+        tt.ClearField("shape")
+        tt.shape.SetInParent()
+        for v in dims:
+            tt.shape.dim.add().dim_value = v
+    return declared
+
+
+def _dims(dims) -> str:
+    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?"
+                           for d in dims) + "]"
+
+
+def restore_inputs(model: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> None:
+    """Put back the declared types of the inputs --input-shape overrode, and drop the value
+    shapes inferred from the given ones (they would contradict a different input size)."""
+    if not declared:
+        return
+    for vi in model.graph.input:
+        if vi.name in declared:
+            vi.type.CopyFrom(declared[vi.name])
+    del model.graph.value_info[:]
+
+
+def repair_unlisted_initializers(model: onnx.ModelProto, origin: str) -> list[dict[str, Any]]:
+    """IR < 4 requires initializers to be graph inputs; one that is not is invisible to
+    shape inference. Give such a model the IR version ``opshift fix`` gives it, and say so."""
+    if model.ir_version >= 4:
+        return []
+    listed = {vi.name for vi in model.graph.input}
+    unlisted = [t.name for t in model.graph.initializer if t.name not in listed]
+    if not unlisted:
+        return []
+    import opshift
+
+    old = model.ir_version
+    try:
+        fixed = opshift.fix(model)
+    except OpshiftError as e:
+        raise OpshiftError(f"{origin}: IR {old} model whose initializers are not graph inputs, "
+                           f"and 'opshift fix' cannot repair it: {e}") from e
+    if fixed.ir_version == old:
+        raise OpshiftError(f"{origin}: IR {old} model whose initializers are not graph inputs "
+                           f"({unlisted[0]!r}, ...); run 'opshift fix' on it first")
+    model.ir_version = fixed.ir_version
+    return [{"node": "", "op": "", "scope": "model", "kind": "ir_version",
+             "what": f"IR version {old} -> {fixed.ir_version} (as 'opshift fix' does)",
+             "why": f"IR {old} requires initializers to be graph inputs and "
+                    f"{len(unlisted)} are not ({unlisted[0]!r}, ...), so shape inference "
+                    "could not see them"}]
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (``-`` never does)."""
+    if STDIO in (a, b):
+        return False
+    try:
+        return Path(a).resolve() == Path(b).resolve() or (
+            Path(b).exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def write_model(model: onnx.ModelProto | None, output: str, source_dir: Path | None, *,
+                parts=None, make_parents: bool = False) -> int:
+    """Write ``model`` (or its serialized ``parts``) to ``output`` (``-``: stdout); return
+    the bytes written. External data is placed beside a file; stdout cannot hold it."""
+    from .. import modelio
+
+    if output == STDIO:
+        if source_dir is not None:
+            raise OpshiftError("-o -: the model keeps tensors in external data, which cannot "
+                               "go to stdout beside it; write to a file instead")
+        if parts is None:
+            try:
+                parts = [model.SerializeToString()]
+            except ValueError as e:
+                raise OpshiftError(f"<stdout>: model too large to serialize: {e}") from e
+        out = sys.stdout.buffer
+        modelio.write_parts(out, parts)
+        out.flush()
+        return sum(map(len, parts))
+    if make_parents:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+    if parts is not None:
+        modelio.save_parts(parts, output)
+    else:
+        modelio.save(model, output, source_dir=source_dir)
+    return _file_size(output)

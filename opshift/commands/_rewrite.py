@@ -1,0 +1,113 @@
+"""The run every rewriting command (convert, inline, fuse, fix) shares: open the model,
+count its ops, rewrite it, check the rewrite (``--verify``), write it, count again, report.
+
+A command supplies only its rewrite: a function from the opened model to a
+:class:`Rewritten`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx
+
+from .. import progress
+from ._batch import Job
+from ._checks import policy_of, verify_dict, verify_lines
+from ._models import Opened, open_model, origin_of, restore_inputs, write_model
+from ._opcount import full_table, one_line, op_counts
+from ._options import check_verify_options, parse_input_shapes
+from ._output import Outcome, error_dict
+
+
+@dataclass
+class Rewritten:
+    """What a command's rewrite made of one model."""
+
+    model: onnx.ModelProto | None  # the result (None when only ``parts`` hold it)
+    changes: list[dict[str, Any]]  # change dicts (node, op, scope, what, why)
+    summary: str  # e.g. 'opset 6 -> 13, IR 3 -> 7: 2 nodes changed'
+    details: dict[str, Any] = field(default_factory=dict)
+    #: the body printed for a single model (made only then), e.g. one line per change
+    lines: Callable[[], Iterable[str]] = lambda: ()
+    parts: list | None = None  # the result already serialized, in parts (inline)
+    #: the --verify check: (VerifyReport, notes); total: rewrites it checks one by one
+    check: Callable[[], tuple[Any, list[str]]] | None = None
+    check_total: int = 0
+    groups: dict[str, str] | None = None  # rewrite label -> what the verify table sums by
+    notes: list[str] = field(default_factory=list)
+    write: bool = True  # False: nothing to write (fix --dry-run)
+
+
+Rewrite = Callable[[Any, Opened], Rewritten]
+
+
+def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
+        repair: bool = True) -> Outcome:
+    """One model through ``rewrite``; see the module docs."""
+    check_verify_options(args)
+    o = Outcome(args.command, job.input)
+    people = not args.quiet and not args.json
+    with progress.stage("load"):
+        src = open_model(job.input, allow=allow, census=census,
+                         shapes=parse_input_shapes(args.input_shape), repair=repair)
+    o.changes.extend(src.repairs)
+    counted = args.json or not args.quiet
+    if counted:
+        o.ops_before = op_counts(src.model)
+    with policy_of(args):
+        with progress.stage(args.command):
+            r = rewrite(args, src)
+        if args.verify and r.check is not None:
+            with progress.stage("verify", r.check_total or None, "rewrites"):
+                report, notes = r.check()
+            o.verify = verify_dict(report, notes)
+            if not args.json:
+                o.verify_lines = verify_lines(report, notes, verbose=bool(args.verbose),
+                                              groups=r.groups)
+            if not report.ok:
+                o.exit_code = 1
+                msg = (f"{src.origin}: the {args.command} result computes something other "
+                       f"than the original; nothing written")
+                o.error = error_dict(msg, src.origin)
+    o.changes.extend(r.changes)
+    o.notes.extend(r.notes)
+    o.details = r.details
+    written, size = "", None
+    if o.ok and job.output is not None and r.write:
+        if r.model is not None:
+            restore_inputs(r.model, src.declared)
+        with progress.stage("save"):
+            size = write_model(r.model, job.output, src.source_dir, parts=r.parts,
+                               make_parents=job.make_parents)
+        o.output = job.output
+        written = f"; wrote {origin_of(job.output).replace('<stdin>', '<stdout>')}"
+    elif r.write and job.output is not None:
+        written = "; nothing written"
+    if counted:
+        after = r.model if r.model is not None else _parse(r.parts)
+        o.ops_after = op_counts(after)
+    o.summary = r.summary + written
+    if people:
+        if job.single:
+            o.lines = [*(f"note: {n}" for n in o.notes),
+                       *(_repair_line(c) for c in src.repairs), *r.lines()]
+            o.count_lines = (full_table(o.ops_before, o.ops_after,
+                                        (src.size, size))
+                             if args.verbose else [one_line(o.ops_before, o.ops_after)])
+        else:
+            n0, n1 = sum(o.ops_before.values()), sum(o.ops_after.values())
+            o.summary += f" ({n0:,} -> {n1:,} nodes)" if n0 != n1 else ""
+    return o
+
+
+def _repair_line(c: dict[str, Any]) -> str:
+    return f"repaired: {c['what']} -- {c['why']}"
+
+
+def _parse(parts) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.ParseFromString(b"".join(parts))
+    return m
