@@ -115,14 +115,11 @@ def _dims(dims) -> str:
 
 
 def restore_inputs(model: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> None:
-    """Put back the declared types of the inputs --input-shape overrode, and drop the value
-    shapes inferred from the given ones (they would contradict a different input size)."""
-    if not declared:
-        return
+    """Put back the declared types of the inputs --input-shape overrode (the passes write no
+    inferred shapes into the model, so nothing else depends on the given ones)."""
     for vi in model.graph.input:
         if vi.name in declared:
             vi.type.CopyFrom(declared[vi.name])
-    del model.graph.value_info[:]
 
 
 def repair_unlisted_initializers(model: onnx.ModelProto, origin: str) -> list[dict[str, Any]]:
@@ -151,6 +148,30 @@ def repair_unlisted_initializers(model: onnx.ModelProto, origin: str) -> list[di
              "why": f"IR {old} requires initializers to be graph inputs and "
                     f"{len(unlisted)} are not ({unlisted[0]!r}, ...), so shape inference "
                     "could not see them"}]
+
+
+def with_external_data(src: Opened, *models: onnx.ModelProto, limit: int | None = None
+                       ) -> tuple[list[onnx.ModelProto], str | None]:
+    """Copies of ``models`` with ``src``'s external data loaded, so that they can run
+    whatever the working directory; the models as they are and the reason when the data is
+    over ``limit`` bytes (or the models when there is none)."""
+    if src.source_dir is None:
+        return list(models), None
+    from ..external import external_files, load_external_data_safely
+
+    if limit is not None:
+        size = sum(f.stat().st_size for f in external_files(models[0], src.source_dir).values())
+        if size > limit:
+            return list(models), (f"the model keeps {size / 2**20:.0f} MiB of weights in "
+                                  f"external data (a whole-model check loads at most "
+                                  f"{limit >> 20} MiB)")
+    out = []
+    for m in models:  # copies: the result is saved afterwards, its data left where it is
+        c = onnx.ModelProto()
+        c.CopyFrom(m)
+        load_external_data_safely(c, src.source_dir, src.origin)
+        out.append(c)
+    return out, None
 
 
 def same_file(a: str, b: str) -> bool:

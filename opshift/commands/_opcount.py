@@ -3,38 +3,10 @@ style): one line by default, every op with ``-v``."""
 
 from __future__ import annotations
 
-from collections import Counter
-
-import onnx
-
+from ..inspect import op_counts
 from ..tables import WIDTH, plural, table
 
-_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
-#: default-domain ops with graph attributes (other domains' nodes are all looked at)
-_CONTROL = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-
-
-def op_counts(model: onnx.ModelProto) -> dict[str, int]:
-    """Op type -> nodes, over the main graph, its subgraphs and model-local functions;
-    ``domain::Op`` for ops outside ai.onnx. Most frequent first."""
-    counts: Counter[str] = Counter()
-
-    def nodes(ns) -> None:
-        for n in ns:
-            domain = n.domain if n.domain != "ai.onnx" else ""
-            counts[f"{domain}::{n.op_type}" if domain else n.op_type] += 1
-            if domain or n.op_type in _CONTROL:
-                for a in n.attribute:
-                    if a.type == _GRAPH:
-                        nodes(a.g.node)
-                    elif a.type == _GRAPHS:
-                        for g in a.graphs:
-                            nodes(g.node)
-
-    nodes(model.graph.node)
-    for f in model.functions:
-        nodes(f.node)
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+__all__ = ["full_table", "one_line", "op_counts"]
 
 
 def one_line(before: dict[str, int], after: dict[str, int]) -> str:
@@ -48,9 +20,9 @@ def one_line(before: dict[str, int], after: dict[str, int]) -> str:
     for i, op in enumerate(changed):
         part = f"{op} {before.get(op, 0):,} -> {after.get(op, 0):,}"
         rest = len(changed) - i - 1
-        tail = f", and {rest} more (-v)" if rest else ""
-        if len(head) + len(", ".join([*parts, part])) + len(tail) + 1 > WIDTH and parts:
-            parts.append(f"and {len(changed) - i} more (-v)")
+        line = head + ", ".join([*parts, part]) + (f", and {rest} more (-v))" if rest else ")")
+        if len(line) > WIDTH and parts:
+            parts.append(f"and {rest + 1} more (-v)")
             break
         parts.append(part)
     return head + ", ".join(parts) + ")"
@@ -72,11 +44,7 @@ def _order(before: dict[str, int], after: dict[str, int]) -> list[str]:
                                                                  after.get(op, 0)), op))
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} GiB"
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n:,} B"
+    return f"{n / 1024:,.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):,.1f} MiB"

@@ -14,9 +14,11 @@ from typing import Any
 import onnx
 
 from .. import progress
+from ..errors import OpshiftError
+from ..tables import plural
 from ._batch import Job
 from ._checks import policy_of, verify_dict, verify_lines
-from ._models import Opened, open_model, origin_of, restore_inputs, write_model
+from ._models import Opened, open_model, restore_inputs, write_model
 from ._opcount import full_table, one_line, op_counts
 from ._options import check_verify_options, parse_input_shapes
 from ._output import Outcome, error_dict
@@ -59,7 +61,12 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
         o.ops_before = op_counts(src.model)
     with policy_of(args):
         with progress.stage(args.command):
-            r = rewrite(args, src)
+            try:
+                r = rewrite(args, src)
+            except OpshiftError as e:
+                if "input shapes" in str(e) and not args.input_shape:
+                    e.args = (f"{e} (--input-shape NAME:D0,D1,... gives them)",)
+                raise
         if args.verify and r.check is not None:
             with progress.stage("verify", r.check_total or None, "rewrites"):
                 report, notes = r.check()
@@ -83,13 +90,13 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
             size = write_model(r.model, job.output, src.source_dir, parts=r.parts,
                                make_parents=job.make_parents)
         o.output = job.output
-        written = f"; wrote {origin_of(job.output).replace('<stdin>', '<stdout>')}"
+        written = "; wrote <stdout>" if job.output == "-" else f"; wrote {job.output}"
     elif r.write and job.output is not None:
         written = "; nothing written"
     if counted:
         after = r.model if r.model is not None else _parse(r.parts)
         o.ops_after = op_counts(after)
-    o.summary = r.summary + written
+    o.summary = r.summary + (written if job.single else "")
     if people:
         if job.single:
             o.lines = [*(f"note: {n}" for n in o.notes),
@@ -97,9 +104,11 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
             o.count_lines = (full_table(o.ops_before, o.ops_after,
                                         (src.size, size))
                              if args.verbose else [one_line(o.ops_before, o.ops_after)])
-        else:
+        else:  # one line: nodes before and after, and what the check found
             n0, n1 = sum(o.ops_before.values()), sum(o.ops_after.values())
-            o.summary += f" ({n0:,} -> {n1:,} nodes)" if n0 != n1 else ""
+            o.summary += f"; {n0:,} -> {plural(n1, 'node')}" if n0 != n1 else ""
+            if o.verify is not None:
+                o.summary += "; verify: " + ("ok" if o.verify["ok"] else "FAIL")
     return o
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import OpshiftError
 from . import _batch, _rewrite
+from ._models import with_external_data
 from ._options import add_model_options, add_verify_options
 from ._output import Outcome
 
@@ -118,8 +119,9 @@ def _verify(original, converted, result, src):
         except OpshiftError as e:
             notes.append(f"{label}: not verified locally: {e}")
     why = evaluator_supports(original) or evaluator_supports(converted)
-    if why is None and src.source_dir is not None:
-        original, converted, why = _with_external_data(original, converted, src)
+    if why is None:
+        (original, converted), why = with_external_data(src, original, converted,
+                                                        limit=_WHOLE_MODEL_EXTERNAL_LIMIT)
     if why is None:
         try:
             report.merge(verify(original, converted))
@@ -128,21 +130,3 @@ def _verify(original, converted, result, src):
     else:
         notes.append(f"whole model: not verified: {why}")
     return report, notes
-
-
-def _with_external_data(original, converted, src):
-    """Copies of both models with their external data loaded, or a reason not to."""
-    from ..external import external_files, load_external_data_safely
-
-    size = sum(f.stat().st_size for f in external_files(original, src.source_dir).values())
-    if size > _WHOLE_MODEL_EXTERNAL_LIMIT:
-        return original, converted, (
-            f"the model keeps {size / 2**20:.0f} MiB of weights in external data "
-            f"(whole-model check loads at most {_WHOLE_MODEL_EXTERNAL_LIMIT >> 20} MiB)")
-    out = []
-    for m in (original, converted):  # copies: the converted one is saved afterwards
-        m2 = type(m)()
-        m2.CopyFrom(m)
-        load_external_data_safely(m2, src.source_dir, src.origin)
-        out.append(m2)
-    return out[0], out[1], None

@@ -7,6 +7,7 @@ import argparse
 from ..errors import OpshiftError
 from ..tables import plural
 from . import _batch, _rewrite
+from ._models import with_external_data
 from ._options import add_model_options, add_verify_options
 from ._output import Outcome
 
@@ -91,7 +92,7 @@ def _fix(args, src) -> _rewrite.Rewritten:
                 *(f"left alone: {c.line()}" for c in result.left_alone)]
 
     def check():
-        return _verify(*_with_data(src.source_dir, src.origin, original, fixed))
+        return _verify(*with_external_data(src, original, fixed)[0])
 
     return _rewrite.Rewritten(
         fixed, [asdict(c) for c in result.changes], summary,
@@ -116,21 +117,3 @@ def _verify(original, fixed):
     else:
         notes.append("the fixed model runs; each fix is exact by construction")
     return VerifyReport(), notes
-
-
-def _with_data(source_dir, path: str, *models):
-    """Copies of ``models`` with their external data loaded from ``source_dir`` (None: the
-    model has none), so the checks see the weights whatever the working directory."""
-    if source_dir is None:
-        return models
-    import onnx
-
-    from ..external import load_external_data_safely
-
-    out = []
-    for m in models:
-        c = onnx.ModelProto()
-        c.CopyFrom(m)
-        load_external_data_safely(c, source_dir, origin=path)
-        out.append(c)
-    return out
