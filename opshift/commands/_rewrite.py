@@ -70,6 +70,9 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
         if args.verify and r.check is not None:
             with progress.stage("verify", r.check_total or None, "rewrites"):
                 report, notes = r.check()
+            if args.backend == "onnxruntime" and not report.rows and notes:
+                raise OpshiftError(f"{src.origin}: --backend onnxruntime could check nothing "
+                                   f"({notes[-1]}); nothing written")
             o.verify = verify_dict(report, notes)
             if not args.json:
                 o.verify_lines = verify_lines(report, notes, verbose=bool(args.verbose),
