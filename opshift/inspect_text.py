@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .tables import WIDTH, plural, table
+from .tables import WIDTH, plural, table, wrap
 
 #: Lines of each grouped list before the rest is summed up in one line.
 MAX_GROUPS = 12
@@ -103,7 +103,7 @@ def _defects(d: dict[str, Any], *, grouped: bool) -> list[str]:
                 for (word, kind), cs in kinds.items()]
         return lines + _indent(table(["", "kind", "count", "first"], _capped(body, 2, "kinds"),
                                      right=(2,), width=WIDTH - 2))
-    return lines + [f"  {word}: {_defect_line(c)}" for word, c in found]
+    return lines + [x for word, c in found for x in wrap(f"  {word}: {_defect_line(c)}")]
 
 
 def _defect_line(c: dict[str, Any]) -> str:
@@ -127,9 +127,10 @@ def _conversion(r, *, grouped: bool) -> list[str]:
         lines += _indent(table(["change", "nodes", "first"], _capped(body, 1, "changes"),
                                right=(1,), width=WIDTH - 2)) if body else []
     else:
-        lines += [f"  {c.get('scope', '')}, node {c.get('node', '')}: {c.get('what', '')} "
-                  f"-- {c.get('why', '')}" for c in changes]
-    lines += [f"  note: {note}" for note in r.conversion.get("notes", [])]
+        lines += [x for c in changes for x in wrap(
+            f"  {c.get('scope', '')}, node {c.get('node', '')}: {c.get('what', '')} -- "
+            f"{c.get('why', '')}")]
+    lines += [x for note in r.conversion.get("notes", []) for x in wrap(f"  note: {note}")]
     return lines
 
 

@@ -40,6 +40,14 @@ def table(head: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = WI
     return lines
 
 
+def wrap(line: str, *, width: int = WIDTH, indent: str = "    ") -> list[str]:
+    """``line`` in lines of at most ``width``; the continuation lines are indented."""
+    lead = line[:len(line) - len(line.lstrip())]
+    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=lead + indent,
+                         break_on_hyphens=False, drop_whitespace=True) or [line] \
+        if len(line) > width else [line]
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 node``, ``2 nodes``, ``12,345 nodes`` (``many``: the plural when not word+'s')."""
     return f"{n:,} {word if n == 1 else many or word + 's'}"

@@ -76,7 +76,8 @@ def verify_lines(report, notes: list[str], *, verbose: bool,
                      "?" if r.shape is None else str(r.shape), _err(r.max_abs, r.dtype),
                      "-" if r.max_ulp is None else number(r.max_ulp),
                      "pass" if r.ok else "FAIL"])
-    summed = [[f"{name} ({plural(len(labels), 'rewrite')})", "-", ", ".join(sorted(dts)), "-",
+    summed = [[plural(len(labels), "rewrite") if name == "rewrites" else
+               f"{name} ({plural(len(labels), 'rewrite')})", "-", ", ".join(sorted(dts)), "-",
                _err(a, min(dts)), "-" if u is None else number(u), "pass"]
               for name, (labels, a, u, dts) in sorted(agg.items())]
     lines = [f"verify with {describe_policy(report)}:"]
