@@ -74,7 +74,8 @@ def _convert(args, src) -> _rewrite.Rewritten:
                                base_dir=Path(src.origin).parent)
     except OpshiftError as e:
         raise type(e)(f"{src.origin}: {e}") from None
-    changes = [c.to_dict() for c in result.changes]
+    quiet = args.quiet and not args.json  # then nothing is printed: no change list to make
+    changes = [] if quiet else [c.to_dict() for c in result.changes]
     n = len(changes)
     ir = result.ir_version
     ir_s = f", IR {ir[0]} -> {ir[1]}" if ir[0] != ir[1] else ""
@@ -95,10 +96,13 @@ def _convert(args, src) -> _rewrite.Rewritten:
         return _verify(original, model, result, src)
 
     return _rewrite.Rewritten(
-        model, changes, summary, details={k: v for k, v in result.to_dict().items()
-                                          if k != "changes"},
-        lines=lines, check=check, check_total=len(result.changes),
-        groups={f"{c.node} ({c.op})": c.op.split("-")[0] for c in result.changes})
+        model, changes, summary, details={"source_opset": result.source_opset,
+                                          "target_opset": result.target_opset,
+                                          "ir_version": list(result.ir_version)},
+        lines=lines, check=check,
+        check_total=sum(c.region is not None for c in result.changes) if args.verify else 0,
+        groups={f"{c.node} ({c.op})": c.op.split("-")[0] for c in result.changes}
+        if args.verify else None)
 
 
 _WHOLE_MODEL_EXTERNAL_LIMIT = 256 << 20

@@ -91,7 +91,8 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
                 for f in result.functions_removed]
     return _rewrite.Rewritten(
         None if direct else model, changes, _summary(result),
-        details=({k: v for k, v in result.to_dict().items() if k != "nodes"}),
+        details={"functions_inlined": result.functions_inlined,
+                 "functions_removed": result.functions_removed},
         lines=lambda: _details(result) if args.verbose else (), parts=parts,
         check=lambda: verify_inline(original, model, result), check_total=len(result.rows),
         groups={n.label: n.op for n in result.nodes} if args.verify else None)
