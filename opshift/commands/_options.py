@@ -109,21 +109,17 @@ def _positive(text: str) -> int:
     return v
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return v
+def _non_negative(kind: type, what: str):
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not 0 <= v < float("inf"):  # NaN too
+            raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+        return v
+    return parse
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v >= 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return v
+_non_negative_int = _non_negative(int, "an integer")
+_non_negative_float = _non_negative(float, "a number")

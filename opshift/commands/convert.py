@@ -93,7 +93,7 @@ def _convert(args, src) -> _rewrite.Rewritten:
         return out
 
     def check():
-        return _verify(original, model, result, src)
+        return _verify(original, model, result, src, args.seed)
 
     return _rewrite.Rewritten(
         model, changes, summary, details={"source_opset": result.source_opset,
@@ -108,18 +108,18 @@ def _convert(args, src) -> _rewrite.Rewritten:
 _WHOLE_MODEL_EXTERNAL_LIMIT = 256 << 20
 
 
-def _verify(original, converted, result, src):
+def _verify(original, converted, result, src, seed: int):
     """Each rewritten region, then the whole model."""
     from ..verify import VerifyReport, evaluator_supports, verify, verify_rewrites
 
-    report, notes = VerifyReport(), []
+    report, notes = VerifyReport(seed=seed), []
     for ch in result.changes:
         models = ch.region_models()
         label = f"{ch.node} ({ch.op})"
         if models is None:
             continue
         try:
-            report.merge(verify_rewrites([(label, *models)]))
+            report.merge(verify_rewrites([(label, *models)], seed=seed))
         except OpshiftError as e:
             notes.append(f"{label}: not verified locally: {e}")
     why = evaluator_supports(original) or evaluator_supports(converted)
@@ -128,7 +128,7 @@ def _verify(original, converted, result, src):
                                                         limit=_WHOLE_MODEL_EXTERNAL_LIMIT)
     if why is None:
         try:
-            report.merge(verify(original, converted))
+            report.merge(verify(original, converted, seed=seed))
         except OpshiftError as e:
             notes.append(f"whole model: not verified: {e}")
     else:

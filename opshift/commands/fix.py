@@ -74,7 +74,7 @@ def process(args, job) -> Outcome:
 def _fix(args, src) -> _rewrite.Rewritten:
     from dataclasses import asdict
 
-    from ..passes.fix import fix_with_result
+    from ..passes.fix import fix_with_result, verify_fix
 
     original = src.model
     try:
@@ -92,28 +92,10 @@ def _fix(args, src) -> _rewrite.Rewritten:
                 *(f"left alone: {c.line()}" for c in result.left_alone)]
 
     def check():
-        return _verify(*with_external_data(src, original, fixed)[0])
+        return verify_fix(*with_external_data(src, original, fixed)[0], seed=args.seed)
 
     return _rewrite.Rewritten(
         fixed, [asdict(c) for c in result.changes], summary,
         details={"dry_run": bool(args.dry_run),
                  "left_alone": [asdict(c) for c in result.left_alone]},
         lines=lines, check=check, write=not args.dry_run)
-
-
-def _verify(original, fixed):
-    """The whole model, original against fixed, as every command's --verify does it; an
-    original the defect keeps from running is a note, and the fixed model is run alone."""
-    from ..verify import VerifyReport, verify
-
-    try:
-        return verify(original, fixed), []
-    except OpshiftError as e:
-        notes = [f"whole model: not verified: {e}"]
-    try:
-        verify(fixed, fixed)
-    except OpshiftError as e:
-        notes.append(f"the fixed model does not run either: {e}")
-    else:
-        notes.append("the fixed model runs; each fix is exact by construction")
-    return VerifyReport(), notes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
 from ..tables import plural
 from . import _batch, _rewrite
@@ -64,10 +65,7 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
                                capture_regions=args.verify, census=census)
     changes = [{"node": e.node, "op": e.op, "scope": e.where, "what": f"fused into {e.detail}",
                 "why": f"rule {e.rule}"} for e in result.fused]
-    by_op: dict[str, int] = {}
-    for e in result.fused:
-        op = e.detail.split("(")[0]
-        by_op[op] = by_op.get(op, 0) + 1
+    by_op = Counter(e.detail.split("(")[0] for e in result.fused)  # 'PRelu(...)': the op made
     parts = ", ".join(f"{k} x{v:,}" for k, v in sorted(by_op.items()))
     summary = f"fused {plural(len(result.fused), 'pattern')}" + (f" ({parts})" if parts else "")
     if result.refused:
@@ -79,7 +77,7 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
             from ..verify import VerifyReport
 
             return VerifyReport(), ["nothing was fused, so there is nothing to check"]
-        return verify_fuse(original, model, result)
+        return verify_fuse(original, model, result, seed=args.seed)
 
     return _rewrite.Rewritten(
         model, changes, summary, details={"refused": result.to_dict()["refused"]},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from collections.abc import Iterator
 
 from ..errors import OpshiftError
@@ -94,7 +95,8 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
         details={"functions_inlined": result.functions_inlined,
                  "functions_removed": result.functions_removed},
         lines=lambda: _details(result) if args.verbose else (), parts=parts,
-        check=lambda: verify_inline(original, model, result), check_total=len(result.rows),
+        check=lambda: verify_inline(original, model, result, seed=args.seed),
+        check_total=len(result.rows),
         groups={n.label: n.op for n in result.nodes} if args.verify else None)
 
 
@@ -107,9 +109,7 @@ def _change(n) -> dict:
 
 
 def _summary(result) -> str:
-    by_op: dict[str, int] = {}
-    for row in result.rows:
-        by_op[row[1]] = by_op.get(row[1], 0) + 1
+    by_op = Counter(row[1] for row in result.rows)  # (label, op, ...): no node objects made
     parts = ", ".join(f"{k} x{v:,}" for k, v in sorted(by_op.items()))
     s = f"inlined {plural(len(result.rows), 'node')}" + (f" ({parts})" if parts else "")
     if result.functions_inlined:
