@@ -88,3 +88,14 @@ def test_batch_output_errors(folder, tmp_path):
     assert p.returncode == 2 and "output is the input file" in p.stderr
     p = opshift("inspect", tmp_path / "nothing*.onnx")
     assert p.returncode == 2 and "no file matches" in p.stderr
+
+
+def test_one_model_into_an_existing_folder(folder, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    p = opshift("convert", folder / "prelu7.onnx", "--opset", "13", "-o", out)
+    assert p.returncode == 0 and (out / "prelu7.onnx").exists()
+    assert p.stdout.splitlines()[-1].endswith(f"wrote {out / 'prelu7.onnx'}")
+    p = opshift("convert", "-", "--opset", "13", "-o", out,
+                stdin=(folder / "prelu7.onnx").read_bytes())
+    assert p.returncode == 2 and "needs a file name" in p.stderr
