@@ -95,7 +95,7 @@ def test_bad_input_shapes_are_one_line(tmp_path, spec, needle):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and needle in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("command", ["convert", "inline", "fuse"])
+@pytest.mark.parametrize("command", ["convert", "inline"])
 def test_ir3_unlisted_initializers_get_the_ir_fix_gives(tmp_path, command):
     src, out = tmp_path / "ir3.onnx", tmp_path / "out.onnx"
     model = _ir3_conv_prelu(src)

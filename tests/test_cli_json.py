@@ -17,7 +17,8 @@ from opshift.commands import _output
 
 SMALL = MODELS / "small_cnn.onnx"
 CHANGE = {"node", "op", "scope", "what", "why"}
-VERIFY = {"ok", "backend", "tolerance", "seed", "rounds", "checks", "rows", "notes"}
+VERIFY = ["ok", "backend", "tolerance", "seed", "rounds", "checks", "signed_zeros_differ",
+          "inputs", "rows", "notes"]  # the same object in every command
 ROW = {"label", "output", "dtype", "shape", "max_abs", "max_ulp", "ok", "reason"}
 
 
@@ -35,7 +36,7 @@ def check_schema(d: dict) -> None:
         assert d[k] is None or all(isinstance(n, int) and n > 0 for n in d[k].values())
     v = d["verify"]
     if v is not None:
-        assert set(v) >= VERIFY and isinstance(v["ok"], bool)
+        assert list(v) == VERIFY and isinstance(v["ok"], bool)
         assert v["backend"] in ("opshift", "onnxruntime")
         assert set(v["tolerance"]) == {"ulp", "atol", "rtol"}
         assert set(v["checks"]) == {"rewrites", "whole_model"}
@@ -72,6 +73,9 @@ def test_success(tmp_path, argv):
     (d,) = json_lines(p.stdout)
     check_schema(d)
     assert d["ok"] and d["command"] == argv[0]
+    if "--verify" in argv or argv[0] == "verify":
+        v = d["verify"]
+        assert v["ok"] and v["backend"] == "opshift" and (v["rows"] or v["notes"])
     if "-o" in argv:
         assert d["output"] == str(out) and out.exists()
     if argv[0] not in ("ops",):
