@@ -15,7 +15,7 @@ DESCRIPTION = """\
 Convert IN.onnx to default-domain opset N and write OUT.onnx. PRelu, LeakyRelu and Selu
 are converted exactly (consumed_inputs, changed defaults, PRelu per-channel slopes across
 opset 6/7, types the target does not allow); every other op by opshift's schema-driven
-adapters. External data is never loaded: it is linked or copied beside OUT.onnx.
+adapters. External data is never loaded: it is copied beside OUT.onnx.
 The input file is never modified; OUT.onnx is written atomically and not at all on failure.
 A model of IR < 4 whose initializers are not graph inputs gets the IR version 'opshift fix'
 would give it (reported), so that its shapes can be inferred.
@@ -30,7 +30,8 @@ examples:
   opshift convert models/ --opset 13 -o out/ -j 2 --json
   cat model.onnx | opshift convert - --opset 13 -o - > model13.onnx
 
-exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion
+exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion; with
+several models, the worst of theirs
 """
 
 

@@ -38,7 +38,7 @@ examples:
   opshift fix models/ -o fixed/ --dry-run
 
 exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input or a defect that
-cannot be fixed exactly (nothing written)
+cannot be fixed exactly (nothing written); with several models, the worst of theirs
 """
 
 

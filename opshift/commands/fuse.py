@@ -31,7 +31,8 @@ examples:
   opshift fuse model.onnx -o out.onnx --json
   opshift fuse exported/ -o fused/ -j 2
 
-exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input
+exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input; with several
+models, the worst of theirs
 """
 
 

@@ -31,7 +31,7 @@ examples:
   opshift inline models/ -o inlined/ -j 2
 
 exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input or a node that
-cannot be inlined exactly (nothing written)
+cannot be inlined exactly (nothing written); with several models, the worst of theirs
 """
 
 

@@ -26,7 +26,8 @@ examples:
   opshift inspect model.onnx --json
   opshift inspect models/ -j 2
 
-exit codes: 0 ok, 2 bad input, or convert to --opset N is impossible
+exit codes: 0 ok, 2 bad input, or convert to --opset N is impossible; with several models,
+the worst of theirs
 """
 
 
