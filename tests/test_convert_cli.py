@@ -7,10 +7,10 @@ import json
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model
+from conftest import assert_exact, make_model, vi
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
-from test_convert import pytorch_style_prelu6, selu_model, vi, xin
+from test_convert import pytorch_style_prelu6, selu_model, xin
 
 from opshift.cli import main
 from opshift.evaluator import evaluate
@@ -39,8 +39,7 @@ def test_convert_writes_checked_model_and_leaves_input_alone(tmp_path, legacy_fi
     onnx.checker.check_model(m, full_check=True)
     assert "pass" in text and "FAIL" not in text.upper().replace("FAILURE", "")
     x = xin([1, 3, 4, 5])
-    assert np.array_equal(evaluate(m, {"x": x})["y"],
-                          evaluate(pytorch_style_prelu6(), {"x": x})["y"])
+    assert_exact(evaluate(pytorch_style_prelu6(), {"x": x})["y"], evaluate(m, {"x": x})["y"])
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
@@ -56,7 +55,7 @@ def test_json_output(tmp_path, legacy_file, capsys):
 def test_failure_leaves_no_output(tmp_path, capsys):
     node = helper.make_node("PRelu", ["x", "s"], ["y"], name="p_bf16")
     s = numpy_helper.from_array(np.ones([1], np.float32), "s")
-    m = make_model([node], [vi("x", [2], TP.BFLOAT16)], [vi("y", [2], TP.BFLOAT16)],
+    m = make_model([node], [vi("x", TP.BFLOAT16, [2])], [vi("y", TP.BFLOAT16, [2])],
                    opset=16, initializers=[s])
     m.graph.initializer[0].data_type = TP.BFLOAT16
     m.graph.initializer[0].ClearField("float_data")
@@ -153,8 +152,7 @@ def test_external_data_placed_beside_output_never_loaded(tmp_path, capsys, monke
     out = onnx.load(out_dir / "m13.onnx")  # loads weights.bin from out_dir
     assert (out_dir / "weights.bin").exists()
     x = xin([1, 3, 4, 5])
-    assert np.array_equal(evaluate(out, {"x": x})["y"],
-                          evaluate(pytorch_style_prelu6(), {"x": x})["y"])
+    assert_exact(evaluate(pytorch_style_prelu6(), {"x": x})["y"], evaluate(out, {"x": x})["y"])
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model
+from conftest import init, make_model, run_onnxruntime, vi
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
@@ -14,14 +14,6 @@ from opshift.errors import EvaluationError, UnsupportedError
 from opshift.evaluator import evaluate
 
 F = TP.FLOAT
-
-
-def vi(name, elem=F, shape=None):
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
-def init(name, arr):
-    return numpy_helper.from_array(np.asarray(arr), name)
 
 
 # -- control flow -----------------------------------------------------------------------------
@@ -412,23 +404,26 @@ def _mlp(rng):
                                     init("b0", rng.standard_normal(8).astype(np.float32))])
 
 
-def test_small_cnn_and_mlp_match_onnxruntime(rng):
-    ort = pytest.importorskip("onnxruntime")
+def test_legacy_cnn_means_what_the_modern_one_does(rng):
     x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
-    ref = None
-    for opset in (13, 9, 6):  # the legacy (opset-6) CNN means the same as the modern one
-        m = _cnn(opset, np.random.default_rng(1))
-        got = evaluate(m, {"x": x})["y"]
-        if opset >= 7:
-            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-            np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
-        if ref is None:
-            ref = got
+    ref = evaluate(_cnn(13, np.random.default_rng(1)), {"x": x})["y"]
+    for opset in (9, 6):
+        got = evaluate(_cnn(opset, np.random.default_rng(1)), {"x": x})["y"]
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("opset", [13, 9, 6])
+def test_small_cnn_matches_onnxruntime(opset, rng):
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    m = _cnn(opset, np.random.default_rng(1))
+    got = evaluate(m, {"x": x})["y"]
+    np.testing.assert_allclose(got, run_onnxruntime(m, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_small_mlp_matches_onnxruntime(rng):
     m = _mlp(rng)
     xm = rng.standard_normal((5, 6)).astype(np.float32)
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    np.testing.assert_allclose(evaluate(m, {"x": xm})["y"], sess.run(None, {"x": xm})[0],
+    np.testing.assert_allclose(evaluate(m, {"x": xm})["y"], run_onnxruntime(m, {"x": xm})[0],
                                rtol=1e-5, atol=1e-6)
 
 

@@ -29,6 +29,13 @@ class Opened:
     #: changes made while opening (the IR-3 repair), as change dicts
     repairs: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def folder(self) -> Path | None:
+        """The model file's folder (None for stdin), where tensor data it names is read;
+        unlike ``source_dir`` also when the census saw none (it does not look into
+        attributes of wrong types, which fix converts)."""
+        return None if self.origin == "<stdin>" else Path(self.origin).resolve().parent
+
 
 def origin_of(path: str) -> str:
     return "<stdin>" if path == STDIO else path
@@ -186,7 +193,7 @@ def same_file(a: str, b: str) -> bool:
 
 
 def write_model(model: onnx.ModelProto | None, output: str, source_dir: Path | None, *,
-                parts=None, make_parents: bool = False) -> int:
+                parts=None, make_parents: bool = False, force: bool = False) -> int:
     """Write ``model`` (or its serialized ``parts``) to ``output`` (``-``: stdout); return
     the bytes written. External data is placed beside a file; stdout cannot hold it."""
     from .. import modelio
@@ -209,5 +216,5 @@ def write_model(model: onnx.ModelProto | None, output: str, source_dir: Path | N
     if parts is not None:
         modelio.save_parts(parts, output)
     else:
-        modelio.save(model, output, source_dir=source_dir)
+        modelio.save(model, output, source_dir=source_dir, force=force)
     return _file_size(output)

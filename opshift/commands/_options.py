@@ -3,7 +3,7 @@
 * :func:`add_common_options`: ``-v``, ``-q``, ``--json`` (every command; also accepted before
   the command name, see :data:`HOISTED`).
 * :func:`add_model_options`: the input models (files, folders or globs; ``-`` for stdin),
-  ``-o`` (a file, a folder, or ``-`` for stdout), ``-j`` and ``--input-shape``.
+  ``-o`` (a file, a folder, or ``-`` for stdout) and ``--force``, ``-j``, ``--input-shape``.
 * :func:`add_verify_options`: ``--ulp``, ``--atol``, ``--rtol``, ``--backend``, ``--seed``.
 """
 
@@ -41,6 +41,10 @@ def add_model_options(p: argparse.ArgumentParser, *, writes: bool,
         p.add_argument("-o", "--output", required=output_required, metavar="OUT",
                        help="output file, or a folder (required for several inputs); '-' "
                        "writes the model to stdout")
+        p.add_argument("--force", action="store_true",
+                       help="replace external data files beside OUT.onnx that differ from "
+                            "the input's (a file with the same bytes is always reused; "
+                            "without --force a different one is an error)")
     p.add_argument("-j", "--jobs", type=_positive, default=1, metavar="N",
                    help="process N models at once in worker processes (default 1)")
     add_input_shape_option(p)

@@ -91,7 +91,7 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
             restore_inputs(r.model, src.declared)
         with progress.stage("save"):
             size = write_model(r.model, job.output, src.source_dir, parts=r.parts,
-                               make_parents=job.make_parents)
+                               make_parents=job.make_parents, force=args.force)
         o.output = job.output
         written = "; wrote <stdout>" if job.output == "-" else f"; wrote {job.output}"
     elif r.write and job.output is not None:

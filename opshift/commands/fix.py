@@ -78,7 +78,8 @@ def _fix(args, src) -> _rewrite.Rewritten:
 
     original = src.model
     try:
-        fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope)
+        fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
+                                        base_dir=src.folder)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise

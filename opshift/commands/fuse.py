@@ -63,7 +63,8 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
 
     original = src.model
     model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
-                               capture_regions=args.verify, census=census)
+                               capture_regions=args.verify, census=census,
+                               base_dir=src.source_dir)
     changes = [{"node": e.node, "op": e.op, "scope": e.where, "what": f"fused into {e.detail}",
                 "why": f"rule {e.rule}"} for e in result.fused]
     by_op = Counter(e.detail.split("(")[0] for e in result.fused)  # 'PRelu(...)': the op made

@@ -78,7 +78,7 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
             parts, result = inline_parts(model, args.ops, args.functions, census=census)
         else:
             result = inline_proto(model, args.ops, args.functions, keep_before=args.verify,
-                                  census=census)
+                                  census=census, base_dir=src.source_dir)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise

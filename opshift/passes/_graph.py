@@ -8,14 +8,11 @@ imports, falling back to the model's).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from ..errors import function_label
 from ..opsets import has_graph_attribute, normalize_domain
@@ -201,41 +198,6 @@ def constants(scope: Scope, model: onnx.ModelProto | None = None) -> dict[str, o
             if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
                 out[n.output[0]] = a.t
     return out
-
-
-#: TensorProto data_type -> (little-endian numpy dtype, typed field), for the plain types whose
-#: decoding is a straight copy.
-_PLAIN_TENSOR_TYPES = {
-    onnx.TensorProto.FLOAT: (np.dtype("<f4"), "float_data"),
-    onnx.TensorProto.DOUBLE: (np.dtype("<f8"), "double_data"),
-    onnx.TensorProto.INT64: (np.dtype("<i8"), "int64_data"),
-    onnx.TensorProto.INT32: (np.dtype("<i4"), "int32_data"),
-}
-
-
-def plain_array(t: onnx.TensorProto) -> np.ndarray | None:
-    """The value of an in-memory tensor of a plain type (float, double, int64, int32),
-    decoded directly; None for other tensors. The constants the passes and fusion checks
-    read are mostly such small tensors, and numpy_helper's general decoding (and its set-up
-    on first use, ~0.2 ms a process) costs more than the rest of reading them."""
-    if t.data_location != onnx.TensorProto.DEFAULT:
-        return None
-    plain = _PLAIN_TENSOR_TYPES.get(t.data_type)
-    if plain is None:
-        return None
-    dtype, field_name = plain
-    if t.HasField("raw_data"):
-        arr = np.frombuffer(t.raw_data, dtype=dtype)
-    else:
-        arr = np.array(list(getattr(t, field_name)), dtype=dtype)
-    dims = tuple(t.dims) if len(t.dims) else ()  # (tuple() of an empty field costs ~2 us)
-    return arr.reshape(dims) if arr.size == math.prod(dims) else None
-
-
-def tensor_array(t: onnx.TensorProto, base_dir: str | None = None) -> np.ndarray:
-    """The value of ``t`` (external data read from ``base_dir``)."""
-    arr = plain_array(t)
-    return arr if arr is not None else numpy_helper.to_array(t, base_dir or "")
 
 
 def splice(nodes, replacements: dict[int, list[onnx.NodeProto]]) -> None:

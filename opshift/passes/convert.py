@@ -909,17 +909,12 @@ def _loaded(t: onnx.TensorProto, base_dir) -> onnx.TensorProto | None:
     """A copy of external tensor ``t`` with its data read (from inside ``base_dir`` only),
     for a verification region; None when there is no folder or it is over 64 MiB."""
     from onnx import numpy_helper
-    from onnx.external_data_helper import ExternalDataInfo
 
-    from ..external import resolve_location
+    from ..external import entry, tensor_array
 
-    info = ExternalDataInfo(t)
-    if base_dir is None or (info.length or 0) > _REGION_EXTERNAL_LIMIT:
+    if base_dir is None or (entry(t).length or 0) > _REGION_EXTERNAL_LIMIT:
         return None
-    from pathlib import Path
-
-    resolve_location(Path(base_dir), info.location, "<model>", t.name)  # refuses escapes
-    arr = numpy_helper.to_array(t, str(base_dir))
+    arr = tensor_array(t, base_dir)
     if arr.nbytes > _REGION_EXTERNAL_LIMIT:
         return None
     return numpy_helper.from_array(arr, t.name)

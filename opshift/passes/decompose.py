@@ -102,7 +102,8 @@ from onnx import helper, numpy_helper
 from .. import opsets, plan_cache
 from ..broadcast import SlopeRule, slope_shape_for
 from ..errors import ConversionError, EvaluationError, where
-from ._graph import claimable, tensor_array
+from ..external import tensor_array
+from ._graph import claimable
 
 FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
 

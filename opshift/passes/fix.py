@@ -31,6 +31,7 @@ a copy and returns the kind it was given; :class:`FixPass` is the ``onnx_ir`` ad
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ from onnx import helper, numpy_helper
 
 from .. import broadcast, opsets
 from ..errors import ConversionError, function_label
+from ..external import tensor_array
 from ..modelio import ModelLike, from_proto, to_proto
 from ._graph import (
     Names,
@@ -108,18 +110,19 @@ class FixResult:
 # -- entry points ---------------------------------------------------------------------------
 
 def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
-              strict: bool = True) -> FixResult:
+              strict: bool = True, base_dir: str | os.PathLike | None = None) -> FixResult:
     """Repair ``model`` in place; return what changed.
 
     With ``strict`` (the default) a defect that cannot be repaired exactly raises
     :class:`ConversionError` naming it (the model may then be partly repaired: use
     :func:`fix` for all-or-nothing). With ``strict=False`` refusals are only listed in
-    :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy).
+    :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy). ``base_dir``: the
+    model's folder, for an attribute tensor kept in external data.
     """
     if prelu_slope not in (None, *SLOPE_CHOICES):
         raise ConversionError(f"prelu_slope must be one of {', '.join(SLOPE_CHOICES)}, "
                               f"got {prelu_slope!r}")
-    fx = _Fixer(model, prelu_slope)
+    fx = _Fixer(model, prelu_slope, base_dir)
     fx.run()
     if strict and fx.result.refused:
         first = fx.result.refused[0]
@@ -135,20 +138,23 @@ def fix(model: ModelLike, *, prelu_slope: str | None = None) -> Any:
     The input is not mutated. Raises :class:`ConversionError` if a defect cannot be repaired
     exactly. Use :func:`fix_proto` to also get the list of changes.
     """
-    proto, kind, _ = to_proto(model)
+    proto, kind, base_dir = to_proto(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
-    fix_proto(copy, prelu_slope=prelu_slope)
+    fix_proto(copy, prelu_slope=prelu_slope, base_dir=base_dir)
     return from_proto(copy, kind)
 
 
 def fix_with_result(model: ModelLike, *, prelu_slope: str | None = None,
-                    strict: bool = True) -> tuple[onnx.ModelProto, FixResult]:
-    """Like :func:`fix` but returns ``(fixed ModelProto copy, FixResult)``."""
-    proto, _, _ = to_proto(model)
+                    strict: bool = True, base_dir: str | os.PathLike | None = None
+                    ) -> tuple[onnx.ModelProto, FixResult]:
+    """Like :func:`fix` but returns ``(fixed ModelProto copy, FixResult)``; ``base_dir``:
+    the folder of a ModelProto's external data."""
+    proto, _, folder = to_proto(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
-    return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict)
+    return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict,
+                           base_dir=folder if base_dir is None else base_dir)
 
 
 def _make_fix_pass() -> type:
@@ -190,8 +196,9 @@ def _walk_nodes(nodes) -> Iterator[onnx.NodeProto]:
 
 
 class _Fixer:
-    def __init__(self, model: onnx.ModelProto, prelu_slope: str | None):
+    def __init__(self, model: onnx.ModelProto, prelu_slope: str | None, base_dir=None):
         self.model = model
+        self.base_dir = base_dir
         self.prelu_slope = prelu_slope
         self.result = FixResult()
         self._functions: set[tuple[str, str]] | None = None
@@ -310,7 +317,7 @@ class _Fixer:
                     continue
                 want = spec.type.value
                 if a.type != want:
-                    new, why = _convert_attribute(a, want)
+                    new, why = _convert_attribute(a, want, self.base_dir)
                     what = (f"attribute {a.name!r} of {label}: "
                             f"{_A.AttributeType.Name(a.type)} -> {_A.AttributeType.Name(want)}")
                     if new is None:
@@ -654,7 +661,7 @@ def _has_non_tensor_types(m: onnx.ModelProto) -> bool:
     return False
 
 
-def _convert_attribute(a: onnx.AttributeProto, want: int
+def _convert_attribute(a: onnx.AttributeProto, want: int, base_dir=None
                        ) -> tuple[onnx.AttributeProto | None, str]:
     """An attribute of type ``want`` holding exactly ``a``'s value, or (None, reason)."""
     got = _A.AttributeType.Name(a.type)
@@ -669,7 +676,7 @@ def _convert_attribute(a: onnx.AttributeProto, want: int
             return None, f"{got} with {len(vals)} values cannot become one scalar"
         scalar = vals[0] if len(vals) == 1 else None
     elif a.type == _A.TENSOR:
-        arr = numpy_helper.to_array(a.t)
+        arr = tensor_array(a.t, base_dir)
         if arr.size != 1:
             return None, f"a tensor of shape {list(arr.shape)} is not one value"
         v = arr.reshape(()).item()

@@ -11,16 +11,17 @@ calls inside subgraphs), and inlined functions no longer called anywhere are rem
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import onnx
 import onnx.defs
-import onnx.numpy_helper
 
 from .. import opsets, plan_cache, typerules, validate
 from .._gc import no_cyclic_gc
 from ..errors import ConversionError, OpshiftError, function_id
+from ..external import tensor_array
 from ..modelio import ModelLike, from_proto, to_proto
 from ..opsets import normalize_domain
 from . import decompose as dec
@@ -186,8 +187,10 @@ _SAME_SHAPE_OPS = frozenset((
 class _Facts:
     """Element types, shapes and constants, computed only when a site needs them."""
 
-    def __init__(self, model: onnx.ModelProto, census: validate.Census | None = None):
+    def __init__(self, model: onnx.ModelProto, census: validate.Census | None = None,
+                 base_dir: str | os.PathLike | None = None):
         self.model = model
+        self.base_dir = base_dir  # the model's folder, where its external data is
         self._types: dict[str, int] | None = None
         self._ftypes: dict = {}
         self._inferred = False
@@ -442,19 +445,21 @@ def _serialize_with_nodes(model: onnx.ModelProto, section: list[bytes | memoryvi
 
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                  functions: Iterable[str] | str | None = None, *,
-                 keep_before: bool = False, census: validate.Census | None = None
-                 ) -> InlineResult:
+                 keep_before: bool = False, census: validate.Census | None = None,
+                 base_dir: str | os.PathLike | None = None) -> InlineResult:
     """Inline ``ops`` (default: PRelu, LeakyRelu, Selu) and the model-local ``functions``
     (``"all"``, names, or None for none) in ``model``, in place.
 
     ``keep_before``: keep a copy of every replaced node in the result (for ``--verify``).
     ``census``: what :func:`opshift.validate.check` saw of this very ``model`` object, which
     saves inline running that walk again (ignored once functions are inlined, which rebuilds
-    the model).
+    the model). ``base_dir``: the model's folder, for a PRelu slope in external data that
+    the decomposition at opsets 1..8 depends on (without it such a slope is refused).
     Raises ConversionError (naming node, op, version) when a node cannot be inlined exactly;
     the model is then partly edited, so callers that need atomicity work on a copy.
     """
-    return _inline(model, ops, functions, keep_before, census, serialize=False)[0]
+    return _inline(model, ops, functions, keep_before, census, serialize=False,
+                   base_dir=base_dir)[0]
 
 
 def inline_serialized(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
@@ -481,14 +486,15 @@ def inline_parts(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
 
 
 def _inline(model: onnx.ModelProto, ops, functions, keep_before: bool,
-            census: validate.Census | None, serialize: bool
+            census: validate.Census | None, serialize: bool, base_dir=None
             ) -> tuple[InlineResult, list[bytes | memoryview] | None]:
     with no_cyclic_gc():
-        return _inline_gc_paused(model, ops, functions, keep_before, census, serialize)
+        return _inline_gc_paused(model, ops, functions, keep_before, census, serialize,
+                                 base_dir)
 
 
 def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
-                      census: validate.Census | None, serialize: bool
+                      census: validate.Census | None, serialize: bool, base_dir
                       ) -> tuple[InlineResult, list[bytes | memoryview] | None]:
     wanted = _parse_ops(ops)
     result = InlineResult()
@@ -505,7 +511,7 @@ def _inline_gc_paused(model: onnx.ModelProto, ops, functions, keep_before: bool,
     if not any(w.sites for w in work):
         return result, None
     names = Names.from_used(used)
-    facts = _Facts(model, census)
+    facts = _Facts(model, census, base_dir)
     # Deepest scopes first: editing a graph re-creates its nodes, so a subgraph is edited
     # before the graph that holds it; the main graph (work[0]) comes last.
     emitters: dict[tuple, Callable[..., bytes]] = {}
@@ -581,7 +587,7 @@ def _legacy_blob(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: i
     if op == "PRelu":
         t = consts.get(node.input[1])
         if t is not None:
-            site.slope_value = onnx.numpy_helper.to_array(t)
+            site.slope_value = tensor_array(t, facts.base_dir)
             site.slope_shape = tuple(site.slope_value.shape)
         if opset <= 6:
             site.x_shape = facts.shape(node.input[0])
@@ -704,12 +710,12 @@ def inline(model: ModelLike, ops: Iterable[str] | str | None = None,
     Accepts an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path; returns the same kind
     (a ModelProto for a path). The input is not modified.
     """
-    proto, kind, _ = to_proto(model)
+    proto, kind, base_dir = to_proto(model)
     if kind == "proto":
         copy = onnx.ModelProto()
         copy.CopyFrom(proto)
         proto = copy
-    inline_proto(proto, ops, functions)
+    inline_proto(proto, ops, functions, base_dir=base_dir)
     return from_proto(proto, kind)
 
 

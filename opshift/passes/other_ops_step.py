@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..external import tensor_array
 from ._graph import Names, Scope, node_label, subgraphs
 from .other_ops_facts import ModelFacts, constant_tensor
 
@@ -220,7 +221,7 @@ class Conversion:
             if isinstance(v, onnx.TensorProto):
                 if v.data_location == onnx.TensorProto.EXTERNAL:
                     return None  # never load external data for a decision
-                v = numpy_helper.to_array(v)
+                v = tensor_array(v)
                 d[name] = v
             return v
         return None
