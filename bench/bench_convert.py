@@ -42,7 +42,7 @@ import onnx
 if mode == "opshift":
     from opshift.cli import build_parser, main
     import opshift.passes.convert, opshift.commands.convert, opshift.validate
-    import opshift.external, opshift.progress, opshift.passes.other_ops, opshift.schema_cache
+    import opshift.external, opshift.progress, opshift.passes.other_ops
     import importlib.util
     if importlib.util.find_spec("opshift.passes.other_ops_table"):
         import opshift.passes.other_ops_table  # imported lazily by other_ops

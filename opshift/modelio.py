@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -194,57 +194,6 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
                 yield out
         except OSError as e:
             raise output.write_error(path, e) from e
-
-
-#: protobuf refuses to parse a message of 2 GiB or more, so nothing larger is written.
-MAX_PROTO_BYTES = (1 << 31) - 1
-
-
-def save_parts(parts: Sequence[bytes | memoryview], path: str | os.PathLike) -> None:
-    """Write an already serialized model given as consecutive parts (without external data
-    to place) atomically, part after part: no buffer of the whole output is made."""
-    path = Path(path)
-    size = sum(map(len, parts))
-    if size > MAX_PROTO_BYTES:
-        raise OpshiftError(f"{path}: model too large to serialize: {size} bytes is over "
-                           "protobuf's 2 GiB limit (keep the weights in external data)")
-    with atomic_output(path) as out:
-        write_parts(out, parts)
-
-
-#: Bytes per write call of :func:`write_parts`, from 64 KiB for small outputs to 1 MiB.
-WRITE_CHUNK = (1 << 16, 1 << 20)
-
-
-def write_parts(out: BinaryIO, parts: Sequence[bytes | memoryview]) -> None:
-    """Write ``parts`` in order, joined into chunks of a sixteenth of the whole (64 KiB to
-    1 MiB, :data:`WRITE_CHUNK`).
-
-    Joining everything first would copy the output into one new buffer of its size, which
-    glibc maps afresh: a page fault per 4 KiB (~4 us each in a VM: 56 of them for a
-    1,000-node model's 200 KB, 9,000 for 100k nodes). A chunk's buffer is freed before the
-    next is made, so the chunks reuse one region. Each write call costs ~17 us more, hence
-    chunks that grow with the output (measured: 200 KB 0.21 -> 0.15 ms; 30 MB 31 -> 14 ms).
-    """
-    low, high = WRITE_CHUNK
-    limit = min(high, max(low, sum(map(len, parts)) >> 4))
-    chunk: list[bytes | memoryview] = []
-    size = 0
-    for p in parts:
-        n = len(p)
-        if n >= limit:
-            if chunk:
-                out.write(b"".join(chunk))
-                chunk, size = [], 0
-            out.write(p)
-            continue
-        chunk.append(p)
-        size += n
-        if size >= limit:
-            out.write(b"".join(chunk))
-            chunk, size = [], 0
-    if chunk:
-        out.write(b"".join(chunk))
 
 
 def save(model: onnx.ModelProto, path: str | os.PathLike,

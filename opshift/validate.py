@@ -18,7 +18,6 @@ import onnx
 from onnx.external_data_helper import uses_external_data
 
 from . import typerules
-from ._gc import no_cyclic_gc
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .errors import EvaluationError, ModelLoadError, function_label, where
 from .opsets import (
@@ -315,11 +314,6 @@ def _activation_spec(op: str, opset: int) -> tuple[int, dict[str, int], SlopeRul
 def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple[str, str]]:
     """All structural problems as (kind, one-line message), in graph order; fills ``census``
     when given."""
-    with no_cyclic_gc():  # the walk allocates per node (and a census keeps nodes alive)
-        return _problems(model, census)
-
-
-def _problems(model: onnx.ModelProto, census: Census | None) -> list[tuple[str, str]]:
     w = _Walker(model, census)
     ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
     w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")

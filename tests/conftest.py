@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import helper
-
-# The schema cache (opshift/schema_cache.py) goes to a folder of this test run, never the
-# user's ~/.cache; CLI subprocesses inherit it.
-os.environ.setdefault("OPSHIFT_CACHE_DIR", tempfile.mkdtemp(prefix="opshift-test-cache-"))
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"

@@ -224,8 +224,8 @@ def _embedded(src):
         opset_imports=[helper.make_opsetid("", 13)], ir_version=7))
 
 
-#: (command, external data?): the copy of the weights in every command, the model file
-#: written by modelio.save (fix) and by inline's direct path
+#: (command, external data?): the copy of the weights in every command, and the model file
+#: itself written by modelio.save (inline and fix without external data)
 WRITES = [("convert", True), ("inline", True), ("fuse", True), ("fix", True),
           ("inline", False), ("fix", False)]
 

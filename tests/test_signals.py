@@ -31,7 +31,7 @@ def big(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory):
-    """A model of 64 MiB without external data (inline writes it straight from parts)."""
+    """A model of 64 MiB without external data (inline writes it in one piece)."""
     src = tmp_path_factory.mktemp("embedded")
     n = 16 << 20
     w = numpy_helper.from_array(np.random.default_rng(1).random(n, np.float32), "w")

@@ -192,29 +192,24 @@ def same_file(a: str, b: str) -> bool:
         return False
 
 
-def write_model(model: onnx.ModelProto | None, output: str, source_dir: Path | None, *,
-                parts=None, make_parents: bool = False, force: bool = False) -> int:
-    """Write ``model`` (or its serialized ``parts``) to ``output`` (``-``: stdout); return
-    the bytes written. External data is placed beside a file; stdout cannot hold it."""
+def write_model(model: onnx.ModelProto, output: str, source_dir: Path | None, *,
+                make_parents: bool = False, force: bool = False) -> int:
+    """Write ``model`` to ``output`` (``-``: stdout); return the bytes written. External
+    data is placed beside a file; stdout cannot hold it."""
     from .. import modelio
 
     if output == STDIO:
         if source_dir is not None:
             raise OpshiftError("-o -: the model keeps tensors in external data, which cannot "
                                "go to stdout beside it; write to a file instead")
-        if parts is None:
-            try:
-                parts = [model.SerializeToString()]
-            except ValueError as e:
-                raise OpshiftError(f"<stdout>: model too large to serialize: {e}") from e
-        out = sys.stdout.buffer
-        modelio.write_parts(out, parts)
-        out.flush()
-        return sum(map(len, parts))
+        try:
+            data = model.SerializeToString()
+        except ValueError as e:
+            raise OpshiftError(f"<stdout>: model too large to serialize: {e}") from e
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return len(data)
     if make_parents:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
-    if parts is not None:
-        modelio.save_parts(parts, output)
-    else:
-        modelio.save(model, output, source_dir=source_dir, force=force)
+    modelio.save(model, output, source_dir=source_dir, force=force)
     return _file_size(output)

@@ -28,13 +28,12 @@ from ._output import Outcome, error_dict
 class Rewritten:
     """What a command's rewrite made of one model."""
 
-    model: onnx.ModelProto | None  # the result (None when only ``parts`` hold it)
+    model: onnx.ModelProto  # the result
     changes: list[dict[str, Any]]  # change dicts (node, op, scope, what, why)
     summary: str  # e.g. 'opset 6 -> 13, IR 3 -> 7: 2 nodes changed'
     details: dict[str, Any] = field(default_factory=dict)
     #: the body printed for a single model (made only then), e.g. one line per change
     lines: Callable[[], Iterable[str]] = lambda: ()
-    parts: list | None = None  # the result already serialized, in parts (inline)
     #: the --verify check: (VerifyReport, notes); total: rewrites it checks one by one
     check: Callable[[], tuple[Any, list[str]]] | None = None
     check_total: int = 0
@@ -87,18 +86,16 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
     o.details = r.details
     written, size = "", None
     if o.ok and job.output is not None and r.write:
-        if r.model is not None:
-            restore_inputs(r.model, src.declared)
+        restore_inputs(r.model, src.declared)
         with progress.stage("save"):
-            size = write_model(r.model, job.output, src.source_dir, parts=r.parts,
+            size = write_model(r.model, job.output, src.source_dir,
                                make_parents=job.make_parents, force=args.force)
         o.output = job.output
         written = "; wrote <stdout>" if job.output == "-" else f"; wrote {job.output}"
     elif r.write and job.output is not None:
         written = "; nothing written"
     if counted:
-        after = r.model if r.model is not None else _parse(r.parts)
-        o.ops_after = op_counts(after)
+        o.ops_after = op_counts(r.model)
     o.summary = r.summary + (written if job.single else "")
     if people:
         if job.single:
@@ -117,9 +114,3 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
 
 def _repair_line(c: dict[str, Any]) -> str:
     return f"repaired: {c['what']} -- {c['why']}"
-
-
-def _parse(parts) -> onnx.ModelProto:
-    m = onnx.ModelProto()
-    m.ParseFromString(b"".join(parts))
-    return m

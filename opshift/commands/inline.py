@@ -63,27 +63,18 @@ def process(args, job) -> Outcome:
 def _inline(args, src, census) -> _rewrite.Rewritten:
     import onnx
 
-    from ..passes.inline import inline_parts, inline_proto, verify_inline
+    from ..passes.inline import inline_proto, verify_inline
 
     model = original = src.model
     if args.verify:  # inline ``model`` in place (the census is of it); keep a copy
         original = onnx.ModelProto()
         original.CopyFrom(model)
-    # Without --verify, external data or input shapes to put back, the main graph's new
-    # nodes go straight into the output bytes (no parse into the model and serialize again).
-    direct = not args.verify and src.source_dir is None and not src.declared
-    parts = None
     try:
-        if direct:
-            parts, result = inline_parts(model, args.ops, args.functions, census=census)
-        else:
-            result = inline_proto(model, args.ops, args.functions, keep_before=args.verify,
-                                  census=census, base_dir=src.source_dir)
+        result = inline_proto(model, args.ops, args.functions, keep_before=args.verify,
+                              census=census, base_dir=src.source_dir)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise
-    except ValueError as e:  # protobuf: over 2 GiB without external data
-        raise OpshiftError(f"{src.origin}: model too large to serialize: {e}") from e
     changes = [_change(n) for n in result.nodes] if args.json else []
     changes += [{"node": "", "op": "", "scope": f"function {f}", "what": "inlined",
                  "why": "--functions"} for f in result.functions_inlined]
@@ -91,10 +82,10 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
                  "why": "inlined, and nothing calls it any more"}
                 for f in result.functions_removed]
     return _rewrite.Rewritten(
-        None if direct else model, changes, _summary(result),
+        model, changes, _summary(result),
         details={"functions_inlined": result.functions_inlined,
                  "functions_removed": result.functions_removed},
-        lines=lambda: _details(result) if args.verbose else (), parts=parts,
+        lines=lambda: _details(result) if args.verbose else (),
         check=lambda: verify_inline(original, model, result, seed=args.seed),
         check_total=len(result.rows),
         groups={n.label: n.op for n in result.nodes} if args.verify else None)

@@ -124,61 +124,44 @@ def all_names(model: onnx.ModelProto) -> set[str]:
 
 
 class Names:
-    """Fresh, readable, unique names: ``fresh('prelu_3/neg_mask')``.
-
-    A name in use is either in the set ``_used`` or *claimed*: inline's emitters take all
-    the names of a replacement, ``base + suffix`` for each of its suffixes, by recording
-    ``_claims[base] = suffixes`` (see :meth:`claim`). Each suffix is "/" and a text without
-    "/", so a claimed name's base is its part before the last "/". A 1,000-node inline makes
-    some 2,000 names: adding them to ``_used`` grew it to a 256 KiB table and kept 130 KiB of
-    strings, several times what the rest of the pass allocates (on a fresh heap every new
-    4 KiB costs a page fault).
-    """
+    """Fresh, readable, unique names: ``fresh('prelu_3/neg_mask')``."""
 
     def __init__(self, model: onnx.ModelProto):
         self._used = all_names(model)
-        self._claims: dict[str, tuple[str, ...]] = {}
 
     @classmethod
     def from_used(cls, used: set[str]) -> Names:
         """Names avoiding ``used`` (a set a pass already collected; it is extended)."""
         names = cls.__new__(cls)
         names._used = used
-        names._claims = {}
         return names
 
     def __contains__(self, name: str) -> bool:
-        if name in self._used:
-            return True
-        if self._claims:
-            base, sep, tail = name.rpartition("/")
-            return bool(sep) and "/" + tail in self._claims.get(base, ())
-        return False
+        return name in self._used
 
     def fresh(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``, ... if it is in use; taken from then on."""
         name, i = base, 1
-        while name in self:
+        while name in self._used:
             name = f"{base}_{i}"
             i += 1
         self._used.add(name)
         return name
 
+    def fresh_all(self, base: str, suffixes: Iterable[str]) -> list[str]:
+        """:meth:`fresh` of ``base + suffix`` for each suffix, in order."""
+        used, out = self._used, []
+        for suffix in suffixes:
+            name = base + suffix
+            if name in used:
+                name = self.fresh(name)
+            else:
+                used.add(name)
+            out.append(name)
+        return out
+
     def reserve(self, name: str) -> None:
         self._used.add(name)
-
-    def claim(self, base: str, suffixes: tuple[str, ...]) -> bool:
-        """Take every ``base + suffix`` at once if all are free and ``base`` has claimed
-        nothing yet; False (nothing taken) otherwise. Each suffix must be "/" and a text
-        without "/" (:func:`claimable`)."""
-        if base in self._claims or not self._used.isdisjoint([base + s for s in suffixes]):
-            return False
-        self._claims[base] = suffixes
-        return True
-
-
-def claimable(suffixes: Iterable[str]) -> bool:
-    """Suffixes :meth:`Names.claim` can take: each "/" and a text without "/"."""
-    return all(s[:1] == "/" and "/" not in s[1:] for s in suffixes)
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:

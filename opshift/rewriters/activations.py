@@ -2,10 +2,11 @@
 
 Every rule is an ``onnxscript.rewriter.pattern`` rule (pattern / check / rewrite, see
 :class:`opshift.rewriters._rule.Rule`). The patterns here cover the ONNX function bodies (with
-CastLike, with typed constants, with Cast), the decompositions :mod:`opshift.passes.decompose`
-emits in every opset band, and the comparison, Max and Min forms exporters share with them;
-:mod:`opshift.rewriters.exporters` has the forms only exporters write. Each check proves
-exactness from the constants and shapes and refuses with a reason otherwise.
+CastLike, with typed constants, with Cast), the decompositions
+:mod:`opshift.passes.inline.templates` emits in every opset band, and the comparison, Max and
+Min forms exporters share with them; :mod:`opshift.rewriters.exporters` has the forms only
+exporters write. Each check proves exactness from the constants and shapes and refuses with a
+reason otherwise.
 
 Comparison forms. ``Where(c, s*x, x)`` is PRelu when ``c`` is ``x < 0`` or a form equal to it
 wherever it matters: at NaN both branches are NaN, so ``Not(x >= 0)`` (true at NaN) is as good

@@ -1,30 +1,29 @@
-"""inline's hot path: compiled emitters and the structural check's census.
+"""Templates bound for one node, and the structural check's census.
 
-The emitters build wire-format bytes by hand, so they are checked against protobuf building
-the same nodes; the census replaces inline's own walk, so both must give the same model.
+A bound template is checked against the same nodes built one by one (names, taken names,
+non-ASCII); the census replaces inline's own walk, so both must give the same model.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import pytest
 from conftest import MODELS, bundled_at_every_opset, make_model
 from onnx import TensorProto as TP
 from onnx import helper
 
-from opshift import modelio, validate
+from opshift import validate
 from opshift.opsets import normalize_domain
-from opshift.passes import decompose as dec
 from opshift.passes._graph import Names, node_kinds, subgraphs
-from opshift.passes.inline import inline_proto, inline_serialized
+from opshift.passes.inline import inline_proto
+from opshift.passes.inline import templates as dec
 
 BUNDLED = sorted(p.stem for p in MODELS.glob("*.onnx"))
 
 
 def reference_nodes(template: dec.Template, x: str, y: str, s: str | None,
                     base: str, used: set[str]) -> list[onnx.NodeProto]:
-    """What an emitter must produce, built with protobuf: internal values named
+    """What binding a template must give, node by node: internal values named
     ``<base>/<Suffix>`` (``_k`` when taken) in order of first appearance, then the last
     node's name ``<base>/Y``; every other node named as its output."""
     names = Names.from_used(used)
@@ -58,66 +57,28 @@ TEMPLATES = [
 @pytest.mark.parametrize("label,template", TEMPLATES, ids=[t[0] for t in TEMPLATES])
 @pytest.mark.parametrize("x,base", [
     ("x", "act"),
-    ("ä/x:0", "节点/act"),  # non-ASCII: lengths are in bytes, not characters
-    ("x" * 130, "b" * 200),  # 2-byte length varints
-    ("x" * 5000, "n" * 3000),  # 2-byte node sizes too
-    ("a%b%%s", "n%s%%"),  # "%" is special to the emitter's bytes formatting
+    ("ä/x:0", "节点/act"),  # non-ASCII
+    ("a%b%%s", "n%s%%"),
 ])
-@pytest.mark.parametrize("taken", [False, True])
-def test_emitter_bytes_equal_protobuf(label, template, x, base, taken):
+@pytest.mark.parametrize("taken", ["none", "all", "first"])
+def test_instantiate_binds_placeholders_and_fresh_names(label, template, x, base, taken):
     used = {x, "y", "s"}
-    if taken:  # every name the node would get is taken once: all become _1
+    if taken == "all":  # every name the node would get is taken once: all become _1
         used |= {f"{base}/{t.output[0][1:]}" for t in template} | {f"{base}/Y"}
+    elif taken == "first":  # only the first: it alone becomes _1
+        used.add(f"{base}/{template[0].output[0][1:]}")
     want = reference_nodes(template, x, "y", "s", base, set(used))
     names = Names.from_used(set(used))
-    blob = dec.instantiate(template, x, "y", base, names, "s")
-    assert dec.nodes_of(blob) == want
-    assert blob == dec.frame(want)  # byte for byte what protobuf writes
-    fblob = dec.instantiate(template, x, "y", base, Names.from_used(set(used)), "s",
-                            dec.FUNCTION_NODE_TAG)
-    assert list(onnx.FunctionProto.FromString(fblob).node) == want
+    got = dec.instantiate(template, x, "y", base, names, "s")
+    assert got == want
+    assert b"".join(n.SerializeToString() for n in got) == \
+        b"".join(n.SerializeToString() for n in want)
     # every name the node took is now in use
     taken_now = {n.output[0] for n in want if n.output[0] != "y"} | {want[-1].name}
     assert all(n in names for n in taken_now)
-
-
-def _selu_template_with_percent_bytes() -> dec.Template:
-    """A static Selu whose constants hold 0x25 ("%") bytes."""
-    alpha = float(np.frombuffer(b"%%%%", np.float32)[0])
-    return dec.static_template("Selu", (("alpha", alpha), ("gamma", 2.0)), TP.FLOAT)
-
-
-@pytest.mark.parametrize("label,template", [
-    *TEMPLATES, ("Selu-percent", _selu_template_with_percent_bytes())],
-    ids=[t[0] for t in TEMPLATES] + ["Selu-percent"])
-def test_emitter_formats_for_every_length_and_partly_taken_names(label, template,
-                                                                 monkeypatch):
-    """Base lengths 1..150 give every node size from tens of bytes to past 127 (a 2-byte
-    varint), including 37 (0x25, "%"), each written directly, then by a new format, then by
-    that format again; a base with only some names taken goes name by name."""
-    assert b"%" in b"".join(dec._plan(template).consts) or label != "Selu-percent"
-    monkeypatch.setattr(dec, "_EMITTERS", {})
-    emit = dec.emitter(template)
-
-    def bind(x, y, base, names, slope):
-        return emit(x, y, slope, base, names, dec.GRAPH_NODE_TAG)
-
-    for k in range(1, 151):
-        # the first writes directly, the second builds the lengths' format, the third
-        # reuses it
-        for base in ("b" * k, "c" * k, "d" * k):
-            used = {"x", "y", "s"}
-            want = reference_nodes(template, "x", "y", "s", base, set(used))
-            assert bind("x", "y", base, Names.from_used(used), "s") == dec.frame(want), k
-    suffix = "/" + template[0].output[0][1:]
-    used = {"x", "y", "s", "act" + suffix}
-    want = reference_nodes(template, "x", "y", "s", "act", set(used))
-    assert want[0].output[0] == "act" + suffix + "_1"
-    assert bind("x", "y", "act", Names.from_used(used), "s") == dec.frame(want)
-    monkeypatch.setattr(dec, "MAX_FORMATS", 0)  # no lengths tracked: every call writes directly
-    used = {"x", "y", "s"}
-    want = reference_nodes(template, "x", "y", "s", "z" * 151, set(used))
-    assert bind("x", "y", "z" * 151, Names.from_used(used), "s") == dec.frame(want)
+    # and a second node with the same base gets names of its own
+    again = dec.instantiate(template, x, "y", base, names, "s")
+    assert not {n.name for n in again} & {n.name for n in got}
 
 
 def reference_walk(model: onnx.ModelProto) -> tuple[list[tuple[str, list]], set[str]]:
@@ -168,14 +129,13 @@ def test_census_names_and_sites_match_an_independent_walk(name):
 
 
 @pytest.mark.parametrize("name", BUNDLED)
-def test_inline_with_census_and_serialized_is_the_same_model(name):
-    """The CLI's path (census, output bytes written directly) gives byte for byte the model
-    of the API's (own walk, nodes merged into the ModelProto, then serialized)."""
+def test_inline_with_census_is_the_same_model(name):
+    """The CLI's path (the census of the structural check) gives byte for byte the model of
+    the API's (its own walk)."""
     for opset, m in bundled_at_every_opset(name):
-        a, b, c = onnx.ModelProto(), onnx.ModelProto(), onnx.ModelProto()
+        a, b = onnx.ModelProto(), onnx.ModelProto()
         a.CopyFrom(m)
         b.CopyFrom(m)
-        c.CopyFrom(m)
         try:
             ra = inline_proto(a)
         except Exception as e:  # refusals must be the same too
@@ -188,13 +148,8 @@ def test_inline_with_census_and_serialized_is_the_same_model(name):
         validate.check(b, name, census=census)
         rb = inline_proto(b, census=census)
         assert a.SerializeToString() == b.SerializeToString(), (name, opset)
-        assert [(n.label, n.op, n.scope) for n in ra.nodes] == \
-            [(n.label, n.op, n.scope) for n in rb.nodes]
-        census = validate.Census()
-        validate.check(c, name, census=census)
-        data, rc = inline_serialized(c, census=census)
-        assert data == a.SerializeToString(), (name, opset)
-        assert len(rc.nodes) == len(ra.nodes)
+        assert [(n.label, n.op, n.scope, n.after) for n in ra.nodes] == \
+            [(n.label, n.op, n.scope, n.after) for n in rb.nodes]
 
 
 def test_census_covers_subgraphs_functions_and_every_kind_of_name():
@@ -233,9 +188,9 @@ def test_census_covers_subgraphs_functions_and_every_kind_of_name():
     assert then_nodes[-1].name == "lr/Y_1"
 
 
-def test_serialized_output_keeps_every_model_field():
+def test_inline_keeps_every_model_field():
     """Fields around the graph (metadata, doc strings, functions, initializers, value_info)
-    and subgraph edits survive the direct write."""
+    survive, and subgraphs are edited too."""
     then = helper.make_graph([helper.make_node("LeakyRelu", ["x"], ["t"], name="lr")], "then",
                              [], [helper.make_tensor_value_info("t", TP.FLOAT, [4])])
     els = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
@@ -251,15 +206,18 @@ def test_serialized_output_keeps_every_model_field():
     m.producer_name = "p"
     m.graph.value_info.append(helper.make_tensor_value_info("s", TP.FLOAT, [4]))
     helper.set_model_props(m, {"k": "v"})
-    a = onnx.ModelProto()
-    a.CopyFrom(m)
-    inline_proto(a)
-    data, _ = inline_serialized(m)
-    assert data == a.SerializeToString()
-    back = onnx.ModelProto.FromString(data)
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    inline_proto(m)
+    back = onnx.ModelProto.FromString(m.SerializeToString())
     assert back.doc_string == "d" * 300 and back.metadata_props[0].value == "v"
+    assert back.producer_name == "p" and back.graph.value_info == before.graph.value_info
+    assert back.graph.initializer == before.graph.initializer
     onnx.checker.check_model(back, full_check=True)
     assert {n.op_type for n in back.graph.node}.isdisjoint({"Selu", "PRelu"})
+    if_node = next(n for n in back.graph.node if n.op_type == "If")
+    then = next(a.g for a in if_node.attribute if a.name == "then_branch")
+    assert "LeakyRelu" not in {n.op_type for n in then.node}
 
 
 def _external(t: onnx.TensorProto) -> onnx.TensorProto:
@@ -307,14 +265,14 @@ def test_census_types_agree_with_forward_propagation(name):
     """Below opset 15 the census's walk propagates element types (opshift.typerules); every
     type it gives is the one inline's whole-model propagation gives, and it types every
     activation's X in the bundled models."""
-    from opshift.passes.inline import _Facts
+    from opshift.passes.inline.facts import Facts
 
     for opset, m in bundled_at_every_opset(name):
         if opset >= 15:
             continue
         census = validate.Census()
         validate.check(m, name, census=census)
-        forward = _Facts(m)
+        forward = Facts(m)
         for v, t in census.types.items():
             assert t == forward.elem_type(v), (name, opset, v)
         for sc in census.scopes:
@@ -347,9 +305,9 @@ def test_census_types_through_constants_casts_and_where():
 
 @pytest.mark.parametrize("functions", [None, "all"])
 @pytest.mark.parametrize("ops", ["PRelu,LeakyRelu,Selu", "none", "Selu"])
-def test_cli_direct_write_equals_the_api(tmp_path, functions, ops):
-    """The CLI writes the inlined bytes directly unless --verify or external data; the file is
-    the API's model byte for byte, with functions inlined first or not, and ops selected."""
+def test_cli_output_equals_the_api(tmp_path, functions, ops):
+    """The CLI's file is the API's model byte for byte, with functions inlined first or not,
+    and ops selected."""
     from opshift.cli import main
     from opshift.passes.inline import inline
 
@@ -361,27 +319,3 @@ def test_cli_direct_write_equals_the_api(tmp_path, functions, ops):
     assert main(argv) == 0
     want = inline(onnx.load(src), ops=ops, functions=functions)
     assert out.read_bytes() == want.SerializeToString()
-    # written in many small chunks (as a big model is): the same bytes
-    out.unlink()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(modelio, "WRITE_CHUNK", (16, 16))
-        assert main(argv) == 0
-    assert out.read_bytes() == want.SerializeToString()
-
-
-@pytest.mark.parametrize("elem_type", [TP.FLOAT, TP.DOUBLE, TP.FLOAT16, TP.BFLOAT16])
-@pytest.mark.parametrize("value", [0.0, -0.0, 0.2, 1.0507009873554805, 3e38, 1e-40])
-def test_scalar_constants_are_what_numpy_helper_writes(elem_type, value):
-    """The typed constants of the static and legacy bands skip numpy_helper's set-up; the
-    tensors must be the same."""
-    from onnx import helper, numpy_helper
-
-    with np.errstate(over="ignore"):  # 3e38 is inf in float16, in both
-        want = numpy_helper.from_array(
-            np.array(np.float32(value)).astype(helper.tensor_dtype_to_np_dtype(elem_type)))
-        got = dec._scalar(value, elem_type)
-    assert got == want
-    t = numpy_helper.from_array(np.array(np.float32(value)))
-    assert dec._scalar_value(t) == float(np.float32(value))
-    assert dec._scalar_value(helper.make_tensor("z", TP.FLOAT, [], [value])) == \
-        float(np.float32(value))
