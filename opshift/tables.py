@@ -16,14 +16,15 @@ _NUMPY_FLOATS = (np.float16, np.float32, np.float64, np.longdouble)
 
 
 def table(head: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = WIDTH,
-          right: Sequence[int] = ()) -> list[str]:
+          right: Sequence[int] = (), keep: Sequence[int] = ()) -> list[str]:
     """Lines of an aligned table no wider than ``width``: the widest columns are narrowed
     (to no less than 8 characters or their heading) and their cells wrap onto more lines.
-    Columns whose index is in ``right`` are right-aligned (numbers)."""
+    Columns whose index is in ``right`` are right-aligned (numbers); those in ``keep`` are
+    never narrowed (names)."""
     n = len(head)
     cells = [list(head), *([str(c) for c in r] for r in rows)]
     widths = [max(len(r[i]) for r in cells) for i in range(n)]
-    floor = [max(8, len(h)) for h in head]
+    floor = [widths[i] if i in keep else max(8, len(h)) for i, h in enumerate(head)]
     while sum(widths) + len(_GAP) * (n - 1) > width:
         i = max(range(n), key=lambda k: widths[k] - floor[k])
         if widths[i] <= floor[i]:

@@ -128,6 +128,49 @@ def test_training_mode_cases_are_refused(name):
         rep.run([_array(v) for v in inputs])
 
 
+# -- cases that need onnx.reference's kernels -------------------------------------------------
+
+
+#: onnx.reference's own kernel takes longer than the rest of this group together (~9 s).
+SLOW_IN_ONNX_REFERENCE = {"test_lppool_3d_default"}
+
+
+@functools.cache
+def _borrowing() -> tuple[str, ...]:
+    """Cases opshift's own kernels do not cover (element types aside) but onnx.reference's
+    kernels complete: the evaluator runs them node by node."""
+    from opshift.evaluator.kernels import kernels
+
+    out = []
+    for n, c in _cases().items():
+        reasons = unclaimed(c.model)
+        if reasons and not any(r.startswith("type ") or " value " in r for r in reasons) \
+                and kernels(c.model).missing is None:
+            out.append(n)
+    return tuple(out)
+
+
+def test_most_unclaimed_cases_run_with_onnx_reference_kernels():
+    assert len(_borrowing()) > 500
+    assert {"test_erf", "test_resize_upsample_scales_linear", "test_convtranspose",
+            "test_layer_normalization_2d_axis0_expanded_ver18"} <= set(_borrowing()) | set(
+        _claimed())
+
+
+@pytest.mark.parametrize("name", [n for n in _borrowing() if n not in SLOW_IN_ONNX_REFERENCE])
+def test_onnx_node_case_with_onnx_reference_kernels(name):
+    from onnx.backend.test.runner import Runner
+
+    case = _cases()[name]
+    if case.model.graph.node[0].op_type == "ImageDecoder":
+        pytest.importorskip("PIL", reason="onnx.reference's ImageDecoder needs Pillow")
+    rep = EvaluatorBackend.prepare(case.model)
+    for inputs, expected in case.data_sets:
+        got = rep.run([_array(v) for v in inputs])
+        Runner.assert_similar_outputs([_array(v) for v in expected], list(got), rtol=case.rtol,
+                                      atol=case.atol)
+
+
 # -- onnxruntime cross-check ------------------------------------------------------------------
 
 

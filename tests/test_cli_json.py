@@ -18,7 +18,7 @@ from opshift.commands import _output
 SMALL = MODELS / "small_cnn.onnx"
 CHANGE = {"node", "op", "scope", "what", "why"}
 VERIFY = ["ok", "backend", "tolerance", "seed", "rounds", "checks", "signed_zeros_differ",
-          "inputs", "rows", "notes"]  # the same object in every command
+          "inputs", "kernels", "rows", "notes"]  # the same object in every command
 ROW = {"label", "output", "dtype", "shape", "max_abs", "max_ulp", "ok", "reason"}
 
 

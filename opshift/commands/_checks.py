@@ -50,7 +50,7 @@ def verify_dict(report, notes: list[str]) -> dict[str, Any]:
            "seed": d["seed"], "rounds": d["rounds"],
            "checks": {"rewrites": rewrites, "whole_model": whole > 0},
            "signed_zeros_differ": d["signed_zeros_differ"], "inputs": d["inputs"],
-           "rows": d["rows"], "notes": list(notes)}
+           "kernels": d.get("kernels", {}), "rows": d["rows"], "notes": list(notes)}
     return out
 
 
@@ -84,6 +84,10 @@ def verify_lines(report, notes: list[str], *, verbose: bool,
     if rows or summed:
         lines += ["  " + x for x in table(head, summed + rows, right=(4, 5), width=98)]
     lines += [f"  FAIL {r.name}: {r.reason}" for r in report.failures]
+    borrowed = sorted(k for k, v in getattr(report, "kernels", {}).items() if v != "opshift")
+    if borrowed:
+        lines.append(f"  kernels from onnx.reference: {', '.join(borrowed)} (the others: "
+                     "opshift's)")
     lines += [f"  note: {n}" for n in notes]
     lines.append(closing_line(report, notes))
     return lines

@@ -17,7 +17,8 @@ Every command that reads a model (convert, inline, fuse, fix, inspect, verify) r
 ``verify``       null without a check; else ``ok``, ``backend``, ``tolerance`` (``ulp`` per
                  dtype, ``atol``, ``rtol``), ``seed``, ``rounds``, ``checks``
                  (``rewrites``: regions checked one by one, ``whole_model``: whether both
-                 whole models were run and compared), ``rows`` (one per compared output:
+                 whole models were run and compared), ``kernels`` (``Op-version`` -> the
+                 evaluator kernel's source), ``rows`` (one per compared output:
                  ``label``, ``output``, ``dtype``, ``shape``, ``max_abs``, ``max_ulp``,
                  ``ok``, ``reason``), ``notes`` (what could not be checked, and why)
 ``notes``        other remarks, one string each

@@ -1,13 +1,22 @@
-"""``opshift ops``: the (op, versions) the evaluator supports."""
+"""``opshift ops``: every op version and where the evaluator's kernel for it comes from."""
 
 from __future__ import annotations
 
+DESCRIPTION = """\
+List every op onnx knows (default domain, ai.onnx.ml, ai.onnx.preview, ...) with its schema
+versions and where the bundled evaluator's kernel for each comes from: opshift's own, or
+onnx.reference's (run one node at a time) where opshift has none. Versions with neither
+cannot be evaluated: verify and --verify stop with exit 2 on them.
+
+example:
+  opshift ops --json
+"""
+
 
 def register(sub, parent) -> None:
-    p = sub.add_parser("ops", parents=[parent], help="list the ops and versions the evaluator "
-                       "supports", description="List every (domain, op) the bundled evaluator "
-                       "implements, with the schema versions it implements.\n\nexample:\n"
-                       "  opshift ops --json", formatter_class=_raw())
+    p = sub.add_parser("ops", parents=[parent], help="list the op versions the evaluator "
+                       "runs and whose kernel it uses", description=DESCRIPTION,
+                       formatter_class=_raw())
     p.set_defaults(func=run)
 
 
@@ -18,17 +27,25 @@ def _raw():
 
 
 def run(args) -> int:
-    from ..evaluator import supported_ops
+    from ..evaluator.kernels import OPSHIFT, every_op
+    from ..tables import plural, table
     from ._output import Outcome, emit
 
-    table = supported_ops()
+    ops = every_op()
     o = Outcome("ops", None, details={"ops": [
-        {"domain": d or "ai.onnx", "op": op, "versions": list(v)}
-        for (d, op), v in table.items()]})
+        {"domain": d or "ai.onnx", "op": op, "versions": [v for v, s in vs.items() if s],
+         "sources": {str(v): s for v, s in vs.items() if s},
+         "no_kernel": [v for v, s in vs.items() if not s]} for (d, op), vs in ops.items()]})
     if not args.json and not args.quiet:
-        width = max(len(op) for _, op in table)
-        o.lines = [f"{op if not d else f'{d}::{op}':<{width}}  {', '.join(map(str, v))}"
-                   for (d, op), v in table.items()]
-        o.summary = f"{len(table)} ops"
+        rows = []
+        for (d, op), vs in ops.items():
+            cols = [[str(v) for v, s in vs.items() if s == want]
+                    for want in (OPSHIFT, "onnx.reference", None)]
+            rows.append([op if not d else f"{d}::{op}", *(", ".join(c) for c in cols)])
+        o.lines = table(["op", "opshift", "onnx.reference", "no kernel"], rows, keep=(0,))
+        counts = [sum(s == want for vs in ops.values() for s in vs.values())
+                  for want in (OPSHIFT, "onnx.reference", None)]
+        o.summary = (f"{plural(len(ops), 'op')}; op versions: {counts[0]:,} opshift, "
+                     f"{counts[1]:,} onnx.reference, {counts[2]:,} no kernel")
     emit(o, args, single=True)
     return 0
