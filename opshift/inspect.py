@@ -24,8 +24,9 @@ from . import opsets, progress
 from .broadcast import SlopeClass, classify, rule_for_version
 from .errors import OpshiftError, function_id
 from .external import tensor_array
+from .graph.facts import static_shapes
+from .graph.scopes import iter_scopes, subgraphs
 from .modelio import ModelLike, to_proto
-from .passes._graph import iter_scopes, static_shapes, subgraphs
 from .tables import number
 
 #: How each broadcast class is described to users (see :func:`slope_class_text`).
@@ -317,9 +318,9 @@ def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport) -> N
         else:
             r.at_target = f"{r.op}-{vt}"
     try:
-        from .passes.convert import convert_proto
+        from .conversion.engine import convert_proto
     except ImportError:  # pragma: no cover - convert ships with opshift
-        report.conversion = {"error": "opshift.passes.convert is not available"}
+        report.conversion = {"error": "opshift.conversion is not available"}
         return
     try:
         result = convert_proto(work, target)

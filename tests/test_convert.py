@@ -415,3 +415,21 @@ def test_function_with_its_own_older_opset():
         attrs = {a.name for a in out.functions[0].node[0].attribute}
         assert attrs == {"alpha", "gamma"}  # Selu-1's defaults made explicit
         assert_exact(ref, evaluate(out, {"x": x})["y"])
+
+
+def test_a_refusal_leaves_the_model_untouched():
+    """convert_proto plans every node of every scope before writing: a node refused after
+    others were planned (a constant slope reshaped in place, a Reshape's shape moved to an
+    attribute) leaves the ModelProto byte for byte as it was."""
+    s = numpy_helper.from_array(np.array([0.5, -1.0, 3.0], np.float32).reshape(3, 1, 1), "s")
+    shape = numpy_helper.from_array(np.array([2, 12], np.int64), "shape")
+    nodes = [helper.make_node("PRelu", ["x", "s"], ["p"], name="p"),
+             helper.make_node("Reshape", ["p", "shape"], ["r"], name="r"),
+             helper.make_node("LeakyRelu", ["xb"], ["yb"], name="bf16")]
+    m = make_model(nodes, [vi("x", shape=[2, 3, 2, 2]), vi("xb", TP.BFLOAT16, [4])],
+                   [vi("r", shape=[2, 12]), vi("yb", TP.BFLOAT16, [4])], opset=16,
+                   initializers=[s, shape])
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError, match=r"node 'bf16'.*LeakyRelu-16.*opset 6"):
+        convert_proto(m, 6)
+    assert m.SerializeToString() == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -100,10 +101,11 @@ def test_not_an_onnx_file(tmp_path, capsys):
 
 
 def test_verify_mismatch_exits_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
-    """Break one adapter on purpose: --verify must catch it."""
-    from opshift.passes import convert as conv
+    """Break one step on purpose (the schema check that writes Selu-1's defaults out):
+    --verify must catch it."""
+    from opshift.conversion import generic
 
-    monkeypatch.setattr(conv, "_materialize_defaults", lambda *a, **k: None)
+    monkeypatch.setattr(generic.SchemaStep, "check", lambda self, st: None)
     src = tmp_path / "selu1.onnx"
     onnx.save(selu_model(1), src)
     out = tmp_path / "o.onnx"
@@ -166,3 +168,19 @@ def test_bfloat16_selu_down_from_22_passes_its_own_verify(tmp_path):
     src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(m, src)
     assert main(["convert", str(src), "--opset", "13", "-o", str(dst), "--verify", "-q"]) == 0
+
+
+def test_verify_checks_every_rewrite_it_can_run(tmp_path, capsys):
+    """--verify checks each rewritten node of any op on its own; a region the evaluator
+    cannot run on generated inputs (a Reshape whose shape is computed at run time) is named
+    and left to the whole-model check."""
+    src = Path(__file__).resolve().parent / "data" / "cnn_opset17.onnx"
+    rc, text, err = run(["convert", src, "--opset", 9, "-o", tmp_path / "o.onnx", "--verify",
+                         "--json"], capsys)
+    assert rc == 0, err
+    v = json.loads(text)["verify"]
+    rows = [r["label"].split()[0] if r["label"] else "whole" for r in v["rows"]]
+    assert "/bn1/BatchNormalization" in rows and "/pool/MaxPool" in rows
+    assert rows[-1] == "whole"  # the whole-model row comes last
+    assert any(n.startswith("/Reshape (Reshape-14->5): not checked on its own")
+               for n in v["notes"])

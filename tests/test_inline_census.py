@@ -13,8 +13,9 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from opshift import validate
+from opshift.graph.names import Names
+from opshift.graph.scopes import node_kinds, subgraphs
 from opshift.opsets import normalize_domain
-from opshift.passes._graph import Names, node_kinds, subgraphs
 from opshift.passes.inline import inline_proto
 from opshift.passes.inline import templates as dec
 

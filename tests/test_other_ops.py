@@ -1,8 +1,9 @@
-"""opshift.passes.other_ops: every non-activation op converted between opsets, exactly.
+"""opshift.conversion: every non-activation op converted between opsets, exactly.
 
 The real model is a small CNN exported by PyTorch (tests/data/export_cnn.py) at opsets 17
-and 20 with torch's reference outputs. Activations are skipped (another pass owns them), so
-the tests set the opset import themselves.
+and 20 with torch's reference outputs. The engine's node conversion is called alone (the
+activations skipped, as tests/test_convert.py covers them), so the tests set the opset
+import themselves.
 """
 
 from __future__ import annotations
@@ -22,10 +23,23 @@ from conftest import (
 )
 from onnx import TensorProto, helper, numpy_helper
 
+from opshift.conversion.engine import convert_nodes
 from opshift.errors import ConversionError, UnsupportedError
 from opshift.evaluator import evaluate
 from opshift.opsets import ACTIVATIONS, ir_version_for_opset
-from opshift.passes.other_ops import convert_other_ops, other_ops_change
+
+
+def convert_other_ops(model, source, target, *, skip=ACTIVATIONS):
+    """The engine's node conversion alone, the activations skipped by default."""
+    return convert_nodes(model, source, target, skip=skip)
+
+
+def other_ops_change(model, source, target) -> bool:
+    """Some node other than the activations changes version (on a copy: the model stays)."""
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    return bool(convert_other_ops(work, source, target))
+
 
 DATA = Path(__file__).resolve().parent / "data"
 F = TensorProto.FLOAT
@@ -120,7 +134,7 @@ def test_cnn_below_7_is_valid_and_refused_where_inexact():
     changes = convert(model, 17, 6, skip=ACTIVATIONS)
     bn = [n for n in model.graph.node if n.op_type == "BatchNormalization"]
     assert all(helper.get_node_attr_value(n, "is_test") == 1 for n in bn)
-    assert any(c.op == "Mul" and "broadcast=1" in c.reason for c in changes)
+    assert any(c.op == "Mul" and "broadcast=1" in c.what for c in changes)
     mul = next(n for n in model.graph.node if n.op_type == "Mul")
     assert helper.get_node_attr_value(mul, "broadcast") == 1
     convert(model, 6, 17, skip=ACTIVATIONS)  # and back up: the legacy forms are undone
@@ -1046,16 +1060,22 @@ def test_castlike_below_15_becomes_cast():
 
 
 def test_table_lists_real_steps_and_documents_them():
-    from opshift.opsets import versions
-    from opshift.passes import other_ops_table
+    import sys
 
-    doc = other_ops_table.__doc__
-    for (op, v) in other_ops_table.TABLE:
+    from opshift.conversion import registry
+    from opshift.conversion.steps import broadcast_legacy, negative_axes
+    from opshift.opsets import versions
+
+    registry.steps_for("Relu", 1)  # loads the step modules
+    for (op, v), fns in registry.STEPS.items():
         vs = versions(op)
         assert v in vs and v != vs[0], (op, v, vs)
-        assert op in doc or op in other_ops_table.NEG_AXES or op in other_ops_table.BINARY, op
-    for op in other_ops_table.DECOMPOSE:
-        assert op in doc
+        for r in fns:
+            doc = sys.modules[r.fn.__module__].__doc__
+            assert (op in doc or op in negative_axes.NEG_AXES
+                    or op in broadcast_legacy.BINARY), op
+    for op, fn in registry.REPLACEMENTS.items():
+        assert op in sys.modules[fn.__module__].__doc__
 
 
 def test_folded_constants_removed_only_when_unused():
@@ -1307,3 +1327,21 @@ def test_function_names_are_typed_apart_from_the_graphs():
     onnx.checker.check_model(m, full_check=True)
     x = np.array([-128, 5, 127], np.int8)
     np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], 2 * x.astype(np.float32))
+
+
+@pytest.mark.parametrize("ir", [3, 8])
+def test_an_initializer_that_can_be_fed_is_not_a_constant(ir):
+    """From IR 4 an initializer listed among the graph inputs is a default a caller may
+    replace: its value cannot be folded into an attribute. Before IR 4 every initializer
+    is listed there and is a constant."""
+    shape = numpy_helper.from_array(np.array([0, -1], np.int64), "shape")
+    m = make_model([one("Reshape", ["x", "shape"], ["y"])],
+                   [vi("x", F, [2, 3]), vi("shape", I64, [2])], [vi("y", F, [2, 3])],
+                   opset=13, initializers=[shape])
+    m.ir_version = ir
+    if ir >= 4:
+        with pytest.raises(ConversionError, match=r"n_reshape.*shape.*not a constant"):
+            convert_other_ops(m, 13, 4)
+    else:
+        convert_other_ops(m, 13, 4)
+        assert attrs(m.graph.node[0]) == {"shape": [0, -1]}

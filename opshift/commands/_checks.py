@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..tables import number, plural, table
+from ..tables import number, plural, table, wrap
 
 
 @contextlib.contextmanager
@@ -88,7 +88,7 @@ def verify_lines(report, notes: list[str], *, verbose: bool,
     if borrowed:
         lines.append(f"  kernels from onnx.reference: {', '.join(borrowed)} (the others: "
                      "opshift's)")
-    lines += [f"  note: {n}" for n in notes]
+    lines += [x for n in notes for x in wrap(f"  note: {n}")]
     lines.append(closing_line(report, notes))
     return lines
 

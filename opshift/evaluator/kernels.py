@@ -41,7 +41,7 @@ class KernelTable:
 def kernels(model: onnx.ModelProto) -> KernelTable:
     """Every node of ``model`` (graph, subgraphs, model-local functions) at the schema
     version in force where it is; model-local function calls need no kernel."""
-    from ..passes._graph import iter_scopes
+    from ..graph.scopes import iter_scopes
 
     table = KernelTable()
     local = {(opsets.normalize_domain(f.domain), f.name) for f in model.functions}

@@ -15,9 +15,9 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import function_label
+from ..graph.scopes import may_hold_subgraphs
 from ..rewriters import rules as _rules
 from ..rewriters._report import Event, Recorder, recording
-from ._graph import may_hold_subgraphs
 from .fuse_types import (
     annotate_functions,
     clear_function_types,
@@ -170,8 +170,8 @@ def _apply_graph(model: ir.Model, graph: ir.Graph | ir.Function, rule) -> int:
 
 
 def ir_subgraphs(node: ir.Node):
-    """The graphs ``node`` holds, in attribute order (as :func:`._graph.subgraphs` lists
-    them for the NodeProto it was read from)."""
+    """The graphs ``node`` holds, in attribute order (as
+    :func:`opshift.graph.scopes.subgraphs` lists them for the NodeProto it was read from)."""
     for attr in node.attributes.values():
         if attr.type == ir.AttributeType.GRAPH:
             yield attr.value

@@ -19,9 +19,10 @@ import onnx
 from ... import opsets, validate
 from ...errors import OpshiftError
 from ...external import tensor_array
+from ...graph.names import Names
 from ...modelio import ModelLike, from_proto, to_proto
 from ...opsets import normalize_domain
-from .._graph import Names, lazy_attribute, run_as_ir_pass
+from ..ir_pass import lazy_attribute, run_as_ir_pass
 from . import decompose as dec
 from .facts import Facts
 from .functions import inline_functions

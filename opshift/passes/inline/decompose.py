@@ -31,7 +31,7 @@ from onnx import helper, numpy_helper
 from ... import opsets
 from ...broadcast import SlopeRule, slope_shape_for
 from ...errors import ConversionError, EvaluationError, where
-from .._graph import Names
+from ...graph.names import Names
 from .templates import (
     FUNCTION,
     LEGACY,

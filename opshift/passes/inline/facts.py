@@ -8,8 +8,9 @@ import os
 import onnx
 
 from ... import typerules, validate
+from ...graph.facts import static_shapes
+from ...graph.scopes import subgraphs
 from ...opsets import normalize_domain
-from .._graph import static_shapes, subgraphs
 
 _SAME_SHAPE_OPS = frozenset((
     "Abs", "BatchNormalization", "Cast", "Ceil", "Clip", "Dropout", "Elu", "Exp", "Floor",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import onnx
 
 from ...errors import ConversionError, OpshiftError, function_id
+from ...graph.scopes import node_kinds
 from ...opsets import normalize_domain
-from .._graph import node_kinds
 from .result import InlineResult
 
 

@@ -6,7 +6,7 @@ value names are placeholders (``$X``, ``$S`` inputs, ``$Y`` output, ``$<Suffix>`
 values), instantiated per node by :func:`instantiate` (:mod:`.decompose` picks the template
 of a node). Internal values and nodes are named
 ``<node>/<Suffix>`` (``<node>`` is the node's name or ``<op>_<index>``), e.g.
-``prelu_3/XLessThanZero``, made unique with :class:`opshift.passes._graph.Names`.
+``prelu_3/XLessThanZero``, made unique with :class:`opshift.graph.names.Names`.
 
 Bands (``opset`` is the default-domain opset of the node's graph or function):
 
@@ -83,7 +83,7 @@ import onnx.defs
 from onnx import helper, numpy_helper
 
 from ...external import tensor_array
-from .._graph import Names
+from ...graph.names import Names
 
 FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import onnx
 
 from ...errors import OpshiftError
+from ...graph.scopes import subgraphs
 from ...opsets import normalize_domain
-from .._graph import subgraphs
 from .facts import Facts
 from .result import InlineResult
 

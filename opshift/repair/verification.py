@@ -1,0 +1,29 @@
+"""``fix --verify``: the original against the fixed model, as every command's --verify."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+
+
+def verify_fix(original: onnx.ModelProto, fixed: onnx.ModelProto, *, seed: int = 0
+               ) -> tuple[Any, list[str]]:
+    """Compare the whole ``original`` and ``fixed`` models on the same inputs, as every
+    command's ``--verify`` does (:func:`opshift.verify`, under the verify policy in force:
+    evaluator or onnxruntime, tolerances). When the defect keeps the original from running,
+    that is a note, and the fixed model is run alone. Returns ``(VerifyReport, notes)``."""
+    from ..errors import OpshiftError
+    from ..verify import VerifyReport, verify
+
+    try:
+        return verify(original, fixed, seed=seed), []
+    except OpshiftError as e:
+        notes = [f"whole model: not verified: {e}"]
+    try:
+        verify(fixed, fixed, seed=seed)
+    except OpshiftError as e:
+        notes.append(f"the fixed model does not run either: {e}")
+    else:
+        notes.append("the fixed model runs; each fix is exact by construction")
+    return VerifyReport(seed=seed), notes
