@@ -10,50 +10,98 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import re
 import shutil
 import sys
 import traceback
 from collections.abc import Sequence
 
+from .commands._options import HOISTED, add_common_options
 from .errors import OpshiftError
 
 COMMANDS = ("convert", "inline", "fuse", "fix", "inspect", "verify", "ops")
 
 EPILOG = """\
+which command when:
+  inspect   what a model holds: op counts, its PRelu/LeakyRelu/Selu, defects (--opset N:
+            what convert would do)
+  fix       a model runtimes refuse (stale attributes, 1-D slopes, duplicate names, IR)
+  convert   a runtime or tool that wants another opset
+  inline    a runtime without PRelu/LeakyRelu/Selu (or model-local functions)
+  fuse      an exported model with those activations spelled out in primitive ops
+  verify    two models that should compute the same thing
+
 examples:
   opshift convert model.onnx --opset 9 -o model9.onnx --verify
-  opshift verify model.onnx model9.onnx
-  opshift ops
+  opshift -q convert models/ --opset 13 -o out/ -j 2
+  opshift verify model.onnx model9.onnx --ulp 0
+  opshift inspect model.onnx
 
-exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion
+-v, -q, --json, -j and --input-shape may come before or after the command. With --json,
+every command prints one JSON object per model, one per line, with the keys command, input,
+output, ok, exit_code, changes, ops_before, ops_after, verify, notes, error, details.
+
+exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion, 3 internal
+error; with several models, the worst of them
 """
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser without abbreviations: ``--ops 9`` must not mean ``--opset 9``."""
+
+    def __init__(self, *args, allow_abbrev: bool = False, **kwargs):
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
+
+
+def version_text() -> str:
+    """``opshift 0.1.0 (onnx 1.23.2, opsets 1..28, Python 3.11.2)``."""
+    import platform
+
+    import onnx
+
+    from . import __version__
+
+    return (f"opshift {__version__} (onnx {onnx.__version__}, opsets "
+            f"1..{onnx.defs.onnx_opset_version()}, Python {platform.python_version()})")
+
+
+def hoist(argv: list[str]) -> list[str]:
+    """Move the common options given before the command name after it, where the command's
+    parser reads them: ``-v convert m.onnx ...`` -> ``convert -v m.onnx ...``."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        name = a.split("=", 1)[0]
+        if re.fullmatch(r"-[vq]+", a) or (name in HOISTED and not HOISTED[name]) \
+                or "=" in a and name in HOISTED or re.fullmatch(r"-j\d+", a):
+            i += 1
+        elif name in HOISTED:
+            i += 2
+        else:
+            break
+    if 0 < i < len(argv) and argv[i] in COMMANDS:
+        return [argv[i], *argv[:i], *argv[i + 1:]]
+    return argv
 
 
 def common_parent() -> argparse.ArgumentParser:
     """Options every subcommand accepts, as a parent parser (for :func:`build_parser`)."""
-    p = argparse.ArgumentParser(add_help=False)
+    p = Parser(add_help=False)
     add_common_options(p)
     return p
-
-
-def add_common_options(p: argparse.ArgumentParser) -> None:
-    """Add the options every subcommand accepts to ``p``."""
-    g = p.add_argument_group("output")
-    g.add_argument("-v", "--verbose", action="count", default=0,
-                   help="explain each decision; show tracebacks")
-    g.add_argument("-q", "--quiet", action="store_true", help="no progress or summaries")
-    g.add_argument("--json", action="store_true", help="machine-readable output on stdout")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand (``opshift -h``, and a first argument that is not a
     command)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="opshift",
         description="Exact opset conversion, inlining and fusion of PRelu, LeakyRelu and "
                     "Selu in ONNX models, checked by a version-aware NumPy evaluator.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=version_text())
+    add_common_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     parent = common_parent()
     for name in COMMANDS:
         mod = _command_module(name)
@@ -89,7 +137,7 @@ class _OneCommand:
         kwargs.pop("parents", None)
         if kwargs.get("formatter_class") is argparse.RawDescriptionHelpFormatter:
             kwargs["formatter_class"] = _RawDescriptionFormatter
-        self.parser = argparse.ArgumentParser(prog=f"opshift {name}", **kwargs)
+        self.parser = Parser(prog=f"opshift {name}", **kwargs)
         add_common_options(self.parser)
         return self.parser
 
@@ -157,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``opshift`` program, it also handles the process's signals (:func:`exit_on_signals`)."""
     if argv is None:
         exit_on_signals()
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = hoist(list(sys.argv[1:] if argv is None else argv))
     parser = command_parser(argv[0]) if argv else None
     if parser is not None:
         args = parser.parse_args(argv[1:])
@@ -168,9 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if args.quiet and args.verbose:
+        parser.error("-q and -v cannot be used together (-q prints nothing, -v everything)")
     try:
         return int(args.func(args) or 0)
     except OpshiftError as e:
+        _json_error(args, e)
         if getattr(args, "verbose", 0):
             traceback.print_exc()
         print(f"opshift {args.command}: error: {e}", file=sys.stderr)
@@ -181,6 +232,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         print(f"opshift {args.command}: error: out of memory", file=sys.stderr)
         return 2
+
+
+def _json_error(args, e: OpshiftError) -> None:
+    """With --json, an error is also a JSON object on stdout (ok false, the error)."""
+    if not getattr(args, "json", False):
+        return
+    from .commands._output import Outcome
+
+    inputs = getattr(args, "inputs", None) or [getattr(args, "reference", None)]
+    file = inputs[0] if len(inputs) == 1 else None
+    print(Outcome(args.command, file).fail(e, e.exit_code, file).json_line(), flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,22 +20,36 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from . import opsets
+from . import opsets, progress
 from .broadcast import SlopeClass, classify, rule_for_version
 from .errors import OpshiftError, function_id
 from .external import tensor_array
 from .graph.facts import static_shapes
 from .graph.scopes import iter_scopes, subgraphs
 from .modelio import ModelLike, to_proto
+from .tables import number
 
-#: How each broadcast class is described to users.
+#: How each broadcast class is described to users (see :func:`slope_class_text`).
 CLASS_TEXT = {
     SlopeClass.SHARED: "shared",
-    SlopeClass.CHANNEL_AXIS1: "per-channel axis 1 (legacy ONNX <= 6; oneDNN "
-                              "per_channel_broadcast NCX)",
+    SlopeClass.CHANNEL_AXIS1: "per-channel axis 1 (oneDNN per_channel_broadcast NCX)",
     SlopeClass.CHANNEL_LAST: "per-channel last axis (oneDNN NXC)",
     SlopeClass.ELEMENTWISE: "elementwise",
 }
+
+
+def slope_class_text(cls: SlopeClass, version: int, slope_shape) -> str:
+    """What a slope of class ``cls`` means at PRelu-``version``: a 1-D slope read per
+    channel on axis 1 is PRelu-1/6's own rule there, a [C,1,...,1] slope at >= 7 is numpy
+    broadcasting that lands on axis 1."""
+    text = CLASS_TEXT[cls]
+    if cls is SlopeClass.CHANNEL_AXIS1:
+        how = (f"PRelu-{version}'s 1-D slope rule" if version < 7 and len(slope_shape) == 1
+               else "numpy broadcast of [C,1,...,1]")
+        text = text.replace("(", f"({how}; ", 1)
+    elif cls is SlopeClass.CHANNEL_LAST and version < 7:
+        text = text.replace("(", "(numpy broadcast: axis 1 is not C; ", 1)
+    return text
 
 
 @dataclass
@@ -48,7 +63,7 @@ class Attr:
 
     def text(self) -> str:
         v = self.value
-        s = f"{v:.9g}" if isinstance(v, float) else repr(v)
+        s = number(v) if isinstance(v, float) else repr(v)
         mark = " (default)" if self.default else "" if self.valid else " (INVALID)"
         return f"{self.name}={s}{mark}"
 
@@ -90,6 +105,8 @@ class InspectReport:
     defects: dict[str, Any] = field(default_factory=dict)  # FixResult.to_dict()
     target_opset: int | None = None
     conversion: dict[str, Any] | None = None  # ConvertResult.to_dict() or {'error': ...}
+    ops: dict[str, int] = field(default_factory=dict)  # op_counts() of the model
+    ops_at_target: dict[str, int] | None = None  # op_counts() after the dry run
 
     def to_dict(self) -> dict[str, Any]:
         return {"ir_version": self.ir_version,
@@ -98,63 +115,23 @@ class InspectReport:
                 "functions": self.functions,
                 "activations": [r.to_dict() for r in self.rows],
                 "defects": self.defects, "target_opset": self.target_opset,
-                "conversion": self.conversion}
+                "conversion": self.conversion, "ops": self.ops}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, default=str)
 
     def table(self) -> str:
-        ops = ", ".join(f"{k or 'ai.onnx'} {v}" for k, v in self.opsets.items())
-        lines = [f"IR version {self.ir_version}; opsets: {ops}; {self.node_count} nodes "
-                 f"({self.graph_node_count} in the main graph)"
-                 + (f"; functions: {', '.join(self.functions)}" if self.functions else "")]
-        if self.rows:
-            head = ["node", "scope", "version", "dtype", "attributes", "slope"]
-            if self.target_opset is not None:
-                head.append(f"at opset {self.target_opset}")
-            body = []
-            for r in self.rows:
-                cells = [r.node, r.scope, f"{r.op}-{r.version}" if r.version else f"{r.op}-?",
-                         r.dtype or "?", ", ".join(a.text() for a in r.attributes) or "-",
-                         _slope_text(r)]
-                if self.target_opset is not None:
-                    cells.append(r.at_target or "?")
-                body.append(cells)
-            widths = [max(len(c[i]) for c in [head, *body]) for i in range(len(head))]
-            for cells in [head, *body]:
-                lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
-        else:
-            lines.append("no PRelu, LeakyRelu or Selu nodes")
-        if self.conversion is not None:
-            lines.append(f"convert to opset {self.target_opset} (dry run):")
-            if "error" in self.conversion:
-                lines.append(f"  impossible: {self.conversion['error']}")
-            else:
-                for c in self.conversion.get("changes", []):
-                    lines.append(f"  {c.get('scope', '')}, node {c.get('node', '')}: "
-                                 f"{c.get('what', '')} -- {c.get('why', '')}")
-                if not self.conversion.get("changes"):
-                    lines.append("  no node changes")
-                for note in self.conversion.get("notes", []):
-                    lines.append(f"  note: {note}")
-        d = self.defects
-        if d.get("changes") or d.get("left_alone") or d.get("refused"):
-            lines.append("defects (opshift fix):")
-            for key, word in (("changes", "would fix"), ("left_alone", "would leave alone"),
-                              ("refused", "cannot fix")):
-                for c in d.get(key, []):
-                    node = f", node {c['node']}" if c["node"] else ""
-                    lines.append(f"  {word}: {c['scope']}{node}: {c['what']} -- {c['why']}")
-        else:
-            lines.append("no defects for opshift fix")
-        return "\n".join(lines)
+        """Every activation node, one row each, then the defects and the dry run."""
+        from .inspect_text import full
 
+        return "\n".join(full(self))
 
-def _slope_text(r: ActivationRow) -> str:
-    if r.op != "PRelu":
-        return "-"
-    shape = "?" if r.slope_shape is None else str(r.slope_shape)
-    return f"{shape}: {r.slope_class}"
+    def summary(self) -> str:
+        """A screenful: op counts, the activations grouped by op, version, dtype and slope
+        class or attributes, the defects grouped by kind, the dry run grouped by change."""
+        from .inspect_text import summary
+
+        return "\n".join(summary(self))
 
 
 def _json_value(v: Any) -> Any:
@@ -165,6 +142,34 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, onnx.TensorProto):
         return tensor_array(v).tolist()
     return v
+
+
+_GRAPH, _GRAPHS = onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS
+#: default-domain ops with graph attributes (other domains' nodes are all looked at)
+_CONTROL = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
+def op_counts(model: onnx.ModelProto) -> dict[str, int]:
+    """Op type -> nodes, over the main graph, its subgraphs and model-local functions;
+    ``domain::Op`` for ops outside ai.onnx. Most frequent first."""
+    counts: Counter[str] = Counter()
+
+    def nodes(ns) -> None:
+        for n in ns:
+            domain = n.domain if n.domain != "ai.onnx" else ""
+            counts[f"{domain}::{n.op_type}" if domain else n.op_type] += 1
+            if domain or n.op_type in _CONTROL:
+                for a in n.attribute:
+                    if a.type == _GRAPH:
+                        nodes(a.g.node)
+                    elif a.type == _GRAPHS:
+                        for g in a.graphs:
+                            nodes(g.node)
+
+    nodes(model.graph.node)
+    for f in model.functions:
+        nodes(f.node)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 # ------------------------------------------------------------------------------------------
@@ -182,22 +187,28 @@ def inspect(model: ModelLike, opset: int | None = None, *,
     report = InspectReport(
         ir_version=proto.ir_version,
         opsets={opsets.normalize_domain(i.domain): i.version for i in proto.opset_import},
-        node_count=total, graph_node_count=len(proto.graph.node), functions=functions)
-    shapes = static_shapes(proto)
-    dtypes = _elem_types(proto)
-    for sc in iter_scopes(proto):
-        for i, node in enumerate(sc.nodes):
-            if node.op_type not in opsets.ACTIVATIONS or opsets.normalize_domain(node.domain):
-                continue
-            report.rows.append(_row(node, i, sc, shapes, dtypes, base_dir))
+        node_count=total, graph_node_count=len(proto.graph.node), functions=functions,
+        ops=op_counts(proto))
+    with progress.stage("shapes and types"):
+        shapes = static_shapes(proto)
+        dtypes = _elem_types(proto)
+    with progress.stage("activations", total, "nodes"):
+        for sc in iter_scopes(proto):
+            for i, node in enumerate(sc.nodes):
+                if node.op_type in opsets.ACTIVATIONS and not opsets.normalize_domain(
+                        node.domain):
+                    report.rows.append(_row(node, i, sc, shapes, dtypes, base_dir))
+            progress.advance(len(sc.nodes))
     from .passes.fix import fix_proto
 
-    fixed = onnx.ModelProto()
-    fixed.CopyFrom(proto)
-    report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
+    with progress.stage("defects (fix dry run)"):
+        fixed = onnx.ModelProto()
+        fixed.CopyFrom(proto)
+        report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
     if opset is not None:
         report.target_opset = opset
-        _dry_convert(work, opset, report)
+        with progress.stage(f"convert to opset {opset} (dry run)"):
+            _dry_convert(work, opset, report)
     return report
 
 
@@ -221,7 +232,8 @@ def _row(node, index, sc, shapes, dtypes, base_dir) -> ActivationRow:
             row.slope_class = "unknown (shapes not inferred)"
         else:
             try:
-                row.slope_class = CLASS_TEXT[classify(xs, ss, rule_for_version(ver))]
+                row.slope_class = slope_class_text(classify(xs, ss, rule_for_version(ver)),
+                                                   ver, ss)
             except OpshiftError as e:
                 row.slope_class = f"does not broadcast: {e}"
     return row
@@ -316,6 +328,7 @@ def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport) -> N
         report.conversion = {"error": str(e)}
         return
     report.conversion = result.to_dict()
+    report.ops_at_target = op_counts(work)
     by_node: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for c in report.conversion.get("changes", []):
         by_node.setdefault((c.get("scope", ""), c.get("node", "")), []).append(c)

@@ -1,57 +1,162 @@
-"""A progress bar on stderr, shown only when stderr is a terminal and not ``-q``.
+"""Progress on stderr: drawn only when stderr is a terminal, never with ``-q`` or ``--json``.
 
-Commands wrap their long phases (load, rewrite, verify, save) in :func:`phase`; nothing is
-printed when stderr is redirected, so logs and pipes stay clean.
+A command runs its phases in :meth:`Progress.phase`. A phase may have a total (nodes, checks,
+runs, files); code doing the work calls :func:`advance` for each unit done, and a phase
+nested inside another (:func:`stage`, e.g. the whole-model run inside ``--verify``) shows
+while it lasts. A thread redraws the line a few times a second, so the elapsed time moves
+even in a phase that counts nothing, and a counted phase shows ``done/total`` with an ETA::
+
+    opshift inline big.onnx: verify 1,204/16,666 rewrites [##........] 7%  3.1s  ETA 41s
+
+:func:`advance` and :func:`stage` cost nothing when no bar is drawn, so library code may call
+them freely; the CLI is the only place that draws one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+#: Seconds between redraws.
+INTERVAL = 0.2
+_SPIN = "|/-\\"
+
+
+@dataclass
+class _Phase:
+    label: str
+    total: int | None = None
+    unit: str = ""
+    done: int = 0
+    start: float = field(default_factory=time.perf_counter)
 
 
 class Progress:
-    """Phases of one command, drawn as ``opshift convert [2/4] rewrite ... 0.3s``."""
+    """The progress line of one command (``title``: e.g. ``opshift convert m.onnx``)."""
 
-    def __init__(self, command: str, total: int, *, enabled: bool | None = None):
-        self.command = command
-        self.total = total
-        self.done = 0
-        if enabled is None:
-            enabled = sys.stderr.isatty()
-        self.enabled = enabled
-        self._start = time.perf_counter()
+    def __init__(self, title: str, *, enabled: bool | None = None):
+        self.title = title
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._stack: list[_Phase] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._drawn = False
 
-    def _draw(self, label: str, end: str = "") -> None:
-        if not self.enabled:
-            return
-        width = 20
-        filled = int(width * self.done / max(self.total, 1))
-        bar = "#" * filled + "." * (width - filled)
-        elapsed = time.perf_counter() - self._start
-        sys.stderr.write(f"\r\x1b[2Kopshift {self.command} [{bar}] {self.done}/{self.total} "
-                         f"{label} {elapsed:.1f}s{end}")
-        sys.stderr.flush()
-
+    # -- phases ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def phase(self, label: str) -> Iterator[None]:
-        self._draw(label + " ...")
+    def phase(self, label: str, total: int | None = None, unit: str = "") -> Iterator[None]:
+        """Run a phase; nested phases show while they last, then the outer one again."""
+        global _current
+        p = _Phase(label, total, unit)
+        with self._lock:
+            self._stack.append(p)
+        outer = _current
+        if self.enabled:
+            _current = self
+        if self.enabled and self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
         try:
             yield
         finally:
-            self.done += 1
-            self._draw(label, "\n" if self.done >= self.total else "")
+            _current = outer
+            with self._lock:
+                self._stack.remove(p)
+
+    def advance(self, n: int = 1) -> None:
+        stack = self._stack
+        if stack:
+            stack[-1].done += n
+
+    def close_line(self) -> None:
+        """Clear the drawn line (before printing a line of results); drawing goes on."""
+        with self._lock:
+            if self._drawn:
+                sys.stderr.write("\r\x1b[2K")
+                sys.stderr.flush()
+                self._drawn = False
 
     def close(self) -> None:
-        if self.enabled and self.done < self.total:
-            sys.stderr.write("\n")
+        """Stop drawing and clear the line."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._drawn:
+            sys.stderr.write("\r\x1b[2K")
             sys.stderr.flush()
+            self._drawn = False
+
+    # -- drawing --------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.wait(INTERVAL):
+            with self._lock:
+                if self._stack:
+                    sys.stderr.write("\r\x1b[2K" + self.line())
+                    sys.stderr.flush()
+                    self._drawn = True
+
+    def line(self, now: float | None = None) -> str:
+        """The text drawn for the innermost phase."""
+        p = self._stack[-1]
+        now = time.perf_counter() if now is None else now
+        elapsed = now - p.start
+        text = f"{self.title}: {p.label}"
+        first = self._stack[0]
+        if first is not p and first.total:  # the batch's count stays in sight
+            text = f"{self.title} [{first.done:,}/{first.total:,} {first.unit}]: {p.label}"
+        if p.total:
+            done = min(p.done, p.total)
+            frac = done / p.total
+            filled = int(10 * frac)
+            text += (f" {done:,}/{p.total:,} {p.unit} [{'#' * filled}{'.' * (10 - filled)}] "
+                     f"{frac:.0%}  {elapsed:.1f}s")
+            if done:
+                text += f"  ETA {_duration(elapsed * (p.total - done) / done)}"
+        else:
+            text += f" {_SPIN[int(elapsed / INTERVAL) % 4]}  {elapsed:.1f}s"
+        return text
 
 
-def for_args(args, command: str, total: int) -> Progress:
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+
+
+_current: Progress | None = None
+
+
+def advance(n: int = 1) -> None:
+    """Count ``n`` units done in the innermost phase of the progress being drawn (if any)."""
+    if _current is not None:
+        _current.advance(n)
+
+
+@contextlib.contextmanager
+def stage(label: str, total: int | None = None, unit: str = "") -> Iterator[None]:
+    """A phase nested in the current one (nothing when no progress is drawn)."""
+    if _current is None:
+        yield
+    else:
+        with _current.phase(label, total, unit):
+            yield
+
+
+def disable() -> None:
+    """Draw nothing in this process (worker processes of a batch: the parent draws)."""
+    global _current
+    _current = None
+
+
+def for_args(args, title: str) -> Progress:
     """A Progress honouring ``-q`` and ``--json`` (machine output gets no decoration)."""
     enabled = (sys.stderr.isatty() and not getattr(args, "quiet", False)
                and not getattr(args, "json", False))
-    return Progress(command, total, enabled=enabled)
+    return Progress(title, enabled=enabled)

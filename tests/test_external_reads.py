@@ -72,7 +72,7 @@ def test_fuse_checks_the_slope_it_reads_from_the_model_folder(folders, monkeypat
     monkeypatch.chdir(cwd)
     assert main(["fuse", str(src / "m.onnx"), "-o", str(out / "m.onnx"), "-q"]) == 0
     assert main(["inspect", str(out / "m.onnx"), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["activations"] == []
+    assert json.loads(capsys.readouterr().out)["details"]["activations"] == []
     x = np.array([-2, -0.5, 0.5, 2], np.float32)
     feeds = {"x": x, "c": np.array(True)} if make is max_slope_in_branch else {"x": x}
     np.testing.assert_array_equal(evaluate(str(out / "m.onnx"), feeds)["y"],
@@ -103,7 +103,7 @@ def test_fix_and_inspect_read_an_external_attribute_tensor_from_the_model_folder
         ("alpha", onnx.AttributeProto.FLOAT, 0.25)]
     capsys.readouterr()
     assert main(["inspect", str(src / "m.onnx"), "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)["activations"]
+    (row,) = json.loads(capsys.readouterr().out)["details"]["activations"]
     assert row["attributes"]["alpha"]["value"] == [0.25]
 
 

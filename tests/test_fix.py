@@ -324,8 +324,8 @@ def test_duplicate_value_names_renamed_downstream(rng):
     assert m.graph.node[1].input[0] == "t"
     onnx.checker.check_model(m, full_check=True)
     # the evaluator reads the original in node order (latest definition wins): same numbers
-    v = verify_fix(original, m)
-    assert v.status == "verified" and v.method == "evaluator", v
+    report, notes = verify_fix(original, m)
+    assert report.ok and report.rows and report.policy.backend == "opshift", notes
     x = rng.standard_normal(4).astype(np.float32)
     np.testing.assert_allclose(run_onnxruntime(m, {"x": x})[0], evaluate(original, {"x": x})["y"],
                                rtol=1e-5)  # onnxruntime's exp is not bit-identical
@@ -361,8 +361,8 @@ def test_identical_second_function_definition_removed(tmp_path, capsys):
     assert len(m.functions) == 1 and m.functions[0] == original.functions[0]
     onnx.checker.check_model(m, full_check=True)
     x = np.array([-1, 0.5, 2], np.float32)
-    v = verify_fix(original, m)
-    assert v.ok, v
+    report, notes = verify_fix(original, m)
+    assert report.ok and report.rows and not notes
     # the CLI opens such a model for fix (and inspect lists the defect) instead of refusing it
     src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
     onnx.save(original, src)
@@ -477,8 +477,10 @@ def test_cli_fix_verify_json(tmp_path, capsys, rng):
     assert main(["fix", str(src), "-o", str(out), "--verify", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert sorted(c["kind"] for c in d["changes"]) == ["consumed_inputs", "prelu_slope"]
-    assert d["verify"]["status"] == "partial"  # the original is invalid as-is; says so
-    assert "cannot run as-is" in d["verify"]["detail"]
+    # the original is invalid as-is: nothing compared, and the notes say why
+    assert d["verify"]["ok"] and d["verify"]["rows"] == []
+    assert d["verify"]["notes"][0].startswith("whole model: not verified")
+    assert d["verify"]["notes"][1] == "the fixed model runs; each fix is exact by construction"
     assert src.read_bytes() == data
     fixed = onnx.load(out)
     onnx.checker.check_model(fixed, full_check=True)
@@ -495,7 +497,8 @@ def test_cli_verify_runs_both_when_original_runnable(tmp_path, capsys):
     onnx.save(m, src)
     assert main(["fix", str(src), "-o", str(out), "--verify"]) == 0
     text = capsys.readouterr().out
-    assert "verify: verified (evaluator)" in text and "renamed this Selu node" in text
+    assert "verify: ok: the whole model (1 output) matches" in text
+    assert "renamed this Selu node" in text
 
 
 def test_cli_refusal_exit_2_no_output(tmp_path, capsys):
@@ -552,9 +555,8 @@ def test_cli_external_data_kept_and_verified(tmp_path, capsys, monkeypatch):
                  "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     # the original is invalid as-is; the fixed one must run (its weights found beside it)
-    assert d["verify"]["status"] == "partial" and d["verify"]["method"] in ("evaluator",
-                                                                           "onnxruntime")
-    assert "does not run" not in d["verify"]["detail"]
+    assert d["verify"]["backend"] == "opshift" and d["verify"]["rows"] == []
+    assert d["verify"]["notes"][-1] == "the fixed model runs; each fix is exact by construction"
     assert sorted(p.name for p in out_dir.iterdir()) == ["f.onnx", "w.bin"]
     fixed = onnx.load(out_dir / "f.onnx")  # loads w.bin from beside it
     x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)

@@ -145,8 +145,9 @@ def test_cli_fuse_verify_verbose_json(tmp_path, capsys):
     assert ops(onnx.load(out)) == ["LeakyRelu", "Mul", "Max"]
     assert main(["fuse", str(src), "-o", str(out), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert len(data["fused"]) == 1 and data["fused"][0]["produced"].startswith("LeakyRelu")
-    assert "> 1" in data["refused"][0]["reason"]
+    (change,) = data["changes"]
+    assert change["what"].startswith("fused into LeakyRelu")
+    assert "> 1" in data["details"]["refused"][0]["reason"]
 
 
 def test_cli_verify_catches_a_wrong_fusion_and_writes_nothing(tmp_path, capsys, monkeypatch):
@@ -160,7 +161,8 @@ def test_cli_verify_catches_a_wrong_fusion_and_writes_nothing(tmp_path, capsys, 
     out = tmp_path / "out.onnx"
     assert main(["fuse", str(src), "-o", str(out), "--verify"]) == 1
     assert not out.exists()
-    assert "FAIL" in capsys.readouterr().err
+    text, err = capsys.readouterr()
+    assert "FAIL" in text and "nothing written" in err
 
 
 def _pattern_text(pattern) -> str:

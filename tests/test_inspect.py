@@ -132,12 +132,18 @@ def test_cli_table_and_json(tmp_path, capsys):
     src = tmp_path / "m.onnx"
     onnx.save(_slopes_model(), src)
     data = src.read_bytes()
-    assert main(["inspect", str(src)]) == 0
+    assert main(["inspect", str(src), "--all"]) == 0
     text = capsys.readouterr().out
-    assert "p_axis1" in text and "per-channel last axis (oneDNN NXC)" in text
+    assert "p_axis1" in text and "[5]: per-channel last axis" in text
     assert "IR version 7; opsets: ai.onnx 13; 6 nodes" in text
+    assert max(map(len, text.splitlines())) <= 100
+    assert main(["inspect", str(src)]) == 0  # the summary: grouped, no node names
+    text = capsys.readouterr().out
+    assert "p_axis1" not in text and "PRelu 4, LeakyRelu 1, Selu 1" in text
+    assert "per-channel last axis (oneDNN NXC)" in text
     assert main(["inspect", str(src), "--json", "--opset", "16"]) == 0
     d = json.loads(capsys.readouterr().out)
+    d = d["details"]
     assert [a["node"] for a in d["activations"]][:4] == ["p_shared", "p_axis1", "p_last",
                                                          "p_elem"]
     assert d["activations"][0]["slope_class"] == "shared"

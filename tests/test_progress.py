@@ -1,30 +1,111 @@
-"""The progress bar is drawn only on a terminal and never with -q or --json."""
+"""Progress moves (done/total with an ETA, or elapsed time), is drawn only on a terminal, and
+never with -q or --json."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT
 
 from opshift import progress
 
 
-def test_drawn_phases_end_with_a_newline(capsys):
-    bar = progress.Progress("convert", 2, enabled=True)
-    with bar.phase("load"):
-        pass
-    with bar.phase("save"):
-        pass
-    err = capsys.readouterr().err
-    assert "opshift convert [" in err and "2/2 save" in err and err.endswith("\n")
+def test_counted_phase_shows_done_total_and_eta():
+    bar = progress.Progress("opshift verify", enabled=False)
+    with bar.phase("verify", 200, "rewrites"):
+        start = bar._stack[-1].start
+        for _ in range(50):
+            progress.advance()  # not drawn: the module-level hook does nothing
+        assert bar._stack[-1].done == 0
+        bar.advance(50)
+        line = bar.line(now=start + 10.0)
+    assert "verify 50/200 rewrites" in line and "25%" in line and "ETA 30s" in line
 
 
-def test_quiet_json_and_pipes_get_no_bar(capsys, monkeypatch):
+def test_nested_stage_shows_while_it_lasts_with_the_batch_count(capsys):
+    bar = progress.Progress("opshift convert", enabled=True)
+    with bar.phase("models", 3, "models"):
+        bar.advance()
+        with progress.stage("whole model", 4, "runs"):
+            progress.advance(2)
+            inner = bar.line()
+        outer = bar.line()
+    bar.close()
+    assert inner.startswith("opshift convert [1/3 models]: whole model 2/4 runs")
+    assert outer.startswith("opshift convert: models 1/3 models")
+    assert progress._current is None  # the hook is gone once the phase ends
+
+
+def test_uncounted_phase_shows_elapsed_time():
+    bar = progress.Progress("opshift fix", enabled=False)
+    with bar.phase("fix"):
+        line = bar.line(now=bar._stack[-1].start + 2.5)
+    assert line.startswith("opshift fix: fix ") and line.endswith("2.5s")
+
+
+def test_quiet_json_and_pipes_get_no_bar(monkeypatch):
     monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
     for flags in ({"quiet": True, "json": False}, {"quiet": False, "json": True}):
-        bar = progress.for_args(argparse.Namespace(**flags), "inline", 1)
-        with bar.phase("inline"):
-            pass
-        bar.close()
-    assert capsys.readouterr().err == ""
+        assert not progress.for_args(argparse.Namespace(**flags), "x").enabled
+    assert progress.for_args(argparse.Namespace(quiet=False, json=False), "x").enabled
     monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
-    bar = progress.for_args(argparse.Namespace(quiet=False, json=False), "fix", 1)
-    assert not bar.enabled
+    assert not progress.for_args(argparse.Namespace(quiet=False, json=False), "x").enabled
+
+
+def _stderr_on_a_terminal(argv: list[str]) -> tuple[int, str]:
+    """Run ``python -m opshift argv`` with stderr on a pseudo-terminal; its exit code and
+    everything it drew there."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "opshift", *argv], stderr=slave,
+                         stdout=subprocess.DEVNULL, cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif p.poll() is not None:
+            break
+    rc = p.wait()
+    os.close(master)
+    return rc, b"".join(chunks).decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def big_model(tmp_path_factory):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import onnx
+    from bench_inline import build
+
+    path = tmp_path_factory.mktemp("progress") / "big.onnx"
+    onnx.save(build(1000, 13), path)
+    return path
+
+
+def test_verify_progress_counts_runs_with_an_eta_on_a_terminal(big_model):
+    t = time.perf_counter()
+    rc, drawn = _stderr_on_a_terminal(["verify", str(big_model), str(big_model)])
+    assert rc == 0, drawn
+    if time.perf_counter() - t < 1:
+        pytest.skip("the check ended before a redraw")
+    assert "opshift verify: whole model " in drawn and " runs [" in drawn and "ETA" in drawn
+    assert drawn.endswith("\x1b[2K")  # the line is cleared at the end
+
+
+@pytest.mark.parametrize("flag", ["-q", "--json"])
+def test_no_progress_with_quiet_or_json_even_on_a_terminal(big_model, flag):
+    rc, drawn = _stderr_on_a_terminal(["verify", str(big_model), str(big_model), flag])
+    assert rc == 0 and drawn == ""

@@ -325,7 +325,8 @@ def test_cli_pass_and_fail(capsys, pair):
     ref, cand, changed = pair
     rc, out, err = run_cli(capsys, ref, cand)
     assert rc == 0 and err == ""
-    assert "pass" in out and out.strip().splitlines()[-1] == "ok: 1 output matches"
+    assert "pass" in out
+    assert out.strip().splitlines()[-1] == "verify: ok: the whole model (1 output) matches"
     rc, out, err = run_cli(capsys, ref, changed)
     assert rc == 1 and "FAIL" in out
     rc, out, err = run_cli(capsys, ref, changed, "-q")
@@ -338,9 +339,9 @@ def test_cli_json(capsys, pair):
     ref, _, changed = pair
     rc, out, _ = run_cli(capsys, ref, changed, "--json", "--dim", "N=3", "--seed", "5")
     d = json.loads(out)
-    assert rc == 1 and d["ok"] is False and d["seed"] == 5
-    assert d["inputs"]["x"]["shape"] == [3, 3, 2, 2]
-    (row,) = d["rows"]
+    assert rc == 1 and d["ok"] is False and d["verify"]["seed"] == 5
+    assert d["verify"]["inputs"]["x"]["shape"] == [3, 3, 2, 2]
+    (row,) = d["verify"]["rows"]
     assert row["output"] == "y" and row["dtype"] == "float32" and row["ok"] is False
     assert row["max_ulp"] > 4
 
@@ -571,7 +572,7 @@ def test_cli_npz_bfloat16_as_uint16_bits(capsys, tmp_path):
     np.savez(tmp_path / "b.npz", **{"input:x": x.view(np.uint16)})
     rc, out, err = run_cli(capsys, m, m, "--inputs", tmp_path / "b.npz", "--json")
     assert rc == 0, err
-    assert json.loads(out)["rows"][0]["dtype"] == "bfloat16"
+    assert json.loads(out)["verify"]["rows"][0]["dtype"] == "bfloat16"
 
 
 BUNDLED = sorted((ROOT / "models").glob("*.onnx"))

@@ -1,64 +1,137 @@
-"""What the commands that write a model share: the --force option, the refusal of an output
-that is the input, and how rewrite commands (inline, fuse) print their result (--json, -q,
--v, verify table)."""
+"""What a command reports about one model, for people and for ``--json``.
+
+Every command that reads a model (convert, inline, fuse, fix, inspect, verify) returns one
+:class:`Outcome` per model. ``--json`` prints it as one JSON object on one line of stdout
+(several models: one line each, JSON lines), with the same keys for every command:
+
+``command``      the subcommand, e.g. ``"convert"``
+``input``        the model read, as given (``"-"``: stdin); verify: the reference
+``output``       the file written (``"-"``: stdout), null when nothing was written
+``ok``           true when the command did what was asked (no error, no mismatch)
+``exit_code``    0 ok, 1 verification mismatch, 2 bad input or impossible request
+``changes``      one object per change: ``node``, ``op``, ``scope``, ``what``, ``why``
+                 (fix adds ``kind``); empty when nothing changed
+``ops_before``   op type -> node count of the model read (``domain::Op`` outside ai.onnx;
+                 every graph, subgraph and function counted)
+``ops_after``    the same for the model written (or, for verify, the candidate), else null
+``verify``       null without a check; else ``ok``, ``backend``, ``tolerance`` (``ulp`` per
+                 dtype, ``atol``, ``rtol``), ``seed``, ``rounds``, ``checks``
+                 (``rewrites``: regions checked one by one, ``whole_model``: whether both
+                 whole models were run and compared), ``kernels`` (``Op-version`` -> the
+                 evaluator kernel's source), ``rows`` (one per compared output:
+                 ``label``, ``output``, ``dtype``, ``shape``, ``max_abs``, ``max_ulp``,
+                 ``ok``, ``reason``), ``notes`` (what could not be checked, and why)
+``notes``        other remarks, one string each
+``error``        null, or ``message``, ``file``, ``node``, ``op`` (null when not known)
+``details``      what only this command has (convert: ``source_opset``, ``target_opset``,
+                 ``ir_version``; inspect: its whole report; ...)
+"""
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
-import os
+import re
 import sys
-from collections.abc import Iterable
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
 
-from ..errors import OpshiftError
-
-
-def add_force_option(p) -> None:
-    """``--force``, for every command that writes a model (convert, inline, fuse, fix)."""
-    p.add_argument("--force", action="store_true",
-                   help="replace external data files beside OUT.onnx that differ from the "
-                        "input's (a file with the same bytes is always reused; without "
-                        "--force a different one is an error)")
+#: The keys of every JSON object, in order.
+KEYS = ("command", "input", "output", "ok", "exit_code", "changes", "ops_before", "ops_after",
+        "verify", "notes", "error", "details")
 
 
-def check_not_input(input_path: str | os.PathLike, output_path: str | os.PathLike) -> None:
-    """Refuse to write over the input file (the input is never modified)."""
-    src, out = Path(input_path), Path(output_path)
-    try:
-        same = out.exists() and os.path.samefile(src, out)
-    except OSError:
-        same = False
-    if same or src.resolve() == out.resolve():
-        raise OpshiftError(f"{out}: output is the input file; write the result elsewhere "
-                           "(the input is never modified)")
+@dataclass
+class Outcome:
+    """One model's result: the JSON fields, and the lines people read."""
+
+    command: str
+    input: str | None
+    output: str | None = None
+    exit_code: int = 0
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    ops_before: dict[str, int] | None = None
+    ops_after: dict[str, int] | None = None
+    verify: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    #: for people: the body (single model only), the verify table, the op-count table,
+    #: the closing line
+    lines: list[str] = field(default_factory=list)
+    verify_lines: list[str] = field(default_factory=list)
+    count_lines: list[str] = field(default_factory=list)
+    summary: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"command": self.command, "input": self.input, "output": self.output,
+             "ok": self.ok, "exit_code": self.exit_code,
+             "changes": [_clean_change(c) for c in self.changes],
+             "ops_before": self.ops_before, "ops_after": self.ops_after,
+             "verify": self.verify, "notes": self.notes, "error": self.error,
+             "details": self.details}
+        return {k: d[k] for k in KEYS}
+
+    def json_line(self) -> str:
+        return json.dumps(self.to_dict(), default=str, allow_nan=False)
+
+    def fail(self, error: BaseException, exit_code: int, file: str | None) -> Outcome:
+        """Record ``error`` (nothing written)."""
+        self.exit_code = exit_code
+        self.output = None
+        self.error = error_dict(str(error), file)
+        return self
 
 
-def print_rewrite(args, result, report, notes: Iterable[str], details: Iterable[str]) -> None:
-    """Print ``result`` (with ``to_dict()``/``summary()``) and the optional verify ``report``.
+def _clean_change(c: dict[str, Any]) -> dict[str, Any]:
+    out = {k: c.get(k, "") for k in ("node", "op", "scope", "what", "why")}
+    out.update({k: v for k, v in c.items() if k not in out})
+    node = out["node"]
+    if isinstance(node, str) and len(node) >= 2 and node[0] == node[-1] and node[0] in "'\"":
+        with contextlib.suppress(ValueError, SyntaxError):  # a repr() from a message: the
+            out["node"] = ast.literal_eval(node)  # JSON holds the name itself
+    return out
 
-    ``details`` are the per-rewrite lines shown with ``-v``. A failed verification always
-    prints its table on stderr; the output was then not written.
-    """
-    notes = list(notes)
-    written = report is None or report.ok
+
+# node 'name' (Op-7 ... or node 'name' (domain::Op, ...: how errors.where() names a node
+_NODE = re.compile(r"""node (?P<q>['"])(?P<node>.*?)(?P=q) \((?P<op>(?:[\w.]+::)?[\w]+(?:-\d+)?)""")
+
+
+def error_dict(message: str, file: str | None) -> dict[str, Any]:
+    """``message``, ``file``, and the ``node``/``op`` the message names (else None)."""
+    m = _NODE.search(message)
+    return {"message": message, "file": file, "node": m.group("node") if m else None,
+            "op": m.group("op") if m else None}
+
+
+def emit(o: Outcome, args, *, single: bool) -> None:
+    """Print ``o``: a JSON line, or for people the body (``single`` model only), the
+    verify table, the op counts and the closing line; errors on stderr."""
+    to_stdout_model = getattr(args, "output", None) == "-"
+    out = sys.stderr if to_stdout_model else sys.stdout
     if args.json:
-        out = {"input": args.input, "output": args.output if written else None,
-               **result.to_dict(),
-               "verify": None if report is None else report.to_dict(), "notes": notes}
-        print(json.dumps(out, indent=1, default=str))
+        print(o.json_line(), file=sys.stdout, flush=True)
+        if o.error is not None:
+            print(f"opshift {o.command}: error: {o.error['message']}", file=sys.stderr)
         return
-    if report is not None and not report.ok:
-        print(report.table(), file=sys.stderr)
-    if args.quiet:
-        return
-    if args.verbose:
-        for line in details:
-            print(line)
-    for line in notes:
-        print(f"note: {line}")
-    if report is not None and report.ok and args.verbose:
-        print(report.table())
-    if report is not None:
-        print(f"verify: {report.summary()}")
-    tail = f"wrote {args.output}" if written else "nothing written"
-    print(f"{result.summary()}; {tail}")
+    if not args.quiet:
+        if single:
+            for line in (*o.lines, *o.verify_lines, *o.count_lines):
+                print(line, file=out)
+            if o.summary:
+                print(o.summary, file=out)
+        elif o.summary:
+            where = o.input if o.output in (None, "-") else f"{o.input} -> {o.output}"
+            print(f"{where}: {o.summary}", file=out)
+        out.flush()
+    elif o.exit_code == 1:  # a mismatch: what differs, then why nothing was written
+        for line in o.verify_lines:
+            if line.lstrip().startswith("FAIL"):
+                print(line.lstrip(), file=sys.stderr)
+    if o.error is not None:
+        print(f"opshift {o.command}: error: {o.error['message']}", file=sys.stderr)

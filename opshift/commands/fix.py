@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
 from ..errors import OpshiftError
-from ._output import add_force_option, check_not_input
+from ..tables import plural
+from . import _batch, _rewrite
+from ._models import with_external_data
+from ._options import add_model_options, add_verify_options
+from ._output import Outcome
 
 DESCRIPTION = """\
 Repair, without changing the model's opset, the defects that break runtimes, and list each
@@ -26,17 +27,18 @@ change (node, what, why):
     refused: a call could mean either);
   - an IR version too old or too new for the opset (set to the opset's, never below what the
     model's imports and features need).
-Each fix is exact; --verify compares the outputs of the original and the fixed model (with
-the evaluator, else onnxruntime); when the defect makes the original impossible to run,
-it says so and runs the fixed model alone.
+Each fix is exact; --verify compares the outputs of the original and the fixed model, as
+every command's --verify does (--backend onnxruntime to run them on onnxruntime); when the
+defect makes the original impossible to run, it says so and runs the fixed model alone.
 
 examples:
   opshift fix model.onnx -o fixed.onnx --verify
   opshift fix model.onnx --dry-run
   opshift fix model.onnx -o fixed.onnx --prelu-slope channel --json
+  opshift fix models/ -o fixed/ --dry-run
 
 exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input or a defect that
-cannot be fixed exactly (nothing written)
+cannot be fixed exactly (nothing written); with several models, the worst of theirs
 """
 
 
@@ -44,94 +46,57 @@ def register(sub, parent) -> None:
     p = sub.add_parser("fix", parents=[parent], help="repair defects that break runtimes "
                        "(keeps the opset)", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", metavar="IN.onnx", help="the model to repair (never modified)")
-    p.add_argument("-o", "--output", metavar="OUT.onnx", help="where to write the fixed model")
+    add_model_options(p, writes=True, output_required=False)
     p.add_argument("--dry-run", action="store_true", help="list the changes, write nothing")
-    p.add_argument("--verify", action="store_true", help="prove the outputs are unchanged")
     p.add_argument("--prelu-slope", choices=("channel", "numpy"), default=None,
                    help="reading of a 1-D PRelu slope that fits both axis 1 and the last axis")
-    add_force_option(p)
+    add_verify_options(p, flag=True)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from .. import modelio, progress, validate
-    from ..passes.fix import fix_with_result, verify_fix
-
     if not args.output and not args.dry_run:
         raise OpshiftError("no output: give -o OUT.onnx, or --dry-run to only list changes")
-    if args.output and not args.dry_run:
-        check_not_input(args.input, args.output)
-    bar = progress.for_args(args, "fix", 2 + bool(args.verify) + (not args.dry_run))
+    if args.dry_run:
+        args.output = None
+    return _batch.run(args, process, writes=True)
+
+
+def process(args, job) -> Outcome:
+    from .. import validate
+
+    # what fix repairs is not a reason to refuse the model
+    allow = (validate.DUPLICATE_VALUE, validate.MISSING_OPSET, validate.ATTRIBUTE,
+             validate.SLOPE, validate.DUPLICATE_FUNCTION)
+    return _rewrite.run(args, job, _fix, allow=allow, repair=False)
+
+
+def _fix(args, src) -> _rewrite.Rewritten:
+    from dataclasses import asdict
+
+    from ..passes.fix import fix_with_result, verify_fix
+
+    original = src.model
     try:
-        with bar.phase("load"):
-            # what fix repairs is not a reason to refuse the model
-            original, source_dir = modelio.open_checked(args.input, allow=(
-                validate.DUPLICATE_VALUE, validate.MISSING_OPSET, validate.ATTRIBUTE,
-                validate.SLOPE, validate.DUPLICATE_FUNCTION))
-        with bar.phase("fix"):
-            try:
-                # the folder even when the census saw no external data: it does not look
-                # into attributes of wrong types, which fix converts
-                fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
-                                                base_dir=Path(args.input).resolve().parent)
-            except OpshiftError as e:
-                e.args = (f"{args.input}: {e}",)
-                raise
-        ver = None
-        if args.verify:
-            with bar.phase("verify"):
-                ver = verify_fix(*_with_data(source_dir, args.input, original, fixed))
-        if not args.dry_run and (ver is None or ver.ok):
-            with bar.phase("save"):
-                modelio.save(fixed, args.output, source_dir=source_dir, force=args.force)
-    finally:
-        bar.close()
-    _print(args, result, ver)
-    return 1 if ver is not None and not ver.ok else 0
-
-
-def _with_data(source_dir, path: str, *models):
-    """Copies of ``models`` with their external data loaded from ``source_dir`` (None: the
-    model has none), so the evaluator and onnxruntime see the weights whatever the working
-    directory."""
-    if source_dir is None:
-        return models
-    import onnx
-
-    from ..external import load_external_data_safely
-
-    out = []
-    for m in models:
-        c = onnx.ModelProto()
-        c.CopyFrom(m)
-        load_external_data_safely(c, source_dir, origin=path)
-        out.append(c)
-    return out
-
-
-def _print(args, result, ver) -> None:
-    written = not args.dry_run and (ver is None or ver.ok)
-    if args.json:
-        out = {"input": args.input, "output": args.output if written else None,
-               "dry_run": bool(args.dry_run), **result.to_dict(),
-               "verify": None if ver is None else ver.to_dict()}
-        print(json.dumps(out, indent=1, default=str))
-        return
-    if args.quiet:
-        if ver is not None and not ver.ok:
-            print(ver.line(), file=sys.stderr)
-        return
-    for c in result.changes:
-        print(f"fixed: {c.line()}")
-    for c in result.left_alone:
-        print(f"left alone: {c.line()}")
-    if ver is not None:
-        print(ver.line())
-        if args.verbose:
-            for r in ver.rows:
-                print(f"  {r}")
+        fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
+                                        base_dir=src.folder)
+    except OpshiftError as e:
+        e.args = (f"{src.origin}: {e}",)
+        raise
     n = len(result.changes)
-    tail = ("nothing written (--dry-run)" if args.dry_run else
-            f"wrote {args.output}" if written else "nothing written")
-    print(f"{n} change{'s' if n != 1 else ''}, {len(result.left_alone)} left alone; {tail}")
+    summary = f"{plural(n, 'change')}, {len(result.left_alone):,} left alone"
+    if args.dry_run:
+        summary += "; nothing written (--dry-run)"
+
+    def lines():
+        return [*(f"fixed: {c.line()}" for c in result.changes),
+                *(f"left alone: {c.line()}" for c in result.left_alone)]
+
+    def check():
+        return verify_fix(*with_external_data(src, original, fixed)[0], seed=args.seed)
+
+    return _rewrite.Rewritten(
+        fixed, [asdict(c) for c in result.changes], summary,
+        details={"dry_run": bool(args.dry_run),
+                 "left_alone": [asdict(c) for c in result.left_alone]},
+        lines=lines, check=check, write=not args.dry_run)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
-from ._output import add_force_option, check_not_input, print_rewrite
+from ..tables import plural
+from . import _batch, _rewrite
+from ._options import add_model_options, add_verify_options
+from ._output import Outcome
 
 DESCRIPTION = """\
 Rewrite decomposed activations back into single PRelu, LeakyRelu and Selu ops valid at the
@@ -25,8 +29,10 @@ examples:
   opshift fuse inlined.onnx -o fused.onnx --verify
   opshift fuse exported.onnx -o fused.onnx -v
   opshift fuse model.onnx -o out.onnx --json
+  opshift fuse exported/ -o fused/ -j 2
 
-exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input
+exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input; with several
+models, the worst of theirs
 """
 
 
@@ -34,40 +40,48 @@ def register(sub, parent) -> None:
     p = sub.add_parser("fuse", parents=[parent], help="decomposed patterns back into PRelu / "
                        "LeakyRelu / Selu where exact", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", metavar="IN.onnx", help="the model (never modified)")
-    p.add_argument("-o", "--output", metavar="OUT.onnx", required=True,
-                   help="where to write the result (written atomically)")
-    p.add_argument("--verify", action="store_true",
-                   help="check every fusion, and the whole model, with the evaluator")
+    add_model_options(p, writes=True)
     p.add_argument("--allow-rounding", action="store_true",
                    help="also fuse Elu(x)*gamma into Selu, which rounds differently for x < 0")
-    add_force_option(p)
+    add_verify_options(p, flag=True)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from .. import modelio, progress, validate
+    return _batch.run(args, process, writes=True)
+
+
+def process(args, job) -> Outcome:
+    from .. import validate
+
+    census = validate.Census(full=False)  # its op types spare fuse a walk
+    return _rewrite.run(args, job, lambda a, src: _fuse(a, src, census), census=census)
+
+
+def _fuse(args, src, census) -> _rewrite.Rewritten:
     from ..passes.fuse import fuse_proto, verify_fuse
 
-    check_not_input(args.input, args.output)
-    bar = progress.for_args(args, "fuse", 3 + bool(args.verify))
-    report, notes = None, []
-    try:
-        with bar.phase("load"):
-            census = validate.Census(full=False)  # its op types spare fuse a walk
-            original, source_dir = modelio.open_checked(args.input, census=census)
-        with bar.phase("fuse"):
-            model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
-                                       capture_regions=args.verify, census=census,
-                                       base_dir=source_dir)
-        if args.verify and result.modified:
-            with bar.phase("verify"):
-                report, notes = verify_fuse(original, model, result)
-        if report is None or report.ok:
-            with bar.phase("save"):
-                modelio.save(model, args.output, source_dir=source_dir, force=args.force)
-    finally:
-        bar.close()
-    print_rewrite(args, result, report, notes, result.lines())
-    return 1 if report is not None and not report.ok else 0
+    original = src.model
+    model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
+                               capture_regions=args.verify, census=census,
+                               base_dir=src.source_dir)
+    changes = [{"node": e.node, "op": e.op, "scope": e.where, "what": f"fused into {e.detail}",
+                "why": f"rule {e.rule}"} for e in result.fused]
+    by_op = Counter(e.detail.split("(")[0] for e in result.fused)  # 'PRelu(...)': the op made
+    parts = ", ".join(f"{k} x{v:,}" for k, v in sorted(by_op.items()))
+    summary = f"fused {plural(len(result.fused), 'pattern')}" + (f" ({parts})" if parts else "")
+    if result.refused:
+        summary += f"; refused {len(result.refused):,}" + ("" if args.verbose else
+                                                             " (-v for reasons)")
 
+    def check():
+        if not result.modified:  # nothing fused: the output is the input
+            from ..verify import VerifyReport
+
+            return VerifyReport(), ["nothing was fused, so there is nothing to check"]
+        return verify_fuse(original, model, result, seed=args.seed)
+
+    return _rewrite.Rewritten(
+        model, changes, summary, details={"refused": result.to_dict()["refused"]},
+        lines=lambda: result.lines() if args.verbose else (), check=check,
+        check_total=len(result.regions))

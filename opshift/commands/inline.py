@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from collections.abc import Iterator
 
 from ..errors import OpshiftError
-from ._output import add_force_option, check_not_input, print_rewrite
+from ..tables import plural
+from . import _batch, _rewrite
+from ._options import add_model_options, add_verify_options
+from ._output import Outcome
 
 DESCRIPTION = """\
 Replace every PRelu, LeakyRelu and Selu node (any version, in the main graph, If/Loop/Scan
 subgraphs and model-local functions) by primitive ops valid at the opset the model declares:
 the ONNX function bodies at opset >= 15, the same with typed constants at 9..14, and exact
-Relu/Neg/Mul/Max/Min/Sub/Exp forms at 1..8 (see opshift/passes/inline/templates.py). With
+Relu/Neg/Mul/Max/Min/Sub/Exp forms at 1..8 (see opshift/passes/decompose.py). With
 --functions, model-local functions are inlined too (all, or those named), and inlined
 functions nothing calls any more are removed.
 
@@ -24,9 +28,10 @@ examples:
   opshift inline model.onnx -o inlined.onnx --verify
   opshift inline model.onnx -o out.onnx --ops PRelu,Selu --functions all
   opshift inline model.onnx -o out.onnx --ops none --functions MyBlock --json
+  opshift inline models/ -o inlined/ -j 2
 
 exit codes: 0 ok, 1 verification mismatch (nothing written), 2 bad input or a node that
-cannot be inlined exactly (nothing written)
+cannot be inlined exactly (nothing written); with several models, the worst of theirs
 """
 
 
@@ -34,59 +39,80 @@ def register(sub, parent) -> None:
     p = sub.add_parser("inline", parents=[parent], help="activations to primitive ops; "
                        "inline model-local functions", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", metavar="IN.onnx", help="the model (never modified)")
-    p.add_argument("-o", "--output", metavar="OUT.onnx", required=True,
-                   help="where to write the result (written atomically)")
+    add_model_options(p, writes=True)
     p.add_argument("--ops", default="PRelu,LeakyRelu,Selu", metavar="OPS",
                    help="comma-separated ops to inline, or 'none' (default: all three)")
     p.add_argument("--functions", default=None, metavar="all|NAME,...",
                    help="model-local functions to inline ('all' or names, domain::name "
                         "allowed); default: none")
-    p.add_argument("--verify", action="store_true",
-                   help="check every replacement, and the whole model, with the evaluator")
-    add_force_option(p)
+    add_verify_options(p, flag=True)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    return _batch.run(args, process, writes=True)
+
+
+def process(args, job) -> Outcome:
+    from .. import validate
+
+    census = validate.Census()  # the check's walk, reused by inline
+    return _rewrite.run(args, job, lambda a, src: _inline(a, src, census), census=census)
+
+
+def _inline(args, src, census) -> _rewrite.Rewritten:
     import onnx
 
-    from .. import modelio, progress, validate
     from ..passes.inline import inline_proto, verify_inline
 
-    check_not_input(args.input, args.output)
-    bar = progress.for_args(args, "inline", 3 + bool(args.verify))
-    report, notes = None, []
+    model = original = src.model
+    if args.verify:  # inline ``model`` in place (the census is of it); keep a copy
+        original = onnx.ModelProto()
+        original.CopyFrom(model)
     try:
-        with bar.phase("load"):
-            census = validate.Census()  # the check's walk, reused by inline
-            model, source_dir = modelio.open_checked(args.input, census=census)
-        with bar.phase("inline"):
-            original = model
-            if args.verify:  # inline ``model`` in place (the census is of it); keep a copy
-                original = onnx.ModelProto()
-                original.CopyFrom(model)
-            try:
-                result = inline_proto(model, args.ops, args.functions,
-                                      keep_before=args.verify, census=census,
-                                      base_dir=source_dir)
-            except OpshiftError as e:
-                e.args = (f"{args.input}: {e}",)
-                raise
-        if args.verify:
-            with bar.phase("verify"):
-                report, notes = verify_inline(original, model, result)
-        if report is None or report.ok:
-            with bar.phase("save"):
-                modelio.save(model, args.output, source_dir=source_dir, force=args.force)
-    finally:
-        bar.close()
-    print_rewrite(args, result, report, notes, _details(result))
-    return 1 if report is not None and not report.ok else 0
+        result = inline_proto(model, args.ops, args.functions, keep_before=args.verify,
+                              census=census, base_dir=src.source_dir)
+    except OpshiftError as e:
+        e.args = (f"{src.origin}: {e}",)
+        raise
+    changes = [_change(n) for n in result.nodes] if args.json else []
+    changes += [{"node": "", "op": "", "scope": f"function {f}", "what": "inlined",
+                 "why": "--functions"} for f in result.functions_inlined]
+    changes += [{"node": "", "op": "", "scope": f"function {f}", "what": "removed",
+                 "why": "inlined, and nothing calls it any more"}
+                for f in result.functions_removed]
+    return _rewrite.Rewritten(
+        model, changes, _summary(result),
+        details={"functions_inlined": result.functions_inlined,
+                 "functions_removed": result.functions_removed},
+        lines=lambda: _details(result) if args.verbose else (),
+        check=lambda: verify_inline(original, model, result, seed=args.seed),
+        check_total=len(result.rows),
+        groups={n.label: n.op for n in result.nodes} if args.verify else None)
+
+
+def _change(n) -> dict:
+    return {"node": n.label, "op": f"{n.op}-{n.version}", "scope": n.scope,
+            "what": "replaced by " + ", ".join(m.op_type for m in n.after),
+            "why": f"{n.band} form at opset {n.opset}"
+                   + ("" if n.signed_zero_exact else "; the sign of a zero result may differ "
+                      "(documented)")}
+
+
+def _summary(result) -> str:
+    by_op = Counter(row[1] for row in result.rows)  # (label, op, ...): no node objects made
+    parts = ", ".join(f"{k} x{v:,}" for k, v in sorted(by_op.items()))
+    s = f"inlined {plural(len(result.rows), 'node')}" + (f" ({parts})" if parts else "")
+    if result.functions_inlined:
+        s += f"; inlined {plural(len(result.functions_inlined), 'function')} " \
+             f"{', '.join(result.functions_inlined)}"
+    if result.functions_removed:
+        s += f"; removed {', '.join(result.functions_removed)}"
+    return s
 
 
 def _details(result) -> Iterator[str]:
-    """The -v lines, made only when printed."""
+    """The -v lines, made only when printed (each parses its node's replacement)."""
     for n in result.nodes:
         zero = "" if n.signed_zero_exact else " (sign of zero may differ, documented)"
         yield (f"{n.scope}: {n.label} ({n.op}-{n.version}, opset {n.opset}, {n.band}) -> "

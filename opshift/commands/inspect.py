@@ -4,60 +4,84 @@ dry run."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from ..errors import OpshiftError
+from . import _batch
+from ._options import add_model_options
+from ._output import Outcome, error_dict
 
 DESCRIPTION = """\
-Show the model's opsets, IR version and node count; a table of every PRelu, LeakyRelu and
-Selu (node, the graph or function it sits in, the version in force, dtype, attributes with
-their effective values -- '(default)' marks schema defaults -- and the PRelu slope's
-broadcast class: shared, per-channel axis 1 (legacy ONNX <= 6, oneDNN per_channel_broadcast
-NCX), per-channel last axis (oneDNN NXC) or elementwise); and every defect 'opshift fix' would
-repair. With --opset N, also a dry run of 'opshift convert': what each node would become and
-why. Nothing is written.
+Show the model's opsets, IR version, node count and op counts; its PRelu, LeakyRelu and Selu
+grouped by version, dtype and slope broadcast class or attributes (effective values;
+'(default)' marks schema defaults); the defects 'opshift fix' would repair, grouped by kind.
+Slope classes: shared, per-channel axis 1 (PRelu-1/6's 1-D rule, or a [C,1,...,1] slope at
+>= 7; oneDNN per_channel_broadcast NCX), per-channel last axis (oneDNN NXC), elementwise.
+--all lists every node (the graph or function it sits in, its attributes and slope) and
+every defect. With --opset N, also a dry run of 'opshift convert'. Nothing is written.
 
 examples:
   opshift inspect model.onnx
   opshift inspect model.onnx --opset 6
+  opshift inspect model.onnx --all
   opshift inspect model.onnx --json
+  opshift inspect models/ -j 2
 
-exit codes: 0 ok, 2 bad input
+exit codes: 0 ok, 2 bad input, or convert to --opset N is impossible; with several models,
+the worst of theirs
 """
 
 
 def register(sub, parent) -> None:
-    p = sub.add_parser("inspect", parents=[parent], help="list activations, slope broadcast "
-                       "classes, defects and a convert dry run", description=DESCRIPTION,
+    p = sub.add_parser("inspect", parents=[parent], help="op counts, activations, slope "
+                       "broadcast classes, defects and a convert dry run",
+                       description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", metavar="IN.onnx", help="the model to inspect")
+    add_model_options(p, writes=False)
     p.add_argument("--opset", type=int, metavar="N", help="also show what convert to opset N "
-                   "would do (dry run)")
+                   "would do (dry run); exit 2 when it is impossible")
+    p.add_argument("--all", action="store_true", help="every activation node, defect and "
+                   "change, one line each (default: grouped, a screenful)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from .. import modelio, progress, validate
-    from ..errors import OpshiftError
-    from ..inspect import inspect
     from ..opsets import MAX_OPSET
 
     if args.opset is not None and not 1 <= args.opset <= MAX_OPSET:
         raise OpshiftError(f"--opset {args.opset} is outside 1..{MAX_OPSET} (the installed "
                            "onnx)")
-    bar = progress.for_args(args, "inspect", 2)
-    try:
-        with bar.phase("load"):
-            model = modelio.load_checked(args.input, allow=(
-                validate.ATTRIBUTE, validate.DUPLICATE_VALUE, validate.DUPLICATE_FUNCTION))
-        with bar.phase("inspect"):
-            report = inspect(model, opset=args.opset,
-                             base_dir=Path(args.input).resolve().parent)
-    finally:
-        bar.close()
-    if args.json:
-        out = {"input": args.input, **report.to_dict()}
-        import json
+    return _batch.run(args, process, writes=False)
 
-        print(json.dumps(out, indent=1, default=str))
-    elif not args.quiet:
-        print(report.table())
-    return 0
+
+def process(args, job) -> Outcome:
+    from .. import progress, validate
+    from ..inspect import inspect
+    from ..tables import plural
+    from ._models import open_model
+    from ._options import parse_input_shapes
+
+    o = Outcome("inspect", job.input)
+    with progress.stage("load"):
+        src = open_model(job.input, allow=(validate.ATTRIBUTE, validate.DUPLICATE_VALUE,
+                                           validate.DUPLICATE_FUNCTION),
+                         shapes=parse_input_shapes(args.input_shape))
+    report = inspect(src.model, opset=args.opset, base_dir=src.folder)
+    o.ops_before, o.ops_after = report.ops, report.ops_at_target
+    o.details = report.to_dict()
+    defects = sum(len(report.defects.get(k, [])) for k in ("changes", "left_alone", "refused"))
+    o.summary = (f"{plural(report.node_count, 'node')}, "
+                 f"{plural(len(report.rows), 'PRelu/LeakyRelu/Selu node')}, "
+                 f"{plural(defects, 'defect')}")
+    if report.conversion is not None and "error" not in report.conversion:
+        n = len(report.conversion.get("changes", []))
+        o.summary += f"; to opset {args.opset}: {plural(n, 'node')} would change"
+    if job.single and not args.json and not args.quiet:
+        text = report.table() if args.all else report.summary()
+        o.lines = text.splitlines()
+        o.summary = ""  # the report says it all
+    if report.conversion is not None and "error" in report.conversion:
+        err = OpshiftError(f"{src.origin}: convert to opset {args.opset} is impossible: "
+                           f"{report.conversion['error']}")
+        o.exit_code = 2
+        o.error = error_dict(str(err), src.origin)
+    return o

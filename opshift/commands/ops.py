@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 DESCRIPTION = """\
 List every op onnx knows (default domain, ai.onnx.ml, ai.onnx.preview, ...) with its schema
 versions and where the bundled evaluator's kernel for each comes from: opshift's own, the
@@ -31,27 +29,25 @@ def _raw():
 
 def run(args) -> int:
     from ..evaluator.kernels import FUNCTION_BODY, ONNX_REFERENCE, OPSHIFT, every_op
+    from ..tables import plural, table
+    from ._output import Outcome, emit
 
-    table = every_op()
-    if args.json:
-        print(json.dumps([{"domain": d or "ai.onnx", "op": o,
-                           "versions": [v for v, s in vs.items() if s],
-                           "sources": {str(v): s for v, s in vs.items() if s},
-                           "no_kernel": [v for v, s in vs.items() if not s]}
-                          for (d, o), vs in table.items()], indent=1))
-        return 0
-    head = ["op", OPSHIFT, FUNCTION_BODY, ONNX_REFERENCE, "no kernel"]
-    rows = []
-    for (d, o), vs in table.items():
-        cols = [[str(v) for v, s in vs.items() if s == want]
-                for want in (OPSHIFT, FUNCTION_BODY, ONNX_REFERENCE, None)]
-        rows.append([o if not d else f"{d}::{o}", *(", ".join(c) for c in cols)])
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
-    for r in [head, *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths + [0])).rstrip())
-    if not args.quiet:
-        counts = [sum(s == want for vs in table.values() for s in vs.values())
-                  for want in (OPSHIFT, FUNCTION_BODY, ONNX_REFERENCE, None)]
-        print(f"{len(table)} ops; op versions: {counts[0]} opshift, {counts[1]} function body, "
-              f"{counts[2]} onnx.reference, {counts[3]} no kernel")
+    sources = (OPSHIFT, FUNCTION_BODY, ONNX_REFERENCE, None)
+    ops = every_op()
+    o = Outcome("ops", None, details={"ops": [
+        {"domain": d or "ai.onnx", "op": op, "versions": [v for v, s in vs.items() if s],
+         "sources": {str(v): s for v, s in vs.items() if s},
+         "no_kernel": [v for v, s in vs.items() if not s]} for (d, op), vs in ops.items()]})
+    if not args.json and not args.quiet:
+        rows = []
+        for (d, op), vs in ops.items():
+            cols = [[str(v) for v, s in vs.items() if s == want] for want in sources]
+            rows.append([op if not d else f"{d}::{op}", *(", ".join(c) for c in cols)])
+        o.lines = table(["op", OPSHIFT, FUNCTION_BODY, ONNX_REFERENCE, "no kernel"], rows,
+                        keep=(0,))
+        counts = [sum(s == want for vs in ops.values() for s in vs.values()) for want in sources]
+        o.summary = (f"{plural(len(ops), 'op')}; op versions: {counts[0]:,} opshift, "
+                     f"{counts[1]:,} function body, {counts[2]:,} onnx.reference, "
+                     f"{counts[3]:,} no kernel")
+    emit(o, args, single=True)
     return 0

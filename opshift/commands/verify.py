@@ -13,6 +13,11 @@ import numpy as np
 import onnx
 
 from ..errors import OpshiftError
+from ..tables import plural
+from ._checks import policy_of, verify_dict, verify_lines
+from ._models import STDIO
+from ._options import add_input_shape_option, add_verify_options, parse_input_shapes
+from ._output import Outcome, error_dict
 
 DESCRIPTION = """\
 Run REFERENCE and CANDIDATE through the bundled evaluator on the same inputs and compare
@@ -21,12 +26,15 @@ reference's input types and shapes: random normal values with special values mix
 (+-0, +-inf, NaN, subnormals, the dtype's extremes; the full range for integers).
 
 Comparison: integers and bool exact; floats within 4 ulp (float32, float64) or 2 ulp
-(float16, bfloat16); NaN equals NaN; infinities and the sign of zero must match.
+(float16, bfloat16), or --ulp N for all, or also |diff| <= --atol + --rtol*|expected|; NaN
+equals NaN; infinities and the sign of zero must match. --backend onnxruntime runs both
+models on onnxruntime instead of the bundled evaluator (an error where it cannot).
 
 examples:
   opshift verify model.onnx model9.onnx
   opshift verify model.onnx model9.onnx --dim batch=4 --seed 1 --json
   opshift verify model.onnx model9.onnx --inputs inputs.npz
+  opshift verify model.onnx model9.onnx --ulp 0 --backend onnxruntime
 
 --inputs: an .npz whose keys are "input:<name>" (or plain "<name>"); "output:*" keys are
 ignored. bfloat16 (and float8) inputs may be stored as their raw bits: numpy's V2, or uint16.
@@ -41,13 +49,16 @@ def register(sub, parent) -> None:
     p = sub.add_parser("verify", parents=[parent], help="compare two models output by output "
                        "on the same inputs", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("reference", metavar="REFERENCE.onnx", help="the model taken as correct")
-    p.add_argument("candidate", metavar="CANDIDATE.onnx", help="the model checked against it")
+    p.add_argument("reference", metavar="REFERENCE.onnx", help="the model taken as correct "
+                   "('-': stdin)")
+    p.add_argument("candidate", metavar="CANDIDATE.onnx", help="the model checked against it "
+                   "('-': stdin)")
     p.add_argument("--inputs", metavar="FILE.npz", help="inputs to use instead of generated "
                    "ones")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
                    help="size of a symbolic dim for generated inputs (repeatable; default 2)")
-    p.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
+    add_input_shape_option(p)
+    add_verify_options(p, flag=False)
     p.set_defaults(func=run)
 
 
@@ -139,22 +150,48 @@ def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> No
 
 def run(args) -> int:
     from .. import progress
+    from ._output import emit
 
-    bar = progress.for_args(args, "verify", 2)
+    if args.reference == args.candidate == STDIO:
+        raise OpshiftError("only one of the two models can be read from stdin ('-')")
+    bar = progress.for_args(args, "opshift verify")
     try:
-        return _run(args, bar)
+        with bar.phase("verify"), policy_of(args):
+            o = _run(args)
     finally:
         bar.close()
+    emit(o, args, single=True)
+    return o.exit_code
 
 
-def _run(args, bar) -> int:
-    from ..modelio import load
+def _load(path: str):
+    from ..modelio import load, parse_model_bytes
+
+    if path != STDIO:
+        return load(path, load_external_data=True)
+    data = sys.stdin.buffer.read()
+    if not data:
+        raise OpshiftError("<stdin>: empty input (0 bytes), not an ONNX model")
+    return parse_model_bytes(data, "<stdin>")
+
+
+def _run(args) -> Outcome:
+    from .. import progress
+    from ..inspect import op_counts
     from ..verify import _check_given, verify
+    from ._models import origin_of, set_input_shapes
 
     dims = parse_dims(args.dim)
-    with bar.phase("load"):
-        ref = load(args.reference, load_external_data=True)
-        cand = load(args.candidate, load_external_data=True)
+    shapes = parse_input_shapes(args.input_shape)
+    with progress.stage("load"):
+        ref, cand = _load(args.reference), _load(args.candidate)
+    for name in shapes:
+        for m, path in ((ref, args.reference), (cand, args.candidate)):
+            if any(vi.name == name for vi in m.graph.input):
+                set_input_shapes(m, {name: shapes[name]}, origin_of(path))
+        if not any(vi.name == name for m in (ref, cand) for vi in m.graph.input):
+            raise OpshiftError(f"--input-shape {name}: neither model has a graph input of "
+                               "that name")
     inputs = None
     if args.inputs is not None:
         if dims:
@@ -162,12 +199,10 @@ def _run(args, bar) -> int:
         inputs = load_npz(args.inputs)
         _fit_raw(inputs, [ref.graph, cand.graph])
         try:  # inputs that do not fit: name the .npz and the model
-            _check_given(inputs, ref, cand, f"reference {args.reference}",
-                         f"candidate {args.candidate}")
+            _check_given(inputs, ref, cand, f"reference {origin_of(args.reference)}",
+                         f"candidate {origin_of(args.candidate)}")
         except OpshiftError as e:
             raise type(e)(f"{args.inputs}: {e}") from e
-        with bar.phase("evaluate and compare"):
-            report = _verify(ref, cand, args, inputs, dims, verify)
     else:
         known = _symbolic_dims(ref.graph) | _symbolic_dims(cand.graph)
         unknown = sorted(set(dims) - known)
@@ -175,22 +210,22 @@ def _run(args, bar) -> int:
             raise OpshiftError(f"--dim {unknown[0]}: no input of either model has a symbolic "
                                f"dim of that name (symbolic dims: "
                                f"{', '.join(sorted(known)) or 'none'})")
-        with bar.phase("evaluate and compare"):
-            report = _verify(ref, cand, args, None, dims, verify)
-    if args.json:
-        print(report.to_json())
-    elif not args.quiet:
+    report = _verify(ref, cand, args, inputs, dims, verify)
+    o = Outcome("verify", args.reference, ops_before=op_counts(ref),
+                ops_after=op_counts(cand), verify=verify_dict(report, []),
+                details={"candidate": args.candidate})
+    if not report.ok:
+        o.exit_code = 1
+        o.error = error_dict(f"{origin_of(args.candidate)}: computes something other than "
+                             f"{origin_of(args.reference)}", args.candidate)
+    if not args.json and not args.quiet or not report.ok:
         if args.verbose:
             src = (f"inputs from {args.inputs}" if inputs is not None else
-                   f"generated inputs, seed {args.seed}, {report.rounds} round(s)")
-            print(f"{src}:")
-            for name, d in report.inputs.items():
-                print(f"  {name}: {d['dtype']} {d['shape']}")
-        print(report.table())
-        print(report.summary())
-    elif not report.ok:
-        print(report.summary(), file=sys.stderr)
-    return 0 if report.ok else 1
+                   f"generated inputs, seed {args.seed}, {plural(report.rounds, 'round')}")
+            o.lines = [f"{src}:", *(f"  {name}: {d['dtype']} {d['shape']}"
+                                    for name, d in report.inputs.items())]
+        o.verify_lines = verify_lines(report, [], verbose=bool(args.verbose))
+    return o
 
 
 def _verify(ref, cand, args, inputs, dims, verify):

@@ -12,10 +12,10 @@ import onnx
 from ..modelio import ModelLike, from_proto, to_proto
 from ..repair.fixer import SLOPE_CHOICES, fix_proto
 from ..repair.report import FixChange, FixResult
-from ..repair.verification import FixVerification, verify_fix
+from ..repair.verification import verify_fix
 from .ir_pass import lazy_attribute, run_as_ir_pass
 
-__all__ = ["SLOPE_CHOICES", "FixChange", "FixResult", "FixVerification", "fix", "fix_proto",
+__all__ = ["SLOPE_CHOICES", "FixChange", "FixResult", "fix", "fix_proto",
            "fix_with_result", "verify_fix"]  # and FixPass, made on first use
 
 

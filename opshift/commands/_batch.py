@@ -1,0 +1,151 @@
+"""One model or many: expanding the inputs (files, folders, globs, ``-``), choosing each
+output, running the models (``-j N``: in worker processes), printing one result per model
+and returning the worst exit code. A model that fails does not stop the others."""
+
+from __future__ import annotations
+
+import glob
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import progress
+from ..errors import OpshiftError
+from ._models import STDIO, same_file
+from ._output import Outcome, emit
+
+_GLOB = set("*?[")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One model to process: where it is read from and where its result goes."""
+
+    input: str
+    output: str | None
+    make_parents: bool = False  # create the output's folder (inside -o DIR)
+    single: bool = True  # the only model: its result is printed in full
+
+
+Process = Callable[[object, Job], Outcome]
+
+
+def jobs(args, *, writes: bool) -> tuple[list[Job], bool]:
+    """The jobs of ``args.inputs`` and whether this is a batch (several models, a folder or
+    a glob: one line per model)."""
+    found: list[tuple[str, Path | None]] = []  # (input, path relative to its folder)
+    batch = len(args.inputs) > 1
+    for text in args.inputs:
+        if text == STDIO:
+            if len(args.inputs) > 1:
+                raise OpshiftError("'-' (stdin) can only be the one input")
+            found.append((text, None))
+        elif Path(text).is_dir():
+            batch = True
+            files = sorted(p for p in Path(text).rglob("*.onnx")
+                           if p.is_file() and not p.name.startswith("."))
+            if not files:
+                raise OpshiftError(f"{text}: folder holds no .onnx file")
+            found += [(str(p), p.relative_to(text)) for p in files]
+        elif not Path(text).exists() and _GLOB & set(text):
+            batch = True
+            files = sorted(p for p in glob.glob(text, recursive=True) if Path(p).is_file())
+            if not files:
+                raise OpshiftError(f"{text}: no file matches")
+            found += [(p, None) for p in files]
+        else:
+            found.append((text, None))  # a missing file fails on its own, not the batch
+    output = getattr(args, "output", None) if writes else None
+    if output == STDIO and args.json:
+        raise OpshiftError("--json and -o - would both write to stdout; give -o a file")
+    if output is None:
+        return [Job(i, None, single=not batch) for i, _ in found], batch
+    if not batch:
+        i = found[0][0]
+        if Path(output).is_dir():
+            if i == STDIO:
+                raise OpshiftError(f"-o {output}: a folder; a model from stdin needs a file "
+                                   "name")
+            output = str(Path(output) / Path(i).name)
+        _check_not_input(i, output)
+        return [Job(i, output)], False
+    if output == STDIO:
+        raise OpshiftError("-o -: several models cannot all go to stdout; give a folder")
+    folder = Path(output)
+    if folder.exists() and not folder.is_dir():
+        raise OpshiftError(f"-o {output}: several models need an output folder, and this is "
+                           "a file")
+    out: list[Job] = []
+    seen: dict[Path, str] = {}
+    for i, rel in found:
+        dst = folder / (rel if rel is not None else Path(i).name)
+        if dst in seen:
+            raise OpshiftError(f"{i} and {seen[dst]} would both be written to {dst}")
+        seen[dst] = i
+        _check_not_input(i, str(dst))
+        out.append(Job(i, str(dst), make_parents=True, single=False))
+    folder.mkdir(parents=True, exist_ok=True)
+    return out, True
+
+
+def _check_not_input(src: str, dst: str) -> None:
+    if same_file(src, dst):
+        raise OpshiftError(f"{dst}: output is the input file; write the result elsewhere "
+                           "(the input is never modified)")
+
+
+def run(args, process: Process, *, writes: bool) -> int:
+    """Process every model of ``args``; print each result; return the worst exit code."""
+    todo, batch = jobs(args, writes=writes)
+    bar = progress.for_args(args, f"opshift {args.command}")
+    try:
+        if not batch:
+            with bar.phase(Path(todo[0].input).name if todo[0].input != STDIO else "stdin"):
+                o = process(args, todo[0])  # errors go to cli.main, as for every command
+            bar.close()
+            emit(o, args, single=True)
+            return o.exit_code
+        worst = 0
+        with bar.phase("models", len(todo), "models"):
+            for o in _results(args, process, todo):
+                bar.advance()
+                bar.close_line()
+                emit(o, args, single=False)
+                worst = max(worst, o.exit_code)
+        return worst
+    finally:
+        bar.close()
+
+
+def _results(args, process: Process, todo: list[Job]):
+    if args.jobs <= 1 or len(todo) == 1:
+        for job in todo:
+            yield _one(process, args, job)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(args.jobs, len(todo)),
+                             initializer=progress.disable) as pool:
+        futures = [pool.submit(_one, process, args, job) for job in todo]
+        for f in futures:
+            yield f.result()
+
+
+def _one(process: Process, args, job: Job) -> Outcome:
+    """``process`` one model; an error becomes that model's outcome, not the batch's end."""
+    try:
+        return process(args, job)
+    except OpshiftError as e:
+        return Outcome(args.command, job.input).fail(e, e.exit_code, job.input)
+    except MemoryError:
+        return Outcome(args.command, job.input).fail(
+            OpshiftError(f"{job.input}: out of memory"), 2, job.input)
+    except Exception as e:  # one model's bug must not lose the other models' results
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+        msg = (f"{job.input}: internal error: {type(e).__name__}: {e} (run with -v for the "
+               "traceback)")
+        return Outcome(args.command, job.input).fail(RuntimeError(msg), 3, job.input)

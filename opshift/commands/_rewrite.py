@@ -1,0 +1,116 @@
+"""The run every rewriting command (convert, inline, fuse, fix) shares: open the model,
+count its ops, rewrite it, check the rewrite (``--verify``), write it, count again, report.
+
+A command supplies only its rewrite: a function from the opened model to a
+:class:`Rewritten`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx
+
+from .. import progress
+from ..errors import OpshiftError
+from ..tables import plural
+from ._batch import Job
+from ._checks import policy_of, verify_dict, verify_lines
+from ._models import Opened, open_model, restore_inputs, write_model
+from ._opcount import full_table, one_line, op_counts
+from ._options import check_verify_options, parse_input_shapes
+from ._output import Outcome, error_dict
+
+
+@dataclass
+class Rewritten:
+    """What a command's rewrite made of one model."""
+
+    model: onnx.ModelProto  # the result
+    changes: list[dict[str, Any]]  # change dicts (node, op, scope, what, why)
+    summary: str  # e.g. 'opset 6 -> 13, IR 3 -> 7: 2 nodes changed'
+    details: dict[str, Any] = field(default_factory=dict)
+    #: the body printed for a single model (made only then), e.g. one line per change
+    lines: Callable[[], Iterable[str]] = lambda: ()
+    #: the --verify check: (VerifyReport, notes); total: rewrites it checks one by one
+    check: Callable[[], tuple[Any, list[str]]] | None = None
+    check_total: int = 0
+    groups: dict[str, str] | None = None  # rewrite label -> what the verify table sums by
+    notes: list[str] = field(default_factory=list)
+    write: bool = True  # False: nothing to write (fix --dry-run)
+
+
+Rewrite = Callable[[Any, Opened], Rewritten]
+
+
+def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
+        repair: bool = True) -> Outcome:
+    """One model through ``rewrite``; see the module docs."""
+    check_verify_options(args)
+    o = Outcome(args.command, job.input)
+    people = not args.quiet and not args.json
+    with progress.stage("load"):
+        src = open_model(job.input, allow=allow, census=census,
+                         shapes=parse_input_shapes(args.input_shape), repair=repair)
+    o.changes.extend(src.repairs)
+    counted = args.json or not args.quiet
+    if counted:
+        o.ops_before = op_counts(src.model)
+    with policy_of(args):
+        with progress.stage(args.command):
+            try:
+                r = rewrite(args, src)
+            except OpshiftError as e:
+                if "input shapes" in str(e) and not args.input_shape:
+                    e.args = (f"{e} (--input-shape NAME:D0,D1,... gives them)",)
+                raise
+        if args.verify and r.check is not None:
+            with progress.stage("verify", r.check_total or None, "rewrites"):
+                report, notes = r.check()
+            if args.backend == "onnxruntime" and not report.rows and notes:
+                raise OpshiftError(f"{src.origin}: --backend onnxruntime could check nothing "
+                                   f"({notes[-1]}); nothing written")
+            o.verify = verify_dict(report, notes)
+            if not args.json:
+                o.verify_lines = verify_lines(report, notes, verbose=bool(args.verbose),
+                                              groups=r.groups)
+            if not report.ok:
+                o.exit_code = 1
+                msg = (f"{src.origin}: the {args.command} result computes something other "
+                       f"than the original; nothing written")
+                o.error = error_dict(msg, src.origin)
+    o.changes.extend(r.changes)
+    o.notes.extend(r.notes)
+    o.details = r.details
+    written, size = "", None
+    if o.ok and job.output is not None and r.write:
+        restore_inputs(r.model, src.declared)
+        with progress.stage("save"):
+            size = write_model(r.model, job.output, src.source_dir,
+                               make_parents=job.make_parents, force=args.force)
+        o.output = job.output
+        written = "; wrote <stdout>" if job.output == "-" else f"; wrote {job.output}"
+    elif r.write and job.output is not None:
+        written = "; nothing written"
+    if counted:
+        o.ops_after = op_counts(r.model)
+    o.summary = r.summary + (written if job.single else "")
+    if people:
+        if job.single:
+            o.lines = [*(f"note: {n}" for n in o.notes),
+                       *(_repair_line(c) for c in src.repairs), *r.lines()]
+            o.count_lines = (full_table(o.ops_before, o.ops_after,
+                                        (src.size, size))
+                             if args.verbose else [one_line(o.ops_before, o.ops_after)])
+        else:  # one line: nodes before and after, and what the check found
+            n0, n1 = sum(o.ops_before.values()), sum(o.ops_after.values())
+            o.summary += f"; {n0:,} -> {plural(n1, 'node')}" if n0 != n1 else ""
+            if o.verify is not None:
+                o.summary += "; verify: " + ("ok" if o.verify["ok"] else "FAIL")
+    return o
+
+
+def _repair_line(c: dict[str, Any]) -> str:
+    return f"repaired: {c['what']} -- {c['why']}"
