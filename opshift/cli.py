@@ -2,7 +2,9 @@
 
 Each subcommand lives in :mod:`opshift.commands` as a module with ``register(subparsers)``,
 which adds its parser and sets ``func(args) -> int``. Exit codes: 0 ok, 1 verification
-mismatch, 2 bad input or impossible request.
+mismatch, 2 bad input or impossible request, 3 internal error (a bug in opshift: one line,
+the traceback with -v), 130 interrupted, 141 (128 + SIGPIPE) when stdout is closed early
+(``opshift ops | head -1``: no message).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import os
 import shutil
 import sys
 import traceback
@@ -25,7 +28,8 @@ examples:
   opshift verify model.onnx model9.onnx
   opshift ops
 
-exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion
+exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion,
+3 internal error (a bug: please report it with the -v traceback)
 """
 
 
@@ -129,10 +133,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    verbose = getattr(args, "verbose", 0)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except OpshiftError as e:
-        if getattr(args, "verbose", 0):
+        if verbose:
             traceback.print_exc()
         print(f"opshift {args.command}: error: {e}", file=sys.stderr)
         return e.exit_code
@@ -142,7 +151,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         print(f"opshift {args.command}: error: out of memory", file=sys.stderr)
         return 2
+    except Exception as e:  # a bug in opshift, not in the input
+        if verbose:
+            traceback.print_exc()
+        what = str(e).splitlines()[0] if str(e).strip() else ""
+        what = f"{type(e).__name__}: {what}" if what else type(e).__name__
+        hint = "" if verbose else " (run with -v for the traceback)"
+        print(f"opshift {args.command}: internal error: {what}{hint}", file=sys.stderr)
+        return INTERNAL_ERROR
 
+
+#: Exit code of a bug in opshift (an exception that is not an :class:`OpshiftError`).
+INTERNAL_ERROR = 3
+#: Exit code when the reader of stdout went away (128 + SIGPIPE, what a shell reports).
+STDOUT_CLOSED = 141
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout is gone (``| head``): end quietly. What is still buffered for
+    stdout is dropped, and stdout points at /dev/null so that the flush at interpreter exit
+    finds nothing to complain about."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a file (in-process caller)
+        pass
+    return STDOUT_CLOSED
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -90,8 +90,10 @@ class _Walker:
     def graph(self, g: onnx.GraphProto, opsets: dict[str, int], outer: frozenset[str] | set[str],
               label: str) -> None:
         defined: set[str] = set()
-        for name in [v.name for v in g.input] + [t.name for t in g.initializer]:
-            if name in defined and name not in {t.name for t in g.initializer}:
+        init_names = [t.name for t in g.initializer]
+        inits = set(init_names)  # (IR 3 lists every weight as a graph input too)
+        for name in [v.name for v in g.input] + init_names:
+            if name in defined and name not in inits:
                 self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
             defined.add(name)
         census, parent = self.census, self._scope
