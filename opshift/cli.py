@@ -18,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from .errors import OpshiftError
+from .errors import OpshiftError, printable
 
 COMMANDS = ("convert", "inline", "fuse", "fix", "inspect", "verify", "ops")
 
@@ -143,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OpshiftError as e:
         if verbose:
             traceback.print_exc()
-        print(f"opshift {args.command}: error: {e}", file=sys.stderr)
+        print(f"opshift {args.command}: error: {printable(_naming_the_file(str(e), args))}",
+              file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("opshift: interrupted", file=sys.stderr)
@@ -155,10 +156,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if verbose:
             traceback.print_exc()
         what = str(e).splitlines()[0] if str(e).strip() else ""
-        what = f"{type(e).__name__}: {what}" if what else type(e).__name__
+        what = printable(f"{type(e).__name__}: {what}" if what else type(e).__name__)
         hint = "" if verbose else " (run with -v for the traceback)"
         print(f"opshift {args.command}: internal error: {what}{hint}", file=sys.stderr)
         return INTERNAL_ERROR
+
+
+def _naming_the_file(msg: str, args: argparse.Namespace) -> str:
+    """``msg``, led by the input file when it names neither the input nor the output (an
+    error from deep in a pass or the evaluator knows the node, not the file)."""
+    src, out = getattr(args, "input", None), getattr(args, "output", None)
+    if not src or str(src) in msg or (out and str(out) in msg):
+        return msg
+    return f"{src}: {msg}"
 
 
 #: Exit code of a bug in opshift (an exception that is not an :class:`OpshiftError`).

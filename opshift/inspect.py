@@ -20,7 +20,7 @@ from onnx import helper
 
 from . import opsets
 from .broadcast import SlopeClass, classify, rule_for_version
-from .errors import OpshiftError, function_id
+from .errors import OpshiftError, function_id, printable
 from .modelio import ModelLike, to_proto
 from .passes._graph import iter_scopes, static_shapes, subgraphs
 
@@ -117,6 +117,7 @@ class InspectReport:
                 if self.target_opset is not None:
                     cells.append(r.at_target or "?")
                 body.append(cells)
+            body = [[printable(c) for c in cells] for cells in body]
             widths = [max(len(c[i]) for c in [head, *body]) for i in range(len(head))]
             for cells in [head, *body]:
                 lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
@@ -144,7 +145,7 @@ class InspectReport:
                     lines.append(f"  {word}: {c['scope']}{node}: {c['what']} -- {c['why']}")
         else:
             lines.append("no defects for opshift fix")
-        return "\n".join(lines)
+        return "\n".join(map(printable, lines))
 
 
 def _slope_text(r: ActivationRow) -> str:

@@ -4,11 +4,11 @@ The first question asked of ``onnx.defs`` in a process builds onnx's whole schem
 about 15 ms, three times what loading and saving a 1,000-node model costs. The structural
 check and ``inline`` need only a little of it: which version of an op is in force at an
 opset, which ops can hold graphs or tensors, and for PRelu, LeakyRelu and Selu their
-attribute types, defaults and function bodies. Those facts are read from onnx's schemas
-once, written to a small file (Python's marshal format) named after the installed onnx (its
-version and its compiled extension's size and time, so a different build never reads
-another's file) with a CRC-32 of its contents, and read back by later processes in a few
-tenths of a millisecond.
+attribute types, defaults, number of inputs, input types and function bodies. Those facts
+are read from onnx's schemas once, written to a small file (Python's marshal format) named
+after the installed onnx (its version and its compiled extension's size and time, so a
+different build never reads another's file) with a CRC-32 of its contents, and read back by
+later processes in a few tenths of a millisecond.
 
 The cache is only an accelerator: without a usable file (unwritable folder, corrupt or
 foreign content) the facts come from ``onnx.defs`` as before. ``OPSHIFT_CACHE_DIR`` picks
@@ -30,7 +30,7 @@ from pathlib import Path
 import onnx
 
 #: Bumped whenever the file's layout changes.
-FORMAT = 2
+FORMAT = 3
 
 #: The ops whose attributes and function bodies are kept.
 DEEP_OPS = ("PRelu", "LeakyRelu", "Selu")
@@ -46,6 +46,8 @@ class SchemaFacts:
     # op -> since_version -> attribute name -> (AttributeProto type, default or None)
     attributes: dict[str, dict[int, dict[str, tuple[int, object]]]]
     bodies: dict[str, bytes]  # op -> its newest function body (serialized FunctionProto)
+    # op -> since_version -> (number of inputs, the types its input 0 takes)
+    inputs: dict[str, dict[int, tuple[int, tuple[str, ...]]]]
 
     def since_version(self, op: str, opset: int) -> int | None:
         """What ``onnx.defs.get_schema(op, opset).since_version`` gives, None if no schema."""
@@ -96,6 +98,7 @@ def build() -> SchemaFacts:
     graph_ops: set[str] = set()
     tensor_ops: set[str] = set()
     attributes: dict[str, dict[int, dict[str, tuple[int, object]]]] = {}
+    inputs: dict[str, dict[int, tuple[int, tuple[str, ...]]]] = {}
     graph_kinds = {onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS}
     tensor_kinds = graph_kinds | {onnx.defs.OpSchema.AttrType.TENSOR,
                                   onnx.defs.OpSchema.AttrType.TENSORS,
@@ -117,6 +120,9 @@ def build() -> SchemaFacts:
                            if d is not None and d.name else None)
                 attrs[name] = (int(a.type.value), default)
             attributes.setdefault(s.name, {})[s.since_version] = attrs
+            x_types = next((tuple(sorted(tc.allowed_type_strs)) for tc in s.type_constraints
+                            if tc.type_param_str == s.inputs[0].type_str), ())
+            inputs.setdefault(s.name, {})[s.since_version] = (s.max_input, x_types)
     bodies = {}
     for op in DEEP_OPS:
         s = onnx.defs.get_schema(op)
@@ -124,7 +130,7 @@ def build() -> SchemaFacts:
         if fvs:
             bodies[op] = s.get_function_with_opset_version(max(fvs))
     return SchemaFacts({k: tuple(sorted(v)) for k, v in since.items()}, frozenset(graph_ops),
-                       frozenset(tensor_ops), attributes, bodies)
+                       frozenset(tensor_ops), attributes, bodies, inputs)
 
 
 def pack(head: tuple, value: object) -> bytes:
@@ -148,14 +154,14 @@ def unpack(data: bytes, head: tuple) -> object | None:
 
 def _dump(f: SchemaFacts) -> bytes:
     return pack((FORMAT, onnx_key()),
-                (f.since, f.graph_ops, f.tensor_ops, f.attributes, f.bodies))
+                (f.since, f.graph_ops, f.tensor_ops, f.attributes, f.bodies, f.inputs))
 
 
 def _load(data: bytes) -> SchemaFacts | None:
     """The facts in ``data``, None unless it is a file of this format and this onnx build,
     its checksum right and its fields of the right kinds."""
     fields = unpack(data, (FORMAT, onnx_key()))
-    kinds = (dict, frozenset, frozenset, dict, dict)
+    kinds = (dict, frozenset, frozenset, dict, dict, dict)
     if not (isinstance(fields, tuple) and len(fields) == len(kinds)
             and all(isinstance(v, k) for v, k in zip(fields, kinds))):
         return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from . import typerules
+from . import typerules, wellformed
 from ._gc import no_cyclic_gc
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .errors import EvaluationError, ModelLoadError, function_label, where
@@ -28,7 +28,9 @@ from .opsets import (
     may_hold_tensors,
     normalize_domain,
     schema,
+    schema_facts,
     since_version,
+    tensor_type_name,
 )
 
 #: Problem kinds, so a caller can tolerate some (``fix`` repairs duplicate names).
@@ -40,6 +42,13 @@ UNKNOWN_OP = "unknown-op"
 ATTRIBUTE = "attribute"  # an attribute the op version does not define, or of the wrong type
 SLOPE = "slope"  # a PRelu slope that cannot broadcast to X's declared shape
 DUPLICATE_FUNCTION = "duplicate-function"  # two model-local functions with one identity
+#: the problems ``fix`` repairs
+REPAIRABLE = (DUPLICATE_VALUE, MISSING_OPSET, ATTRIBUTE, SLOPE, DUPLICATE_FUNCTION)
+#: not a well-formed model (:mod:`opshift.wellformed`): a name that is not UTF-8, an unknown
+#: element type, a negative dim, tensor data that does not fit its dims, an activation with
+#: the wrong inputs or outputs, a function that calls itself; never allowed
+MALFORMED = "malformed"
+UNSUPPORTED = "unsupported"  # well-formed, but nothing opshift can rewrite (sparse initializers)
 
 
 @dataclass
@@ -87,9 +96,37 @@ class _Walker:
     def add(self, kind: str, msg: str) -> None:
         self.problems.append((kind, msg))
 
+    def text(self, label: str, what: str, values: Iterable) -> None:
+        bad = wellformed.text_problem(values)
+        if bad is not None:
+            self.add(MALFORMED, f"{label}: {wellformed.not_text(what, bad)}")
+
+    def graph_header(self, g: onnx.GraphProto, label: str) -> None:
+        """Names, declared types and initializers of ``g``: what must hold before its nodes
+        mean anything."""
+        if not isinstance(g.name, str):
+            self.add(MALFORMED, wellformed.not_text("graph name", g.name))
+            return
+        for kind, infos in (("input", g.input), ("output", g.output),
+                            ("value_info", g.value_info)):
+            self.text(label, f"{kind} name", [vi.name for vi in infos])
+            for vi in infos:
+                p = wellformed.type_problem(vi.type, f"{kind} {vi.name!r}",
+                                            undefined_ok=kind != "input")
+                if p is not None:
+                    self.add(MALFORMED, f"{label}: {p}")
+        for t in g.initializer:
+            p = wellformed.tensor_problem(t, f"initializer {t.name!r}")
+            if p is not None:
+                self.add(MALFORMED, f"{label}: {p}")
+        if len(g.sparse_initializer):
+            self.add(UNSUPPORTED, f"{label}: sparse initializers are not supported (convert "
+                                  "them to dense initializers first)")
+
     def graph(self, g: onnx.GraphProto, opsets: dict[str, int], outer: frozenset[str] | set[str],
               label: str) -> None:
         defined: set[str] = set()
+        self.graph_header(g, label)
         init_names = [t.name for t in g.initializer]
         inits = set(init_names)  # (IR 3 lists every weight as a graph input too)
         for name in [v.name for v in g.input] + init_names:
@@ -107,6 +144,7 @@ class _Walker:
             census.scopes.append(self._scope)
             census.names.update(v.name for v in g.output)
         self.nodes(g.node, opsets, defined, outer, label, g)
+        self.text(label, "value name", defined)
         if self.full:
             census.names.update(defined)
             self._scope = parent
@@ -133,7 +171,6 @@ class _Walker:
         specs: dict[str, tuple] = {}
         declared_x: dict[str, tuple] | None = None  # X shapes declared in ``graph``
         census, full = self.census, self.full
-        add_name = census.names.add if full else None
         sites = self._scope.sites if full else None
         types = None
         if full and graph is not None and opsets.get("", 0) < 15:
@@ -143,14 +180,17 @@ class _Walker:
             types_get, types_setdefault = types.get, types.setdefault
         issuperset, isdisjoint, update = defined.issuperset, defined.isdisjoint, defined.update
         node_name = ""
+        node_names = []
         for i, n in enumerate(nodes):
-            if add_name is not None:
-                node_name = n.name
-                add_name(node_name)
+            node_name = n.name
+            node_names.append(node_name)
             ins = n.input[:]
             if not issuperset(ins):
                 for name in ins:
-                    if name not in defined:
+                    if not isinstance(name, str):
+                        self.add(MALFORMED, f"{label}: {where(n)}: input "
+                                            f"{wellformed.not_text('name', name)}")
+                    elif name not in defined:
                         self.add(CYCLE, f"{label}: {where(n)} uses {name!r} before it is "
                                         "defined (cycle, unsorted graph, or missing input)")
             op, domain = n.op_type, n.domain
@@ -176,19 +216,23 @@ class _Walker:
                     spec = specs.get(op)
                     if spec is None:
                         spec = specs[op] = _activation_spec(op, opsets.get("", 0))
-                    check = bool(n.attribute)
-                    if not check and spec[2] is not None and graph is not None \
-                            and len(ins) >= 2:
+                    check = bool(n.attribute) or len(ins) != spec[3] or len(outs) != 1 \
+                        or "" in ins or not outs[0]
+                    if not check and graph is not None:
                         if declared_x is None:
-                            declared_x = self._declared(graph)[0]
+                            declared_x = self._declared(graph)[2]
                         check = ins[0] in declared_x
                     if check:
                         self.activation(n, ins, opsets.get("", 0), label, graph)
                     if sites is not None:
                         sites.append((i, n, op, node_name, ins, outs))
-                if flags & _TENSORS and census is not None and not census.external:
-                    census.external = _holds_external_data(n)
+                if flags & _TENSORS:
+                    self.tensor_attributes(n, label)
+                    if census is not None and not census.external:
+                        census.external = _holds_external_data(n)
                 if flags & _SUBGRAPHS:
+                    if not flags & _TENSORS:
+                        self.attribute_names(n, label)
                     for a in n.attribute:
                         subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
                             list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
@@ -204,6 +248,10 @@ class _Walker:
                         self.add(DUPLICATE_VALUE, f"{label}: {where(n)} defines {name!r}, "
                                                   "which is already defined")
             update(outs)
+        if wellformed.text_problem(node_names) is not None:
+            self.text(label, "node name", node_names)
+        elif full:
+            census.names.update(node_names)
         if census is not None:  # the op tables hold every kind of node met, at no extra cost
             census.kinds.update(("", op) for op in flags_by_op)
             census.kinds.update(flags_by_key)
@@ -212,13 +260,27 @@ class _Walker:
                    graph: onnx.GraphProto | None) -> None:
         """Attributes against the schema in force; a constant PRelu slope against X's
         declared shape (graph input, output or value_info: no shape inference here)."""
-        version, types, rule = _activation_spec(n.op_type, opset)
+        version, types, rule, arity, numeric = _activation_spec(n.op_type, opset)
+        self.attribute_names(n, label)
+        outs = n.output[:]
+        if len(ins) != arity or "" in ins or len(outs) != 1 or not outs[0]:
+            self.add(MALFORMED, f"{label}: {where(n, version=version)}: takes {arity} "
+                                f"input{'s' if arity > 1 else ''} and 1 output, has inputs "
+                                f"{ins} and outputs {outs}")
+            return
         for a in n.attribute:
             if types.get(a.name) != a.type:
                 self.attribute(n, a, version, label)
-        if rule is None or graph is None or len(ins) < 2:
+        if graph is None:
             return
-        declared, inits = self._declared(graph)
+        declared, inits, elems = self._declared(graph)
+        elem = elems.get(ins[0])
+        if elem and f"tensor({tensor_type_name(elem)})" not in numeric:
+            self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {ins[0]!r} is "
+                                f"{tensor_type_name(elem)}, which no version of "
+                                f"{n.op_type} takes")
+        if rule is None:
+            return
         x_shape = declared.get(ins[0])
         slope_shape = inits.get(ins[1])
         if x_shape is None or slope_shape is None:
@@ -227,6 +289,25 @@ class _Walker:
             slope_shape_for(x_shape, slope_shape, rule)
         except EvaluationError as e:
             self.add(SLOPE, f"{label}: {where(n, version=version)}: {e}")
+
+    def tensor_attributes(self, n: onnx.NodeProto, label: str) -> None:
+        self.attribute_names(n, label)
+        for a in n.attribute:
+            ts = [a.t] if a.type == onnx.AttributeProto.TENSOR else (
+                a.tensors if a.type == onnx.AttributeProto.TENSORS else ())
+            for t in ts:
+                p = wellformed.tensor_problem(t, f"attribute {a.name!r}")
+                if p is not None:
+                    self.add(MALFORMED, f"{label}: {where(n)}: {p}")
+
+    def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
+        """Names of ``n``'s attributes that are not text. Read only for the nodes the walk
+        reads attributes of anyway (activations, nodes that hold tensors or graphs): reading
+        every node's would cost several times the rest of the walk."""
+        bad = wellformed.text_problem([a.name for a in n.attribute])
+        if bad is not None:
+            self.add(MALFORMED, f"{label}: {where(n)}: "
+                                f"{wellformed.not_text('attribute name', bad)}")
 
     def attribute(self, n: onnx.NodeProto, a: onnx.AttributeProto, version: int,
                   label: str) -> None:
@@ -240,22 +321,32 @@ class _Walker:
             self.add(ATTRIBUTE, f"{label}: {where(n, version=version)}: attribute {a.name!r} "
                                 f"is {got}, the schema wants {spec.type.name}")
 
-    def _declared(self, graph: onnx.GraphProto) -> tuple[dict[str, tuple], dict[str, tuple]]:
-        """(declared value shapes, initializer shapes) of ``graph``, built once."""
+    def _declared(self, graph: onnx.GraphProto
+                  ) -> tuple[dict[str, tuple], dict[str, tuple], dict[str, int]]:
+        """(declared value shapes, initializer shapes, declared element types) of ``graph``,
+        built once."""
         cached = self._shapes.get(id(graph))
         if cached is None:
             shapes: dict[str, tuple] = {}
+            elems = {t.name: t.data_type for t in graph.initializer}
             for vi in (*graph.input, *graph.output, *graph.value_info):
-                tt = vi.type.tensor_type
-                if vi.type.HasField("tensor_type") and tt.HasField("shape"):
-                    shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value")
-                                            else (d.dim_param or None) for d in tt.shape.dim)
-            cached = shapes, {t.name: tuple(t.dims) for t in graph.initializer}
+                if vi.type.HasField("tensor_type"):
+                    tt = vi.type.tensor_type
+                    elems.setdefault(vi.name, tt.elem_type)
+                    if tt.HasField("shape"):
+                        shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value")
+                                                else (d.dim_param or None)
+                                                for d in tt.shape.dim)
+            cached = shapes, {t.name: tuple(t.dims) for t in graph.initializer}, elems
             self._shapes[id(graph)] = cached
         return cached
 
     def op(self, n: onnx.NodeProto, opsets: dict[str, int], label: str) -> int:
         """Check the op exists once per (domain, op); return what else its nodes need."""
+        for what, v in (("op type", n.op_type), ("domain", n.domain)):
+            if not isinstance(v, str):
+                self.add(MALFORMED, f"{label}: node {n.name!r}: {wellformed.not_text(what, v)}")
+                return 0
         domain = normalize_domain(n.domain)
         if (domain, n.op_type) in self.functions:
             return _SUBGRAPHS
@@ -302,8 +393,10 @@ def _holds_external_data(n: onnx.NodeProto) -> bool:
 
 
 @functools.cache
-def _activation_spec(op: str, opset: int) -> tuple[int, dict[str, int], SlopeRule | None]:
-    """(version in force, attribute name -> AttributeProto type, PRelu slope rule or None).
+def _activation_spec(op: str, opset: int
+                     ) -> tuple[int, dict[str, int], SlopeRule | None, int, frozenset[str]]:
+    """(version in force, attribute name -> AttributeProto type, PRelu slope rule or None,
+    number of inputs, the types any version of the op takes for X).
 
     ``consumed_inputs`` maps to its type even where the version no longer defines it, so a
     stale one is left for ``fix`` (it is not bad input for the rewrites)."""
@@ -311,7 +404,9 @@ def _activation_spec(op: str, opset: int) -> tuple[int, dict[str, int], SlopeRul
     types = dict(types)
     types.setdefault("consumed_inputs", onnx.AttributeProto.INTS)
     rule = rule_for_version(version) if op == "PRelu" else None
-    return version, types, rule
+    inputs = schema_facts().inputs[op]
+    x_types = frozenset().union(*(t for _, t in inputs.values()))
+    return version, types, rule, inputs[version][0], x_types
 
 
 def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple[str, str]]:
@@ -327,6 +422,14 @@ def _problems(model: onnx.ModelProto, census: Census | None) -> list[tuple[str, 
     w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
     identities: set[tuple[str, str, str]] = set()
     for f in model.functions:
+        bad = wellformed.text_problem([f.name, f.domain, f.overload, *f.input, *f.output,
+                                       *f.attribute])
+        if bad is not None:
+            w.add(MALFORMED, f"function {wellformed.not_text('name', bad)}")
+            continue
+        p = wellformed.opset_import_problem(f.opset_import)
+        if p is not None:
+            w.add(MALFORMED, f"{function_label(f)}: {p}")
         fops = dict(ops)
         fops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
         defined = set(f.input)
@@ -343,9 +446,40 @@ def _problems(model: onnx.ModelProto, census: Census | None) -> list[tuple[str, 
         w.nodes(f.node, fops, defined, frozenset(), label)
         if w.full:
             census.names.update(defined)
+    cycle = wellformed.call_cycle(_calls(model))
+    if cycle is not None:
+        path = " -> ".join(f"{d}::{n}" if d else n for d, n in cycle)
+        w.add(MALFORMED, f"function {path}: a function that calls itself cannot be inlined or "
+                         "run (ONNX functions are not recursive)")
     if w.full:
         census.names.discard("")
     return w.problems
+
+
+def _calls(model: onnx.ModelProto) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """Model-local function -> the model-local functions its body (subgraphs included)
+    calls."""
+    ids = {(normalize_domain(f.domain), f.name) for f in model.functions
+           if isinstance(f.domain, str)}
+
+    def called(nodes, out: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        for n in nodes:
+            if isinstance(n.domain, str) and (normalize_domain(n.domain), n.op_type) in ids:
+                out.add((normalize_domain(n.domain), n.op_type))
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    called(a.g.node, out)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for g in a.graphs:
+                        called(g.node, out)
+        return out
+
+    calls: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for f in model.functions:
+        if isinstance(f.domain, str):
+            calls.setdefault((normalize_domain(f.domain), f.name), set()).update(
+                called(f.node, set()))
+    return calls
 
 
 def check(model: onnx.ModelProto, origin: str = "<model>", *,

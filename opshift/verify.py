@@ -464,7 +464,16 @@ def make_inputs(graph: onnx.GraphProto, *, dims: Mapping[str, int] | None = None
     :class:`UnsupportedError` for inputs whose type or rank is unknown or not generatable.
     """
     _check_seed(seed)
-    return {s.name: _generate(s, seed, 0) for s in _input_specs(graph, dims)}
+    return _generate_round(_input_specs(graph, dims), seed, 0)
+
+
+def _generate_round(specs: Sequence[_InputSpec], seed: int, round_: int
+                    ) -> dict[str, np.ndarray]:
+    try:
+        return {s.name: _generate(s, seed, round_) for s in specs}
+    except (ValueError, MemoryError) as e:  # e.g. a shape too large for numpy
+        shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
+        raise OpshiftError(f"cannot generate inputs ({shapes}): {e}") from e
 
 
 def _check_seed(seed: int) -> None:
@@ -501,7 +510,8 @@ def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], who: str
     except RecursionError as e:
         raise EvaluationError(f"{who}: evaluator failed: graph nesting too deep") from e
     except Exception as e:  # an evaluator bug must still be one line naming the model
-        raise EvaluationError(f"{who}: evaluator failed: {type(e).__name__}: {e}") from e
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise EvaluationError(f"{who}: evaluator failed: {type(e).__name__}: {first}") from e
     return [out[vi.name] for vi in proto.graph.output]
 
 
@@ -584,11 +594,7 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
                                   f"{rwho}, so the two cannot be fed the same inputs")
         n = _rounds(specs)
         report.rounds = max(report.rounds, n)
-        try:
-            rounds = [{s.name: _generate(s, seed, p) for s in specs} for p in range(n)]
-        except ValueError as e:  # e.g. a shape too large for numpy
-            shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
-            raise OpshiftError(f"cannot generate inputs ({shapes}): {e}") from e
+        rounds = [_generate_round(specs, seed, p) for p in range(n)]
         report.inputs.update(_describe(rounds[0], "generated"))
     rows: list[Row] | None = None
     for feeds in rounds:

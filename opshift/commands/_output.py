@@ -6,6 +6,8 @@ import json
 import sys
 from collections.abc import Iterable
 
+from ..errors import printable
+
 
 def print_rewrite(args, result, report, notes: Iterable[str], details: Iterable[str]) -> None:
     """Print ``result`` (with ``to_dict()``/``summary()``) and the optional verify ``report``.
@@ -27,9 +29,9 @@ def print_rewrite(args, result, report, notes: Iterable[str], details: Iterable[
         return
     if args.verbose:
         for line in details:
-            print(line)
+            print(printable(line))
     for line in notes:
-        print(f"note: {line}")
+        print(f"note: {printable(line)}")
     if report is not None and report.ok and args.verbose:
         print(report.table())
     if report is not None:

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import OpshiftError, VerificationError
+from ..errors import OpshiftError, VerificationError, printable
 
 DESCRIPTION = """\
 Convert IN.onnx to default-domain opset N and write OUT.onnx. PRelu, LeakyRelu and Selu
@@ -76,7 +76,7 @@ def run(args) -> int:
         log = None
         if args.verbose and not args.json:
             def log(msg: str) -> None:
-                print(f"  {msg}")
+                print(f"  {printable(msg)}")
         with bar.phase("convert"):
             try:
                 result = convert_proto(model, args.opset, verbose_log=log, record=args.verify,
@@ -155,6 +155,6 @@ def _print(args, result, report, *, written: bool, out: Path | None = None) -> N
           f"{'s' if n != 1 else ''} changed" + (f"; wrote {out}" if written else ""))
     if not args.verbose:
         for ch in result.changes[:20]:
-            print(f"  {ch.node} ({ch.op}): {ch.what}")
+            print(printable(f"  {ch.node} ({ch.op}): {ch.what}"))
         if n > 20:
             print(f"  ... {n - 20} more (-v lists all, with reasons)")

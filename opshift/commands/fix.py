@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..errors import OpshiftError
+from ..errors import OpshiftError, printable
 
 DESCRIPTION = """\
 Repair, without changing the model's opset, the defects that break runtimes, and list each
@@ -61,9 +61,8 @@ def run(args) -> int:
     try:
         with bar.phase("load"):
             # what fix repairs is not a reason to refuse the model
-            original, source_dir = modelio.open_checked(args.input, allow=(
-                validate.DUPLICATE_VALUE, validate.MISSING_OPSET, validate.ATTRIBUTE,
-                validate.SLOPE, validate.DUPLICATE_FUNCTION))
+            original, source_dir = modelio.open_checked(args.input,
+                                                        allow=validate.REPAIRABLE)
         with bar.phase("fix"):
             try:
                 fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope)
@@ -115,9 +114,9 @@ def _print(args, result, ver) -> None:
             print(ver.line(), file=sys.stderr)
         return
     for c in result.changes:
-        print(f"fixed: {c.line()}")
+        print(printable(f"fixed: {c.line()}"))
     for c in result.left_alone:
-        print(f"left alone: {c.line()}")
+        print(printable(f"left alone: {c.line()}"))
     if ver is not None:
         print(ver.line())
         if args.verbose:

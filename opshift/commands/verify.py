@@ -148,13 +148,15 @@ def run(args) -> int:
 
 
 def _run(args, bar) -> int:
-    from ..modelio import load
+    from .. import validate
+    from ..modelio import load_checked
     from ..verify import _check_given, verify
 
     dims = parse_dims(args.dim)
     with bar.phase("load"):
-        ref = load(args.reference, load_external_data=True)
-        cand = load(args.candidate, load_external_data=True)
+        # what fix repairs does not stop the evaluator: a model and its fix can be compared
+        ref, cand = (load_checked(p, load_external_data=True, allow=validate.REPAIRABLE)
+                     for p in (args.reference, args.candidate))
     inputs = None
     if args.inputs is not None:
         if dims:

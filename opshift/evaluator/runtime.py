@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from .. import opsets
 from ..errors import EvaluationError, UnsupportedError, where
+from ..wellformed import to_array
 from . import registry
 
 Value = Any  # np.ndarray, or None for an absent optional input
@@ -79,7 +79,7 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
 
 def _attr_value(a: onnx.AttributeProto) -> Any:
     if a.type == onnx.AttributeProto.TENSOR:
-        return numpy_helper.to_array(a.t)
+        return to_array(a.t)
     if a.type == onnx.AttributeProto.SPARSE_TENSOR:
         raise UnsupportedError(f"attribute {a.name!r}: sparse tensors are not supported")
     v = onnx.helper.get_attribute_value(a)
@@ -118,7 +118,7 @@ class Runtime:
         key = id(graph)
         cached = self._inits.get(key)
         if cached is None:
-            cached = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+            cached = {t.name: to_array(t) for t in graph.initializer}
             if len(graph.sparse_initializer):
                 raise UnsupportedError(f"graph {graph.name!r}: sparse initializers are not "
                                        "supported")

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from ..errors import function_label
 from ..opsets import has_graph_attribute, normalize_domain
+from ..wellformed import to_array
 
 
 @dataclass
@@ -235,7 +235,7 @@ def plain_array(t: onnx.TensorProto) -> np.ndarray | None:
 def tensor_array(t: onnx.TensorProto, base_dir: str | None = None) -> np.ndarray:
     """The value of ``t`` (external data read from ``base_dir``)."""
     arr = plain_array(t)
-    return arr if arr is not None else numpy_helper.to_array(t, base_dir or "")
+    return arr if arr is not None else to_array(t, base_dir or "")
 
 
 def splice(nodes, replacements: dict[int, list[onnx.NodeProto]]) -> None:

@@ -38,7 +38,7 @@ from onnx import TensorProto, helper
 
 from .. import opsets
 from ..broadcast import SlopeClass, SlopeRule, classify, slope_shape_for
-from ..errors import ConversionError, EvaluationError, OpshiftError, where
+from ..errors import ArgumentTypeError, ConversionError, EvaluationError, OpshiftError, where
 from ..modelio import ModelLike, from_proto, to_proto
 from ._graph import (
     Names,
@@ -866,8 +866,10 @@ def _convert_node(node: onnx.NodeProto, index: int, ctx: _Ctx, source_opset: int
 # the core
 # ---------------------------------------------------------------------------------------------
 def _check_target(target: int) -> None:
-    if not isinstance(target, int) or isinstance(target, bool) or \
-            not 1 <= target <= opsets.MAX_OPSET:
+    if not isinstance(target, int) or isinstance(target, bool):
+        raise ArgumentTypeError(f"opset must be an int, got {type(target).__name__} "
+                                f"{target!r}")
+    if not 1 <= target <= opsets.MAX_OPSET:
         raise OpshiftError(f"target opset {target!r} is outside 1..{opsets.MAX_OPSET} "
                            f"(the installed onnx {onnx.__version__})")
 

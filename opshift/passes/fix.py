@@ -840,6 +840,8 @@ def verify_fix(original: onnx.ModelProto, fixed: onnx.ModelProto, *, seed: int =
         onnx.checker.check_model(fixed)
     except onnx.checker.ValidationError as e:
         detail += f"the fixed model fails onnx.checker: {str(e).splitlines()[0]}; "
+    except UnicodeDecodeError:  # the checker's message quotes a name that is not UTF-8
+        detail += "the fixed model fails onnx.checker (on a name that is not UTF-8); "
     try:
         from ..evaluator import evaluate
 
