@@ -22,6 +22,12 @@ class UnsupportedError(OpshiftError):
     """An op, version, type or attribute opshift cannot handle exactly."""
 
 
+class LimitError(UnsupportedError):
+    """A check that would take more work than opshift allows itself (a Loop of 10**15
+    iterations, inputs of billions of elements): not attempted, and not handed to another
+    runtime either."""
+
+
 class EvaluationError(OpshiftError):
     """The evaluator could not run a node (bad shapes, inputs that do not fit, ...)."""
 

@@ -50,7 +50,14 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .errors import EvaluationError, OpshiftError, UnsupportedError, VerificationError, where
+from .errors import (
+    EvaluationError,
+    LimitError,
+    OpshiftError,
+    UnsupportedError,
+    VerificationError,
+    where,
+)
 from .modelio import ModelLike, to_proto
 from .opsets import ir_version_for_opset, normalize_domain
 
@@ -68,6 +75,8 @@ ULP_TOLERANCE: dict[str, int] = {"float64": 4, "float32": 4, "float16": 2, "bflo
 
 #: Extra rounds of generated inputs stop once this many elements have been generated in total.
 _ROUND_BUDGET = 1 << 20
+#: The most input elements generated for one run (1 GiB of float64).
+MAX_GENERATED_ELEMENTS = 1 << 27
 _MAX_ROUNDS = 32
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -469,6 +478,12 @@ def make_inputs(graph: onnx.GraphProto, *, dims: Mapping[str, int] | None = None
 
 def _generate_round(specs: Sequence[_InputSpec], seed: int, round_: int
                     ) -> dict[str, np.ndarray]:
+    total = sum(s.size for s in specs)
+    if total > MAX_GENERATED_ELEMENTS:
+        shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
+        raise LimitError(f"inputs of {total} elements ({shapes}) are over the "
+                         f"{MAX_GENERATED_ELEMENTS} opshift generates; give them with "
+                         "--inputs, or smaller symbolic dims with --dim")
     try:
         return {s.name: _generate(s, seed, round_) for s in specs}
     except (ValueError, MemoryError) as e:  # e.g. a shape too large for numpy

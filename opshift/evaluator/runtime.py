@@ -57,6 +57,7 @@ class _Sig:
     allowed: dict[str, frozenset[str]]
     attr_types: dict[str, int] = field(default_factory=dict)
     required: frozenset[str] = frozenset()
+    required_inputs: tuple[int, ...] = ()  # positions of the inputs that are not optional
 
 
 @functools.cache
@@ -74,7 +75,9 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
     # consumed_inputs (required by a few version-1 schemas) is an ignored hint: not enforced
     required = frozenset(n for n, a in s.attributes.items()
                          if a.required and n != "consumed_inputs")
-    return _Sig(ins, outs, allowed, attr_types, required)
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    required_inputs = tuple(i for i, p in enumerate(s.inputs) if p.option == single)
+    return _Sig(ins, outs, allowed, attr_types, required, required_inputs)
 
 
 def _attr_value(a: onnx.AttributeProto) -> Any:
@@ -222,6 +225,9 @@ class Runtime:
             raise UnsupportedError(f"{loc}: not supported by the opshift evaluator (see "
                                    "'opshift ops')")
         sig = _signature(node.op_type, version, domain)
+        for i in sig.required_inputs:
+            if i >= len(inputs) or inputs[i] is None:
+                raise EvaluationError(f"{loc}: required input {i} is missing")
         attrs = self._attributes(node, version, domain, sig, loc, fattrs)
         binding = self._check_types(sig, inputs, loc)
         ctx = NodeContext(node, node.op_type, domain, version, attrs, self, env, graph_opsets,
