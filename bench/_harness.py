@@ -30,14 +30,6 @@ def best_of(repeat: int, code: str, *args: object) -> dict:
     return min(good, key=lambda r: r["time"]) if good else runs[0]
 
 
-def warm_schema_cache() -> None:
-    """Write opshift's on-disk schema facts (opshift/schema_cache.py) before timing, as any
-    earlier run on the machine would have: the children then measure the steady state, not
-    the one-time build (~50 ms, once per onnx build)."""
-    subprocess.run([sys.executable, "-c", "from opshift import schema_cache; "
-                    "schema_cache.facts()"], check=True)
-
-
 def best_interleaved(repeat: int, code: str, jobs: dict[str, tuple]) -> dict[str, dict]:
     """The fastest of ``repeat`` child runs per job (name -> child args), run in rounds that
     take every job once, so that a burst of load on the machine hits all of them alike
@@ -70,7 +62,7 @@ def parse_args(doc: str, *, repeat: int, extra=None) -> argparse.Namespace:
     """The options the convert, inline and fuse benches share: ``--sizes``, ``--repeat``,
     ``--json`` and ``--overwrite`` (replace an existing output instead of writing a new
     file, see ``FRESH_OUTPUT``), plus what ``extra(parser)`` adds. Passes ``--overwrite``
-    on to the child processes and warms the schema cache before anything is timed."""
+    on to the child processes."""
     ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,10000,100000")
@@ -83,7 +75,6 @@ def parse_args(doc: str, *, repeat: int, extra=None) -> argparse.Namespace:
     args = ap.parse_args()
     if args.overwrite:
         os.environ["BENCH_OVERWRITE"] = "1"
-    warm_schema_cache()
     return args
 
 

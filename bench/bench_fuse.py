@@ -44,7 +44,7 @@ from _harness import best_interleaved, cli_child, ms, opsets_option, parse_args,
 # rule set is built inside the timing
 CHILD = cli_child("fuse", "opshift.passes.fuse, opshift.commands.fuse, opshift.validate, "
                           "opshift.external, opshift.progress, opshift.rewriters.activations, "
-                          "opshift.schema_cache")
+                          "opshift.rewriters.exporters")
 
 MODES = ("onnx", "onnx_ir", "fuse")
 NODES_PER_BLOCK = (2 * 3 + 5 + 7 + 13) / 3  # Conv+Add, then the inlined PRelu/LeakyRelu/Selu

@@ -40,9 +40,13 @@ class SlopeClass(enum.Enum):
     ELEMENTWISE = "elementwise"  # any other numpy broadcast
 
 
+#: The first PRelu schema version that broadcasts the slope the numpy way.
+NUMPY_SINCE = 7
+
+
 def rule_for_version(version: int) -> SlopeRule:
     """The slope rule of PRelu at schema ``version``."""
-    return SlopeRule.LEGACY if version < 7 else SlopeRule.NUMPY
+    return SlopeRule.LEGACY if version < NUMPY_SINCE else SlopeRule.NUMPY
 
 
 def _size(shape: Sequence[Dim]) -> int | None:

@@ -3,7 +3,8 @@
 Each subcommand lives in :mod:`opshift.commands` as a module with ``register(subparsers)``,
 which adds its parser and sets ``func(args) -> int``. Exit codes: 0 ok, 1 verification
 mismatch, 2 bad input or impossible request, 3 internal error (a bug in opshift: one line,
-the traceback with -v), 130 interrupted, 141 (128 + SIGPIPE) when stdout is closed early
+the traceback with -v), 130 interrupted (SIGINT), 143 and 129 stopped by SIGTERM and SIGHUP
+(:func:`exit_on_signals`), 141 (128 + SIGPIPE) when stdout is closed early
 (``opshift ops | head -1``: no message).
 """
 
@@ -121,7 +122,46 @@ def _command_module(name: str):
         raise
 
 
+def exit_on_signals() -> None:
+    """Make SIGTERM (what ``timeout``, CI cancellation and ``docker stop`` send) and SIGHUP
+    end a run the way Ctrl-C (SIGINT) does: an exception that unwinds through every clean-up
+    (temp files removed, nothing published; see :mod:`opshift.output`), then exit status
+    128 + the signal's number (SIGINT 130, SIGTERM 143, SIGHUP 129). A signal the process
+    was started with ignored (``nohup``, a background job) stays ignored."""
+    import signal
+
+    for sig in _signals():
+        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, _stop)
+
+
+def _signals() -> list:
+    import signal
+
+    return [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
+
+
+def _stop(signum: int, frame) -> None:
+    import signal
+
+    from .output import hold
+
+    if hold(signum):  # files are being created or published: acted on right after
+        return
+    for sig in _signals():  # the clean-up runs once
+        if signal.getsignal(sig) is _stop:
+            signal.signal(sig, signal.SIG_IGN)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    print(f"opshift: stopped by {signal.Signals(signum).name}", file=sys.stderr)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: this process's). Without ``argv``, as the
+    ``opshift`` program, it also handles the process's signals (:func:`exit_on_signals`)."""
+    if argv is None:
+        exit_on_signals()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = command_parser(argv[0]) if argv else None
     if parser is not None:
@@ -163,10 +203,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _naming_the_file(msg: str, args: argparse.Namespace) -> str:
-    """``msg``, led by the input file when it names neither the input nor the output (an
-    error from deep in a pass or the evaluator knows the node, not the file)."""
+    """``msg``, led by the input file when it names neither the input nor the output or a
+    file beside it (an error from deep in a pass or the evaluator knows the node, not the
+    file)."""
     src, out = getattr(args, "input", None), getattr(args, "output", None)
-    if not src or str(src) in msg or (out and str(out) in msg):
+    named = [str(src), str(out)] if out else [str(src)]
+    if out and os.path.dirname(out):
+        named.append(os.path.join(os.path.dirname(out), ""))  # an external data file's folder
+    if not src or any(n in msg for n in named):
         return msg
     return f"{src}: {msg}"
 

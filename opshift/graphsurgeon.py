@@ -85,7 +85,7 @@ def _load(module: str, name: str, method: str) -> Any:
 def opshift_convert(self: gs.Graph, opset: int) -> gs.Graph:
     """Convert the graph to default-domain ``opset`` exactly (see :func:`opshift.convert`).
     Updates the graph in place and returns it."""
-    convert_proto = _load("opshift.passes.convert", "convert_proto", "opshift_convert")
+    convert_proto = _load("opshift.conversion.engine", "convert_proto", "opshift_convert")
 
     def run(model):
         result = convert_proto(model, opset)

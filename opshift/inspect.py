@@ -10,6 +10,7 @@ and, with ``opset=N``, a dry run of ``convert``: what each node would become and
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -21,8 +22,10 @@ from onnx import helper
 from . import opsets
 from .broadcast import SlopeClass, classify, rule_for_version
 from .errors import OpshiftError, function_id, printable
+from .external import tensor_array
+from .graph.facts import static_shapes
+from .graph.scopes import iter_scopes, subgraphs
 from .modelio import ModelLike, to_proto
-from .passes._graph import iter_scopes, static_shapes, subgraphs
 
 #: How each broadcast class is described to users.
 CLASS_TEXT = {
@@ -161,15 +164,18 @@ def _json_value(v: Any) -> Any:
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     if isinstance(v, onnx.TensorProto):
-        return onnx.numpy_helper.to_array(v).tolist()
+        return tensor_array(v).tolist()
     return v
 
 
 # ------------------------------------------------------------------------------------------
 
-def inspect(model: ModelLike, opset: int | None = None) -> InspectReport:
-    """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it."""
-    proto, _, _ = to_proto(model)
+def inspect(model: ModelLike, opset: int | None = None, *,
+            base_dir: str | os.PathLike | None = None) -> InspectReport:
+    """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it.
+    ``base_dir``: the folder of a ModelProto's external data."""
+    proto, _, folder = to_proto(model)
+    base_dir = folder if base_dir is None else base_dir
     work = onnx.ModelProto()
     work.CopyFrom(proto)  # fix/convert dry runs and shape inference never touch the input
     functions = [function_id(f) for f in proto.functions]
@@ -184,24 +190,24 @@ def inspect(model: ModelLike, opset: int | None = None) -> InspectReport:
         for i, node in enumerate(sc.nodes):
             if node.op_type not in opsets.ACTIVATIONS or opsets.normalize_domain(node.domain):
                 continue
-            report.rows.append(_row(node, i, sc, shapes, dtypes))
+            report.rows.append(_row(node, i, sc, shapes, dtypes, base_dir))
     from .passes.fix import fix_proto
 
     fixed = onnx.ModelProto()
     fixed.CopyFrom(proto)
-    report.defects = fix_proto(fixed, strict=False).to_dict()
+    report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
     if opset is not None:
         report.target_opset = opset
         _dry_convert(work, opset, report)
     return report
 
 
-def _row(node, index, sc, shapes, dtypes) -> ActivationRow:
+def _row(node, index, sc, shapes, dtypes, base_dir) -> ActivationRow:
     ver = opsets.since_version(node.op_type, sc.opset) if sc.opset else None
     name = node.name or f"<{node.op_type} #{index}>"
     row = ActivationRow(name, node.op_type, sc.label, sc.opset, ver,
                         dtypes.get(node.input[0]) if node.input else None)
-    row.attributes = _attributes(node, ver)
+    row.attributes = _attributes(node, ver, base_dir)
     if node.op_type == "PRelu" and len(node.input) >= 2:
         if sc.function is not None:  # function bodies are their own namespace
             t = _constant_dims(sc, node.input[1])
@@ -230,7 +236,7 @@ def _constant_dims(sc, name: str) -> tuple[int, ...] | None:
     return None
 
 
-def _attributes(node: onnx.NodeProto, ver: int | None) -> list[Attr]:
+def _attributes(node: onnx.NodeProto, ver: int | None, base_dir) -> list[Attr]:
     s = opsets.schema(node.op_type, ver) if ver else None
     given = {a.name: a for a in node.attribute}
     out: list[Attr] = []
@@ -240,20 +246,20 @@ def _attributes(node: onnx.NodeProto, ver: int | None) -> list[Attr]:
             a = given.pop(name, None)
             if a is not None:
                 ok = a.type == s.attributes[name].type.value
-                out.append(Attr(name, _attr_value(a), False, ok))
+                out.append(Attr(name, _attr_value(a, base_dir), False, ok))
             elif name in defaults:
                 out.append(Attr(name, defaults[name], True))
     for name, a in given.items():
-        out.append(Attr(name, _attr_value(a), False, False))
+        out.append(Attr(name, _attr_value(a, base_dir), False, False))
     return out
 
 
-def _attr_value(a: onnx.AttributeProto) -> Any:
+def _attr_value(a: onnx.AttributeProto, base_dir) -> Any:
     if a.ref_attr_name:
         return f"@{a.ref_attr_name}"
     v = helper.get_attribute_value(a)
     if isinstance(v, onnx.TensorProto):
-        return onnx.numpy_helper.to_array(v).tolist()
+        return tensor_array(v, base_dir).tolist()
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     if isinstance(v, (list, tuple)):
@@ -301,9 +307,9 @@ def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport) -> N
         else:
             r.at_target = f"{r.op}-{vt}"
     try:
-        from .passes.convert import convert_proto
+        from .conversion.engine import convert_proto
     except ImportError:  # pragma: no cover - convert ships with opshift
-        report.conversion = {"error": "opshift.passes.convert is not available"}
+        report.conversion = {"error": "opshift.conversion is not available"}
         return
     try:
         result = convert_proto(work, target)

@@ -2,15 +2,16 @@
 
 * Loading turns every way a file can be wrong into a one-line :class:`ModelLoadError`.
 * External data is left on disk unless a caller asks for it (the evaluator does).
-* Saving is atomic: a temp file in the destination folder, then ``os.replace``; on failure
-  nothing is left behind. Input files are only ever opened for reading.
+* Saving is atomic: temp files in the destination folder, renamed into place when all are
+  written (:mod:`opshift.output`); on failure nothing is left behind. Input files are only
+  ever opened for reading.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -192,114 +193,43 @@ def from_proto(proto: onnx.ModelProto, kind: str) -> Any:
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """Yield a new file beside ``path``, open for writing; when the block succeeds it is
-    closed and renamed over ``path``, else closed and removed."""
+    """Yield a new temp file beside ``path``, open for writing; when the block succeeds it
+    is renamed over ``path``, else removed (see :mod:`opshift.output`). A failed write is a
+    one-line error naming ``path``."""
+    from . import output
+
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise OpshiftError(f"{path}: output folder {str(folder)!r} does not exist")
-    if path.is_dir():
-        raise OpshiftError(f"{path}: output path is a directory")
-    tmp, fd = _create_temp(path, folder)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def _create_temp(path: Path, folder: Path) -> tuple[Path, int]:
-    """A new file ``.<name>.<random>.tmp`` in ``folder`` and its descriptor, with the
-    permissions a new file normally gets (0666 less the umask, applied by the system: no
-    umask juggling, which would race with other threads)."""
-    for _ in range(100):
-        tmp = folder / f".{path.name}.{os.urandom(6).hex()}.tmp"
+    output.check_folder(path)
+    with output.staging() as st:
+        fd = st.create(path, replace=True)
         try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
+            with open(fd, "wb", closefd=False) as out:
+                yield out
         except OSError as e:
-            raise OpshiftError(f"{path}: cannot write to folder {str(folder)!r}: "
-                               f"{e.strerror or e}") from e
-    raise OpshiftError(f"{path}: cannot create a temporary file in {str(folder)!r}")
-
-
-#: protobuf refuses to parse a message of 2 GiB or more, so nothing larger is written.
-MAX_PROTO_BYTES = (1 << 31) - 1
-
-
-def save_parts(parts: Sequence[bytes | memoryview], path: str | os.PathLike) -> None:
-    """Write an already serialized model given as consecutive parts (without external data
-    to place) atomically, part after part: no buffer of the whole output is made."""
-    path = Path(path)
-    size = sum(map(len, parts))
-    if size > MAX_PROTO_BYTES:
-        raise OpshiftError(f"{path}: model too large to serialize: {size} bytes is over "
-                           "protobuf's 2 GiB limit (keep the weights in external data)")
-    with atomic_output(path) as out:
-        write_parts(out, parts)
-
-
-#: Bytes per write call of :func:`write_parts`, from 64 KiB for small outputs to 1 MiB.
-WRITE_CHUNK = (1 << 16, 1 << 20)
-
-
-def write_parts(out: BinaryIO, parts: Sequence[bytes | memoryview]) -> None:
-    """Write ``parts`` in order, joined into chunks of a sixteenth of the whole (64 KiB to
-    1 MiB, :data:`WRITE_CHUNK`).
-
-    Joining everything first would copy the output into one new buffer of its size, which
-    glibc maps afresh: a page fault per 4 KiB (~4 us each in a VM: 56 of them for a
-    1,000-node model's 200 KB, 9,000 for 100k nodes). A chunk's buffer is freed before the
-    next is made, so the chunks reuse one region. Each write call costs ~17 us more, hence
-    chunks that grow with the output (measured: 200 KB 0.21 -> 0.15 ms; 30 MB 31 -> 14 ms).
-    """
-    low, high = WRITE_CHUNK
-    limit = min(high, max(low, sum(map(len, parts)) >> 4))
-    chunk: list[bytes | memoryview] = []
-    size = 0
-    for p in parts:
-        n = len(p)
-        if n >= limit:
-            if chunk:
-                out.write(b"".join(chunk))
-                chunk, size = [], 0
-            out.write(p)
-            continue
-        chunk.append(p)
-        size += n
-        if size >= limit:
-            out.write(b"".join(chunk))
-            chunk, size = [], 0
-    if chunk:
-        out.write(b"".join(chunk))
+            raise output.write_error(path, e) from e
 
 
 def save(model: onnx.ModelProto, path: str | os.PathLike,
-         source_dir: str | os.PathLike | None = None) -> None:
-    """Write ``model`` to ``path`` atomically.
+         source_dir: str | os.PathLike | None = None, *, force: bool = False) -> None:
+    """Write ``model`` to ``path``, replacing a file there, atomically: nothing is written
+    when anything fails (see :mod:`opshift.output`).
 
     Tensors that still refer to external data (relative to ``source_dir``) get their data
-    files placed beside ``path`` at the same relative locations, see :mod:`opshift.external`.
+    files placed beside ``path`` at the same relative locations
+    (:func:`opshift.external.stage_data_files`): a file already there with the same bytes
+    is kept, a different one replaced only with ``force``.
     """
-    path = Path(path)
-    created: list[Path] = []
-    try:
-        if source_dir is not None:  # only the tensors still referring to it are placed
-            from .external import place_external_data
+    from . import output
 
-            created = place_external_data(model, Path(source_dir), path.parent)
-        with atomic_output(path) as out:
-            try:
-                data = model.SerializeToString()
-            except ValueError as e:  # > 2 GiB without external data
-                raise OpshiftError(f"{path}: model too large to serialize: {e}") from e
-            out.write(data)
-    except BaseException:
-        for p in created:
-            with contextlib.suppress(OSError):
-                p.unlink()
-        raise
+    path = Path(path)
+    output.check_folder(path)
+    try:
+        data = model.SerializeToString()
+    except ValueError as e:  # > 2 GiB without external data
+        raise OpshiftError(f"{path}: model too large to serialize: {e}") from e
+    with output.staging() as st:
+        if source_dir is not None:  # only the tensors still referring to it are placed
+            from .external import stage_data_files
+
+            stage_data_files(model, Path(source_dir), path, st, force=force)
+        output.write_all(st.create(path, replace=True), data, path)

@@ -1,4 +1,4 @@
-"""What onnx's schemas say about op versions, read once and cached.
+"""What onnx's schemas say about op versions: ``onnx.defs``, asked once per question.
 
 Everything version-related in opshift asks here rather than retyping tables: which schema
 version is in force for an op at an opset, its attribute defaults, its allowed types, and
@@ -37,44 +37,23 @@ def schema(op: str, opset: int, domain: str = "") -> onnx.defs.OpSchema | None:
 @functools.cache
 def since_version(op: str, opset: int, domain: str = "") -> int | None:
     """The version of ``op`` in force at ``opset`` (its schema's since_version), or None."""
-    if normalize_domain(domain) == "":  # without building onnx's registry when cached
-        return schema_facts().since_version(op, opset)
     s = schema(op, opset, domain)
     return None if s is None else s.since_version
 
 
 @functools.cache
-def schema_facts():
-    """:func:`opshift.schema_cache.facts` (default-domain facts, cached on disk)."""
-    from .schema_cache import facts
-
-    return facts()
+def _history() -> dict[tuple[str, str], tuple[onnx.defs.OpSchema, ...]]:
+    """(domain, op) -> every schema of the op in the installed onnx, oldest first."""
+    out: dict[tuple[str, str], list[onnx.defs.OpSchema]] = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        out.setdefault((normalize_domain(s.domain), s.name), []).append(s)
+    return {k: tuple(sorted(v, key=lambda s: s.since_version)) for k, v in out.items()}
 
 
 @functools.cache
 def versions(op: str, domain: str = "") -> tuple[int, ...]:
     """All since_versions of ``op`` known to the installed onnx, ascending."""
-    domain = normalize_domain(domain)
-    if domain == "":  # the schema facts hold them (without building onnx's registry)
-        return schema_facts().since.get(op, ())
-    # walks down from the newest schema (a few get_schema calls) instead of scanning every
-    # schema of every op (~10 ms per op)
-    try:
-        s = onnx.defs.get_schema(op, domain)
-    except onnx.defs.SchemaError:
-        return ()
-    out = []
-    v = s.since_version
-    while v >= 1:
-        out.append(v)
-        try:
-            s = onnx.defs.get_schema(op, v - 1, domain)
-        except onnx.defs.SchemaError:
-            break
-        if s.since_version >= v:
-            break
-        v = s.since_version
-    return tuple(sorted(out))
+    return tuple(s.since_version for s in _history().get((normalize_domain(domain), op), ()))
 
 
 @functools.cache
@@ -84,11 +63,6 @@ def attribute_defaults(op: str, version: int, domain: str = "") -> dict[str, obj
     Attributes without a default (required ones, or optional ones with no default such as
     ``consumed_inputs``) are absent.
     """
-    if normalize_domain(domain) == "" and op in ACTIVATIONS:
-        f = schema_facts()
-        v = f.since_version(op, version)
-        return {} if v is None else {
-            n: d for n, (_, d) in f.attributes[op][v].items() if d is not None}
     s = schema(op, version, domain)
     if s is None:
         return {}
@@ -162,25 +136,43 @@ def opset_of(model: onnx.ModelProto | onnx.FunctionProto, domain: str = "") -> i
     return None
 
 
+_GRAPH_KINDS = frozenset((onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS))
+_TENSOR_KINDS = _GRAPH_KINDS | {onnx.defs.OpSchema.AttrType.TENSOR,
+                                onnx.defs.OpSchema.AttrType.TENSORS,
+                                onnx.defs.OpSchema.AttrType.SPARSE_TENSOR}
+
+
+def _has_attribute_of(op: str, kinds: frozenset) -> bool:
+    return any(a.type in kinds for s in _history().get(("", op), ())
+               for a in s.attributes.values())
+
 
 @functools.cache
 def has_graph_attribute(op: str) -> bool:
     """Some version of default-domain ``op`` has a graph attribute (If, Loop, Scan, ...)."""
-    return op in schema_facts().graph_ops
+    return _has_attribute_of(op, _GRAPH_KINDS)
 
 
 @functools.cache
 def may_hold_tensors(op: str) -> bool:
     """Some version of default-domain ``op`` has a tensor or graph attribute, so its node's
     attributes can hold tensors (Constant, ConstantOfShape, If, ...)."""
-    return op in schema_facts().tensor_ops
+    return _has_attribute_of(op, _TENSOR_KINDS)
 
 
+@functools.cache
 def activation_attribute_types(op: str, opset: int) -> tuple[int, dict[str, int]] | None:
     """(version in force, attribute name -> AttributeProto type) of PRelu, LeakyRelu or Selu
     at ``opset``; None when the op does not exist there."""
-    f = schema_facts()
-    v = f.since_version(op, opset)
-    if v is None:
+    s = schema(op, opset)
+    if s is None:
         return None
-    return v, {n: t for n, (t, _) in f.attributes[op][v].items()}
+    return s.since_version, {n: int(a.type.value) for n, a in s.attributes.items()}
+
+
+@functools.cache
+def x_types_of_any_version(op: str, domain: str = "") -> frozenset[str]:
+    """Type strings any version of ``op`` allows for its first input."""
+    return frozenset().union(*(
+        allowed_types(op, v, domain, schema(op, v, domain).inputs[0].type_str)
+        for v in versions(op, domain)))

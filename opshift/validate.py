@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import onnx
 from onnx.external_data_helper import uses_external_data
 
 from . import typerules, wellformed
-from ._gc import no_cyclic_gc
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
+from .census import Census, CensusScope
 from .errors import EvaluationError, ModelLoadError, function_label, where
 from .opsets import (
     ACTIVATIONS,
@@ -28,9 +27,9 @@ from .opsets import (
     may_hold_tensors,
     normalize_domain,
     schema,
-    schema_facts,
     since_version,
     tensor_type_name,
+    x_types_of_any_version,
 )
 
 #: Problem kinds, so a caller can tolerate some (``fix`` repairs duplicate names).
@@ -49,38 +48,6 @@ REPAIRABLE = (DUPLICATE_VALUE, MISSING_OPSET, ATTRIBUTE, SLOPE, DUPLICATE_FUNCTI
 #: the wrong inputs or outputs, a function that calls itself; never allowed
 MALFORMED = "malformed"
 UNSUPPORTED = "unsupported"  # well-formed, but nothing opshift can rewrite (sparse initializers)
-
-
-@dataclass
-class CensusScope:
-    """One node list of the model: a graph (main or subgraph) or a model-local function."""
-
-    owner: onnx.GraphProto | onnx.FunctionProto
-    label: str  # "graph 'g'", "graph 'g'/node 'if'/then_branch", "function dom::name"
-    opsets: dict[str, int]
-    function: onnx.FunctionProto | None  # the function the scope is (or is nested) in
-    #: the activations: (index, node, op, name, inputs, outputs), read once by the walk
-    sites: list[tuple[int, onnx.NodeProto, str, str, list[str], list[str]]] = field(
-        default_factory=list)
-
-
-@dataclass
-class Census:
-    """What the structural walk saw, for a pass that would otherwise walk the model again
-    (inline): every scope in pre-order with its PRelu/LeakyRelu/Selu nodes, and every name
-    in use (values, node names, graph and function inputs). Valid while the model is not
-    edited."""
-
-    names: set[str] = field(default_factory=set)
-    scopes: list[CensusScope] = field(default_factory=list)
-    external: bool = False  # some tensor lives in external data (see modelio)
-    #: (domain, op_type) of the nodes anywhere in the model; filled in both modes
-    kinds: set[tuple[str, str]] = field(default_factory=set)
-    #: value -> element type in graphs below opset 15 (where inline needs X's type): the
-    #: declared types and what :mod:`opshift.typerules` propagates through the nodes
-    types: dict[str, int] = field(default_factory=dict)
-    #: False: fill only ``external`` and ``kinds`` (for a caller that needs nothing else)
-    full: bool = True
 
 
 class _Walker:
@@ -102,23 +69,8 @@ class _Walker:
             self.add(MALFORMED, f"{label}: {wellformed.not_text(what, bad)}")
 
     def graph_header(self, g: onnx.GraphProto, label: str) -> None:
-        """Names, declared types and initializers of ``g``: what must hold before its nodes
-        mean anything."""
-        if not isinstance(g.name, str):
-            self.add(MALFORMED, wellformed.not_text("graph name", g.name))
-            return
-        for kind, infos in (("input", g.input), ("output", g.output),
-                            ("value_info", g.value_info)):
-            self.text(label, f"{kind} name", [vi.name for vi in infos])
-            for vi in infos:
-                p = wellformed.type_problem(vi.type, f"{kind} {vi.name!r}",
-                                            undefined_ok=kind != "input")
-                if p is not None:
-                    self.add(MALFORMED, f"{label}: {p}")
-        for t in g.initializer:
-            p = wellformed.tensor_problem(t, f"initializer {t.name!r}")
-            if p is not None:
-                self.add(MALFORMED, f"{label}: {p}")
+        for p in wellformed.header_problems(g, label):
+            self.add(MALFORMED, p)
         if len(g.sparse_initializer):
             self.add(UNSUPPORTED, f"{label}: sparse initializers are not supported (convert "
                                   "them to dense initializers first)")
@@ -227,7 +179,10 @@ class _Walker:
                     if sites is not None:
                         sites.append((i, n, op, node_name, ins, outs))
                 if flags & _TENSORS:
-                    self.tensor_attributes(n, label)
+                    self.attribute_names(n, label)
+                    p = wellformed.attribute_tensor_problem(n)
+                    if p is not None:
+                        self.add(MALFORMED, f"{label}: {where(n)}: {p}")
                     if census is not None and not census.external:
                         census.external = _holds_external_data(n)
                 if flags & _SUBGRAPHS:
@@ -289,16 +244,6 @@ class _Walker:
             slope_shape_for(x_shape, slope_shape, rule)
         except EvaluationError as e:
             self.add(SLOPE, f"{label}: {where(n, version=version)}: {e}")
-
-    def tensor_attributes(self, n: onnx.NodeProto, label: str) -> None:
-        self.attribute_names(n, label)
-        for a in n.attribute:
-            ts = [a.t] if a.type == onnx.AttributeProto.TENSOR else (
-                a.tensors if a.type == onnx.AttributeProto.TENSORS else ())
-            for t in ts:
-                p = wellformed.tensor_problem(t, f"attribute {a.name!r}")
-                if p is not None:
-                    self.add(MALFORMED, f"{label}: {where(n)}: {p}")
 
     def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
         """Names of ``n``'s attributes that are not text. Read only for the nodes the walk
@@ -404,32 +349,22 @@ def _activation_spec(op: str, opset: int
     types = dict(types)
     types.setdefault("consumed_inputs", onnx.AttributeProto.INTS)
     rule = rule_for_version(version) if op == "PRelu" else None
-    inputs = schema_facts().inputs[op]
-    x_types = frozenset().union(*(t for _, t in inputs.values()))
-    return version, types, rule, inputs[version][0], x_types
+    return version, types, rule, schema(op, version).max_input, x_types_of_any_version(op)
 
 
 def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple[str, str]]:
     """All structural problems as (kind, one-line message), in graph order; fills ``census``
     when given."""
-    with no_cyclic_gc():  # the walk allocates per node (and a census keeps nodes alive)
-        return _problems(model, census)
-
-
-def _problems(model: onnx.ModelProto, census: Census | None) -> list[tuple[str, str]]:
     w = _Walker(model, census)
     ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
     w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
     identities: set[tuple[str, str, str]] = set()
     for f in model.functions:
-        bad = wellformed.text_problem([f.name, f.domain, f.overload, *f.input, *f.output,
-                                       *f.attribute])
-        if bad is not None:
-            w.add(MALFORMED, f"function {wellformed.not_text('name', bad)}")
-            continue
-        p = wellformed.opset_import_problem(f.opset_import)
+        p, named = wellformed.function_problem(f)
         if p is not None:
-            w.add(MALFORMED, f"{function_label(f)}: {p}")
+            w.add(MALFORMED, p)
+            if not named:
+                continue
         fops = dict(ops)
         fops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
         defined = set(f.input)
@@ -446,40 +381,12 @@ def _problems(model: onnx.ModelProto, census: Census | None) -> list[tuple[str, 
         w.nodes(f.node, fops, defined, frozenset(), label)
         if w.full:
             census.names.update(defined)
-    cycle = wellformed.call_cycle(_calls(model))
-    if cycle is not None:
-        path = " -> ".join(f"{d}::{n}" if d else n for d, n in cycle)
-        w.add(MALFORMED, f"function {path}: a function that calls itself cannot be inlined or "
-                         "run (ONNX functions are not recursive)")
+    p = wellformed.recursion_problem(model)
+    if p is not None:
+        w.add(MALFORMED, p)
     if w.full:
         census.names.discard("")
     return w.problems
-
-
-def _calls(model: onnx.ModelProto) -> dict[tuple[str, str], set[tuple[str, str]]]:
-    """Model-local function -> the model-local functions its body (subgraphs included)
-    calls."""
-    ids = {(normalize_domain(f.domain), f.name) for f in model.functions
-           if isinstance(f.domain, str)}
-
-    def called(nodes, out: set[tuple[str, str]]) -> set[tuple[str, str]]:
-        for n in nodes:
-            if isinstance(n.domain, str) and (normalize_domain(n.domain), n.op_type) in ids:
-                out.add((normalize_domain(n.domain), n.op_type))
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    called(a.g.node, out)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for g in a.graphs:
-                        called(g.node, out)
-        return out
-
-    calls: dict[tuple[str, str], set[tuple[str, str]]] = {}
-    for f in model.functions:
-        if isinstance(f.domain, str):
-            calls.setdefault((normalize_domain(f.domain), f.name), set()).update(
-                called(f.node, set()))
-    return calls
 
 
 def check(model: onnx.ModelProto, origin: str = "<model>", *,

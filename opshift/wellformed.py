@@ -11,9 +11,11 @@ or None; :mod:`opshift.validate` runs them during its walk and names the graph a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import onnx
+
+from .opsets import normalize_domain
 
 #: Element types the installed onnx defines (UNDEFINED, 0, included: see :func:`type_problem`).
 KNOWN_ELEM_TYPES = frozenset(onnx.TensorProto.DataType.values())
@@ -23,7 +25,8 @@ MAX_IR_VERSION = onnx.IR_VERSION
 #: The most elements a tensor may declare: numpy cannot index more (and no file holds them).
 MAX_ELEMENTS = (1 << 63) - 1
 #: Raw data up to this many bytes is measured by the structural check (a copy that costs
-#: nothing next to the walk); larger raw data where it is read (:func:`to_array`).
+#: nothing next to the walk); larger raw data where it is read
+#: (:func:`opshift.external.tensor_array`).
 RAW_CHECK_LIMIT = 1 << 16
 #: The most elements a tensor stored in the file itself can have (2 GiB of 4-bit values).
 MAX_IN_FILE = 1 << 32
@@ -100,8 +103,8 @@ def tensor_problem(t: onnx.TensorProto, what: str) -> str | None:
     """A tensor's header against its data: a known element type, dims >= 0 whose product a
     program can index, and one value per element in its data: a typed field, or raw data of
     at most :data:`RAW_CHECK_LIMIT` bytes. Larger raw data and external data are measured
-    where they are read (:func:`to_array`: the passes, the evaluator): reading every raw
-    field here would copy every weight of the model."""
+    where they are read (:func:`opshift.external.tensor_array`: the passes, the evaluator):
+    reading every raw field here would copy every weight of the model."""
     if not isinstance(t.name, str):
         return not_text("tensor name", t.name)
     p = _elem_problem(t.data_type, what, undefined_ok=False)
@@ -160,6 +163,85 @@ def opset_import_problem(imports: Sequence[onnx.OperatorSetIdProto]) -> str | No
     return None
 
 
+def header_problems(g: onnx.GraphProto, label: str) -> Iterator[str]:
+    """Names, declared types and initializers of graph ``g`` (labelled ``label``): what must
+    hold before its nodes mean anything."""
+    if not isinstance(g.name, str):
+        yield not_text("graph name", g.name)
+        return
+    for kind, infos in (("input", g.input), ("output", g.output), ("value_info", g.value_info)):
+        bad = text_problem([vi.name for vi in infos])
+        if bad is not None:
+            yield f"{label}: {not_text(f'{kind} name', bad)}"
+        for vi in infos:
+            p = type_problem(vi.type, f"{kind} {vi.name!r}", undefined_ok=kind != "input")
+            if p is not None:
+                yield f"{label}: {p}"
+    for t in g.initializer:
+        p = tensor_problem(t, f"initializer {t.name!r}")
+        if p is not None:
+            yield f"{label}: {p}"
+
+
+def attribute_tensor_problem(n: onnx.NodeProto) -> str | None:
+    """The first tensor held in an attribute of ``n`` whose header and data disagree."""
+    for a in n.attribute:
+        ts = [a.t] if a.type == onnx.AttributeProto.TENSOR else (
+            a.tensors if a.type == onnx.AttributeProto.TENSORS else ())
+        for t in ts:
+            p = tensor_problem(t, f"attribute {a.name!r}")
+            if p is not None:
+                return p
+    return None
+
+
+def function_problem(f: onnx.FunctionProto) -> tuple[str | None, bool]:
+    """(a problem of model-local function ``f``'s header or None, whether its identity and
+    signature are text: else its body cannot be labelled or walked)."""
+    bad = text_problem([f.name, f.domain, f.overload, *f.input, *f.output, *f.attribute])
+    if bad is not None:
+        return f"function {not_text('name', bad)}", False
+    p = opset_import_problem(f.opset_import)
+    if p is not None:
+        from .errors import function_label
+
+        return f"{function_label(f)}: {p}", True
+    return None, True
+
+
+def recursion_problem(model: onnx.ModelProto) -> str | None:
+    """A model-local function that calls itself, directly or through others."""
+    cycle = call_cycle(_calls(model))
+    if cycle is None:
+        return None
+    path = " -> ".join(f"{d}::{n}" if d else n for d, n in cycle)
+    return (f"function {path}: a function that calls itself cannot be inlined or run (ONNX "
+            "functions are not recursive)")
+
+
+def _calls(model: onnx.ModelProto) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """Model-local function -> the model-local functions its body (subgraphs included)
+    calls."""
+    ids = {(normalize_domain(f.domain), f.name) for f in model.functions
+           if isinstance(f.domain, str)}
+
+    def called(nodes, out: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        for n in nodes:
+            if isinstance(n.domain, str) and (normalize_domain(n.domain), n.op_type) in ids:
+                out.add((normalize_domain(n.domain), n.op_type))
+            for a in n.attribute:
+                for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                    called(g.node, out)
+        return out
+
+    calls: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for f in model.functions:
+        if isinstance(f.domain, str):
+            key = (normalize_domain(f.domain), f.name)
+            calls.setdefault(key, set()).update(called(f.node, set()))
+    return calls
+
+
 def call_cycle(calls: dict[tuple[str, str], set[tuple[str, str]]]) -> list[tuple[str, str]] | None:
     """A cycle in ``calls`` (function -> functions its body calls) as the list of functions
     along it, first repeated at the end; None when no function reaches itself."""
@@ -183,23 +265,16 @@ def call_cycle(calls: dict[tuple[str, str], set[tuple[str, str]]]) -> list[tuple
     return None
 
 
-def to_array(t: onnx.TensorProto, base_dir: str = ""):
-    """``numpy_helper.to_array``, with data that does not fit the tensor's header (raw data
-    of the wrong length, a typed field of the wrong count) reported as a one-line
-    :class:`~opshift.errors.ModelLoadError` naming the tensor."""
-    from onnx import numpy_helper
-
-    from .errors import ModelLoadError
-
-    try:
-        return numpy_helper.to_array(t, base_dir)
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
-        what = f"tensor {t.name!r}"
-        why = tensor_problem(t, what) or _raw_problem(t, what)
-        if why is None:
-            first = str(e).splitlines()[0] if str(e) else ""
-            why = f"{what}: cannot read its data ({type(e).__name__}: {first})"
-        raise ModelLoadError(why) from e
+def undecodable(t: onnx.TensorProto, e: Exception) -> str:
+    """Why numpy_helper could not decode in-file tensor ``t`` (raising ``e``): raw data of
+    the wrong length, a typed field of the wrong count, ...; one line naming the tensor
+    (for :func:`opshift.external.tensor_array`)."""
+    what = f"tensor {t.name!r}"
+    why = tensor_problem(t, what) or _raw_problem(t, what)
+    if why is None:
+        first = str(e).splitlines()[0] if str(e) else ""
+        why = f"{what}: cannot read its data ({type(e).__name__}: {first})"
+    return why
 
 
 def _raw_problem(t: onnx.TensorProto, what: str) -> str | None:

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import helper
-
-# The schema cache (opshift/schema_cache.py) goes to a folder of this test run, never the
-# user's ~/.cache; CLI subprocesses inherit it.
-os.environ.setdefault("OPSHIFT_CACHE_DIR", tempfile.mkdtemp(prefix="opshift-test-cache-"))
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
@@ -77,3 +71,102 @@ def bundled_at_every_opset(name: str) -> tuple[tuple[int, onnx.ModelProto], ...]
         except OpshiftError:
             continue
     return tuple(out)
+
+
+# -- builders shared by the test files ---------------------------------------------------------
+
+def vi(name: str, elem: int = onnx.TensorProto.FLOAT, shape=None) -> onnx.ValueInfoProto:
+    """A tensor value info. ``shape``: None for an unknown rank, an int for that rank with
+    unknown dims, else the dims (ints or dim_param names)."""
+    if isinstance(shape, int):
+        shape = [None] * shape
+    return helper.make_tensor_value_info(name, elem, None if shape is None else list(shape))
+
+
+def init(name: str, value, dtype=None) -> onnx.TensorProto:
+    """An initializer holding ``value`` (as ``dtype`` when given)."""
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def const(name: str, value, dtype=np.float32) -> onnx.NodeProto:
+    """A Constant node whose output ``name`` holds ``value`` as ``dtype``."""
+    from onnx import numpy_helper
+
+    return helper.make_node("Constant", [], [name],
+                            value=numpy_helper.from_array(np.asarray(value, dtype=dtype)))
+
+
+def legacy_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Before IR 4 every initializer must also be a graph input: adds the missing ones."""
+    if model.ir_version < 4:
+        have = {i.name for i in model.graph.input}
+        for t in model.graph.initializer:
+            if t.name not in have:
+                model.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type,
+                                                                       list(t.dims)))
+    return model
+
+
+# -- opshift's own comparison policy -----------------------------------------------------------
+
+def assert_exact(want, got, what: str = "", *, signed_zeros: bool = True) -> None:
+    """``got`` is ``want`` under opshift's exact policy (``opshift.verify.compare`` with no ulp
+    allowed): same dtype and shape, bit for bit, -0.0 apart from +0.0 (unless
+    ``signed_zeros=False``), NaN equal to NaN."""
+    from opshift.verify import compare
+
+    c = compare(want, got, ulp=0, signed_zeros=signed_zeros)
+    assert c.ok, f"{what}: {c.reason}" if what else c.reason
+
+
+def assert_outputs_exact(want: dict, got: dict, what: str = "", *,
+                         signed_zeros: bool = True) -> None:
+    """Every output of ``want`` (by name) is exactly the same in ``got`` (see assert_exact)."""
+    assert set(got) == set(want), (what, sorted(got), sorted(want))
+    for k in want:
+        assert_exact(want[k], got[k], f"{what} output {k!r}" if what else f"output {k!r}",
+                     signed_zeros=signed_zeros)
+
+
+# -- onnxruntime, the second opinion -----------------------------------------------------------
+
+def onnxruntime_outputs(model: onnx.ModelProto, feeds) -> list[np.ndarray] | str:
+    """onnxruntime's outputs of ``model`` (in graph output order) for ``feeds`` (a dict by
+    name, or a list by input position), or onnxruntime's own reason why it cannot load or run
+    the model. onnxruntime is a second opinion: what it cannot do is never asserted."""
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        return f"onnxruntime is not installed: {e}"
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as e:  # whatever it is, it is onnxruntime's own limit
+        return f"onnxruntime {ort.__version__} cannot load the model: {_first_line(e)}"
+    if not isinstance(feeds, dict):
+        feeds = dict(zip((i.name for i in sess.get_inputs()), feeds))
+    # numpy scalars as 0-d arrays (onnxruntime takes arrays, sequences and None)
+    feeds = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in feeds.items()}
+    try:
+        return sess.run(None, feeds)
+    except Exception as e:
+        return f"onnxruntime {ort.__version__} cannot run the model: {_first_line(e)}"
+
+
+def run_onnxruntime(model: onnx.ModelProto, feeds) -> list[np.ndarray]:
+    """onnxruntime's outputs (see onnxruntime_outputs); where it cannot load or run the
+    model, the calling test is skipped with onnxruntime's message."""
+    __tracebackhide__ = True  # the skip is reported at the caller's line
+    out = onnxruntime_outputs(model, feeds)
+    if isinstance(out, str):
+        pytest.skip(out)
+    return out
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return (lines[0] if lines else type(e).__name__)[:300]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model
+from conftest import make_model, vi
 from onnx import TensorProto, helper, numpy_helper
 
 from opshift.cli import main
@@ -27,14 +27,14 @@ COMMANDS = {  # command -> extra arguments (those that write get -o)
 }
 
 
-def _vi(name, shape=(1, 3, 4, 4), elem=F):
-    return helper.make_tensor_value_info(name, elem, list(shape))
+XS = (1, 3, 4, 4)
 
 
 def _good(opset=9, **kw):
     slope = numpy_helper.from_array(np.full((3, 1, 1), 0.25, np.float32), "slope")
     return make_model([helper.make_node("PRelu", ["x", "slope"], ["y"], name="prelu")],
-                      [_vi("x")], [_vi("y")], opset=opset, initializers=[slope], **kw)
+                      [vi("x", shape=XS)], [vi("y", shape=XS)], opset=opset,
+                      initializers=[slope], **kw)
 
 
 def _write(path: Path, model: onnx.ModelProto) -> None:
@@ -57,7 +57,8 @@ def _opset(v):
 
 def _unknown_domain(p):
     m = make_model([helper.make_node("Frobnicate", ["x"], ["y"], domain="com.nowhere",
-                                     name="frob")], [_vi("x")], [_vi("y")], opset=13)
+                                     name="frob")], [vi("x", shape=XS)], [vi("y", shape=XS)],
+                   opset=13)
     _write(p, m)
 
 
@@ -65,26 +66,26 @@ def _cycle(p):
     m = make_model([helper.make_node("Relu", ["t2"], ["t1"], name="a"),
                     helper.make_node("Neg", ["t1"], ["t2"], name="b"),
                     helper.make_node("Selu", ["t2"], ["y"], name="selu")],
-                   [_vi("x")], [_vi("y")], opset=13)
+                   [vi("x", shape=XS)], [vi("y", shape=XS)], opset=13)
     _write(p, m)
 
 
 def _duplicate_outputs(p):
     m = make_model([helper.make_node("Selu", ["x"], ["y"], name="selu")],
-                   [_vi("x")], [_vi("y"), _vi("y")], opset=13)
+                   [vi("x", shape=XS)], [vi("y", shape=XS), vi("y", shape=XS)], opset=13)
     _write(p, m)
 
 
 def _wrong_attr_type(p):
     m = make_model([helper.make_node("LeakyRelu", ["x"], ["y"], name="leaky", alpha=1)],
-                   [_vi("x")], [_vi("y")], opset=13)
+                   [vi("x", shape=XS)], [vi("y", shape=XS)], opset=13)
     _write(p, m)
 
 
 def _bad_slope(p):
     slope = numpy_helper.from_array(np.full((5,), 0.25, np.float32), "slope")
     m = make_model([helper.make_node("PRelu", ["x", "slope"], ["y"], name="prelu")],
-                   [_vi("x")], [_vi("y")], opset=13, initializers=[slope])
+                   [vi("x", shape=XS)], [vi("y", shape=XS)], opset=13, initializers=[slope])
     _write(p, m)
 
 
@@ -99,7 +100,7 @@ def _external(location: str, length: int, create: bool):
             e = w.external_data.add()
             e.key, e.value = k, v
         m = make_model([helper.make_node("PRelu", ["x", "slope"], ["y"], name="prelu")],
-                       [_vi("x")], [_vi("y")], opset=9, initializers=[w])
+                       [vi("x", shape=XS)], [vi("y", shape=XS)], opset=9, initializers=[w])
         _write(p, m)
     return make
 
@@ -232,7 +233,7 @@ def test_closed_stdout_ends_quietly(tmp_path, argv):
         nodes = [helper.make_node("Selu", [f"t{i}"], [f"t{i + 1}"], name=f"s{i}")
                  for i in range(3000)]
         src = tmp_path / "big.onnx"
-        _write(src, make_model(nodes, [_vi("t0")], [_vi("t3000")], opset=13))
+        _write(src, make_model(nodes, [vi("t0", shape=XS)], [vi("t3000", shape=XS)], opset=13))
         argv = ["inspect", str(src)]
     r = subprocess.run(f"{sys.executable} -m opshift {' '.join(argv)} | head -1; "
                        "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash",

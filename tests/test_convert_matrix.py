@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model
+from conftest import assert_exact, legacy_model, make_model, run_onnxruntime
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
@@ -20,17 +20,6 @@ from opshift.passes.convert import convert
 
 TARGETS = range(1, opsets.MAX_OPSET + 1)
 X_SHAPE = [2, 3, 2, 2]
-
-
-def legacy_model(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Before IR 4 every initializer must also be a graph input."""
-    if model.ir_version < 4:
-        have = {i.name for i in model.graph.input}
-        for t in model.graph.initializer:
-            if t.name not in have:
-                model.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type,
-                                                                       list(t.dims)))
-    return model
 
 
 def activation_model(op: str, version: int, elem: int = TP.FLOAT) -> onnx.ModelProto:
@@ -79,12 +68,6 @@ def cases():
             yield op, v, TP.FLOAT
 
 
-def same(a: np.ndarray, b: np.ndarray) -> bool:
-    a = np.asarray(a).astype(np.float64)
-    b = np.asarray(b).astype(np.float64)
-    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
-
-
 @pytest.mark.parametrize("op,version,elem", list(cases()))
 def test_every_target_opset_same_numbers(op, version, elem):
     model = activation_model(op, version, elem)
@@ -96,37 +79,20 @@ def test_every_target_opset_same_numbers(op, version, elem):
         assert out.ir_version == opsets.ir_version_for_opset(target) or target > version
         onnx.checker.check_model(out, full_check=True)
         got = evaluate(out, {"x": xv})["y"]
-        assert same(got, ref), (op, version, target)
-        if target >= 7 and version >= 7 and target <= ORT_MAX_OPSET:
-            ort = _ort_run(out, xv)
-            np.testing.assert_allclose(ort, ref, rtol=1e-6, atol=0)
+        assert_exact(ref, got, f"{op}-{version} to opset {target}")
 
 
-@functools.cache
-def _ort_max_opset() -> int:
-    """The newest default-domain opset this onnxruntime accepts (it refuses unreleased ones)."""
-    import onnxruntime as ort
-
-    for opset in range(opsets.MAX_OPSET, 6, -1):
-        m = make_model([helper.make_node("Identity", ["x"], ["y"])],
-                       [helper.make_tensor_value_info("x", TP.FLOAT, [1])],
-                       [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=opset)
-        try:
-            ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-            return opset
-        except Exception:
-            continue
-    return 6
-
-
-ORT_MAX_OPSET = _ort_max_opset()
+@pytest.mark.parametrize("op,version,elem", list(cases()))
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_target_opset_runs_the_same_in_onnxruntime(op, version, elem, target):
+    """The second opinion on the converted models (where onnxruntime can run them)."""
+    got = run_onnxruntime(convert(activation_model(op, version, elem), target),
+                          {"x": x_value(elem)})[0]
+    np.testing.assert_allclose(got, reference(op, version, elem), rtol=1e-6, atol=0)
 
 
 def _ort_run(model: onnx.ModelProto, xv: np.ndarray) -> np.ndarray:
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, {"x": xv})[0]
+    return run_onnxruntime(model, {"x": xv})[0]
 
 
 NARROW = [
@@ -165,7 +131,7 @@ def test_types_not_allowed_at_target(op, version, elem, lowest):
                 continue
         else:
             assert [n.op_type for n in out.graph.node] == [op]
-        assert same(got, ref), (op, version, target)
+        assert_exact(ref, got, f"{op}-{version} to opset {target}")
         assert allowed  # the source version allows the type
 
 
@@ -191,7 +157,7 @@ def test_type_downgrades_run_in_onnxruntime(op, elem, target):
     if op == "Selu":
         _assert_selu_bf16(got, xv)
     else:
-        assert same(got, ref)
+        assert_exact(ref, got)
 
 
 def _assert_selu_bf16(got: np.ndarray, xv: np.ndarray) -> None:
@@ -235,11 +201,11 @@ def test_int_prelu_exact_at_6_to_8_and_refused_below(elem):
         out = convert(model, target)
         onnx.checker.check_model(out, full_check=True)
         with np.errstate(over="ignore"):
-            assert np.array_equal(evaluate(out, {"x": xv})["y"], ref)
-        if target >= 7:
-            assert np.array_equal(_ort_run(out, xv), ref)
+            assert_exact(ref, evaluate(out, {"x": xv})["y"], f"opset {target}")
     with pytest.raises(ConversionError, match=r"prelu_node.*2\*\*53"):
         convert(model, 5)
+    for target in (7, 8):  # the second opinion, where onnxruntime can run it
+        assert_exact(ref, _ort_run(convert(model, target), xv), f"onnxruntime, opset {target}")
 
 
 def test_bfloat16_is_exact_against_float32_rounding():
@@ -249,4 +215,4 @@ def test_bfloat16_is_exact_against_float32_rounding():
     xv = (np.random.default_rng(3).standard_normal(X_SHAPE) * 100).astype(ml_dtypes.bfloat16)
     a = evaluate(model, {"x": xv})["y"]
     b = evaluate(out, {"x": xv})["y"]
-    assert same(a, b)
+    assert_exact(a, b)

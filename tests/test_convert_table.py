@@ -1,48 +1,79 @@
-"""The activation version table and the Cast helpers, against onnx.defs."""
+"""The version steps of the activations, against onnx.defs, and the Cast helpers."""
 
 from __future__ import annotations
 
 import onnx
 import pytest
+from conftest import make_model
 from onnx import TensorProto as TP
 from onnx import helper
 
 from opshift import opsets
-from opshift.passes._graph import Names
-from opshift.passes.activation_table import TABLES, Adapter, default_changes, plan, table
-from opshift.passes.casts import exact_compute_type, wrap_in_casts
+from opshift.conversion.generic import schema_step, versions_between
+from opshift.conversion.steps.bfloat16 import exact_compute_type, wrap_in_casts
+from opshift.conversion.walk import walk_for
+from opshift.graph.facts import Facts
+from opshift.graph.names import Names
 
 
-def test_table_versions_come_from_onnx_defs():
-    for op, steps in TABLES.items():
-        schemas = sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
-                          if s.name == op and s.domain in ("", "ai.onnx")})
-        assert [steps[0].lower] + [s.upper for s in steps] == schemas
+@pytest.mark.parametrize("op", opsets.ACTIVATIONS)
+def test_walks_cross_every_version_onnx_defs_has(op):
+    schemas = sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                      if s.name == op and s.domain in ("", "ai.onnx")})
+    steps = versions_between(op, schemas[0], schemas[-1])
+    assert [steps[0][0]] + [hi for _, hi in steps] == schemas
+    assert versions_between(op, schemas[-1], schemas[0]) == tuple(
+        (lo, hi) for lo, hi in reversed(steps))
 
 
-def test_table_finds_each_known_difference():
-    prelu = {(s.lower, s.upper): s for s in table("PRelu")}
-    assert prelu[(1, 6)].attrs_only_lower == {"consumed_inputs"}
-    assert prelu[(6, 7)].slope_rules is not None
-    assert prelu[(7, 9)].types_only_upper == {"tensor(int32)", "tensor(int64)",
-                                              "tensor(uint32)", "tensor(uint64)"}
-    assert prelu[(9, 16)].types_only_upper == {"tensor(bfloat16)"}
-    selu = {(s.lower, s.upper): s for s in table("Selu")}
-    assert {n for n, _, _ in selu[(1, 6)].default_changes} == {"alpha", "gamma"}
-    assert selu[(6, 22)].default_changes == ()
-    assert default_changes("LeakyRelu", 1, 16) == ()  # 0.01 everywhere
+def test_schema_steps_find_each_known_difference():
+    assert "consumed_inputs" not in schema_step("PRelu", 1, 6).dst_attrs
+    assert not schema_step("PRelu", 1, 6).attrs_inert  # a node may set consumed_inputs
+    assert schema_step("PRelu", 9, 7).narrowed == {"tensor(int32)", "tensor(int64)",
+                                                   "tensor(uint32)", "tensor(uint64)"}
+    assert schema_step("PRelu", 16, 9).narrowed == {"tensor(bfloat16)"}
+    assert schema_step("PRelu", 9, 16).narrowed == frozenset()
+    assert {w[0] for w in schema_step("Selu", 1, 6).writes} == {"alpha", "gamma"}
+    assert {w[0] for w in schema_step("Selu", 6, 1).writes} == {"alpha", "gamma"}
+    assert schema_step("Selu", 6, 22).writes == schema_step("Selu", 22, 6).writes == ()
+    assert schema_step("LeakyRelu", 1, 16).writes == ()  # 0.01 everywhere
+
+
+def _every_type_model() -> onnx.ModelProto:
+    """A model some value of which can have any type (Cast-free: Constant of each type)."""
+    nodes = [helper.make_node("Constant", [], [f"c{t}"], value=helper.make_tensor(
+        f"t{t}", t, [], [1])) for t in (TP.BFLOAT16, TP.INT32, TP.UINT32)]
+    return make_model(nodes, [], [helper.make_tensor_value_info(f"c{TP.INT32}", TP.INT32,
+                                                                [])], opset=16)
+
+
+def _kinds(op: str, src: int, dst: int) -> set[str]:
+    """What a walk of ``op`` between versions does: registered functions by name, and
+    'drop attributes' / 'write defaults' / 'drop types' from the schemas."""
+    facts = Facts(_every_type_model())
+    out: set[str] = set()
+    for _, _, fns, schema in walk_for(facts, op, src, dst).steps:
+        out |= {r.fn.__name__ for r in fns}
+        src_attrs = opsets.attribute_names(op, schema.src)
+        if src_attrs - set(schema.dst_attrs):
+            out.add("drop attributes")
+        if schema.writes:
+            out.add("write defaults")
+        if schema.narrowed:
+            out.add("drop types")
+    return out
 
 
 @pytest.mark.parametrize("op,src,dst,expected", [
-    ("PRelu", 1, 16, {Adapter.DROP_ATTRIBUTES, Adapter.SLOPE_TO_NUMPY}),
-    ("PRelu", 16, 1, {Adapter.SLOPE_TO_LEGACY, Adapter.CAST_TYPES}),
+    ("PRelu", 1, 16, {"drop attributes", "slope_rule"}),
+    ("PRelu", 16, 1, {"slope_rule", "compute_wider", "integer_types", "drop types"}),
     ("PRelu", 9, 16, set()),
-    ("Selu", 22, 1, {Adapter.MATERIALIZE_DEFAULTS, Adapter.CAST_TYPES}),
-    ("Selu", 1, 22, {Adapter.DROP_ATTRIBUTES, Adapter.MATERIALIZE_DEFAULTS}),
-    ("LeakyRelu", 16, 6, {Adapter.CAST_TYPES}),
+    ("Selu", 22, 1, {"write defaults", "compute_wider", "drop types"}),
+    ("Selu", 1, 22, {"drop attributes", "write defaults"}),
+    ("LeakyRelu", 16, 6, {"compute_wider", "drop types"}),
 ])
-def test_plan_is_the_union_of_crossed_steps(op, src, dst, expected):
-    assert set(plan(op, src, dst)) == expected
+def test_a_walk_takes_every_crossed_step(op, src, dst, expected):
+    assert _kinds(op, src, dst) == expected
 
 
 def test_exact_compute_type():

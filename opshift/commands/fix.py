@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from ..errors import OpshiftError, printable
+from ._output import add_force_option, check_not_input
 
 DESCRIPTION = """\
 Repair, without changing the model's opset, the defects that break runtimes, and list each
@@ -48,6 +50,7 @@ def register(sub, parent) -> None:
     p.add_argument("--verify", action="store_true", help="prove the outputs are unchanged")
     p.add_argument("--prelu-slope", choices=("channel", "numpy"), default=None,
                    help="reading of a 1-D PRelu slope that fits both axis 1 and the last axis")
+    add_force_option(p)
     p.set_defaults(func=run)
 
 
@@ -57,6 +60,8 @@ def run(args) -> int:
 
     if not args.output and not args.dry_run:
         raise OpshiftError("no output: give -o OUT.onnx, or --dry-run to only list changes")
+    if args.output and not args.dry_run:
+        check_not_input(args.input, args.output)
     bar = progress.for_args(args, "fix", 2 + bool(args.verify) + (not args.dry_run))
     try:
         with bar.phase("load"):
@@ -65,7 +70,10 @@ def run(args) -> int:
                                                         allow=validate.REPAIRABLE)
         with bar.phase("fix"):
             try:
-                fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope)
+                # the folder even when the census saw no external data: it does not look
+                # into attributes of wrong types, which fix converts
+                fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
+                                                base_dir=Path(args.input).resolve().parent)
             except OpshiftError as e:
                 e.args = (f"{args.input}: {e}",)
                 raise
@@ -75,7 +83,7 @@ def run(args) -> int:
                 ver = verify_fix(*_with_data(source_dir, args.input, original, fixed))
         if not args.dry_run and (ver is None or ver.ok):
             with bar.phase("save"):
-                modelio.save(fixed, args.output, source_dir=source_dir)
+                modelio.save(fixed, args.output, source_dir=source_dir, force=args.force)
     finally:
         bar.close()
     _print(args, result, ver)

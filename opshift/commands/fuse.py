@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._output import print_rewrite
+from ._output import add_force_option, check_not_input, print_rewrite
 
 DESCRIPTION = """\
 Rewrite decomposed activations back into single PRelu, LeakyRelu and Selu ops valid at the
@@ -41,6 +41,7 @@ def register(sub, parent) -> None:
                    help="check every fusion, and the whole model, with the evaluator")
     p.add_argument("--allow-rounding", action="store_true",
                    help="also fuse Elu(x)*gamma into Selu, which rounds differently for x < 0")
+    add_force_option(p)
     p.set_defaults(func=run)
 
 
@@ -48,6 +49,7 @@ def run(args) -> int:
     from .. import modelio, progress, validate
     from ..passes.fuse import fuse_proto, verify_fuse
 
+    check_not_input(args.input, args.output)
     bar = progress.for_args(args, "fuse", 3 + bool(args.verify))
     report, notes = None, []
     try:
@@ -56,13 +58,14 @@ def run(args) -> int:
             original, source_dir = modelio.open_checked(args.input, census=census)
         with bar.phase("fuse"):
             model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
-                                       capture_regions=args.verify, census=census)
+                                       capture_regions=args.verify, census=census,
+                                       base_dir=source_dir)
         if args.verify and result.modified:
             with bar.phase("verify"):
                 report, notes = verify_fuse(original, model, result)
         if report is None or report.ok:
             with bar.phase("save"):
-                modelio.save(model, args.output, source_dir=source_dir)
+                modelio.save(model, args.output, source_dir=source_dir, force=args.force)
     finally:
         bar.close()
     print_rewrite(args, result, report, notes, result.lines())

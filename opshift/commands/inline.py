@@ -6,13 +6,13 @@ import argparse
 from collections.abc import Iterator
 
 from ..errors import OpshiftError
-from ._output import print_rewrite
+from ._output import add_force_option, check_not_input, print_rewrite
 
 DESCRIPTION = """\
 Replace every PRelu, LeakyRelu and Selu node (any version, in the main graph, If/Loop/Scan
 subgraphs and model-local functions) by primitive ops valid at the opset the model declares:
 the ONNX function bodies at opset >= 15, the same with typed constants at 9..14, and exact
-Relu/Neg/Mul/Max/Min/Sub/Exp forms at 1..8 (see opshift/passes/decompose.py). With
+Relu/Neg/Mul/Max/Min/Sub/Exp forms at 1..8 (see opshift/passes/inline/templates.py). With
 --functions, model-local functions are inlined too (all, or those named), and inlined
 functions nothing calls any more are removed.
 
@@ -44,6 +44,7 @@ def register(sub, parent) -> None:
                         "allowed); default: none")
     p.add_argument("--verify", action="store_true",
                    help="check every replacement, and the whole model, with the evaluator")
+    add_force_option(p)
     p.set_defaults(func=run)
 
 
@@ -51,8 +52,9 @@ def run(args) -> int:
     import onnx
 
     from .. import modelio, progress, validate
-    from ..passes.inline import inline_parts, inline_proto, verify_inline
+    from ..passes.inline import inline_proto, verify_inline
 
+    check_not_input(args.input, args.output)
     bar = progress.for_args(args, "inline", 3 + bool(args.verify))
     report, notes = None, []
     try:
@@ -64,30 +66,19 @@ def run(args) -> int:
             if args.verify:  # inline ``model`` in place (the census is of it); keep a copy
                 original = onnx.ModelProto()
                 original.CopyFrom(model)
-            # Without --verify or external data to place, the main graph's new nodes go
-            # straight into the output bytes (no parse into the model and serialize again).
-            direct = not args.verify and source_dir is None
             try:
-                if direct:
-                    parts, result = inline_parts(model, args.ops, args.functions,
-                                                 census=census)
-                else:
-                    result = inline_proto(model, args.ops, args.functions,
-                                          keep_before=args.verify, census=census)
+                result = inline_proto(model, args.ops, args.functions,
+                                      keep_before=args.verify, census=census,
+                                      base_dir=source_dir)
             except OpshiftError as e:
                 e.args = (f"{args.input}: {e}",)
                 raise
-            except ValueError as e:  # protobuf: over 2 GiB without external data
-                raise OpshiftError(f"{args.output}: model too large to serialize: {e}") from e
         if args.verify:
             with bar.phase("verify"):
                 report, notes = verify_inline(original, model, result)
         if report is None or report.ok:
             with bar.phase("save"):
-                if direct:
-                    modelio.save_parts(parts, args.output)
-                else:
-                    modelio.save(model, args.output, source_dir=source_dir)
+                modelio.save(model, args.output, source_dir=source_dir, force=args.force)
     finally:
         bar.close()
     print_rewrite(args, result, report, notes, _details(result))
@@ -95,7 +86,7 @@ def run(args) -> int:
 
 
 def _details(result) -> Iterator[str]:
-    """The -v lines, made only when printed (each parses its node's replacement)."""
+    """The -v lines, made only when printed."""
     for n in result.nodes:
         zero = "" if n.signed_zero_exact else " (sign of zero may differ, documented)"
         yield (f"{n.scope}: {n.label} ({n.op}-{n.version}, opset {n.opset}, {n.band}) -> "

@@ -4,6 +4,7 @@ dry run."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 DESCRIPTION = """\
 Show the model's opsets, IR version and node count; a table of every PRelu, LeakyRelu and
@@ -48,7 +49,8 @@ def run(args) -> int:
             model = modelio.load_checked(args.input, allow=(
                 validate.ATTRIBUTE, validate.DUPLICATE_VALUE, validate.DUPLICATE_FUNCTION))
         with bar.phase("inspect"):
-            report = inspect(model, opset=args.opset)
+            report = inspect(model, opset=args.opset,
+                             base_dir=Path(args.input).resolve().parent)
     finally:
         bar.close()
     if args.json:

@@ -1,8 +1,10 @@
 """The bundled, version-aware NumPy evaluator: the oracle every opshift rewrite is checked by.
 
-``evaluate(model, inputs)`` runs a model. Each node's implementation is chosen by (domain,
-op, schema version in force at its graph's or function's opset), from the one table in
-:mod:`opshift.evaluator.registry`; ``opshift ops`` prints it.
+``evaluate(model, inputs)`` runs a model. Each node's kernel is chosen by (domain, op,
+schema version in force at its graph's or function's opset): opshift's own from the one
+table in :mod:`opshift.evaluator.registry`, else onnx.reference's for that version
+(:mod:`opshift.evaluator.onnx_reference`); :mod:`opshift.evaluator.kernels` says which, and
+``opshift ops`` prints it for every op version.
 """
 
 from __future__ import annotations

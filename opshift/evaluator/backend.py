@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from .. import opsets
+from ..external import tensor_array
 from . import registry
 
 
@@ -111,7 +111,7 @@ class EvaluatorRep(BackendRep):
             feeds = dict(inputs)
         else:
             feeds = dict(zip(names, inputs if isinstance(inputs, Sequence) else [inputs]))
-        feeds = {k: numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
+        feeds = {k: tensor_array(v) if isinstance(v, onnx.TensorProto) else v
                  for k, v in feeds.items()}
         out = evaluate(self.model, feeds)
         return tuple(out[vi.name] for vi in self.model.graph.output)

@@ -13,8 +13,8 @@ import onnx
 
 from .. import opsets
 from ..errors import EvaluationError, UnsupportedError, where
-from ..wellformed import to_array
-from . import registry
+from ..external import tensor_array
+from . import onnx_reference, registry
 
 Value = Any  # np.ndarray, or None for an absent optional input
 
@@ -32,6 +32,7 @@ class NodeContext:
     scope: Mapping[str, Value]
     opsets: Mapping[str, int]
     graph_name: str = ""
+    fattrs: Mapping[str, onnx.AttributeProto] | None = None  # the calling function's
 
     def where(self) -> str:
         return where(self.node, op=self.op, version=self.version, domain=self.domain,
@@ -82,7 +83,7 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
 
 def _attr_value(a: onnx.AttributeProto) -> Any:
     if a.type == onnx.AttributeProto.TENSOR:
-        return to_array(a.t)
+        return tensor_array(a.t)
     if a.type == onnx.AttributeProto.SPARSE_TENSOR:
         raise UnsupportedError(f"attribute {a.name!r}: sparse tensors are not supported")
     v = onnx.helper.get_attribute_value(a)
@@ -114,19 +115,25 @@ class Runtime:
             (opsets.normalize_domain(f.domain), f.name, getattr(f, "overload", "")): f
             for f in model.functions
         }
-        self._inits: dict[int, dict[str, np.ndarray]] = {}
+        # Caches keyed by id(): protobuf makes a message's Python object on access and frees
+        # it after, and a later object may get the same id. Each entry keeps its object
+        # alive, so that the id stays its own.
+        self._inits: dict[int, tuple[onnx.GraphProto, dict[str, np.ndarray]]] = {}
+        self._prepared: dict[tuple[int, int | None], tuple] = {}
+        #: id(node) -> (node, onnx.reference op instance), built on the node's first run
+        self.reference_ops: dict[int, tuple[onnx.NodeProto, Any]] = {}
 
     # -- graphs -----------------------------------------------------------------------------
     def _initializers(self, graph: onnx.GraphProto) -> dict[str, np.ndarray]:
-        key = id(graph)
-        cached = self._inits.get(key)
-        if cached is None:
-            cached = {t.name: to_array(t) for t in graph.initializer}
-            if len(graph.sparse_initializer):
-                raise UnsupportedError(f"graph {graph.name!r}: sparse initializers are not "
-                                       "supported")
-            self._inits[key] = cached
-        return cached
+        hit = self._inits.get(id(graph))
+        if hit is not None:
+            return hit[1]
+        arrays = {t.name: tensor_array(t) for t in graph.initializer}
+        if len(graph.sparse_initializer):
+            raise UnsupportedError(f"graph {graph.name!r}: sparse initializers are not "
+                                   "supported")
+        self._inits[id(graph)] = (graph, arrays)
+        return arrays
 
     def run_graph(self, graph: onnx.GraphProto, graph_opsets: Mapping[str, int], *,
                   feeds: Mapping[str, Value] | None = None,
@@ -208,8 +215,14 @@ class Runtime:
             if name:
                 env[name] = value  # type: ignore[index]
 
-    def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs):
+    def _prepare(self, node, domain, graph_opsets, graph_name, fattrs) -> tuple:
+        """(impl, source, version, signature, attributes, location) of ``node``: looked up
+        once per node and opset, unless its attributes refer to the calling function's."""
         opset = graph_opsets.get(domain)
+        key = (id(node), opset)
+        hit = self._prepared.get(key)
+        if hit is not None:
+            return hit[1]
         if opset is None:
             raise UnsupportedError(f"{where(node, graph=graph_name or None)}: no opset import "
                                    f"for domain {domain or 'ai.onnx'!r}")
@@ -221,17 +234,31 @@ class Runtime:
         version = s.since_version
         impl = registry.lookup(domain, node.op_type, version)
         loc = where(node, version=version, domain=domain, graph=graph_name or None)
+        source = "opshift"
         if impl is None:
-            raise UnsupportedError(f"{loc}: not supported by the opshift evaluator (see "
-                                   "'opshift ops')")
+            why = onnx_reference.refusal(domain, node.op_type, version)
+            if why:
+                raise UnsupportedError(f"{loc}: {why} (see 'opshift ops')")
+            impl, source = onnx_reference.run, onnx_reference.SOURCE
         sig = _signature(node.op_type, version, domain)
-        for i in sig.required_inputs:
+        attrs = self._attributes(node, version, domain, sig, loc, fattrs)
+        prepared = (impl, source, version, sig, attrs, loc)
+        if not any(a.ref_attr_name for a in node.attribute):
+            # the entry keeps ``node`` alive: its id cannot then name another node
+            self._prepared[key] = (node, prepared)
+        return prepared
+
+    def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs):
+        impl, source, version, sig, attrs, loc = self._prepare(node, domain, graph_opsets,
+                                                               graph_name, fattrs)
+        # opshift's kernels count on the inputs their schema requires (onnx.reference's take
+        # what models in use pass, Resize-11's empty roi, and report their own failures)
+        for i in sig.required_inputs if source == "opshift" else ():
             if i >= len(inputs) or inputs[i] is None:
                 raise EvaluationError(f"{loc}: required input {i} is missing")
-        attrs = self._attributes(node, version, domain, sig, loc, fattrs)
         binding = self._check_types(sig, inputs, loc)
         ctx = NodeContext(node, node.op_type, domain, version, attrs, self, env, graph_opsets,
-                          graph_name)
+                          graph_name, fattrs)
         try:
             results = impl(ctx, *inputs)
         except (EvaluationError, UnsupportedError):
@@ -247,8 +274,8 @@ class Runtime:
         for i, (r, t) in enumerate(zip(results, sig.outputs)):
             want = binding.get(t)
             if want is not None and isinstance(r, np.ndarray) and r.dtype != want:
-                raise EvaluationError(f"{loc}: internal error: output {i} has dtype {r.dtype}, "
-                                      f"ONNX says {want}")
+                raise EvaluationError(f"{loc}: {source}'s kernel gives output {i} dtype "
+                                      f"{r.dtype}, ONNX says {want}")
         return results
 
     @staticmethod

@@ -25,12 +25,16 @@ __all__ = ["rules"]
 def rules(*, allow_rounding: bool = False) -> RewriteRuleSet:
     """The PRelu / LeakyRelu / Selu fusion rules, commuted over Add/Mul/Max/Min operands.
 
-    ``allow_rounding`` also fuses ``Elu(x) * gamma`` into Selu, which rounds differently
-    (see :class:`opshift.rewriters.activations.EluSelu`); off by default.
+    ``allow_rounding`` also fuses the forms that round differently from the op (e.g.
+    ``Elu(x) * gamma`` into Selu, see :class:`opshift.rewriters.activations.EluSelu`) or
+    give a zero of the other sign somewhere (e.g. ``Where(x > 0, x, s*x)`` with a negative
+    slope element, at x = +-0); off by default.
     """
     from ._report import AnchoredRule
     from .activations import RULE_CLASSES, EluSelu
+    from .exporters import EXPORTER_RULES, EluSeluScaledInput
 
+    classes = (*RULE_CLASSES, *EXPORTER_RULES, EluSeluScaledInput, EluSelu)
     out = [AnchoredRule(r.pattern, r.rewrite, r.check, name=r.name)
-           for r in [cls() for cls in RULE_CLASSES] + [EluSelu(allow_rounding)]]
+           for r in [cls(allow_rounding) for cls in classes]]
     return RewriteRuleSet(out)

@@ -42,6 +42,20 @@ def _toposort(nodes: list[ir.Node]) -> list[ir.Node]:
     return out
 
 
+def _producers(value: ir.Value, among) -> list[ir.Node]:
+    """The nodes of ``among`` that ``value`` is computed by, in order."""
+    inside = {id(n) for n in among}
+    found: dict[int, ir.Node] = {}
+    todo = [value.producer()]
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) not in inside or id(n) in found:
+            continue
+        found[id(n)] = n
+        todo.extend(v.producer() for v in n.inputs if v is not None)
+    return _toposort(list(found.values()))
+
+
 def _boundary(nodes: list[ir.Node], legacy_inputs: bool
               ) -> tuple[list[onnx.ValueInfoProto], list[onnx.TensorProto]]:
     """The region's inputs and initializers. An initializer is fed as its value, except one
@@ -84,9 +98,8 @@ def capture(label: str, context, plan, opset: int
         if plan.op == "PRelu":
             if plan.slope is not None:
                 slope = plan.slope.name
-                p = plan.slope.producer()
-                if p is not None and any(p is q for q in plan.cleanup):
-                    after_nodes.append(ir.serde.serialize_node(p))  # the Constant, kept
+                after_nodes += [ir.serde.serialize_node(n)  # the constant's nodes, kept
+                                for n in _producers(plan.slope, plan.cleanup)]
             else:
                 slope = f"{y}/fused_slope"
                 after_nodes.append(helper.make_node(

@@ -36,6 +36,7 @@ class Recorder:
     fused: list[Event] = field(default_factory=list)
     refused: list[Event] = field(default_factory=list)
     cleanup: list[ir.Node] = field(default_factory=list)  # constant producers maybe now unused
+    initializers: list[ir.Value] = field(default_factory=list)  # read by fused nodes
     capture: bool = False  # keep (label, before, after) region models for --verify
     regions: list = field(default_factory=list)
     pending: object = None

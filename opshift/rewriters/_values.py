@@ -1,11 +1,12 @@
 """What the fusion checks need to know about IR values: constants, dtypes, shapes, opsets.
 
 A *constant* here is a value whose content is fixed for every run of the model: an initializer
-that is not also a graph input, a ``Constant`` node's output, or a ``Cast`` / ``CastLike`` of
-one. From IR version 4 on, an initializer that is also a graph input is a default a caller
-may override, so it is not a constant; before IR 4 every initializer had to be listed as a
-graph input, so there the listing says nothing and initializers are constants (as
-onnxruntime and opshift's converters treat them).
+that is not also a graph input, a ``Constant`` node's output, or a ``Cast`` / ``CastLike`` /
+``Neg`` / ``Identity`` / reshape (Squeeze, Unsqueeze, Reshape, Flatten) of one. From IR
+version 4 on, an initializer that is also a graph input is a default a caller may override,
+so it is not a constant; before IR 4 every initializer had to be listed as a graph input, so
+there the listing says nothing and initializers are constants (as onnxruntime and opshift's
+converters treat them).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from ..external import plain_array
 from ..opsets import allowed_types, since_version, tensor_type_name
-from ..passes._graph import plain_array
 
 #: True while matching in a model whose IR version is < 4 (set by the rules' checks).
 LEGACY_INITIALIZER_INPUTS: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -183,6 +184,16 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
         if arr is None:
             arr = _numpy(value)
         return None if arr is None else Const(arr, arr, "constant", False, (node,))
+    if node.op_type in ("Neg", "Identity") and node.inputs and node.inputs[0] is not None:
+        inner = resolve(node.inputs[0], depth + 1)
+        if inner is None or inner.array is None:
+            return None
+        arr, src = inner.array, inner.source
+        if node.op_type == "Neg":  # exact; integers wrap as ONNX Neg does
+            with np.errstate(all="ignore"):
+                arr = np.negative(arr)
+                src = np.negative(src) if _is_float(src.dtype) else arr
+        return Const(arr, src, inner.origin, inner.castlike, (node, *inner.producers))
     if node.op_type in _RESHAPES and node.inputs and node.inputs[0] is not None:
         inner = resolve(node.inputs[0], depth + 1)
         if inner is None or inner.array is None:
@@ -190,8 +201,10 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
         shape = _reshaped(node, inner.array, depth)
         if shape is None:
             return None
+        operand = resolve(node.inputs[1], depth + 1) if len(node.inputs) > 1 else None
         return Const(inner.array.reshape(shape), inner.source.reshape(shape), inner.origin,
-                     inner.castlike, (node, *inner.producers))
+                     inner.castlike, (node, *inner.producers,
+                                      *(operand.producers if operand is not None else ())))
     if node.op_type in ("Cast", "CastLike") and node.inputs and node.inputs[0] is not None:
         inner = resolve(node.inputs[0], depth + 1)
         if inner is None or inner.array is None:

@@ -1,198 +1,119 @@
 """Rules fusing decomposed PRelu / LeakyRelu / Selu back into the single op.
 
-Every rule is an ``onnxscript.rewriter.pattern`` rule (pattern / check / rewrite). The
-patterns cover the ONNX function bodies (with CastLike, with typed constants, with Cast), the
-decompositions :mod:`opshift.passes.decompose` emits in every opset band, and common exporter
-patterns. Each check proves exactness from the constants and shapes (see
-:mod:`opshift.rewriters._checks`) and refuses with a reason otherwise.
+Every rule is an ``onnxscript.rewriter.pattern`` rule (pattern / check / rewrite, see
+:class:`opshift.rewriters._rule.Rule`). The patterns here cover the ONNX function bodies (with
+CastLike, with typed constants, with Cast), the decompositions
+:mod:`opshift.passes.inline.templates` emits in every opset band, and the comparison, Max and
+Min forms exporters share with them; :mod:`opshift.rewriters.exporters` has the forms only
+exporters write. Each check proves exactness from the constants and shapes and refuses with a
+reason otherwise.
 
 Comparison forms. ``Where(c, s*x, x)`` is PRelu when ``c`` is ``x < 0`` or a form equal to it
 wherever it matters: at NaN both branches are NaN, so ``Not(x >= 0)`` (true at NaN) is as good
-as ``x < 0`` (false at NaN); at x == 0 the slope branch gives ``s*0``, which is PRelu's 0 for a
-finite slope only, so the forms true at 0 (``x <= 0``, ``Not(x > 0)``) need a finite
-constant slope. The mirrored forms (``Where(x > 0, x, s*x)`` ...) are treated alike.
+as ``x < 0`` (false at NaN); at x == +-0 the forms true at 0 (``x <= 0``, ``Not(x > 0)``)
+give ``s*(+-0)``, which is PRelu's x for a finite slope only, and with its sign only when no
+slope element is negative (else they need ``allow_rounding``). The mirrored forms
+(``Where(x > 0, x, s*x)`` ...) are treated alike. ``Max(x, a*x)`` (0 < a <= 1) and
+``Min(x, a*x)`` (a >= 1) are LeakyRelu bit for bit, zeros included.
 
-Which op. A slope that is a one-element constant from a ``Constant`` node (possibly through
-Cast/CastLike: what LeakyRelu's body, ``inline`` and exporters write for an attribute) becomes
-LeakyRelu when a float32 ``alpha`` reproduces it exactly in X's type and LeakyRelu accepts
-that type at the model's opset; any other slope -- an initializer or graph value (what a
-PRelu's slope input is), a tensor, or a value no float32 reproduces -- becomes PRelu, whose
-slope placement at the model's opset (numpy from 7, legacy per-channel before) must equal the
-pattern's. So ``fuse(inline(m))`` gives back the op ``m`` had. The exporter-only forms
-(``Where(x > 0, x, s*x)`` and the other mirrored forms, ``Relu(x) + s*Min(x, 0)``), which
-``inline`` never writes, give LeakyRelu for a one-element initializer slope too.
+Which op. A one-element constant slope -- a ``Constant`` node or an initializer, possibly
+through Cast/CastLike or reshapes -- becomes LeakyRelu (an attribute every backend supports)
+when a float32 ``alpha`` reproduces it exactly in X's type and LeakyRelu accepts that type at
+the model's opset; any other slope -- a graph value a caller may feed, a tensor, or a value no
+float32 reproduces -- becomes PRelu, whose slope placement at the model's opset (numpy from 7,
+legacy per-channel before) must equal the pattern's. So ``fuse(inline(m))`` gives back the op
+``m`` had, except a PRelu whose slope is a one-element constant, which comes back as the
+LeakyRelu computing the same.
 
 Integers. Where forms are exact for integer X (PRelu accepts int32/int64 from 9). The Min
 form and ``Relu(x) - s*Relu(-x)`` are not (``a*x`` and ``-x`` wrap around) and refuse them.
+
+Signs of zero. ``Relu(x) - s*Relu(-x)`` gives +0 at x = -0 where PRelu gives -0, and Selu's
+body -0 where Selu gives +0; both are forms ``inline`` writes, and they are fused as the op
+(``Rule.inline_form``), which is the op ``inline`` started from.
 """
 
 from __future__ import annotations
 
-from onnxscript.rewriter import pattern
-from onnxscript.rewriter._basics import MatchResult
-
 from . import _checks as ck
-from ._report import current
-from ._values import LEGACY_INITIALIZER_INPUTS, graph_opset, resolve
-
-
-def _cmp_alternatives(op, x, z, negative: bool):
-    """(pattern, zero_goes_to_slope_branch) for every comparison form of ``x < 0``
-    (``negative``) or ``x > 0``."""
-    if negative:
-        forms = [
-            (op.Less(x, z), False), (op.Greater(z, x), False),
-            (op.Not(op.GreaterOrEqual(x, z)), False), (op.Not(op.LessOrEqual(z, x)), False),
-            (op.LessOrEqual(x, z), True), (op.GreaterOrEqual(z, x), True),
-            (op.Not(op.Greater(x, z)), True), (op.Not(op.Less(z, x)), True),
-        ]
-    else:
-        forms = [
-            (op.Greater(x, z), True), (op.Less(z, x), True),
-            (op.Not(op.LessOrEqual(x, z)), True), (op.Not(op.GreaterOrEqual(z, x)), True),
-            (op.GreaterOrEqual(x, z), False), (op.LessOrEqual(z, x), False),
-            (op.Not(op.Less(x, z)), False), (op.Not(op.Greater(z, x)), False),
-        ]
-    return pattern.OrValue([f for f, _ in forms], tag_var="zero_to_slope",
-                           tag_values=[t for _, t in forms])
-
-
-class _Rule(pattern.RewriteRuleClassBase):
-    """check() runs ``plan()``; a :class:`ck.Refuse` becomes a MatchResult failure (and a
-    recorded refusal); rewrite() emits the planned op."""
-
-    def __init__(self) -> None:
-        super().__init__(name=type(self).__name__)
-        self._plan: ck.Plan | None = None
-
-    def plan(self, context, **bindings) -> ck.Plan:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def check(self, context, **bindings) -> MatchResult:
-        self._plan = None
-        self._anchor = context.root
-        self._model = context.model
-        token = LEGACY_INITIALIZER_INPUTS.set(context.model.ir_version < 4)
-        try:
-            self._plan = self.plan(context, **bindings)
-        except (ck.Refuse, ValueError, TypeError, AttributeError, IndexError) as e:
-            # refusing is always safe; an unexpected error in a check refuses too, visibly
-            reason = str(e) if isinstance(e, ck.Refuse) else \
-                f"internal error in the check ({type(e).__name__}: {e}); not fused"
-            rec = current()
-            if rec is not None:
-                rec.refuse(self.name, context.root, reason)
-            return MatchResult().fail(reason)
-        finally:
-            LEGACY_INITIALIZER_INPUTS.reset(token)
-        rec = current()
-        if rec is not None and rec.capture:
-            from ._region import capture
-
-            label = f"{context.root.name or context.root.op_type} -> {self._plan.op}"
-            rec.pending = capture(label, context, self._plan, graph_opset(context))
-        return MatchResult()
-
-    def rewrite(self, op, **bindings):
-        plan = self._plan
-        assert plan is not None
-        self._plan = None
-        rec = current()
-        if rec is not None:
-            rec.cleanup.extend(plan.cleanup)
-        if plan.op == "PRelu":
-            slope = plan.slope
-            if slope is None:
-                import onnx_ir as ir
-
-                # named here: opshift.fuse runs no name-fixing pass after the rules
-                base = self._anchor.outputs[0].name or "prelu"
-                name = rec.fresh_value_name(self._model, f"{base}/slope") if rec else None
-                slope = op.Constant(value=ir.tensor(plan.slope_array),
-                                    _outputs=[name] if name else 1)
-                if name:
-                    slope.producer().name = name
-            out = op.PRelu(plan.x, slope)
-        elif plan.op == "LeakyRelu":
-            out = op.LeakyRelu(plan.x, alpha=plan.attrs["alpha"])
-        else:
-            out = op.Selu(plan.x, alpha=plan.attrs["alpha"], gamma=plan.attrs["gamma"])
-        producer = out.producer()
-        if producer is not None:
-            producer.name = self._anchor.name  # the anchor is removed: its name (or none)
-        if rec is not None:
-            rec.fuse(self.name, self._anchor, plan.describe())
-            if rec.pending is not None:
-                rec.regions.append(rec.pending)
-                rec.pending = None
-        return out
-
+from ._rule import Rule, cmp_alternatives
+from ._selu import selu_plan
+from ._slope import slope_plan
+from ._values import graph_opset, resolve, type_allowed
 
 # -- Where forms: function bodies (bands function/static) and exporter patterns ------------------
 
 
-class WhereSlope(_Rule):
+class WhereSlope(Rule):
     """``Where(x < 0, s * x, x)`` (any comparison form) -> PRelu / LeakyRelu."""
 
     def pattern(self, op, x, s, z):
-        cond = _cmp_alternatives(op, x, z, negative=True)
+        cond = cmp_alternatives(op, x, z, negative=True)
         return op.Where(cond, op.Mul(s, x, _outputs=["sx"]), x)
 
     def plan(self, context, x, s, z, sx, zero_to_slope, **_):
         zc = ck.zero(z, x)
-        return ck.slope_plan(x, s, sx.producer(), graph_opset(context),
-                             zero_to_slope=zero_to_slope, extra=zc.producers)
+        return slope_plan(x, s, sx.producer(), graph_opset(context),
+                          zero_to_slope=zero_to_slope, extra=zc.producers)
 
 
-class WhereSlopeMirrored(_Rule):
+class WhereSlopeMirrored(Rule):
     """``Where(x > 0, x, s * x)`` (any comparison form) -> PRelu / LeakyRelu."""
 
     def pattern(self, op, x, s, z):
-        cond = _cmp_alternatives(op, x, z, negative=False)
+        cond = cmp_alternatives(op, x, z, negative=False)
         return op.Where(cond, x, op.Mul(s, x, _outputs=["sx"]))
 
     def plan(self, context, x, s, z, sx, zero_to_slope, **_):
         zc = ck.zero(z, x)
-        return ck.slope_plan(x, s, sx.producer(), graph_opset(context),
-                             zero_to_slope=zero_to_slope, extra=zc.producers,
-                             scalar_is_leaky=True)
+        return slope_plan(x, s, sx.producer(), graph_opset(context),
+                          zero_to_slope=zero_to_slope, extra=zc.producers)
 
 
-class WhereSelu(_Rule):
+def _selu_zero_sign(plan, zero_to_slope: bool):
+    """At x == +-0 the op gives ``g*(a*1 - a)`` = +0: the pattern too when zero takes its
+    exp branch, ``g*x`` (-0 at x = -0) when it takes the other."""
+    if not zero_to_slope:
+        plan.signed_zero_exact = False
+        plan.zero_sign = "at x = -0 the pattern gives gamma*(-0) = -0 where Selu gives +0"
+    return plan
+
+
+class WhereSelu(Rule):
     """Selu's function body: ``Where(x < 0, g * (a * exp(x) - a), g * x)`` (any comparison
     form; at x == 0 both branches are 0, at NaN both NaN)."""
 
+    inline_form = True  # the body maps -0 to -0, the op to +0
+
     def pattern(self, op, x, z, a1, a2, g1, g2):
-        cond = _cmp_alternatives(op, x, z, negative=True)
+        cond = cmp_alternatives(op, x, z, negative=True)
         neg = op.Mul(g1, op.Sub(op.Mul(a1, op.Exp(x)), a2))
         return op.Where(cond, neg, op.Mul(g2, x))
 
-    def plan(self, context, x, z, a1, a2, g1, g2, **_):
+    def plan(self, context, x, z, a1, a2, g1, g2, zero_to_slope, **_):
         zc = ck.zero(z, x)
-        plan = ck.selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
-        plan.signed_zero_exact = False  # the body maps -0 to -0, the op to +0
-        return plan
+        plan = selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+        return _selu_zero_sign(plan, zero_to_slope)
 
 
-class WhereSeluMirrored(_Rule):
+class WhereSeluMirrored(Rule):
     """``Where(x > 0, g * x, g * (a * exp(x) - a))`` -> Selu."""
 
     def pattern(self, op, x, z, a1, a2, g1, g2):
-        cond = _cmp_alternatives(op, x, z, negative=False)
+        cond = cmp_alternatives(op, x, z, negative=False)
         neg = op.Mul(g1, op.Sub(op.Mul(a1, op.Exp(x)), a2))
         return op.Where(cond, op.Mul(g2, x), neg)
 
-    def plan(self, context, x, z, a1, a2, g1, g2, **_):
+    def plan(self, context, x, z, a1, a2, g1, g2, zero_to_slope, **_):
         zc = ck.zero(z, x)
-        plan = ck.selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
-        plan.signed_zero_exact = False  # the body maps -0 to -0, the op to +0
-        return plan
+        plan = selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+        return _selu_zero_sign(plan, zero_to_slope)
 
 
 # -- Max / Min forms (legacy band, exporters) ------------------------------------------------
 
 
-def _between_0_and_1(arr) -> None:
+def between_0_and_1(arr) -> None:
     import numpy as np
 
     v = arr.astype(np.float64)
@@ -220,57 +141,57 @@ def _at_least_1(arr) -> None:
                         "only for a >= 1")
 
 
-class MaxSlope(_Rule):
+class MaxSlope(Rule):
     """``Max(x, x * a)`` with constant 0 < a <= 1 -> LeakyRelu (PRelu for a tensor a)."""
 
     def pattern(self, op, x, s):
         return op.Max(x, op.Mul(x, s, _outputs=["sx"]))
 
     def plan(self, context, x, s, sx, **_):
-        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
-                             value_check=_between_0_and_1)
+        return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
+                          value_check=between_0_and_1)
 
 
-class MinSlope(_Rule):
+class MinSlope(Rule):
     """``Min(x, x * a)`` with constant finite a >= 1 -> LeakyRelu (PRelu for a tensor a)."""
 
     def pattern(self, op, x, s):
         return op.Min(x, op.Mul(x, s, _outputs=["sx"]))
 
     def plan(self, context, x, s, sx, **_):
-        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
-                             value_check=_at_least_1,
-                             integers="a*x wraps around for large x >= 0, so Min picks it")
+        return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
+                          value_check=_at_least_1,
+                          integers="a*x wraps around for large x >= 0, so Min picks it")
 
 
 # -- Relu forms ---------------------------------------------------------------------------
 
 
-class ReluSubSlope(_Rule):
+def relu_zero_sign(_arr) -> str:
+    """The zeros of the forms adding a positive part (Relu, Max(x, 0), Clip(x, 0, inf)) and a
+    slope times a negative part: ``max(-0, 0)`` is +0 (the evaluator, the ONNX reference;
+    onnxruntime's Relu keeps -0), so their result at x = -0 is +0 or depends on the backend;
+    PRelu gives -0."""
+    return ("at x = -0 the pattern gives +0 (its positive part max(-0, 0) is +0, and +0 +- s*0 "
+            "is +0) where PRelu gives -0, and +0 where s*x is -0")
+
+
+class ReluSubSlope(Rule):
     """``Relu(x) - s * Relu(-x)`` -> PRelu / LeakyRelu (s a finite constant: for x > 0 the
     pattern adds s*0)."""
+
+    inline_form = True  # inline's legacy form for PRelu and LeakyRelu a <= 0
 
     def pattern(self, op, x, s):
         return op.Sub(op.Relu(x), op.Mul(s, op.Relu(op.Neg(x)), _outputs=["sx"]))
 
     def plan(self, context, x, s, sx, **_):
-        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
-                             integers="Relu(-x) is 0 at the most negative value (-x wraps)")
+        return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
+                          zero_sign=relu_zero_sign,
+                          integers="Relu(-x) is 0 at the most negative value (-x wraps)")
 
 
-class ReluAddSlope(_Rule):
-    """``Relu(x) + s * Min(x, 0)`` -> PRelu / LeakyRelu (s a finite constant)."""
-
-    def pattern(self, op, x, s, z):
-        return op.Add(op.Relu(x), op.Mul(s, op.Min(x, z), _outputs=["sx"]))
-
-    def plan(self, context, x, s, z, sx, **_):
-        zc = ck.zero(z, x, "Min operand")
-        return ck.slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
-                             extra=zc.producers, scalar_is_leaky=True)
-
-
-class ReluSelu(_Rule):
+class ReluSelu(Rule):
     """The legacy-band Selu: ``(Relu(x) + (exp(-Relu(-x)) * a - a)) * g`` -> Selu.
 
     Same float operations as the op: exp sees min(x, 0), the positive branch adds
@@ -282,17 +203,13 @@ class ReluSelu(_Rule):
         return op.Mul(op.Add(op.Relu(x), op.Sub(op.Mul(exp, a1), a2)), g)
 
     def plan(self, context, x, a1, a2, g, **_):
-        return ck.selu_plan(x, graph_opset(context), [a1, a2], [g])
+        return selu_plan(x, graph_opset(context), [a1, a2], [g])
 
 
-class EluSelu(_Rule):
+class EluSelu(Rule):
     """``Elu(x, alpha) * gamma`` -> Selu, only with ``allow_rounding``: Elu computes
     ``alpha*(exp(x)-1)``, Selu ``alpha*exp(x)-alpha``; they round differently for x < 0 (up to
     tens of percent relative error near 0-), so by default this rule refuses."""
-
-    def __init__(self, allow_rounding: bool = False) -> None:
-        super().__init__()
-        self.allow_rounding = allow_rounding
 
     def pattern(self, op, x, g):
         return op.Mul(op.Elu(x, _outputs=["elu"]), g)
@@ -310,8 +227,8 @@ class EluSelu(_Rule):
         alpha = elu.producer().attributes.get_float("alpha", 1.0)
         dtype = ck.x_dtype(x, gc)
         gamma = ck.scalar_attr(gc, dtype, "gamma")
-        ck._no_expand(gc.shape, x, "gamma")
-        version, ok = ck.type_allowed("Selu", graph_opset(context), dtype)
+        ck.no_expand(gc.shape, x, "gamma")
+        version, ok = type_allowed("Selu", graph_opset(context), dtype)
         if not ok:
             raise ck.Refuse(f"Selu-{version} does not accept element type {dtype.name.lower()}")
         return ck.Plan("Selu", x, attrs={"alpha": float(alpha), "gamma": gamma},
@@ -320,4 +237,4 @@ class EluSelu(_Rule):
 
 # Selu first: its Where has Mul on both branches, which the slope rules would try in vain
 RULE_CLASSES = (WhereSelu, WhereSeluMirrored, WhereSlope, WhereSlopeMirrored, MaxSlope,
-                MinSlope, ReluSubSlope, ReluAddSlope, ReluSelu)
+                MinSlope, ReluSubSlope, ReluSelu)

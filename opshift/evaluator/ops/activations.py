@@ -7,14 +7,10 @@ Formulations are vectorized and keep ONNX's exact semantics: NaN propagates, -0.
 Large inputs are processed in cache-sized blocks: each block's few ufunc passes stay in L2,
 so a multi-step formula costs about one read and one write of memory (``x.copy()``) plus its
 arithmetic. The Python loop runs once per block (tens of thousands of elements), never per
-element. Blocks are shared among up to two threads (``OPSHIFT_THREADS`` overrides; numpy
-releases the GIL inside ufuncs); results do not depend on the thread count.
+element.
 """
 
 from __future__ import annotations
-
-import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -30,38 +26,15 @@ def _float_kind(x: np.ndarray) -> bool:
     return x.dtype.kind == "f" or x.dtype.name == "bfloat16"
 
 
-def _threads() -> int:
-    """Worker threads for large inputs: OPSHIFT_THREADS, else min(2, cpu count)."""
-    env = os.environ.get("OPSHIFT_THREADS", "").strip()
-    if env.isdigit():
-        return max(1, int(env))
-    return min(2, os.cpu_count() or 1)
-
-
-_POOL: ThreadPoolExecutor | None = None
-
-
 def _execute(tasks: list[tuple], kernel, dtype: np.dtype) -> None:
-    """Run ``kernel(x, s, y, buf)`` on every task; numpy ufuncs release the GIL, so tasks
-    split over a few threads run in parallel. Each thread owns ``buf``: a block of scratch
-    and a block of zeros (ufuncs against a zeros array are ~3x faster than against a
-    scalar 0)."""
-    global _POOL
-    nt = min(_threads(), len(tasks))
-
-    def work(part: list[tuple]) -> None:
-        buf = np.zeros((2, BLOCK), dtype)  # [0]: scratch, [1]: zeros (read only)
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            for x, s, y in part:
-                kernel(x, s, y, buf)
-
-    if nt <= 1:
-        work(tasks)
-        return
-    if _POOL is None or _POOL._max_workers < nt:
-        _POOL = ThreadPoolExecutor(max_workers=nt, thread_name_prefix="opshift-act")
-    per = -(-len(tasks) // nt)
-    list(_POOL.map(work, [tasks[i:i + per] for i in range(0, len(tasks), per)]))
+    """Run ``kernel(x, s, y, buf)`` on every (x block, slope, y block) task. ``buf`` holds a
+    block of scratch and a block of zeros (ufuncs against a zeros array are ~3x faster than
+    against a scalar 0), allocated once: a fresh 128 KiB temporary per block would be
+    mmap'ed and page-faulted anew."""
+    buf = np.zeros((2, BLOCK), dtype)  # [0]: scratch, [1]: zeros (read only)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for x, s, y in tasks:
+            kernel(x, s, y, buf)
 
 
 def _rows(x: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -157,8 +130,7 @@ def leaky_relu(ctx, x):
 def _selu_kernel(a, g, zero):
     def k(x, _s, y, buf):
         # negative branch as onnx's reference computes it: exp(x) * alpha - alpha, on
-        # min(x, 0) so that it is exactly 0 for x > 0 and exp never overflows. ``buf`` is
-        # reused across blocks (a fresh 128 KiB temporary per block would be mmap'ed).
+        # min(x, 0) so that it is exactly 0 for x > 0 and exp never overflows.
         # Signed zeros do not matter here: exp(+-0) == 1 and +-0 + (+0) == +0.
         if buf is None:
             t = np.minimum(x, zero)

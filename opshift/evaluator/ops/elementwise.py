@@ -173,7 +173,7 @@ def clip(ctx, x, lo=None, hi=None):
         y = np.maximum(y, t(np.asarray(lo).reshape(())))
     if hi is not None:
         y = np.minimum(y, t(np.asarray(hi).reshape(())))
-    return np.array(y, copy=y is x)
+    return np.array(y) if y is x else np.asarray(y)  # 0-d inputs give numpy scalars
 
 
 # -- more math --------------------------------------------------------------------------------

@@ -1,0 +1,290 @@
+"""Exact opset conversion of a whole model: every scope planned, then written.
+
+For each default-domain node whose schema version differs between its scope's source opset
+and the target, the node is walked one version step at a time (:mod:`.walk`). Every node of
+every scope -- main graph, If/Loop/Scan bodies, model-local functions (with their own source
+opsets, planned once per tuple of input types their call sites pass) -- is planned before
+anything is written, so a refusal (:class:`~opshift.errors.ConversionError` naming node,
+versions and scope) leaves the model untouched. Then the opset imports and the IR version
+(decided here, once) are set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import onnx
+from onnx import helper
+
+from .. import opsets
+from ..errors import ArgumentTypeError, ConversionError, OpshiftError, function_id
+from ..graph.edit import Edits
+from ..graph.facts import Facts
+from ..graph.scopes import Scope, subgraphs
+from .result import RELABEL, Change, ConvertResult, Relabels, all_changes, record_region
+from .step import Context
+from .walk import Walk, walk_for, walk_node
+
+
+def check_target(target: int) -> None:
+    if not isinstance(target, int) or isinstance(target, bool):
+        raise ArgumentTypeError(f"opset must be an int, got {type(target).__name__} "
+                                f"{target!r}")
+    if not 1 <= target <= opsets.MAX_OPSET:
+        raise OpshiftError(f"target opset {target!r} is outside 1..{opsets.MAX_OPSET} "
+                           f"(the installed onnx {onnx.__version__})")
+
+
+def _scope_source(scope: Scope, source: int, model_opset: int | None) -> int:
+    """``source`` for the model's own scopes; a function's own import (also inside its
+    subgraphs) where it differs from the model's."""
+    v = scope.opsets.get("")
+    return v if v is not None and v != model_opset else source
+
+
+class _Planner:
+    """Plans every node of every scope into :class:`Edits`, then writes them."""
+
+    def __init__(self, model: onnx.ModelProto, source: int, target: int, skip: frozenset[str],
+                 record: bool, base_dir, facts: Facts):
+        self.ctx = Context(model, target, facts, Edits(facts))
+        self.source = source
+        self.skip = skip
+        self.record = record
+        self.base_dir = base_dir
+        #: Changes in scope and node order; relabels as (node, op, scope, from, to) tuples
+        self.entries: list = []
+
+    def run(self) -> list:
+        facts = self.ctx.facts
+        model_opset = opsets.opset_of(self.ctx.model)
+        target = self.ctx.target
+        for sc in facts.scopes():
+            src = _scope_source(sc, self.source, model_opset)
+            if src == target:
+                continue
+            walks: dict[str, tuple[Walk, bool]] = {}
+            for op, dom in sc.kinds:
+                walk = self._walk(op, src) if dom in ("", "ai.onnx") else None
+                if walk is not None:
+                    walks[op] = (walk, walk.inert(facts))
+            if all(inert for _, inert in walks.values()):
+                if walks:  # every node of the scope is relabelled: listed when asked for
+                    self.entries.append(Relabels(sc, {op: w for op, (w, _) in walks.items()}))
+                continue
+            f = sc.root.function
+            variants = facts.function_variants(f) if f is not None else None
+            for i, n in enumerate(sc.nodes):
+                known = walks.get(n.op_type)
+                if known is None:
+                    continue
+                dom = n.domain
+                if dom and dom != "ai.onnx":
+                    continue
+                walk, inert = known
+                name = n.name or f"<{n.op_type} #{i}>"
+                if inert:
+                    self.entries.append((name, n.op_type, sc.label, walk.v_from, walk.v_to))
+                elif f is None:
+                    self._plan(sc, i, n, src, walk, name)
+                else:
+                    self._plan_in_function(sc, i, n, src, walk, name, f, variants)
+        self.ctx.edits.write()
+        return self.entries
+
+    def _walk(self, op: str, src: int) -> Walk | None:
+        v_from = opsets.since_version(op, src)
+        v_to = opsets.since_version(op, self.ctx.target)
+        if op in self.skip or v_from == v_to:
+            return None
+        if v_from is None:  # the op does not exist at the source: walk_node words it
+            return Walk(op, v_from, v_to, ())
+        return walk_for(self.ctx.facts, op, v_from, v_to)
+
+    def _plan_one(self, sc: Scope, i: int, n: onnx.NodeProto, src: int, walk: Walk,
+                  name: str) -> tuple[list[onnx.NodeProto] | None, Change, object]:
+        new, state = walk_node(self.ctx, sc, i, n, src, walk.v_from, walk.v_to, name,
+                               walk=walk)
+        whats = [w for w, _ in state.notes]
+        whys = [y for _, y in state.notes if y]
+        change = Change(name, n.op_type, sc.label, walk.v_from, walk.v_to,
+                        "rewrite" if new is not None else "relabel",
+                        "; ".join(whats) or "relabel",
+                        "; ".join(whys) or ("" if whats else RELABEL))
+        if self.record and (new is not None or whats):
+            dims = {id(c.tensor): s for c, s in state.pending.dims}
+            change.region = record_region(self.ctx.facts, sc, n, new if new is not None
+                                          else [n], dims, self.ctx.target, self.base_dir)
+        return new, change, state
+
+    def _accept(self, sc: Scope, i: int, new, change: Change, state) -> None:
+        self.ctx.edits.commit(state.pending)
+        if new is not None:
+            self.ctx.edits.replace(sc, i, new)
+        if new is None and not state.notes:
+            change = (change.node, change.op, change.scope, change.from_version,
+                      change.to_version)
+        self.entries.append(change)
+
+    def _plan(self, sc: Scope, i: int, n: onnx.NodeProto, src: int, walk: Walk,
+              name: str) -> None:
+        self._accept(sc, i, *self._plan_one(sc, i, n, src, walk, name))
+
+    def _plan_in_function(self, sc: Scope, i: int, n: onnx.NodeProto, src: int, walk: Walk,
+                          name: str, f: onnx.FunctionProto, variants: list) -> None:
+        """Plan a node of a function body once per tuple of input types its call sites
+        pass; the node is converted only when every tuple gives the same result."""
+        facts = self.ctx.facts
+        fid = function_id(f)
+        if not variants:
+            facts.enter_function(f, {})
+            try:
+                planned = self._plan_one(sc, i, n, src, walk, name)
+            except ConversionError as e:
+                raise ConversionError(f"{e} (function {fid} is never called from the "
+                                      "model's graphs, so the types of its inputs are "
+                                      "unknown)") from None
+            finally:
+                facts.enter_function(None, None)
+            self._accept(sc, i, *planned)
+            return
+        first = None
+        first_ins: tuple[int, ...] = ()
+        try:
+            for ins, types in variants:
+                facts.enter_function(f, types)
+                try:
+                    planned = self._plan_one(sc, i, n, src, walk, name)
+                except ConversionError as e:
+                    more = (f" (one of {len(variants)} call-site type combinations)"
+                            if len(variants) > 1 else "")
+                    raise ConversionError(f"{e}; function {fid} called with inputs "
+                                          f"{_types_str(ins, f)}{more}") from None
+                if first is None:
+                    first, first_ins = planned, ins
+                elif _canonical(planned[0], n) != _canonical(first[0], n):
+                    raise ConversionError(
+                        f"node {name!r} ({n.op_type}-{walk.v_from} -> {walk.v_to}, "
+                        f"{sc.label}): function {fid} is called with inputs "
+                        f"{_types_str(first_ins, f)} and {_types_str(ins, f)}, which need "
+                        "different conversions of this node")
+        finally:
+            facts.enter_function(None, None)
+        self._accept(sc, i, *first)
+
+
+def _types_str(ins: tuple[int, ...], f: onnx.FunctionProto) -> str:
+    return "(" + ", ".join(f"{x}: {opsets.tensor_type_name(t) if t else 'unknown'}"
+                           for x, t in zip(f.input, ins)) + ")"
+
+
+def _canonical(nodes: list[onnx.NodeProto] | None, orig: onnx.NodeProto) -> list | None:
+    """``nodes`` with fresh value names numbered in order and node names left out."""
+    if nodes is None:
+        return None
+    keep = {*orig.input, *orig.output}
+    names: dict[str, str] = {}
+
+    def ren(v: str) -> str:
+        return v if not v or v in keep else names.setdefault(v, f"#{len(names)}")
+
+    out = []
+    for b in nodes:
+        attrs = []
+        for a in b.attribute:
+            c = onnx.AttributeProto()
+            c.CopyFrom(a)
+            if c.HasField("t"):
+                c.t.name = ""
+            attrs.append(c.SerializeToString(deterministic=True))
+        out.append((b.op_type, b.domain, [ren(v) for v in b.input],
+                    [ren(v) for v in b.output], attrs))
+    return out
+
+
+def convert_nodes(model: onnx.ModelProto, source: int, target: int, *,
+                  skip: Iterable[str] = ()) -> list[Change]:
+    """Convert every default-domain node (whose op is not in ``skip``) from ``source`` (each
+    function's own import where it has one) to ``target``, in place; return what changed.
+
+    Leaves the opset imports and the IR version alone (new initializers are not listed as
+    graph inputs). Raises :class:`ConversionError` naming op, node, scope and versions when
+    a node cannot be converted exactly; the model is then unchanged.
+    """
+    return all_changes(_Planner(model, source, target, frozenset(skip), False, None,
+                                Facts(model, source)).run())
+
+
+def needed_ir(model: onnx.ModelProto, target: int) -> int:
+    """The lowest IR version the converted model can declare."""
+    others = [i for i in model.opset_import if opsets.normalize_domain(i.domain) != ""]
+    ir = opsets.ir_version_for_opset(target)
+    if others:
+        ir = max(ir, helper.find_min_ir_version_for(others, ignore_unknown=True))
+    if model.functions:
+        ir = max(ir, 8)  # model-local functions exist since IR 8
+    return ir
+
+
+def convert_proto(model: onnx.ModelProto, target: int, *,
+                  verbose_log: Callable[[str], None] | None = None, record: bool = False,
+                  base_dir=None) -> ConvertResult:
+    """Convert ``model`` to default-domain opset ``target`` in place.
+
+    ``verbose_log(msg)`` (optional) is called with one line per decision. ``record`` keeps
+    copies of each rewritten node and its replacement on the changes (for ``--verify``;
+    ``base_dir``: where the model's external data is). Raises :class:`ConversionError`
+    naming the node when a rewrite cannot be exact; the model is then unchanged.
+    """
+    check_target(target)
+    source = opsets.opset_of(model)
+    if source is None:
+        raise ConversionError("the model does not import the default (ai.onnx) domain; "
+                              "nothing to convert")
+    ir_before = model.ir_version
+    result = ConvertResult(source, target, ir_version=(ir_before, ir_before))
+    log = verbose_log or (lambda _msg: None)
+    if source == target and all(opsets.opset_of(f) in (None, target) for f in model.functions):
+        log(f"model is already at opset {target}: nothing to do")
+        return result
+    ir = needed_ir(model, target)
+    ir = ir if target < source else max(ir_before, ir)
+    result.entries = _Planner(model, source, target, frozenset(), record, base_dir,
+                              Facts(model, source)).run()
+    if verbose_log is not None:
+        for c in all_changes(result.entries):
+            log(f"{c.scope}: {c.node} ({c.label}): {c.what} -- {c.why}")
+    _set_opsets(model, target)
+    model.ir_version = ir
+    if ir < 4:
+        _initializers_as_inputs(model)
+    result.ir_version = (ir_before, ir)
+    if ir_before != ir:
+        log(f"IR version {ir_before} -> {ir}")
+    return result
+
+
+def _initializers_as_inputs(model: onnx.ModelProto) -> None:
+    """IR < 4 requires every initializer to be listed among the graph inputs."""
+
+    def graph(g: onnx.GraphProto) -> None:
+        have = {i.name for i in g.input}
+        for t in g.initializer:
+            if t.name not in have:
+                g.input.append(helper.make_tensor_value_info(t.name, t.data_type,
+                                                             list(t.dims)))
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                graph(sg)
+
+    graph(model.graph)
+
+
+def _set_opsets(model: onnx.ModelProto, target: int) -> None:
+    for imp in model.opset_import:
+        if opsets.normalize_domain(imp.domain) == "":
+            imp.version = target
+    for f in model.functions:
+        for imp in f.opset_import:
+            if opsets.normalize_domain(imp.domain) == "":
+                imp.version = target

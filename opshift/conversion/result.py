@@ -1,0 +1,206 @@
+"""What a conversion did: one :class:`Change` per node whose version changed, with, when
+recorded, the :class:`Region` of the rewrite for local verification."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx
+from onnx import TensorProto, helper
+
+from ..graph.facts import Facts
+from ..graph.scopes import Scope
+
+#: what a relabel (a node the schemas say is unaffected) says
+RELABEL = "the schemas differ only in what this node does not use"
+
+
+@dataclass(slots=True)
+class Region:
+    """A recorded rewrite, for local verification: the original node, its replacement
+    nodes, the opsets before and after, the node's value infos and the constants read."""
+
+    before: list[onnx.NodeProto]
+    after: list[onnx.NodeProto]
+    source_opsets: dict[str, int]
+    target_opsets: dict[str, int]
+    before_constants: dict[str, onnx.TensorProto]
+    after_constants: dict[str, onnx.TensorProto]
+    inputs: list[onnx.ValueInfoProto]
+    outputs: list[onnx.ValueInfoProto]
+
+
+@dataclass(slots=True)
+class Change:
+    """One node whose version changed: ``action`` 'relabel' (the node is unchanged) or
+    'rewrite'; what was done and why (``region`` only when recorded)."""
+
+    node: str
+    op: str
+    scope: str
+    from_version: int
+    to_version: int | None  # None: the op does not exist at the target (replaced)
+    action: str
+    what: str
+    why: str
+    region: Region | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        """``op-from->to``, e.g. ``PRelu-6->16``."""
+        return f"{self.op}-{self.from_version}->{self.to_version}"
+
+    def region_models(self) -> tuple[onnx.ModelProto, onnx.ModelProto] | None:
+        """(before, after) models of just this rewrite, or None if it was not recorded."""
+        r = self.region
+        if r is None:
+            return None
+        from ..verify import region_model
+
+        return (region_model(r.before, r.inputs, r.outputs, r.before_constants.values(),
+                             r.source_opsets),
+                region_model(r.after, r.inputs, r.outputs, r.after_constants.values(),
+                             r.target_opsets))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "op": self.label, "scope": self.scope, "what": self.what,
+                "why": self.why}
+
+
+def relabel(node: str, op: str, scope: str, v_from: int, v_to: int) -> Change:
+    return Change(node, op, scope, v_from, v_to, "relabel", "relabel", RELABEL)
+
+
+@dataclass(frozen=True)
+class Relabels:
+    """Every default-domain node of ``scope`` whose op is in ``walks`` is only relabelled
+    (listed when asked for: a big model has one per node)."""
+
+    scope: Scope
+    walks: dict  # op -> Walk
+
+    def entries(self) -> list[tuple]:
+        sc, walks = self.scope, self.walks
+        out = []
+        for i, n in enumerate(sc.nodes):
+            w = walks.get(n.op_type)
+            if w is not None and n.domain in ("", "ai.onnx"):
+                out.append((n.name or f"<{n.op_type} #{i}>", n.op_type, sc.label, w.v_from,
+                            w.v_to))
+        return out
+
+
+def all_changes(entries: list) -> list[Change]:
+    """Planner entries as Changes: relabels are kept as (node, op, scope, from, to) tuples
+    or :class:`Relabels` until asked for."""
+    out = []
+    for e in entries:
+        if isinstance(e, Change):
+            out.append(e)
+        elif isinstance(e, Relabels):
+            out.extend(relabel(*t) for t in e.entries())
+        else:
+            out.append(relabel(*e))
+    return out
+
+
+@dataclass
+class ConvertResult:
+    """What :func:`~opshift.conversion.engine.convert_proto` did: opsets, IR versions, one
+    :class:`Change` per node the conversion rewrote or noted something about, and how many
+    nodes were only relabelled (the schemas differ in nothing they use)."""
+
+    source_opset: int
+    target_opset: int
+    ir_version: tuple[int, int] = (0, 0)
+    #: Changes in node order, and relabels as (node, op, scope, from, to) tuples
+    entries: list = field(default_factory=list, repr=False)
+
+    @property
+    def changes(self) -> list[Change]:
+        return [e for e in self.entries if isinstance(e, Change)]
+
+    @property
+    def relabelled(self) -> int:
+        return sum(0 if isinstance(e, Change) else len(e.entries()) if isinstance(
+            e, Relabels) else 1 for e in self.entries)
+
+    @property
+    def modified(self) -> bool:
+        return (self.source_opset != self.target_opset or bool(self.entries)
+                or self.ir_version[0] != self.ir_version[1])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source_opset": self.source_opset, "target_opset": self.target_opset,
+                "ir_version": list(self.ir_version),
+                "changes": [c.to_dict() for c in self.changes], "relabelled": self.relabelled}
+
+
+_REGION_EXTERNAL_LIMIT = 64 << 20
+
+
+def record_region(facts: Facts, scope: Scope, node: onnx.NodeProto,
+                  after: list[onnx.NodeProto], dims: dict[int, tuple], target: int,
+                  base_dir) -> Region:
+    """The :class:`Region` of rewriting ``node`` (of ``scope``) into ``after``; ``dims``:
+    id(tensor) -> the shape the plan gives it in place."""
+    before_consts = _constants(facts, scope, [node], {}, base_dir)
+    ins, outs = _value_infos(facts, node, before_consts)
+    return Region([copy.deepcopy(node)], [copy.deepcopy(x) for x in after], dict(scope.opsets),
+                  {**scope.opsets, "": target}, before_consts,
+                  _constants(facts, scope, after, dims, base_dir), ins, outs)
+
+
+def _constants(facts: Facts, scope: Scope, nodes, dims: dict[int, tuple], base_dir
+               ) -> dict[str, onnx.TensorProto]:
+    out = {}
+    local = {n.output[0] for n in nodes if n.op_type == "Constant" and n.output}
+    for n in nodes:  # Constant nodes inside the region are part of it
+        for i in n.input:
+            c = facts.constant(scope, i) if i and i not in local else None
+            if c is None:
+                continue
+            t = c.tensor
+            if t.external_data:
+                t = _loaded(t, base_dir)
+                if t is None:
+                    continue
+            t = copy.deepcopy(t)
+            t.name = i
+            if id(c.tensor) in dims:
+                del t.dims[:]
+                t.dims.extend(dims[id(c.tensor)])
+            out[i] = t
+    return out
+
+
+def _loaded(t: onnx.TensorProto, base_dir) -> onnx.TensorProto | None:
+    """A copy of external tensor ``t`` with its data read (from inside ``base_dir`` only),
+    for a verification region; None when there is no folder or it is over 64 MiB."""
+    from onnx import numpy_helper
+
+    from ..external import entry, tensor_array
+
+    if base_dir is None or (entry(t).length or 0) > _REGION_EXTERNAL_LIMIT:
+        return None
+    arr = tensor_array(t, base_dir)
+    if arr.nbytes > _REGION_EXTERNAL_LIMIT:
+        return None
+    return numpy_helper.from_array(arr, t.name)
+
+
+def _value_infos(facts: Facts, node: onnx.NodeProto, consts
+                 ) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
+    """Declared types and shapes of a node's non-constant inputs and its outputs."""
+
+    def vi(name: str) -> onnx.ValueInfoProto:
+        elem = facts.elem_type(name) or TensorProto.FLOAT
+        shape = facts.shape(name)
+        return helper.make_tensor_value_info(
+            name, elem, None if shape is None else [d if d is not None else "?"
+                                                    for d in shape])
+
+    ins = [vi(i) for i in dict.fromkeys(node.input) if i and i not in consts]
+    return ins, [vi(o) for o in node.output if o]

@@ -1,0 +1,275 @@
+"""One version step of one node: what a step function reads and the edits it plans.
+
+A step function receives a :class:`Step` and either plans a rewrite through it (the node is
+never modified: :meth:`Step.edit` makes a working copy) or raises :class:`Refuse`. Every edit
+goes into the node's :class:`NodeState` until the engine accepts the whole model's plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..external import tensor_array
+from ..graph.edit import Edits, Pending
+from ..graph.facts import Constant, Facts
+from ..graph.scopes import Scope, may_hold_subgraphs, node_label, subgraphs
+
+
+class Refuse(Exception):
+    """Raised by a step that cannot be made exact; the engine adds the location."""
+
+
+@dataclass
+class Context:
+    """One conversion: the model's facts, the accepted edits, the target opset."""
+
+    model: onnx.ModelProto
+    target: int
+    facts: Facts
+    edits: Edits
+
+
+@dataclass(slots=True)
+class NodeState:
+    """One node's plan: its working copy, nodes before and after it, notes, and the graph
+    edits (new constants, reshapes) waiting for the engine to accept them."""
+
+    work: onnx.NodeProto | None = None
+    pre: list[onnx.NodeProto] = field(default_factory=list)
+    post: list[onnx.NodeProto] = field(default_factory=list)
+    removed: bool = False
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    pending: Pending = field(default_factory=Pending)
+    #: shapes of values this plan made or reshaped
+    shapes: dict[str, tuple] = field(default_factory=dict)
+    #: run on the node as walked to the target, replacing it (set by :meth:`Step.finish`)
+    finisher: Callable[[Step], None] | None = None
+
+
+@dataclass(slots=True)
+class Step:
+    """One version step of one node. Step functions read ``w`` and write through
+    :meth:`edit` and the other methods."""
+
+    node: onnx.NodeProto  # the original node, never modified here
+    op: str
+    lo: int  # the older schema version of this step
+    hi: int  # the newer one
+    up: bool  # True: lo -> hi, False: hi -> lo
+    ctx: Context
+    scope: Scope
+    index: int
+    state: NodeState
+
+    @property
+    def w(self) -> onnx.NodeProto:
+        """The node as converted so far."""
+        return self.state.work or self.node
+
+    @property
+    def src(self) -> int:
+        return self.lo if self.up else self.hi
+
+    @property
+    def dst(self) -> int:
+        return self.hi if self.up else self.lo
+
+    @property
+    def target(self) -> int:
+        """The opset the conversion ends at (new nodes must be valid there)."""
+        return self.ctx.target
+
+    @property
+    def facts(self) -> Facts:
+        return self.ctx.facts
+
+    @property
+    def label(self) -> str:
+        """A base for names derived from the node."""
+        return node_label(self.node, self.index)
+
+    def fresh(self, base: str) -> str:
+        return self.ctx.edits.names.fresh(base)
+
+    def edit(self) -> onnx.NodeProto:
+        """A writable copy of the node (made once per node)."""
+        if self.state.work is None:
+            if may_hold_subgraphs(self.node.domain, self.node.op_type) and any(
+                    True for _ in subgraphs(self.node)):
+                raise Refuse("a node holding subgraphs cannot be rewritten")
+            w = onnx.NodeProto()
+            w.CopyFrom(self.node)
+            self.state.work = w
+        return self.state.work
+
+    def remove(self, what: str, why: str = "") -> None:
+        """Replace the node by the nodes added before/after it (none: drop it)."""
+        self.state.removed = True
+        self.note(what, why)
+
+    def note(self, what: str, why: str = "") -> None:
+        self.state.notes.append((f"{self.op}-{self.src}->{self.dst}: {what}", why))
+
+    def finish(self, fn: Callable[[Step], None]) -> None:
+        """Run ``fn`` once the node is walked to the target; it handles the node's element
+        types (the schema check leaves them to it) and writes the node's final form."""
+        self.state.finisher = fn
+
+    # -- attributes
+    def attr(self, name: str, default=None):
+        for a in self.w.attribute:
+            if a.name == name:
+                return helper.get_attribute_value(a)
+        return default
+
+    def has_attr(self, name: str) -> bool:
+        return any(a.name == name for a in self.w.attribute)
+
+    def set_attr(self, name: str, value, attr_type: int | None = None) -> None:
+        w = self.edit()
+        self.del_attr(name)
+        w.attribute.append(helper.make_attribute(name, value, attr_type=attr_type))
+
+    def del_attr(self, name: str) -> None:
+        w = self.edit()
+        keep = [a for a in w.attribute if a.name != name]
+        if len(keep) != len(w.attribute):
+            del w.attribute[:]
+            w.attribute.extend(keep)
+
+    # -- inputs / outputs
+    def input(self, i: int) -> str:
+        ins = (self.state.work or self.node).input
+        return ins[i] if i < len(ins) else ""
+
+    def set_inputs(self, inputs: list[str]) -> None:
+        while inputs and not inputs[-1]:
+            inputs.pop()
+        pending = self.state.pending
+        old = list(self.w.input)
+        for name in set(old) - set(inputs) - {""}:
+            pending.unused.append((self.scope, name))
+            key = (id(self.scope.root), name)
+            pending.consumed[key] = pending.consumed.get(key, 0) + old.count(name)
+        w = self.edit()
+        del w.input[:]
+        w.input.extend(inputs)
+
+    def outputs(self) -> list[str]:
+        outs = list(self.w.output)
+        while outs and not outs[-1]:
+            outs.pop()
+        return outs
+
+    # -- facts
+    def constant(self, name: str) -> Constant | None:
+        """The constant ``name`` as this node's scope sees it."""
+        return self.ctx.facts.constant(self.scope, name) if name else None
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The value of constant ``name`` (None for external data: never loaded for a
+        decision)."""
+        c = self.constant(name)
+        if c is None or c.tensor.data_location == onnx.TensorProto.EXTERNAL:
+            return None
+        return tensor_array(c.tensor)
+
+    def elem_type(self, name: str) -> int | None:
+        return self.ctx.facts.elem_type(name)
+
+    def shape(self, name: str) -> tuple | None:
+        s = self.state.shapes.get(name)
+        return s if s is not None else self.ctx.facts.shape(name)
+
+    def rank(self, name: str) -> int | None:
+        s = self.shape(name)
+        return None if s is None else len(s)
+
+    def need_rank(self, name: str, why: str) -> int:
+        r = self.rank(name)
+        if r is None:
+            raise Refuse(f"the rank of {name!r} is unknown ({why})")
+        return r
+
+    def need_const(self, i: int, what: str) -> np.ndarray:
+        name = self.input(i)
+        v = self.const(name) if name else None
+        if v is None:
+            raise Refuse(f"{what} (input {i}, {name!r}) is not a constant")
+        return v
+
+    # -- new values
+    def add_const(self, what: str, value: np.ndarray) -> str:
+        """A new constant for this node: an initializer in a graph, a Constant node in a
+        function. Returns its name."""
+        base = f"{self.label}/{what}"
+        out = self.fresh(base)
+        tensor = numpy_helper.from_array(np.asarray(value), out)
+        if self.scope.graph is not None:
+            self.ctx.edits.add_initializer(self.state.pending, self.scope, tensor)
+        else:
+            self.state.pre.append(helper.make_node("Constant", [], [out],
+                                                   name=self.fresh(base + "_const"),
+                                                   value=tensor))
+            self.ctx.facts.add_constant(self.scope, out, tensor)
+        self.ctx.facts.extra_types[out] = tensor.data_type
+        self.state.shapes[out] = tuple(tensor.dims)
+        return out
+
+    def add_node(self, op: str, inputs: list[str], what: str, *, after: bool = False,
+                 output: str | None = None, **attrs) -> str:
+        """Insert a default-domain node before (or ``after``) this node; returns its output."""
+        base = f"{self.label}/{what}"
+        out = output or self.fresh(base)
+        node = helper.make_node(op, inputs, [out], name=self.fresh(base), **attrs)
+        (self.state.post if after else self.state.pre).append(node)
+        t = onnx.TensorProto.INT64 if op == "Shape" else self.elem_type(inputs[0])
+        if t:
+            self.ctx.facts.extra_types[out] = t
+        return out
+
+    def fresh_value(self, what: str, like: str | None = None) -> str:
+        """A new value name; ``like`` gives it that value's element type."""
+        out = self.fresh(f"{self.label}/{what}")
+        t = self.elem_type(like) if like else None
+        if t:
+            self.ctx.facts.extra_types[out] = t
+        return out
+
+    def reshape_constant_input(self, i: int, const: Constant, shape: tuple[int, ...]) -> str:
+        """Make input ``i`` (the constant ``const``) read the same data in ``shape``; returns
+        what was done (see :meth:`opshift.graph.edit.Edits.reshaped_constant`)."""
+        name = self.input(i)
+        new, how = self.ctx.edits.reshaped_constant(self.state.pending, self.scope, name,
+                                                    const, shape, self.state.pre)
+        self.state.shapes[new] = tuple(shape)
+        if new != name:
+            self.edit().input[i] = new
+        return how
+
+
+# -- small facts about shapes and attribute values, shared by the step functions
+def np_dtype(elem: int) -> np.dtype:
+    return helper.tensor_dtype_to_np_dtype(elem)
+
+
+def known_shape(shape: tuple | None) -> bool:
+    return shape is not None and all(d is not None for d in shape)
+
+
+def is_suffix(small: tuple, big: tuple) -> bool:
+    return len(small) <= len(big) and (not small or tuple(big[-len(small):]) == tuple(small))
+
+
+def norm_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def text(v) -> str | None:
+    """A string attribute's value as str (onnx gives bytes)."""
+    return v.decode() if isinstance(v, bytes) else v

@@ -1,0 +1,18 @@
+"""The step functions, one module per concern: what the schemas do not say about a version
+step (see :mod:`opshift.conversion.registry`). Importing this package registers them all."""
+
+from . import (  # noqa: F401
+    attribute_inputs,
+    attribute_values,
+    bfloat16,
+    broadcast_legacy,
+    constant,
+    missing_ops,
+    negative_axes,
+    pooling,
+    prelu,
+    refused,
+    sampling,
+    softmax,
+    training,
+)

@@ -1,0 +1,251 @@
+"""Attributes that became inputs (or back): the value moves between the two forms, refused
+when an input that must become an attribute is not a constant.
+
+Reshape **5** (shape), **14** (allowzero); Unsqueeze/Squeeze/ReduceSum **13** and the other
+Reduce ops **18** (axes, noop_with_empty_axes); Split **2**, **13**, **18** (split,
+num_outputs); Clip **6** (unset bounds), **11** (min/max); Pad **2** (paddings -> pads),
+**11** (pads/value); Slice **10**; TopK **10** (k); DFT **20** (axis, default 1 vs -2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..registry import at
+from ..step import Refuse, Step, norm_axis, np_dtype
+
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def attr_to_input(st: Step, attr: str, index: int, dtype=np.int64, scalar=False) -> bool:
+    value = st.attr(attr)
+    if value is None:
+        return False
+    st.del_attr(attr)
+    arr = np.array(value, dtype)
+    if not scalar:
+        arr = arr.reshape(-1)
+    c = st.add_const(attr, arr)
+    inputs = list(st.w.input) + [""] * max(0, index + 1 - len(st.w.input))
+    inputs[index] = c
+    st.set_inputs(inputs)
+    st.note(f"{attr} attribute moved to input {index}")
+    return True
+
+
+def input_to_attr(st: Step, index: int, attr: str, *, as_int=True, scalar=False) -> bool:
+    if not st.input(index):
+        return False
+    v = st.need_const(index, attr)
+    if scalar:
+        val = int(v.reshape(-1)[0]) if as_int else float(v.reshape(-1)[0])
+        if v.size != 1:
+            raise Refuse(f"{attr} has {v.size} values")
+    else:
+        val = [int(x) for x in v.reshape(-1)] if as_int else [float(x) for x in v.reshape(-1)]
+    st.set_attr(attr, val)
+    inputs = list(st.w.input)
+    inputs[index] = ""
+    st.set_inputs(inputs)
+    st.note(f"input {index} folded into the {attr} attribute")
+    return True
+
+
+@at(5, "Reshape")
+def reshape_shape(st: Step) -> None:
+    if st.up:
+        if not attr_to_input(st, "shape", 1):
+            raise Refuse("Reshape-1 without a shape attribute")
+        return
+    input_to_attr(st, 1, "shape")
+
+
+@at(14, "Reshape")
+def reshape_allowzero(st: Step) -> None:
+    if st.up or st.attr("allowzero", 0) == 0:
+        return
+    shape = st.need_const(1, "shape (allowzero=1)")
+    if (shape == 0).any():
+        raise Refuse("allowzero=1 with a 0 in the shape has no equivalent before 14")
+    st.del_attr("allowzero")
+    st.note("dropped allowzero=1: the shape has no zeros")
+
+
+@at(13, "Unsqueeze", "Squeeze", "ReduceSum")
+@at(18, "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+    "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSumSquare")
+def axes_input(st: Step) -> None:
+    reduce = st.op.startswith("Reduce")
+    if st.up:
+        attr_to_input(st, "axes", 1)
+        return
+    noop = st.attr("noop_with_empty_axes", 0)
+    if st.input(1):
+        axes = st.need_const(1, "axes")
+        if axes.size == 0 and reduce:
+            st.set_inputs([st.input(0)])
+        else:
+            input_to_attr(st, 1, "axes")
+    elif noop and reduce:
+        raise Refuse("noop_with_empty_axes=1 without axes (an identity) has no equivalent")
+    if reduce and st.has_attr("noop_with_empty_axes"):
+        if noop and not st.has_attr("axes"):
+            raise Refuse("noop_with_empty_axes=1 with empty axes has no equivalent")
+        st.del_attr("noop_with_empty_axes")
+
+
+@at(2, "Split")
+def split_v1(st: Step) -> None:
+    if st.up:
+        if st.input(1):
+            input_to_attr(st, 1, "split")
+        if not st.has_attr("axis"):
+            st.set_attr("axis", 0)
+
+
+@at(13, "Split")
+def split_input(st: Step) -> None:
+    if st.up:
+        attr_to_input(st, "split", 1)
+    else:
+        input_to_attr(st, 1, "split")
+
+
+@at(18, "Split")
+def split_num_outputs(st: Step) -> None:
+    n = len(st.w.output)
+    if st.up:
+        if not st.input(1):
+            st.set_attr("num_outputs", n)
+            st.note(f"num_outputs={n} written (required without split from 18)")
+        return
+    if not st.has_attr("num_outputs"):
+        return
+    st.del_attr("num_outputs")
+    if st.input(1):
+        return
+    s = st.shape(st.input(0))
+    axis = st.attr("axis", 0)
+    dim = None if s is None else s[norm_axis(axis, len(s))]
+    if not isinstance(dim, int) or dim <= 0:
+        raise Refuse("num_outputs needs the size of the split dimension")
+    if dim % n:
+        size = -(-dim // n)
+        sizes = [size] * (n - 1) + [dim - size * (n - 1)]
+        c = st.add_const("split", np.array(sizes, np.int64))
+        st.set_inputs([st.input(0), c])
+        st.note(f"uneven num_outputs written as split={sizes}")
+
+
+@at(6, "Clip")
+def clip_unset_bounds(st: Step) -> None:
+    if st.up:
+        for name, v in (("min", -np.inf), ("max", np.inf)):
+            if not st.has_attr(name):
+                st.set_attr(name, float(v))
+                st.note(f"unset {name} written as {v} (no bound)")
+
+
+@at(11, "Clip")
+def clip_inputs(st: Step) -> None:
+    if st.up:
+        t = st.elem_type(st.input(0))
+        if t is None:
+            raise Refuse("the element type of the input is unknown")
+        inputs = [st.input(0), "", ""]
+        for i, (name, d) in enumerate((("min", -FLT_MAX), ("max", FLT_MAX)), 1):
+            if not st.has_attr(name) and t == onnx.TensorProto.FLOAT16:
+                continue  # +-FLT_MAX is +-inf in float16: no bound
+            v = st.attr(name, d)
+            if st.has_attr(name):
+                st.del_attr(name)
+            inputs[i] = st.add_const(name, np.array(v, np_dtype(t)))
+        st.set_inputs(inputs)
+        st.note("min/max attributes moved to inputs")
+        return
+    for i, (name, d) in enumerate((("min", -np.inf), ("max", np.inf)), 1):
+        if st.input(i):
+            v = st.need_const(i, name)
+            if v.size != 1 or float(np.float32(v.reshape(-1)[0])) != float(v.reshape(-1)[0]):
+                raise Refuse(f"{name} {v!r} is not one float32 value")
+            st.set_attr(name, float(v.reshape(-1)[0]))
+        else:
+            st.set_attr(name, float(d))
+    st.set_inputs([st.input(0)])
+    st.note("min/max inputs folded into attributes")
+
+
+@at(2, "Pad")
+def pad_paddings(st: Step) -> None:
+    old, new = ("paddings", "pads") if st.up else ("pads", "paddings")
+    v = st.attr(old)
+    if v is not None:
+        st.del_attr(old)
+        st.set_attr(new, v)
+        st.note(f"{old} renamed {new}")
+
+
+@at(11, "Pad")
+def pad_inputs(st: Step) -> None:
+    if st.up:
+        if not attr_to_input(st, "pads", 1):
+            raise Refuse("Pad-2 without pads")
+        value = st.attr("value", 0.0)
+        if st.has_attr("value"):
+            st.del_attr("value")
+        if value != 0.0:
+            t = st.elem_type(st.input(0))
+            if t is None:
+                raise Refuse("the element type of the input is unknown")
+            c = st.add_const("constant_value", np.array(value, np_dtype(t)))
+            st.set_inputs([st.input(0), st.input(1), c])
+        return
+    input_to_attr(st, 1, "pads")
+    if st.input(2):
+        v = st.need_const(2, "constant_value")
+        x = float(v.reshape(-1)[0])
+        if float(np.float32(x)) != x:
+            raise Refuse(f"constant_value {x} is not a float32")
+        st.set_attr("value", x)
+        st.set_inputs([st.input(0)])
+
+
+
+@at(10, "Slice")
+def slice_inputs(st: Step) -> None:
+    if st.up:
+        for i, name in enumerate(("starts", "ends", "axes"), 1):
+            attr_to_input(st, name, i)
+        return
+    if st.input(4):
+        steps = st.need_const(4, "steps")
+        if (steps != 1).any():
+            raise Refuse(f"steps {steps.tolist()} exist only from Slice-10")
+    for i, name in ((3, "axes"), (2, "ends"), (1, "starts")):
+        input_to_attr(st, i, name)
+
+
+@at(10, "TopK")
+def topk_k(st: Step) -> None:
+    if st.up:
+        attr_to_input(st, "k", 1)
+    else:
+        input_to_attr(st, 1, "k", scalar=True)
+
+
+@at(20, "DFT")
+def dft_axis(st: Step) -> None:
+    if st.up:
+        axis = st.attr("axis", 1)
+        if st.has_attr("axis"):
+            st.del_attr("axis")
+        c = st.add_const("axis", np.array(axis, np.int64))
+        st.set_inputs([st.input(0), st.input(1), c])
+        return
+    axis = int(st.need_const(2, "axis").reshape(-1)[0]) if st.input(2) else -2
+    if axis < 0:
+        axis += st.need_rank(st.input(0), "negative DFT axis")
+    st.set_attr("axis", axis)
+    st.set_inputs([st.input(0), st.input(1)])
+

@@ -1,0 +1,187 @@
+"""Ops that do not exist at the target opset.
+
+CastLike (from 15) becomes a Cast to its second input's element type. Any other op is
+replaced by its own onnx function body: many newer ops are defined in ``onnx.defs`` by a
+body of older ops (HardSwish = HardSigmoid * x, GreaterOrEqual = Greater or Equal, Mish,
+Gelu, LayerNormalization, ...), and that body *is* the op's meaning, so writing it in place
+of the node is exact as far as the spec goes. The body's nodes come at the body's own
+opset; each is converted on to the target like any other node.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper
+
+from ... import opsets
+from ...errors import ConversionError
+from ...graph.scopes import constant_tensor
+from ..registry import replaces
+from ..step import Refuse, Step
+
+
+@replaces("CastLike")
+def castlike_as_cast(st: Step) -> None:
+    to = st.elem_type(st.input(1))
+    src = st.elem_type(st.input(0))
+    if to is None or src is None:
+        raise Refuse("the element types of its inputs are unknown")
+    cast_v = opsets.since_version("Cast", st.target)
+    for param, t in (("T1", src), ("T2", to)):
+        ts = f"tensor({opsets.tensor_type_name(t)})"
+        if ts not in opsets.allowed_types("Cast", cast_v, param=param):
+            raise Refuse(f"Cast-{cast_v} does not take {ts}")
+    st.add_node("Cast", [st.input(0)], "cast", output=st.w.output[0],
+                to=to if st.target >= 6 else onnx.TensorProto.DataType.Name(to))
+    st.remove(f"CastLike written as Cast(to={onnx.TensorProto.DataType.Name(to)})")
+
+
+def write_function_body(st: Step, src: int, depth: int) -> None:
+    """Replace the node by its onnx function body, each body node converted to the target
+    (``src``: the scope's source opset)."""
+    from ..walk import walk_node
+
+    if depth > 4:
+        raise Refuse("function bodies nest too deep")
+    body, body_opset = _function_body(st)
+    nodes = _inline_body(st, body)
+    st.facts.propagate(nodes, body_opset)
+    for b in nodes:
+        c = constant_tensor(b)
+        if c is not None:
+            st.facts.add_constant(st.scope, b.output[0], c)
+    out: list[onnx.NodeProto] = []
+    for b in nodes:
+        bf = opsets.since_version(b.op_type, body_opset)
+        bt = opsets.since_version(b.op_type, st.target)
+        if bf == bt:
+            out.append(b)
+            continue
+        try:
+            new, inner = walk_node(st.ctx, st.scope, st.index, b, body_opset, bf, bt, b.name,
+                                   depth=depth + 1)
+        except ConversionError as e:
+            raise Refuse(f"its function body (opset {body_opset}): {e}") from None
+        st.state.pending.absorb(inner.pending)
+        out.extend(new if new is not None else [b])
+    _check_types(st, out)
+    st.state.pre.extend(out)
+    st.remove(f"written as its onnx function body ({', '.join(b.op_type for b in nodes)}) "
+              f"converted to opset {st.target}")
+
+
+def _input_types(st: Step) -> list[bytes]:
+    types = []
+    for name in st.w.input:
+        tp = onnx.TypeProto()
+        if name:
+            t = st.elem_type(name)
+            if t is None:
+                raise Refuse(f"the element type of {name!r} is unknown (the function body "
+                             "depends on it)")
+            tp.tensor_type.elem_type = t
+        types.append(tp.SerializeToString())
+    return types
+
+
+def _pick(versions, target: int) -> int | None:
+    """The body opset closest to the target: the newest not above it, else the oldest."""
+    vs = sorted(versions)
+    if not vs:
+        return None
+    below = [v for v in vs if v <= target]
+    return below[-1] if below else vs[0]
+
+
+def _function_body(st: Step) -> tuple[onnx.FunctionProto, int]:
+    """The body of ``st.op`` at schema version ``st.lo`` for this node, and its opset."""
+    s = opsets.schema(st.op, st.lo)
+    if s is None:
+        raise Refuse(f"no schema {st.op}-{st.lo}")
+    v = _pick(s.function_opset_versions, st.target)
+    if v is not None:
+        raw = s.get_function_with_opset_version(v)
+    else:
+        v = _pick(s.context_dependent_function_opset_versions, st.target)
+        if v is None:
+            raise Refuse(f"{st.op}-{st.lo} has no function body in onnx.defs")
+        raw = s.get_context_dependent_function_with_opset_version(
+            v, st.w.SerializeToString(), _input_types(st))
+    if not raw:
+        raise Refuse(f"onnx builds no function body for this {st.op} node")
+    body = onnx.FunctionProto()
+    body.ParseFromString(raw)
+    opset = next((i.version for i in body.opset_import if i.domain in ("", "ai.onnx")), v)
+    return body, opset
+
+
+def _inline_body(st: Step, body: onnx.FunctionProto) -> list[onnx.NodeProto]:
+    """The body's nodes, wired to the node's inputs and outputs, with fresh inner names and
+    attribute references resolved (node attribute, else the schema's default)."""
+    if any(opsets.normalize_domain(n.domain) != "" for n in body.node):
+        raise Refuse("the function body uses ops outside the default domain")
+    rename = {"": ""}
+    for i, formal in enumerate(body.input):
+        rename[formal] = st.input(i)
+    outs = list(st.w.output)
+    for i, formal in enumerate(body.output):
+        rename[formal] = outs[i] if i < len(outs) and outs[i] else st.fresh_value(formal)
+    given = {a.name: a for a in st.w.attribute}
+    defaults = opsets.attribute_defaults(st.op, st.lo)
+    schema_attrs = opsets.schema(st.op, st.lo).attributes
+    base = st.node.name or st.op.lower()
+    nodes = []
+    for k, n in enumerate(body.node):
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for a in n.attribute):
+            raise Refuse("the function body holds subgraphs")
+        new = onnx.NodeProto()
+        new.CopyFrom(n)
+        for j, v in enumerate(new.input):
+            new.input[j] = rename.get(v) if v in rename else rename.setdefault(
+                v, st.fresh_value(v))
+        for j, v in enumerate(new.output):
+            if v not in rename:
+                rename[v] = st.fresh_value(v)
+            new.output[j] = rename[v]
+        new.name = st.fresh(f"{base}/{n.op_type.lower()}_{k}")
+        attrs = []
+        for a in new.attribute:
+            if not a.ref_attr_name:
+                attrs.append(a)
+                continue
+            ref = a.ref_attr_name
+            if ref in given:
+                v = onnx.AttributeProto()
+                v.CopyFrom(given[ref])
+            elif ref in defaults:
+                v = helper.make_attribute(a.name, defaults[ref],
+                                          attr_type=schema_attrs[ref].type)
+            else:
+                continue  # unset and no default: the body node's own default applies
+            v.name = a.name
+            attrs.append(v)
+        del new.attribute[:]
+        new.attribute.extend(attrs)
+        nodes.append(new)
+    return nodes
+
+
+def _check_types(st: Step, nodes: list[onnx.NodeProto]) -> None:
+    """Type-check the written body on its own (onnx builds some bodies, e.g. float16
+    Attention's, that mix element types)."""
+    made = {o for n in nodes for o in n.output}
+    inputs = []
+    for name in dict.fromkeys(i for n in nodes for i in n.input if i and i not in made):
+        t = st.elem_type(name)
+        if t is None:
+            raise Refuse(f"the element type of {name!r} is unknown")
+        inputs.append(helper.make_tensor_value_info(name, t, None))
+    outputs = [helper.make_tensor_value_info(o, 0, None) for o in st.w.output if o]
+    g = helper.make_graph(nodes, "body", inputs, outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", st.target)])
+    try:
+        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+    except Exception as e:  # onnx's message, first line
+        first = str(e).splitlines()[0][:200]
+        raise Refuse(f"the function body does not type-check: {first}") from None

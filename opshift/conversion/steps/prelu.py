@@ -1,0 +1,253 @@
+"""PRelu: the slope broadcasting rule at 6/7 and the integer types added at 9.
+
+* **7** (:data:`opshift.broadcast.NUMPY_SINCE`) -- legacy (<= 6) PRelu applies a 1-D slope
+  ``[C]`` per channel on axis 1 when C is X's dim 1, numpy (>= 7) broadcasts it from the last
+  axis (:mod:`opshift.broadcast` states both rules). Up: a per-channel ``[C]`` becomes
+  ``[C, 1, ..., 1]``; down: the slope is reshaped so the legacy rule reads it as numpy
+  broadcasting did (``[C, 1, ..., 1]`` to the canonical ``[C]``; a last-axis ``[C]`` to
+  ``[1, C]``). Constants are reshaped (once per tensor, copied when shared), dynamic slopes
+  get an Unsqueeze/Squeeze valid at the target.
+* **9** -- int32/int64/uint32/uint64 exist only from 9. Down: unsigned X is never negative,
+  so PRelu is an Identity; int32/int64 become ``x + (x < 0) * (slope * x - x)`` in the
+  integer type (the sign test through float: int -> float rounding never changes a sign),
+  which wraps exactly like PRelu's own product; at opset 6 the Mul places the slope with its
+  legacy ``broadcast``/``axis`` attributes. Below opset 6 no op does integer arithmetic and
+  float64 cannot reproduce integer products (beyond 2**53, and where they wrap): refused.
+"""
+
+from __future__ import annotations
+
+import math
+
+from onnx import TensorProto, helper
+
+from ... import opsets
+from ...broadcast import NUMPY_SINCE, SlopeClass, SlopeRule, classify, slope_shape_for
+from ...errors import EvaluationError
+from ...graph.edit import axes_nodes
+from ...graph.facts import Constant
+from ..registry import at
+from ..step import Refuse, Step
+from .bfloat16 import dropped_types_possible, x_type_going_down
+
+_UNSIGNED = (TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
+
+
+def _known_int(d) -> bool:
+    return isinstance(d, int) and not isinstance(d, bool)
+
+
+def _slope(st: Step) -> tuple[tuple | None, Constant | None]:
+    """(shape of the slope or None, the constant holding it when this node's scope holds
+    it: a slope from an enclosing graph is read through an Unsqueeze/Squeeze, the edits of
+    a subgraph stay in it)."""
+    name = st.input(1)
+    const = st.constant(name)
+    if const is not None and const.scope is not st.scope:
+        const = None
+    planned = st.state.shapes.get(name)
+    if planned is not None:
+        return planned, const
+    if const is not None:
+        return tuple(const.tensor.dims), const
+    return st.shape(name), None
+
+
+def _read_slope_as(st: Step, const: Constant | None, shape: tuple, op: str, axes: list[int],
+                   suffix: str, what: str, why: str) -> None:
+    """Make the node read its slope in ``shape``: the constant reshaped, else ``op``
+    (Unsqueeze/Squeeze) of ``axes`` valid at the target."""
+    if const is not None:
+        st.note(f"slope {st.input(1)!r} {st.reshape_constant_input(1, const, shape)}", why)
+        return
+    name = st.input(1)
+    out = st.fresh(f"{name}_{suffix}")
+    st.state.pre.extend(axes_nodes(op, name, out, axes, st.target, st.ctx.edits.names))
+    st.state.shapes[out] = tuple(shape)
+    st.edit().input[1] = out
+    st.note(f"slope {name!r} {what}", why)
+
+
+@at(NUMPY_SINCE, "PRelu")
+def slope_rule(st: Step) -> None:
+    if st.up:
+        _to_numpy(st)
+    else:
+        _to_legacy(st)
+
+
+def _to_numpy(st: Step) -> None:
+    """Legacy (<= 6) -> numpy (>= 7): a per-channel [C] slope becomes [C, 1, ..., 1]."""
+    s_shape, const = _slope(st)
+    x, slope = st.input(0), st.input(1)
+    if s_shape is None:
+        raise Refuse(f"the shape of slope {slope!r} is unknown, so its legacy per-channel "
+                     f"broadcasting cannot be carried to PRelu-{st.dst}")
+    size = math.prod(s_shape) if all(_known_int(d) for d in s_shape) else None
+    if size == 1 and len(s_shape) <= 1:
+        return  # shared slope: same under both rules
+    x_shape = st.shape(x)
+    if size == 1:
+        if x_shape is not None and len(x_shape) >= len(s_shape):
+            return
+        if const is not None:
+            st.note(f"slope {slope!r} {st.reshape_constant_input(1, const, ())}",
+                    "a size-1 slope is shared; numpy broadcasting needs rank <= X's")
+            return
+        raise Refuse(f"the rank of X is unknown; cannot tell whether the size-1 slope of "
+                     f"rank {len(s_shape)} broadcasts at PRelu-{st.dst}")
+    if len(s_shape) != 1:
+        return  # legacy PRelu reads multi-dimensional slopes numpy-style already
+    if x_shape is None:
+        raise Refuse(f"the rank of X {x!r} is unknown, so whether slope {slope!r} is "
+                     "per-channel cannot be decided; give the model input shapes or run "
+                     "shape inference")
+    r = len(x_shape)
+    c = s_shape[0]
+    if r < 3:
+        return  # rank <= 2: axis 1 is the last axis (or numpy rules apply): no change
+    x1, xl = x_shape[1], x_shape[-1]
+    if _known_int(c) and _known_int(x1):
+        per_channel = c == x1
+    elif _known_int(c) and _known_int(xl) and xl != c:
+        per_channel = True  # numpy broadcasting cannot apply, so legacy reads it per channel
+    elif not _known_int(c) and c is not None and c == x1:
+        per_channel = True
+    else:
+        raise Refuse(f"cannot decide whether slope {slope!r} of shape {list(s_shape)} is "
+                     f"per-channel for X of shape {list(x_shape)} (dims unknown)")
+    if not per_channel:
+        return  # legacy falls back to numpy broadcasting: same at PRelu-7
+    _read_slope_as(st, const, (c,) + (1,) * (r - 2), "Unsqueeze", list(range(1, r - 1)),
+                   "per_channel", f"unsqueezed to [C{', 1' * (r - 2)}]",
+                   f"PRelu-{st.src} applies a [C] slope per channel on axis 1; "
+                   f"PRelu-{st.dst} broadcasts from the last axis")
+
+
+def _to_legacy(st: Step) -> None:
+    """numpy (>= 7) -> legacy (<= 6): make legacy's per-channel rule read the slope the same
+    way numpy broadcasting does; [C,1,...,1] becomes the canonical legacy [C]."""
+    s_shape, const = _slope(st)
+    x, slope, vt = st.input(0), st.input(1), st.dst
+    if s_shape is None:
+        raise Refuse(f"the shape of slope {slope!r} is unknown; legacy PRelu-{vt} "
+                     "per-channel broadcasting could misread it")
+    if all(_known_int(d) for d in s_shape) and math.prod(s_shape) == 1:
+        return  # shared: legacy and numpy agree
+    x_shape = st.shape(x)
+    if x_shape is None:
+        if len(s_shape) >= 2:
+            return  # legacy reads multi-dimensional slopes numpy-style
+        raise Refuse(f"the rank of X {x!r} is unknown, so whether legacy PRelu-{vt} would "
+                     f"read slope {slope!r} per channel cannot be decided")
+    r = len(x_shape)
+    try:
+        np_shape = slope_shape_for(x_shape, s_shape, SlopeRule.NUMPY)
+    except EvaluationError as e:
+        raise Refuse(str(e)) from None
+    try:
+        legacy_shape = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
+    except EvaluationError:
+        legacy_shape = None
+    if len(s_shape) >= 2 and r >= 3 and len(s_shape) >= r - 1 and classify(
+            x_shape, s_shape, SlopeRule.NUMPY) is SlopeClass.CHANNEL_AXIS1:
+        # canonical legacy form [C] (legacy PRelu also accepts [C,1,..,1] numpy-style, but
+        # runtimes written for opset <= 6 expect the per-channel vector)
+        c = np_shape[1]
+        if _known_int(c) and _known_int(x_shape[1]) and c == x_shape[1]:
+            axes = [i for i in range(len(s_shape)) if i != len(s_shape) - (r - 1)]
+            _read_slope_as(st, const, (c,), "Squeeze", axes, "per_channel", "squeezed to [C]",
+                           f"PRelu-{vt}'s per-channel form of a [C,1,...,1] slope is [C]")
+            return
+    if legacy_shape is not None and tuple(legacy_shape) == tuple(np_shape) and \
+            not (len(s_shape) == 1 and r >= 3 and not _known_int(x_shape[1])):
+        return
+    if len(s_shape) == 1 and r >= 2:
+        # [C] on the last axis: as [1, C] legacy PRelu broadcasts it numpy-style
+        _read_slope_as(st, const, (1,) + tuple(s_shape), "Unsqueeze", [0], "last_axis",
+                       "unsqueezed to [1, C]",
+                       f"PRelu-{vt} reads a [C] slope per channel on axis 1 when C equals "
+                       "X's dim 1; as [1, C] it broadcasts from the last axis")
+        return
+    raise Refuse(f"slope of shape {list(s_shape)} for X of shape {list(x_shape)} cannot be "
+                 f"expressed by PRelu-{vt}")
+
+
+@at(9, "PRelu", when=dropped_types_possible)
+def integer_types(st: Step) -> None:
+    elem = x_type_going_down(st)
+    if elem is None:
+        return
+    tname = opsets.tensor_type_name(elem)
+    if elem in _UNSIGNED:
+        name = st.node.name or st.fresh(f"{st.label}/identity")
+        st.state.pre.append(helper.make_node("Identity", [st.input(0)], list(st.w.output),
+                                             name=name))
+        st.remove("replaced by Identity", f"PRelu-{st.dst} does not allow {tname}; unsigned "
+                  "X is never negative, so PRelu returns X")
+    elif elem in (TensorProto.INT32, TensorProto.INT64):
+        if st.target < 6:
+            raise Refuse(f"PRelu-{st.dst} does not allow {tname}, and opset {st.target} has "
+                         "no integer arithmetic (Mul/Add take integers from opset 6); "
+                         f"float64 cannot reproduce {tname} products exactly (beyond 2**53, "
+                         "and where they wrap), so the node is not converted")
+        st.finish(lambda s: _integer_form(s, elem, tname))
+
+
+def _integer_form(st: Step, elem: int, tname: str) -> None:
+    """``y = x + Cast(Less(Cast(x, float), 0), T) * (slope * x - x)``, valid at opsets 6..8.
+
+    Only the sign of x goes through float (int -> float rounding never changes a sign); the
+    arithmetic stays in the integer type, so the result is PRelu's own integer product. At
+    opset 6 the binary ops broadcast by their ``broadcast``/``axis`` attributes.
+    """
+    legacy = st.target < 7
+    mul_attrs = _legacy_mul_attrs(st) if legacy else {}
+    less_attrs = {"broadcast": 1} if legacy else {}
+    base = st.node.name or st.label
+    x, slope = st.input(0), st.input(1)
+    y = st.w.output[0]
+
+    def v(s: str) -> str:
+        return st.fresh(f"{base}/{s}")
+
+    xf, zero, neg, mask, sx, d, md = (v("x_float"), v("zero"), v("is_negative"), v("mask"),
+                                      v("slope_x"), v("slope_x_minus_x"), v("masked"))
+    st.state.pre.extend([
+        helper.make_node("Cast", [x], [xf], name=v("cast_sign"), to=TensorProto.FLOAT),
+        helper.make_node("Constant", [], [zero], name=v("zero_const"),
+                         value=helper.make_tensor(zero, TensorProto.FLOAT, [], [0.0])),
+        helper.make_node("Less", [xf, zero], [neg], name=v("less"), **less_attrs),
+        helper.make_node("Cast", [neg], [mask], name=v("cast_mask"), to=elem),
+        helper.make_node("Mul", [x, slope], [sx], name=v("mul_slope"), **mul_attrs),
+        helper.make_node("Sub", [sx, x], [d], name=v("sub")),
+        helper.make_node("Mul", [mask, d], [md], name=v("mul_mask")),
+        helper.make_node("Add", [x, md], [y], name=st.node.name or v("add")),
+    ])
+    st.remove("decomposed into integer Mul/Sub/Add with a sign mask",
+              f"PRelu-{st.dst} does not allow {tname}; x + (x < 0) * (slope * x - x) in "
+              f"{tname} wraps exactly like PRelu's own product, for every value")
+
+
+def _legacy_mul_attrs(st: Step) -> dict[str, int]:
+    """``broadcast``/``axis`` for an opset-6 ``Mul(x, slope)`` that places the slope as
+    legacy PRelu does; refused when legacy Mul cannot express that placement."""
+    s_shape, _ = _slope(st)
+    x_shape = st.shape(st.input(0))
+    if s_shape is None or x_shape is None:
+        raise Refuse("shapes of X and slope are needed to express the slope broadcast with "
+                     "opset-6 Mul, and they are unknown")
+    if all(_known_int(d) for d in s_shape) and math.prod(s_shape) == 1:
+        return {"broadcast": 1}
+    if tuple(s_shape) == tuple(x_shape):
+        return {}
+    try:
+        placed = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
+    except EvaluationError as e:
+        raise Refuse(str(e)) from None
+    r, k = len(x_shape), len(s_shape)
+    axis = 1 if (k == 1 and r >= 2 and placed[1] == s_shape[0] and s_shape[0] != 1) else r - k
+    if tuple(x_shape[axis:axis + k]) == tuple(s_shape):
+        return {"broadcast": 1, "axis": axis}
+    raise Refuse(f"slope of shape {list(s_shape)} for X of shape {list(x_shape)} cannot be "
+                 "placed by opset-6 Mul broadcasting")

@@ -1,0 +1,43 @@
+"""Features that exist only from a newer version and have no older exact form: refused going
+down. Pad **19** (mode 'wrap'), QuantizeLinear/DequantizeLinear **13** (per-axis scales),
+ScatterND/ScatterElements **18** (reduction min/max), Scan **9** (different inputs, both
+ways), GroupNormalization **21** (per-group vs per-channel scale, both ways).
+"""
+
+from __future__ import annotations
+
+from ..registry import at
+from ..step import Refuse, Step
+
+
+@at(19, "Pad")
+def pad_wrap(st: Step) -> None:
+    if not st.up and st.attr("mode", b"constant") in (b"wrap", "wrap"):
+        raise Refuse("mode 'wrap' exists only from Pad-19")
+
+
+@at(13, "QuantizeLinear", "DequantizeLinear")
+def quant_per_axis(st: Step) -> None:
+    if st.up:
+        return
+    s = st.shape(st.input(1))
+    if s is None or len(s) != 0 and not (len(s) == 1 and s[0] == 1):
+        raise Refuse(f"scale of shape {s}: per-axis scales exist only from 13")
+
+
+@at(18, "ScatterND", "ScatterElements")
+def scatter_min_max(st: Step) -> None:
+    red = st.attr("reduction", b"none")
+    if not st.up and red in (b"min", b"max", "min", "max"):
+        raise Refuse(f"reduction={red!r} exists only from {st.op}-18")
+
+
+@at(9, "Scan")
+def scan_8_9(st: Step) -> None:
+    raise Refuse("Scan-8 and Scan-9 take different inputs (batch axis, sequence_lens)")
+
+
+@at(21, "GroupNormalization")
+def groupnorm_scale(st: Step) -> None:
+    raise Refuse("scale and bias are per group at 18 and per channel at 21")
+

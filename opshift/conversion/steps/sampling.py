@@ -1,0 +1,126 @@
+"""Resampling ops.
+
+* Resize **11** (Resize-10 is asymmetric sampling with floor rounding), **13** (roi/scales
+  optional), **19** (half_pixel_symmetric); Upsample **7** (height/width_scale -> scales),
+  **9** (scales input);
+* GridSample **20** (mode names bilinear/bicubic -> linear/cubic); RoiAlign **16** (the old
+  behaviour is coordinate mode 'output_half_pixel').
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import at
+from ..step import Refuse, Step, text
+from .attribute_inputs import attr_to_input, input_to_attr
+
+
+@at(20, "GridSample")
+def gridsample_mode(st: Step) -> None:
+    names = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest"}
+    if not st.up:
+        names = {v: k for k, v in names.items()}
+    mode = st.attr("mode", b"bilinear" if st.up else b"linear")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    st.set_attr("mode", names[mode])
+    if not st.up and st.rank(st.input(0)) not in (None, 4):
+        raise Refuse("GridSample-16 takes only 4-D inputs")
+
+
+@at(16, "RoiAlign")
+def roialign_mode(st: Step) -> None:
+    if st.up:
+        st.set_attr("coordinate_transformation_mode", "output_half_pixel")
+        st.note("coordinate_transformation_mode='output_half_pixel' (RoiAlign-10's behaviour)")
+        return
+    mode = st.attr("coordinate_transformation_mode", b"half_pixel")
+    if mode not in (b"output_half_pixel", "output_half_pixel"):
+        raise Refuse(f"coordinate_transformation_mode={mode!r} does not exist at RoiAlign-10")
+    st.del_attr("coordinate_transformation_mode")
+
+
+@at(11, "Resize")
+def resize_10_11(st: Step) -> None:
+    # Resize-10 samples asymmetrically (x_in = x_out / scale) and rounds nearest down.
+    mode = text(st.attr("mode", b"nearest"))
+    if mode == "nearest":
+        # Resize-10 does not say how nearest rounds when shrinking (onnxruntime takes ceil).
+        scales = st.need_const(1 if st.up else 2, "scales of a nearest Resize")
+        if (scales < 1).any():
+            raise Refuse(f"nearest downsampling (scales {scales.tolist()}) rounds by no "
+                         "rule Resize-10 states")
+    if st.up:
+        st.set_attr("coordinate_transformation_mode", "asymmetric")
+        if mode == "nearest":
+            st.set_attr("nearest_mode", "floor")
+        roi = st.add_const("roi", np.zeros((0,), np.float32))
+        st.set_inputs([st.input(0), roi, st.input(1)])
+        st.note("Resize-10's asymmetric sampling (and floor rounding) written explicitly")
+        return
+    ctm = text(st.attr("coordinate_transformation_mode", b"half_pixel"))
+    nm = text(st.attr("nearest_mode", b"round_prefer_floor"))
+    if ctm != "asymmetric" or mode not in ("nearest", "linear") or (
+            mode == "nearest" and nm != "floor"):
+        raise Refuse(f"mode={mode!r}, coordinate_transformation_mode={ctm!r}, "
+                     f"nearest_mode={nm!r}: Resize-10 samples only asymmetrically with "
+                     "floor rounding")
+    if st.input(3):
+        raise Refuse("sizes exist only from Resize-11")
+    scales = st.need_const(2, "scales")
+    if scales.size == 0:
+        raise Refuse("empty scales")
+    for name in ("coordinate_transformation_mode", "nearest_mode"):
+        if st.has_attr(name):
+            st.del_attr(name)
+    st.set_inputs([st.input(0), st.input(2)])
+    st.note("asymmetric sampling is Resize-10's own")
+
+
+@at(13, "Resize")
+def resize_optional_inputs(st: Step) -> None:
+    if st.up:
+        mode = st.attr("coordinate_transformation_mode", b"half_pixel")
+        if mode in (b"tf_half_pixel_for_nn", "tf_half_pixel_for_nn"):
+            raise Refuse("tf_half_pixel_for_nn does not exist from Resize-13")
+        return
+    inputs = [st.input(i) for i in range(4)]
+    if not inputs[1]:
+        inputs[1] = st.add_const("roi", np.zeros((0,), np.float32))
+    if not inputs[2]:
+        inputs[2] = st.add_const("scales", np.zeros((0,), np.float32))
+    st.set_inputs(inputs)
+
+
+@at(19, "Resize")
+def resize_symmetric(st: Step) -> None:
+    mode = st.attr("coordinate_transformation_mode", b"half_pixel")
+    if not st.up and mode in (b"half_pixel_symmetric", "half_pixel_symmetric"):
+        raise Refuse("half_pixel_symmetric exists only from Resize-19")
+
+
+@at(7, "Upsample")
+def upsample_height_width(st: Step) -> None:
+    if st.up:
+        h, w = st.attr("height_scale"), st.attr("width_scale")
+        if h is None or w is None:
+            raise Refuse("Upsample-1 without height_scale/width_scale")
+        st.del_attr("height_scale")
+        st.del_attr("width_scale")
+        st.set_attr("scales", [1.0, 1.0, float(h), float(w)])
+        st.note("height_scale/width_scale written as scales (NCHW)")
+        return
+    scales = st.attr("scales")
+    if scales is None or len(scales) != 4 or scales[0] != 1 or scales[1] != 1:
+        raise Refuse(f"scales={scales}: Upsample-1 scales only H and W of NCHW inputs")
+    st.del_attr("scales")
+    st.set_attr("height_scale", float(scales[2]))
+    st.set_attr("width_scale", float(scales[3]))
+
+
+@at(9, "Upsample")
+def upsample_scales_input(st: Step) -> None:
+    if st.up:
+        attr_to_input(st, "scales", 1, dtype=np.float32)
+    else:
+        input_to_attr(st, 1, "scales", as_int=False)

@@ -1,0 +1,111 @@
+"""One node walked from its schema version to the target's, one version step at a time.
+
+At each step the functions registered for it (:mod:`.registry`) run, then the schema check
+(:mod:`.generic`); a finisher set by a step runs once the node reached the target's version.
+An op that does not exist at the target is walked down to its first version and then
+replaced (a registered replacement, else its own onnx function body).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx
+
+from .. import opsets
+from ..errors import ConversionError
+from ..graph.facts import Facts
+from ..graph.scopes import Scope
+from .generic import SchemaStep, schema_step, versions_between
+from .registry import Registered, replacement_for, steps_for
+from .step import Context, NodeState, Refuse, Step
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The steps of ``op`` from ``v_from`` to ``v_to`` (None: the op does not exist at the
+    target), each with the registered functions that can act on this model."""
+
+    op: str
+    v_from: int | None  # None: the op does not exist at the source (refused when walked)
+    v_to: int | None
+    steps: tuple[tuple[int, int, tuple[Registered, ...], SchemaStep], ...]
+
+    def inert(self, facts: Facts) -> bool:
+        """No node of this op can change beyond its version number."""
+        return self.v_from is not None and self.v_to is not None and all(
+            not fns and schema.inert(facts) for _, _, fns, schema in self.steps)
+
+
+def walk_for(facts: Facts, op: str, v_from: int, v_to: int | None) -> Walk:
+    walk_to = v_to if v_to is not None else opsets.versions(op)[0]
+    up = v_from < walk_to
+    steps = []
+    for lo, hi in versions_between(op, v_from, walk_to):
+        fns = tuple(r for r in steps_for(op, hi) if r.may_act(op, lo, hi, up, facts))
+        src, dst = (lo, hi) if up else (hi, lo)
+        steps.append((lo, hi, fns, schema_step(op, src, dst)))
+    return Walk(op, v_from, v_to, tuple(steps))
+
+
+def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
+              v_from: int | None, v_to: int | None, name: str, *, depth: int = 0,
+              walk: Walk | None = None) -> tuple[list[onnx.NodeProto] | None, NodeState]:
+    """Walk one node from ``v_from`` to ``v_to``; its replacement (None: the node stays as it
+    is) and its plan. Raises :class:`ConversionError` naming node, versions and scope."""
+    op = n.op_type
+    loc = f"node {name!r} ({op}-{v_from} -> {v_to}, {sc.label})"
+    if v_from is None:
+        raise ConversionError(f"{loc}: {op} does not exist at opset {src}")
+    if walk is None:
+        walk = walk_for(ctx.facts, op, v_from, v_to)
+    walk_to = v_to if v_to is not None else opsets.versions(op)[0]
+    up = v_from < walk_to
+    state = NodeState()
+    for lo, hi, fns, schema in walk.steps:
+        if state.removed:
+            break
+        st = Step(n, op, lo, hi, up, ctx, sc, i, state)
+        try:
+            for r in fns:
+                r.fn(st)
+            if not state.removed:
+                schema.check(st)
+        except Refuse as e:
+            raise ConversionError(
+                f"{loc}: step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
+            ) from None
+    if (state.finisher is None or state.removed) and (v_to is not None or state.removed):
+        return _result(n, state), state
+    end = Step(n, op, walk_to, walk_to, False, ctx, sc, i, state)
+    if state.finisher is not None and not state.removed:
+        try:
+            state.finisher(end)
+        except Refuse as e:
+            raise ConversionError(f"{loc}: at {op}-{walk_to}: {e}") from None
+    if v_to is None and not state.removed:
+        replace = replacement_for(op)
+        try:
+            if replace is not None:
+                replace(end)
+            else:
+                from .steps.missing_ops import write_function_body
+
+                write_function_body(end, src, depth)
+        except Refuse as e:
+            raise ConversionError(f"{loc}: {op} does not exist at opset {ctx.target} and no "
+                                  f"exact decomposition applies: {e}") from None
+    return _result(n, state), state
+
+
+def _result(n: onnx.NodeProto, state: NodeState) -> list[onnx.NodeProto] | None:
+    """The nodes replacing ``n`` after its walk, None when it stays as it is."""
+    if state.removed:
+        return [*state.pre, *state.post]
+    if state.work is not None or state.pre or state.post:
+        node = state.work
+        if node is None:  # the original stays in place: a copy, since the list is rebuilt
+            node = onnx.NodeProto()
+            node.CopyFrom(n)
+        return [*state.pre, node, *state.post]
+    return None

@@ -1,0 +1,180 @@
+"""Kernels from onnx.reference for the (op, version) pairs opshift has no kernel of its own for.
+
+A node runs alone through the op class onnx.reference registers for the schema version in
+force (``onnx.reference.ops.load_op``), with its version's attribute defaults written out
+(onnx.reference's kernels know the newest schema's defaults only). Ops onnx.reference
+implements only by their function body run that body in onnx.reference's evaluator. If,
+Loop, Scan and model-local functions stay with opshift's runtime, which comes back here node
+by node.
+
+Where onnx.reference computes something other than the ONNX definition, opshift has its own
+kernel and this module is never asked: Selu-1's defaults, PRelu's legacy broadcasting,
+BatchNormalization in inference mode at versions 6..14 (see ``ops/``). Random ops are never
+taken from onnx.reference: two runs would differ.
+
+onnx.reference is imported on the first node that needs it (~0.3 s), never for a model
+opshift's kernels cover.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+import numpy as np
+import onnx
+
+from .. import opsets
+
+SOURCE = "onnx.reference"
+
+#: Ops whose results are random: refused rather than run.
+RANDOM = frozenset({"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike",
+                    "RandomUniform", "RandomUniformLike"})
+
+#: Domain -> the onnx.reference module with its ``load_op``.
+_MODULES = {"": "onnx.reference.ops", "ai.onnx.ml": "onnx.reference.ops.aionnxml",
+            "ai.onnx.preview": "onnx.reference.ops.aionnx_preview",
+            "ai.onnx.preview.training": "onnx.reference.ops.aionnx_preview_training"}
+
+#: The domains onnx.reference has kernels for (opshift's own ops are in the default one).
+DOMAINS = frozenset(_MODULES)
+
+#: Attribute values a version spells differently from the newest one, which is all
+#: onnx.reference's kernel knows: (op, version) -> {attribute: {old: new}}.
+_RENAMED = {("GridSample", 16): {"mode": {"bilinear": "linear", "bicubic": "cubic"}}}
+
+#: Behaviour a version fixes that the newest version makes an attribute, given to
+#: onnx.reference's kernel as that attribute: (op, version) -> {attribute: value}.
+_IMPLIED = {("RoiAlign", 10): {"coordinate_transformation_mode": "output_half_pixel"}}
+
+#: Versions onnx.reference has no kernel for whose meaning a later version's kernel keeps
+#: (it only adds types or attributes whose defaults are the old behaviour): (op, version)
+#: -> the version whose kernel runs them.
+_LATER_KERNEL = {("DequantizeLinear", 10): 19, ("DequantizeLinear", 13): 19}
+
+_CONTEXT = object()  # a context-dependent function body: built per node and input types
+
+
+def _quiet(*_args: Any) -> None:
+    return None
+
+
+def _evaluator_cls():
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator
+
+
+@functools.cache
+def _load(domain: str, op: str, version: int) -> Any:
+    """onnx.reference's class (or factory) for ``op`` at schema ``version``, ``_CONTEXT``
+    when it needs the node's input types first, None when it has no kernel."""
+    module = _MODULES.get(domain)
+    if module is None or op in RANDOM:
+        return None
+    from onnx.reference.op_run import RuntimeContextError
+
+    load_op = importlib.import_module(module).load_op
+    version = _LATER_KERNEL.get((op, version), version) if domain == "" else version
+    try:
+        if domain == "":
+            return load_op(domain, op, version, evaluator_cls=_evaluator_cls())
+        return load_op(domain, op, version)
+    except RuntimeContextError:
+        return _CONTEXT
+    except (NotImplementedError, RuntimeError, ValueError, AssertionError, KeyError):
+        return None
+
+
+def available(domain: str, op: str, version: int) -> bool:
+    """Whether onnx.reference has a kernel for ``op`` at schema ``version``."""
+    return _load(domain, op, version) is not None
+
+
+def refusal(domain: str, op: str, version: int) -> str | None:
+    """Why an (op, version) opshift has no kernel for cannot run (None: onnx.reference's
+    kernel runs it)."""
+    if op in RANDOM and domain == "":
+        return "no kernel: its values are random (two runs would differ), not evaluated"
+    if available(domain, op, version):
+        return None
+    return "no kernel: neither the opshift evaluator nor onnx.reference implements it"
+
+
+def _node_for_reference(ctx) -> onnx.NodeProto:
+    """``ctx.node`` as onnx.reference's kernel must see it. Its kernel knows the newest
+    schema only, so the node gets every default of its own version written out; attributes
+    its version does not have then take the newest defaults, which keep the old behaviour
+    except where ``_IMPLIED`` says otherwise. Values in ``_RENAMED`` are spelled the newest
+    way, and attributes that refer to the calling function's are replaced by their values
+    (dropped where the call does not set them, so the default applies)."""
+    node = ctx.node
+    out = onnx.NodeProto()
+    out.CopyFrom(node)
+    del out.attribute[:]
+    for a in node.attribute:
+        if not a.ref_attr_name:
+            out.attribute.append(a)
+        elif ctx.fattrs and a.ref_attr_name in ctx.fattrs:
+            b = out.attribute.add()
+            b.CopyFrom(ctx.fattrs[a.ref_attr_name])
+            b.name = a.name
+    present = {a.name for a in out.attribute}
+    for name, a in opsets.schema(ctx.op, ctx.version, ctx.domain).attributes.items():
+        if name not in present and a.default_value is not None and a.default_value.name:
+            out.attribute.append(a.default_value)
+    implied = dict(_IMPLIED.get((ctx.op, ctx.version), {}))
+    for name, values in _RENAMED.get((ctx.op, ctx.version), {}).items():
+        if ctx.attrs.get(name) in values:
+            implied[name] = values[ctx.attrs[name]]
+    if implied:
+        kept = [a for a in out.attribute if a.name not in implied]
+        del out.attribute[:]
+        out.attribute.extend(kept)
+        out.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in implied.items())
+    return out
+
+
+def _input_types(inputs) -> list[onnx.TypeProto]:
+    out = []
+    for v in inputs:
+        if isinstance(v, np.ndarray):
+            elem = onnx.helper.np_dtype_to_tensor_dtype(v.dtype)
+            out.append(onnx.helper.make_tensor_type_proto(elem, list(v.shape)))
+        else:
+            out.append(onnx.TypeProto())
+    return out
+
+
+def _instance(ctx, inputs) -> Any:
+    cache = ctx.runtime.reference_ops
+    hit = cache.get(id(ctx.node))
+    if hit is not None:
+        return hit[1]
+    node = _node_for_reference(ctx)
+    kind = _load(ctx.domain, ctx.op, ctx.version)
+    if kind is _CONTEXT:
+        from onnx.reference.ops import load_op
+
+        kind = load_op(ctx.domain, ctx.op, ctx.version, node=node,
+                       input_types=_input_types(inputs), evaluator_cls=_evaluator_cls())
+    params = {"log": _quiet, "opsets": dict(ctx.opsets), "verbose": 0, "new_ops": None,
+              "evaluator_cls": _evaluator_cls()}
+    inst = kind(node, params)
+    if ctx.fattrs is None and _load(ctx.domain, ctx.op, ctx.version) is not _CONTEXT:
+        cache[id(ctx.node)] = (ctx.node, inst)  # the same node always builds the same kernel
+    return inst
+
+
+def run(ctx, *inputs) -> list[Any]:
+    """Run ``ctx.node`` on ``inputs`` with onnx.reference's kernel for its version."""
+    try:
+        inst = _instance(ctx, inputs)
+        kwargs = {"context": dict(ctx.scope)} if inst.need_context() else {}
+        results = inst.run(*inputs, **kwargs)
+    except Exception as e:  # any failure inside onnx.reference: one line naming the node
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise ctx.error(f"onnx.reference's kernel failed: {type(e).__name__}: {first}") from e
+    return list(results)

@@ -1,0 +1,192 @@
+"""Graph edits, planned first and written in one go.
+
+A rewrite plans its edits into a :class:`Pending` (new initializers, constants reshaped,
+node replacements); :meth:`Edits.commit` accepts them and :meth:`Edits.write` writes every
+accepted edit into the model at once, so a refusal before that leaves the model untouched.
+Shared helpers make the nodes every rewrite needs: Unsqueeze/Squeeze valid at any opset,
+constants, and reshaped constants (each tensor rewritten once, copied when shared).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import chain
+
+import onnx
+from onnx import TensorProto, helper
+
+from .. import opsets
+from .facts import Constant, Facts
+from .scopes import Scope, may_hold_subgraphs, splice, subgraphs
+
+
+@dataclass(slots=True)
+class Pending:
+    """The edits one rewrite plans, kept apart until :meth:`Edits.commit` accepts them."""
+
+    initializers: list[tuple[Scope, onnx.TensorProto]] = field(default_factory=list)
+    dims: list[tuple[Constant, tuple[int, ...]]] = field(default_factory=list)
+    copies: dict[tuple, str] = field(default_factory=dict)
+    consumed: dict[tuple[int, str], int] = field(default_factory=dict)
+    unused: list[tuple[Scope, str]] = field(default_factory=list)
+
+    def absorb(self, other: Pending) -> None:
+        """Take ``other``'s edits too (a rewrite made of inner rewrites)."""
+        self.initializers.extend(other.initializers)
+        self.dims.extend(other.dims)
+        self.copies.update(other.copies)
+        for k, n in other.consumed.items():
+            self.consumed[k] = self.consumed.get(k, 0) + n
+        self.unused.extend(other.unused)
+
+
+class Edits:
+    """Accepted edits of one model, written by :meth:`write`."""
+
+    def __init__(self, facts: Facts):
+        self.facts = facts
+        self._accepted = Pending()
+        self._replace: dict[int, tuple[Scope, dict[int, list[onnx.NodeProto]]]] = {}
+
+    @property
+    def names(self):
+        return self.facts.names
+
+    # -- planning
+    def commit(self, p: Pending) -> None:
+        self._accepted.absorb(p)
+
+    def replace(self, scope: Scope, index: int, nodes: list[onnx.NodeProto]) -> None:
+        """Replace node ``index`` of ``scope`` by ``nodes`` (written by :meth:`write`)."""
+        self._replace.setdefault(id(scope), (scope, {}))[1][index] = nodes
+
+    def add_initializer(self, p: Pending, scope: Scope, tensor: onnx.TensorProto) -> None:
+        p.initializers.append((scope, tensor))
+        self.facts.add_constant(scope, tensor.name, tensor)
+
+    def reshaped_constant(self, p: Pending, scope: Scope, name: str, const: Constant,
+                          shape: tuple[int, ...], prefix: list[onnx.NodeProto]
+                          ) -> tuple[str, str]:
+        """Constant ``name`` with the same data in ``shape``, for one reader in ``scope``: the
+        tensor itself when that reader is its last one, else a copy made once per scope and
+        shape (an initializer, or a Constant node appended to ``prefix`` in a function).
+        Returns (the name to read, what was done: "reshaped in place ...", "copied to ...",
+        "read as ...")."""
+        shape = tuple(int(d) for d in shape)
+        ukey = (id(scope.root), name)
+        left = self.facts.uses(scope, name) - self._accepted.consumed.get(ukey, 0)
+        if const.editable and left == 1:
+            p.dims.append((const, shape))
+            return name, f"reshaped in place to {list(shape)}"
+        p.consumed[ukey] = p.consumed.get(ukey, 0) + 1
+        p.unused.append((const.scope, name))
+        key = (id(scope), id(const.tensor), shape)
+        copy = p.copies.get(key) or self._accepted.copies.get(key)
+        if copy is not None:
+            return copy, f"read as {copy!r} with shape {list(shape)}"
+        new = TensorProto()
+        new.CopyFrom(const.tensor)
+        new_name = self.names.fresh(f"{name}_{'x'.join(map(str, shape)) or 'scalar'}")
+        new.name = new_name
+        del new.dims[:]
+        new.dims.extend(shape)
+        if scope.graph is not None:
+            self.add_initializer(p, scope, new)
+        else:
+            prefix.append(helper.make_node("Constant", [], [new_name],
+                                           name=self.names.fresh(f"{new_name}/const"),
+                                           value=new))
+        p.copies[key] = new_name
+        return new_name, (f"copied to {new_name!r} with shape {list(shape)} ({name!r} has "
+                          "other readers)")
+
+    # -- writing
+    def write(self) -> None:
+        """Write every accepted edit into the model. Subgraphs come after the scope holding
+        them; writing them first keeps their edits when a parent's node list is rebuilt."""
+        done = self._accepted
+        dims: dict[int, list] = {}
+        for const, shape in done.dims:
+            dims.setdefault(id(const.scope), []).append((const, shape))
+        inits: dict[int, list] = {}
+        for scope, tensor in done.initializers:
+            inits.setdefault(id(scope), []).append(tensor)
+        unused: dict[int, set[str]] = {}
+        for scope, name in done.unused:
+            unused.setdefault(id(scope), set()).add(name)
+        for scope in reversed(self.facts.scopes()):
+            key = id(scope)
+            for const, shape in dims.get(key, ()):
+                _set_dims(const, shape)
+            if key in inits:
+                scope.graph.initializer.extend(inits[key])
+            repl = self._replace.get(key)
+            if repl is not None:
+                splice(scope.nodes, repl[1])
+            if key in unused:
+                # read by as many nodes as before but for the reads rewrites took away
+                left = {n for n in unused[key] if self.facts.uses(scope, n)
+                        <= done.consumed.get((id(scope.root), n), 0)}
+                _remove_unused_constants(scope, left)
+
+
+def _set_dims(const: Constant, shape: tuple[int, ...]) -> None:
+    t = const.tensor
+    del t.dims[:]
+    t.dims.extend(shape)
+    g = const.scope.graph
+    if g is None:
+        return
+    for vi in (*g.input, *g.value_info, *g.output):  # (IR < 4: also a graph input)
+        if vi.name == t.name and vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
+            vi.type.tensor_type.shape.SetInParent()
+            for d in shape:
+                vi.type.tensor_type.shape.dim.add().dim_value = d
+
+
+def _used_names(nodes) -> set[str]:
+    used = set(chain.from_iterable(n.input for n in nodes))
+    holders = {o for o, d in {(n.op_type, n.domain) for n in nodes} if may_hold_subgraphs(d, o)}
+    for n in nodes if holders else ():
+        if n.op_type in holders:
+            for _, g in subgraphs(n):
+                used.update(_used_names(g.node))
+                used.update(o.name for o in g.output)
+    return used
+
+
+def _remove_unused_constants(scope: Scope, names: set[str]) -> None:
+    """Drop the Constant nodes and initializers (not graph inputs) of ``names`` that nothing
+    in ``scope`` uses any more."""
+    if not names:
+        return
+    used = _used_names(scope.nodes)
+    used.update(scope.outputs())
+    dead = names - used
+    if not dead:
+        return
+    gone = {i: [] for i, n in enumerate(scope.nodes)
+            if n.op_type == "Constant" and len(n.output) == 1 and n.output[0] in dead}
+    splice(scope.nodes, gone)
+    g = scope.graph
+    if g is not None and any(t.name in dead for t in g.initializer):
+        inputs = {v.name for v in g.input}
+        for i in reversed(range(len(g.initializer))):
+            if g.initializer[i].name in dead and g.initializer[i].name not in inputs:
+                del g.initializer[i]
+
+
+def axes_nodes(op: str, inp: str, out: str, axes: list[int], opset: int, names
+               ) -> list[onnx.NodeProto]:
+    """Unsqueeze or Squeeze (``op``) of ``axes`` valid at ``opset``: the axes an attribute
+    before version 13, a Constant input from 13 on."""
+    v = opsets.since_version(op, opset)
+    name = names.fresh(f"{out}/{op.lower()}")
+    if v is not None and v >= 13:
+        axes_name = names.fresh(f"{out}/axes")
+        c = helper.make_node("Constant", [], [axes_name], name=names.fresh(f"{out}/axes_const"),
+                             value=helper.make_tensor(axes_name, TensorProto.INT64,
+                                                      [len(axes)], axes))
+        return [c, helper.make_node(op, [inp, axes_name], [out], name=name)]
+    return [helper.make_node(op, [inp], [out], name=name, axes=axes)]

@@ -1,0 +1,323 @@
+"""Element types that follow from the model without shape inference: declarations, and each
+node's outputs typed from its schema (a type parameter bound by an input, a fixed type, or
+Cast's ``to``), model-local function bodies typed once per tuple of call-site input types."""
+
+from __future__ import annotations
+
+import functools
+
+import onnx
+from onnx import TensorProto
+
+from .. import opsets
+from .scopes import (
+    constant_tensor,
+    function_opsets,
+    may_hold_subgraphs,
+    model_opsets,
+    subgraphs,
+)
+
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+_VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic
+
+#: (domain, name) of a model-local function
+FunctionKey = tuple[str, str]
+#: The element types of one function body for one tuple of call-site input types.
+Variant = tuple[tuple[int, ...], dict[str, int]]
+
+
+def take_value_infos(vis, types: dict[str, int], shapes: dict[str, tuple] | None = None
+                     ) -> None:
+    """Record the element types (and, given ``shapes``, the shapes) ``vis`` declare."""
+    for vi in vis:
+        if not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        if tt.elem_type:
+            types[vi.name] = tt.elem_type
+        if shapes is not None and tt.HasField("shape"):
+            shapes[vi.name] = tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim)
+
+
+def _elem_of_type_str(ts: str) -> int | None:
+    if ts.startswith("tensor(") and ts.endswith(")"):
+        try:
+            return TensorProto.DataType.Value(ts[len("tensor("):-1].upper())
+        except ValueError:
+            return None
+    return None
+
+
+@functools.cache
+def output_type_rules(op: str, opset: int) -> tuple | None:
+    """How each output of default-domain ``op`` at ``opset`` gets its element type:
+    ``("input", j, variadic)`` (that of input j, or of any present input from j on),
+    ``("fixed", elem)``, ``("to",)`` (Cast's attribute) or None (not without inference).
+    None for an op the opset does not have."""
+    s = opsets.schema(op, opset)
+    if s is None:
+        return None
+    params = {tc.type_param_str for tc in s.type_constraints}
+    rules: list[tuple | None] = []
+    for k, out in enumerate(s.outputs):
+        if op == "Cast" and k == 0:
+            rules.append(("to",))
+        elif out.type_str in params:
+            j = next((j for j, p in enumerate(s.inputs) if p.type_str == out.type_str), None)
+            rules.append(None if j is None else
+                         ("input", j, s.inputs[j].option == _VARIADIC))
+        else:
+            elem = _elem_of_type_str(out.type_str)
+            rules.append(None if elem is None else ("fixed", elem))
+    return tuple(rules)
+
+
+def cast_to(n: onnx.NodeProto) -> int | None:
+    """The element type a Cast node's ``to`` names (an enum, or Cast-1's string)."""
+    for a in n.attribute:
+        if a.name == "to":
+            if a.type == onnx.AttributeProto.STRING:
+                try:
+                    return TensorProto.DataType.Value(a.s.decode())
+                except ValueError:
+                    return None
+            return a.i or None
+    return None
+
+
+def rule_type(rule: tuple, n: onnx.NodeProto, get) -> int | None:
+    """The type ``rule`` (see :func:`output_type_rules`) gives an output of ``n``; ``get``
+    looks up a value's known type."""
+    kind = rule[0]
+    if kind == "input":
+        ins = n.input
+        j = rule[1]
+        if rule[2]:
+            for c in ins[j:]:
+                t = get(c) if c else None
+                if t:
+                    return t
+            return None
+        return get(ins[j]) if j < len(ins) and ins[j] else None
+    if kind == "fixed":
+        return rule[1]
+    return cast_to(n)
+
+
+class Uniform(dict):
+    """Every value of the model has one element type."""
+
+    def __init__(self, elem: int):
+        super().__init__()
+        self.elem = elem
+
+    def get(self, name, default=None):
+        return self.elem
+
+
+def uniform_types(model: onnx.ModelProto, source: int,
+                  kinds: set[tuple[str, str]] | None = None) -> Uniform | None:
+    """A shortcut for models whose declared values all have one element type and whose ops
+    all give their outputs their inputs' type (a chain of Conv/Add/activations): then every
+    value has that type, with no per-node propagation. ``kinds``: the main graph's
+    (op_type, domain) when known."""
+    g = model.graph
+    if model.functions:
+        return None
+    elems: set[int] = {t.data_type for t in g.initializer}
+    for vis in (g.input, g.output, g.value_info):
+        for vi in vis:
+            if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.elem_type:
+                return None
+            elems.add(vi.type.tensor_type.elem_type)
+    if len(elems) != 1:
+        return None
+    for op, dom in kinds if kinds is not None else {(n.op_type, n.domain) for n in g.node}:
+        if dom not in ("", "ai.onnx") or op in CONTROL_FLOW or op == "Constant":
+            return None
+        rules = output_type_rules(op, source)
+        if not rules or any(r is None or r[0] != "input" for r in rules):
+            return None
+    return Uniform(elems.pop())
+
+
+_UNSET = object()
+
+
+class Propagation:
+    """Declared types, then each node's outputs typed from its schema, in node order.
+
+    A call of a model-local function types the function's inputs from the call site's
+    values and propagates them through its body (once per distinct tuple of input types;
+    0 = unknown), then gives the call's outputs the body's output types. Function bodies get
+    their own name -> type maps: their names are local and may repeat graph names.
+    """
+
+    def __init__(self, model: onnx.ModelProto, source: int):
+        self.model = model
+        self.source = source
+        self.local = {(f.domain, f.name): f for f in model.functions}
+        self.variants: dict[FunctionKey, dict[tuple[int, ...], dict[str, int]]] = {}
+        self._opsets: dict[FunctionKey, int] = {}
+
+    def graph(self, g: onnx.GraphProto, types: dict[str, int], opset: int) -> None:
+        take_value_infos(g.input, types)
+        take_value_infos(g.output, types)
+        take_value_infos(g.value_info, types)
+        for t in g.initializer:
+            types[t.name] = t.data_type
+        self.nodes(g.node, types, opset)
+
+    def function(self, key: FunctionKey, ins: tuple[int, ...]) -> dict[str, int]:
+        known = self.variants.setdefault(key, {})
+        ft = known.get(ins)
+        if ft is not None:
+            return ft  # also stops a (forbidden) recursive call
+        f = self.local[key]
+        ft = known[ins] = {}
+        take_value_infos(getattr(f, "value_info", ()), ft)
+        for name, t in zip(f.input, ins):
+            if t:
+                ft[name] = t
+        opset = self._opsets.get(key)
+        if opset is None:
+            opset = self._opsets[key] = opsets.opset_of(f) or self.source
+        self.nodes(f.node, ft, opset)
+        return ft
+
+    def nodes(self, ns, types: dict[str, int], opset: int) -> None:
+        # The hot loop of type propagation: few protobuf field reads per node.
+        rules_for: dict[str, tuple | None] = {}
+        get = types.get
+        local = self.local
+        for n in ns:
+            op = n.op_type
+            rules = rules_for.get(op, _UNSET)
+            if rules is _UNSET:
+                rules = rules_for[op] = output_type_rules(op, opset)
+            if rules is None or op in CONTROL_FLOW:
+                for _, sg in subgraphs(n):
+                    self.graph(sg, types, opset)
+                if rules is None:
+                    if local and (n.domain, op) in local:
+                        self._call(n, types)
+                    continue
+            dom = n.domain
+            if dom and dom != "ai.onnx":
+                if local and (dom, op) in local:
+                    self._call(n, types)
+                continue
+            if op == "Constant":
+                c = constant_tensor(n)
+                if c is not None:
+                    types[n.output[0]] = c.data_type
+                continue
+            outs = n.output
+            for i, r in enumerate(rules):
+                if i >= len(outs):
+                    break
+                if r is None:
+                    continue
+                if r[0] == "input" and not r[2]:  # the common case, inline
+                    ins = n.input
+                    j = r[1]
+                    t = get(ins[j]) if j < len(ins) else None
+                else:
+                    t = rule_type(r, n, get)
+                if t:
+                    types[outs[i]] = t
+
+    def _call(self, n: onnx.NodeProto, types: dict[str, int]) -> None:
+        key = (n.domain, n.op_type)
+        f = self.local[key]
+        ins = tuple((types.get(n.input[k], 0) if k < len(n.input) and n.input[k] else 0)
+                    for k in range(len(f.input)))
+        ft = self.function(key, ins)
+        for o, fo in zip(n.output, f.output):
+            t = ft.get(fo)
+            if o and t:
+                types[o] = t
+
+
+def declared_and_propagated(model: onnx.ModelProto, source: int
+                            ) -> tuple[dict[str, int], dict[FunctionKey, list[Variant]]]:
+    """The main graph's (and its subgraphs') types, and each function's typed variants (one
+    per distinct tuple of input types its call sites pass; none for a function never called
+    from the model)."""
+    p = Propagation(model, source)
+    types: dict[str, int] = {}
+    p.graph(model.graph, types, source)
+    return types, {key: list(v.items()) for key, v in p.variants.items()}
+
+
+@functools.cache
+def _free_output_types(domain: str, op: str, opset: int) -> frozenset[str]:
+    """Types an op can output that none of its inputs determines (Shape -> int64, Cast-like
+    ops, ...); everything if the op is unknown (a local function, another domain)."""
+    s = opsets.schema(op, opset, domain) if opset else None
+    if s is None:
+        return ALL_TYPES
+    allowed = {tc.type_param_str: frozenset(tc.allowed_type_strs) for tc in s.type_constraints}
+    bound = {p.type_str for p in s.inputs}
+    out: set[str] = set()
+    for p in s.outputs:
+        if p.type_str.startswith("tensor("):
+            out.add(p.type_str)
+        elif p.type_str not in bound:
+            out |= allowed.get(p.type_str, ALL_TYPES)
+    return frozenset(out)
+
+
+ALL_TYPES = frozenset(f"tensor({opsets.tensor_type_name(t)})"
+                      for t in TensorProto.DataType.values() if t)
+
+
+def possible_types(model: onnx.ModelProto) -> frozenset[str]:
+    """Every element type (as 'tensor(...)') any value of the model could have: declared
+    ones, constants, Cast targets, and all allowed types of outputs whose type no input
+    binds. One pass over each node list (subgraphs found from that pass)."""
+    elems: set[int] = set()
+    found: set[str] = set()
+    seen: set[tuple[str, str, int]] = set()
+
+    def scan(nodes, ops: dict[str, int], graph: onnx.GraphProto | None) -> None:
+        if graph is not None:
+            for vi in (*graph.input, *graph.output, *graph.value_info):
+                if vi.type.HasField("tensor_type"):
+                    elems.add(vi.type.tensor_type.elem_type)
+            elems.update(t.data_type for t in graph.initializer)
+        keys = {(n.domain, n.op_type) for n in nodes}
+        default_ops = {o for d, o in keys if d in ("", "ai.onnx")}
+        special = default_ops & {"Cast", "Constant"}
+        holders = {o for d, o in keys if may_hold_subgraphs(d, o)}
+        if special or holders:
+            for n in nodes:
+                op = n.op_type
+                if op in holders:
+                    for _, sg in subgraphs(n):
+                        scan(sg.node, ops, sg)
+                if op not in special or n.domain not in ("", "ai.onnx"):
+                    continue
+                if op == "Cast":
+                    elems.add(cast_to(n) or 0)
+                elif n.attribute and n.attribute[0].type == onnx.AttributeProto.TENSOR:
+                    elems.add(n.attribute[0].t.data_type)
+                else:  # value_float/value_ints/...: any type Constant makes
+                    found.update(_free_output_types("", "Constant", ops.get("", 0)))
+        for d, op in keys:
+            dom = opsets.normalize_domain(d)
+            if dom == "" and op in special:
+                continue
+            key = (dom, op, ops.get(dom, 0))
+            if key not in seen:
+                seen.add(key)
+                found.update(_free_output_types(*key))
+
+    scan(model.graph.node, model_opsets(model), model.graph)
+    for f in model.functions:
+        scan(f.node, function_opsets(model, f), None)
+    found |= {f"tensor({opsets.tensor_type_name(t)})" for t in elems if t}
+    return frozenset(found)

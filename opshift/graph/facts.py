@@ -1,0 +1,302 @@
+"""What a model says about its values, computed lazily and at most once per model.
+
+One :class:`Facts` object answers, for the model as it was given (rewrites plan against it
+before anything is written):
+
+* element types: declared, then propagated through each node's schema (model-local
+  functions once per tuple of call-site input types); onnx shape inference as the last
+  resort;
+* shapes and ranks (symbolic dims kept): declared shapes, constants, then onnx shape
+  inference -- run at most once, on a copy, only when some shape is asked for;
+* constants per scope (initializers that cannot be fed, Constant nodes), seen from nested
+  subgraphs too;
+* use counts per root (the main graph with its subgraphs, or a function);
+* the element types any value could have, and fresh names.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import chain
+
+import onnx
+
+from .. import opsets
+from .element_types import (
+    ALL_TYPES,
+    Uniform,
+    Variant,
+    declared_and_propagated,
+    output_type_rules,
+    possible_types,
+    rule_type,
+    take_value_infos,
+    uniform_types,
+)
+from .names import Names
+from .scopes import Scope, constant_tensor, held_tensor, iter_scopes, subgraphs
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    """A constant value: its tensor, the scope that holds it, and whether an edit may change
+    the tensor itself (an initializer or a Constant node's ``value``, not a tensor made from
+    ``value_floats``)."""
+
+    tensor: onnx.TensorProto
+    scope: Scope
+    editable: bool
+
+
+def _dims(tt) -> tuple:
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                 for d in tt.shape.dim)
+
+
+class Inferred:
+    """Element types and shapes (ints, symbolic names, or None) from one run of onnx shape
+    inference on a copy, for the main graph, subgraphs and function value_info; what
+    inference cannot say is absent. Indexed once; each answer is read from the protobuf
+    when first asked for (a big model has a value_info per node)."""
+
+    def __init__(self, model: onnx.ModelProto):
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        try:
+            m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+        except Exception:  # best effort: what inference cannot say stays unknown
+            m = model
+        self._model = m  # the index points into it
+        #: name -> the ValueInfoProto or TensorProto that says it (the last one wins)
+        self._src: dict[str, object] = {}
+        self._graph(m.graph)
+        for f in m.functions:
+            self._src.update((vi.name, vi) for vi in getattr(f, "value_info", ()))
+
+    def _graph(self, g: onnx.GraphProto) -> None:
+        for vis in (g.input, g.output, g.value_info):
+            self._src.update((vi.name, vi) for vi in vis)
+        self._src.update((t.name, t) for t in g.initializer)
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                self._graph(sg)
+            if n.op_type == "Constant":
+                c = constant_tensor(n)
+                if c is not None:
+                    self._src[n.output[0]] = c
+
+    def elem_type(self, name: str) -> int | None:
+        src = self._src.get(name)
+        if isinstance(src, onnx.TensorProto):
+            return src.data_type or None
+        if src is None or not src.type.HasField("tensor_type"):
+            return None
+        return src.type.tensor_type.elem_type or None
+
+    def shape(self, name: str) -> tuple | None:
+        src = self._src.get(name)
+        if isinstance(src, onnx.TensorProto):
+            return tuple(src.dims)
+        if src is None or not src.type.HasField("tensor_type"):
+            return None
+        tt = src.type.tensor_type
+        return _dims(tt) if tt.HasField("shape") else None
+
+    def shapes(self) -> dict[str, tuple]:
+        out = {}
+        for name in self._src:
+            s = self.shape(name)
+            if s is not None:
+                out[name] = s
+        return out
+
+
+def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | str | None, ...]]:
+    """Value name -> shape (ints, symbolic names, or None) from onnx shape inference."""
+    return Inferred(model).shapes()
+
+
+class Facts:
+    """Lazily computed facts about ``model`` (see the module docstring).
+
+    While a model-local function is planned, :meth:`enter_function` makes type and shape
+    lookups answer for that function's body (its names are its own).
+    """
+
+    def __init__(self, model: onnx.ModelProto, source: int | None = None):
+        self.model = model
+        self.source = source if source is not None else (opsets.opset_of(model) or 0)
+        self._scopes: list[Scope] | None = None
+        self._types: dict[str, int] | None = None
+        self._variants: dict = {}
+        self._inferred: Inferred | None = None
+        self._possible: frozenset[str] | None = None
+        self._names: Names | None = None
+        self._consts: dict[int, dict[str, Constant]] = {}
+        self._inputs: dict[int, frozenset[str]] = {}
+        self._uses: dict[int, Counter] = {}
+        #: the types (and declared shapes) of the function body being planned, else None
+        self.local: dict[str, int] | None = None
+        self.local_shapes: dict[str, tuple] = {}
+        #: types and shapes of values a rewrite made
+        self.extra_types: dict[str, int] = {}
+        self.extra_shapes: dict[str, tuple] = {}
+
+    # -- scopes and names
+    def scopes(self) -> list[Scope]:
+        """Every scope of the model (see :func:`~opshift.graph.scopes.iter_scopes`)."""
+        if self._scopes is None:
+            self._scopes = list(iter_scopes(self.model))
+        return self._scopes
+
+    @property
+    def names(self) -> Names:
+        if self._names is None:
+            self._names = Names(self.model)
+        return self._names
+
+    # -- element types
+    def elem_type(self, name: str) -> int | None:
+        """Element type of ``name``: declared or propagated, else from shape inference."""
+        if not name:
+            return None
+        t = self.extra_types.get(name)
+        if t:
+            return t
+        if self.local is not None:
+            return self.local.get(name) or None
+        t = self.propagated().get(name)
+        if t:
+            return t
+        return self._infer().elem_type(name)
+
+    def propagated(self) -> dict[str, int]:
+        """The declared and propagated element types (no shape inference)."""
+        if self._types is None:
+            self._types = uniform_types(self.model, self.source, self.scopes()[0].kinds)
+            if self._types is None:
+                self._types, self._variants = declared_and_propagated(self.model,
+                                                                      self.source)
+        return self._types
+
+    def function_variants(self, f: onnx.FunctionProto) -> list[Variant]:
+        """(call-site input types, body types) for each distinct tuple of input types the
+        calls of ``f`` pass (in the main graph, subgraphs, and functions called from them)."""
+        self.propagated()
+        return self._variants.get((f.domain, f.name), [])
+
+    def enter_function(self, f: onnx.FunctionProto | None, types: dict[str, int] | None
+                       ) -> None:
+        """Answer for the body of ``f`` with ``types`` (None, None: for the model again)."""
+        self.local = types
+        self.local_shapes = {}
+        if f is not None:
+            take_value_infos(getattr(f, "value_info", ()), {}, self.local_shapes)
+
+    def propagate(self, nodes: Iterable[onnx.NodeProto], opset: int) -> None:
+        """Element types of the outputs of new ``nodes`` (valid at ``opset``), in order."""
+        for n in nodes:
+            c = constant_tensor(n)
+            if c is not None:
+                self.extra_types[n.output[0]] = c.data_type
+                continue
+            for k, r in enumerate(output_type_rules(n.op_type, opset) or ()):
+                if k < len(n.output) and n.output[k] and r is not None:
+                    t = rule_type(r, n, self.elem_type)
+                    if t:
+                        self.extra_types[n.output[k]] = t
+
+    def possible_types(self) -> frozenset[str]:
+        """Every element type (as 'tensor(...)') any value of the model could have (all of
+        them when a function's inputs are untyped: never called, or called with values of
+        unknown type)."""
+        if self._possible is None:
+            types = self.propagated()
+            if type(types) is Uniform:
+                self._possible = frozenset({f"tensor({opsets.tensor_type_name(types.elem)})"})
+            elif any(not self.function_variants(f) or any(
+                    0 in ins for ins, _ in self.function_variants(f))
+                    for f in self.model.functions if f.input):
+                self._possible = ALL_TYPES
+            else:
+                self._possible = possible_types(self.model)
+        return self._possible
+
+    # -- shapes
+    def shape(self, name: str) -> tuple | None:
+        """Shape of ``name`` (ints, symbolic names, None for unknown dims), None if its rank
+        is unknown."""
+        if not name:
+            return None
+        s = self.extra_shapes.get(name)
+        if s is not None:
+            return s
+        if self.local is not None:
+            return self.local_shapes.get(name)
+        return self._infer().shape(name)
+
+    def _infer(self) -> Inferred:
+        if self._inferred is None:
+            self._inferred = Inferred(self.model)
+        return self._inferred
+
+    # -- constants
+    def constant(self, scope: Scope, name: str) -> Constant | None:
+        """The constant ``name`` as ``scope`` sees it (its own, else an enclosing graph's),
+        or None when it is computed or fed at run time."""
+        s: Scope | None = scope
+        while s is not None and name:
+            found = self._scope_constants(s).get(name)
+            if found is not None:
+                return found
+            if name in self._graph_inputs(s):
+                return None
+            s = s.parent
+        return None
+
+    def add_constant(self, scope: Scope, name: str, tensor: onnx.TensorProto) -> None:
+        """Make a constant a rewrite adds visible to later lookups in ``scope``."""
+        self._scope_constants(scope)[name] = Constant(tensor, scope, False)
+
+    def _scope_constants(self, scope: Scope) -> dict[str, Constant]:
+        d = self._consts.get(id(scope))
+        if d is None:
+            d = self._consts[id(scope)] = {}
+            if scope.graph is not None:
+                # from IR 4 an initializer that is also a graph input can be fed
+                fed = self._graph_inputs(scope) if self.model.ir_version >= 4 else ()
+                for t in scope.graph.initializer:
+                    if t.name not in fed:
+                        d[t.name] = Constant(t, scope, True)
+            for n in scope.nodes:
+                if n.op_type != "Constant":
+                    continue
+                held = held_tensor(n)
+                c = held if held is not None else constant_tensor(n)
+                if c is not None:
+                    d[n.output[0]] = Constant(c, scope, held is not None)
+        return d
+
+    def _graph_inputs(self, scope: Scope) -> frozenset[str]:
+        d = self._inputs.get(id(scope))
+        if d is None:
+            d = self._inputs[id(scope)] = frozenset(
+                v.name for v in scope.graph.input) if scope.graph is not None else frozenset()
+        return d
+
+    # -- uses
+    def uses(self, scope: Scope, name: str) -> int:
+        """How many node inputs and graph (or function) outputs read ``name`` in the root of
+        ``scope`` (the main graph with all its subgraphs, or a function)."""
+        root = scope.root
+        counts = self._uses.get(id(root))
+        if counts is None:
+            counts = Counter()
+            for s in self.scopes():
+                if s.root is root:
+                    counts.update(chain.from_iterable(n.input for n in s.nodes))
+                    counts.update(s.outputs())
+            self._uses[id(root)] = counts
+        return counts.get(name, 0)

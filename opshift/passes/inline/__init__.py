@@ -1,0 +1,264 @@
+"""``inline``: PRelu, LeakyRelu and Selu to primitive ops, and model-local functions inlined.
+
+:func:`inline_proto` edits an ``onnx.ModelProto`` in place, in every scope (main graph,
+If/Loop/Scan subgraphs, model-local functions): each node to inline is replaced by the nodes
+of its template (:mod:`.templates`), chosen per node by :mod:`.decompose` from the opset in
+force in its scope; every other node stays as it is. Model-local functions are inlined
+first when asked (:mod:`.functions`). :mod:`.facts` gives the element types and shapes a
+node's decomposition needs; :mod:`.verify` checks the replacements (``inline --verify``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import onnx
+
+from ... import opsets, validate
+from ...errors import OpshiftError
+from ...external import tensor_array
+from ...graph.names import Names
+from ...modelio import ModelLike, from_proto, to_proto
+from ...opsets import normalize_domain
+from ..ir_pass import lazy_attribute, run_as_ir_pass
+from . import decompose as dec
+from .facts import Facts
+from .functions import inline_functions
+from .result import InlinedNode, InlineResult
+from .templates import FUNCTION, LEGACY, OPS, Form, band, form
+from .verify import verify_inline
+
+
+def _parse_ops(ops: Iterable[str] | str | None) -> frozenset[str]:
+    if ops is None:
+        return frozenset(OPS)
+    if isinstance(ops, str):
+        ops = [o for o in ops.split(",") if o.strip()]
+    out = set()
+    canon = {o.lower(): o for o in OPS}
+    for o in ops:
+        o = o.strip()
+        if o.lower() == "none":
+            continue
+        if o.lower() not in canon:
+            raise OpshiftError(f"--ops: unknown op {o!r} (choose from {', '.join(OPS)})")
+        out.add(canon[o.lower()])
+    return frozenset(out)
+
+
+@dataclass
+class _Work:
+    """One node list to edit: a graph's or a function's."""
+
+    owner: onnx.GraphProto | onnx.FunctionProto
+    label: str
+    gname: str
+    opsets: dict[str, int]
+    function: onnx.FunctionProto | None
+    #: the nodes to inline: (index, node, op, name, inputs, outputs)
+    sites: list[tuple[int, onnx.NodeProto, str, str, list[str], list[str]]]
+
+
+_ALL_OPS = frozenset(OPS)
+
+
+def _work_from_census(census: validate.Census, wanted: frozenset[str]) -> list[_Work]:
+    """Every scope of the census (pre-order: a graph before its subgraphs, then functions)
+    with its nodes to inline."""
+    work = []
+    for sc in census.scopes:
+        is_graph = isinstance(sc.owner, onnx.GraphProto)
+        gname = sc.owner.name if is_graph and not work else sc.label
+        sites = sc.sites if wanted >= _ALL_OPS else [t for t in sc.sites if t[2] in wanted]
+        work.append(_Work(sc.owner, sc.label, gname, sc.opsets, sc.function, sites))
+    return work
+
+
+def _scope_constants(w: _Work) -> dict[str, onnx.TensorProto]:
+    """Values fixed in the scope: Constant outputs and initializers that are not also graph
+    inputs (an initializer that is an input, as IR < 4 requires, is only a default that a
+    caller may override, so its value must not choose a decomposition)."""
+    out: dict[str, onnx.TensorProto] = {}
+    if isinstance(w.owner, onnx.GraphProto):
+        inputs = {v.name for v in w.owner.input}
+        for t in w.owner.initializer:
+            if t.name not in inputs:
+                out[t.name] = t
+    for n in w.owner.node:
+        if n.op_type == "Constant" and normalize_domain(n.domain) == "" and \
+                len(n.attribute) == 1 and n.attribute[0].name == "value":
+            out[n.output[0]] = n.attribute[0].t
+    return out
+
+
+def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
+                 functions: Iterable[str] | str | None = None, *,
+                 keep_before: bool = False, census: validate.Census | None = None,
+                 base_dir: str | os.PathLike | None = None) -> InlineResult:
+    """Inline ``ops`` (default: PRelu, LeakyRelu, Selu) and the model-local ``functions``
+    (``"all"``, names, or None for none) in ``model``, in place.
+
+    ``keep_before``: keep a copy of every replaced node in the result (for ``--verify``).
+    ``census``: what :func:`opshift.validate.check` saw of this very ``model`` object, which
+    saves inline running that walk again (ignored once functions are inlined, which rebuilds
+    the model). ``base_dir``: the model's folder, for a PRelu slope in external data that
+    the decomposition at opsets 1..8 depends on (without it such a slope is refused).
+    Raises ConversionError (naming node, op, version) when a node cannot be inlined exactly;
+    the model is then partly edited, so callers that need atomicity work on a copy.
+    """
+    wanted = _parse_ops(ops)
+    result = InlineResult()
+    if functions:
+        inline_functions(model, functions, result)
+        if result.functions_inlined:
+            census = None
+    if not wanted:
+        return result
+    if census is None:  # the structural check's walk gathers what inline needs
+        census = validate.Census()
+        validate.problems(model, census)  # (whether the model passes is the caller's business)
+    work = _work_from_census(census, wanted)
+    if not any(w.sites for w in work):
+        return result
+    names = Names.from_used(census.names)
+    facts = Facts(model, census, base_dir)
+    forms: dict[tuple, Form] = {}
+    # Deepest scopes first: a graph's new node list holds copies of its nodes, so a subgraph
+    # is edited before the graph that holds it; the main graph (work[0]) comes last.
+    for w in reversed(work):
+        opset = w.opsets.get("")
+        if w.sites and opset is not None:
+            _inline_scope(w, opset, names, facts, forms, result, keep_before)
+    return result
+
+
+def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[tuple, Form],
+                  result: InlineResult, keep_before: bool) -> None:
+    """Replace the sites of one scope. First every site's replacement is chosen (and refused,
+    ConversionError, before anything changes); then the scope's node list is emptied and
+    refilled, the kept nodes copied back (a node removed from a list stays readable) and
+    each replacement added in its place. A row of the result holds where in the list its
+    replacement is. In the function and static bands a node's template depends only on
+    (op, version, attributes, X's element type): its :class:`~.templates.Form` is made once
+    per such key."""
+    b = band(opset)
+    function_band = b == FUNCTION
+    consts: dict[str, onnx.TensorProto] | None = None
+    versions: dict[str, int] = {}  # 0: the op does not exist at this opset
+    chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how)
+    for i, node, op, name, ins, outs in w.sites:
+        version = versions.get(op)
+        if version is None:
+            version = versions[op] = opsets.since_version(op, opset) or 0
+        if not version:
+            continue
+        base = name or f"{op.lower()}_{i}"
+        et = 0 if function_band else facts.elem_type(ins[0], w.function)
+        if b != LEGACY:
+            attrs = node.attribute
+            key = (b, op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \
+                if attrs else (b, op, version, et)
+            f = forms.get(key)
+            if f is None:
+                f = forms[key] = form(dec.band_template(
+                    dec.Site(node, version, opset, et, graph=w.gname)))
+            how: Form | list[onnx.NodeProto] = f
+        else:
+            if consts is None and op == "PRelu":
+                consts = _scope_constants(w)
+            how = _legacy(w, node, op, version, opset, et, base, names, facts, consts)
+        chosen.append((i, node, op, version, base, ins[0], outs[0],
+                       ins[1] if op == "PRelu" else None, how))
+    if not chosen:
+        return
+    fkey = None if w.function is None else (w.function.domain, w.function.name)
+    rows = result.rows
+    nodes = w.owner.node
+    old = list(nodes)
+    del nodes[:]
+    add = nodes.add
+    prev = 0
+    for i, node, op, version, base, x, y, slope, how in chosen:
+        nodes.extend(old[prev:i])
+        prev = i + 1
+        start = len(nodes)
+        if isinstance(how, Form):
+            how.bind(add, x, y, slope, base, names)
+        else:
+            nodes.extend(how)
+        before = None
+        if keep_before:
+            before = onnx.NodeProto()
+            before.CopyFrom(node)
+        rows.append((base, op, version, opset, b, w.label, before, (w.owner, start, len(nodes)),
+                     w.opsets, fkey))
+    nodes.extend(old[prev:])
+
+
+def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, et: int,
+            base: str, names: Names, facts: Facts,
+            consts: dict[str, onnx.TensorProto] | None) -> list[onnx.NodeProto]:
+    """A node's replacement in the legacy band (opsets 1..8), where a PRelu's decomposition
+    also depends on its slope's value and shape and on X's shape."""
+    site = dec.Site(node, version, opset, et, graph=w.gname)
+    if op == "PRelu":
+        t = consts.get(node.input[1])
+        if t is not None:
+            site.slope_value = tensor_array(t, facts.base_dir)
+            site.slope_shape = tuple(site.slope_value.shape)
+        if opset <= 6:
+            site.x_shape = facts.shape(node.input[0])
+            if site.slope_shape is None:
+                site.slope_shape = facts.shape(node.input[1])
+    return dec.decompose(site, base, names)
+
+
+def inline(model: ModelLike, ops: Iterable[str] | str | None = None,
+           functions: Iterable[str] | str | None = None):
+    """Inline PRelu/LeakyRelu/Selu (``ops``) and model-local ``functions`` ("all" or names).
+
+    Accepts an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path; returns the same kind
+    (a ModelProto for a path). The input is not modified.
+    """
+    proto, kind, base_dir = to_proto(model)
+    if kind == "proto":
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        proto = copy
+    inline_proto(proto, ops, functions, base_dir=base_dir)
+    return from_proto(proto, kind)
+
+
+def _make_inline_pass() -> type:
+    # onnx_ir (which imports sympy, ~0.3 s) is loaded only when the pass is asked for, so the
+    # command line and inline() never pay for it
+    import onnx_ir as ir
+    from onnx_ir import passes as ir_passes
+
+    class InlinePass(ir_passes.InPlacePass):
+        """``onnx_ir`` adapter over :func:`inline_proto`; ``modified`` is True only if
+        something was inlined. The last :class:`InlineResult` is in :attr:`last_result`."""
+
+        def __init__(self, ops: Iterable[str] | str | None = None,
+                     functions: Iterable[str] | str | None = None):
+            super().__init__()
+            self.ops = ops
+            self.functions = functions
+            self.last_result: InlineResult | None = None
+
+        def call(self, model: ir.Model) -> ir_passes.PassResult:
+            self.last_result, out = run_as_ir_pass(
+                model, lambda proto: inline_proto(proto, self.ops, self.functions))
+            return out
+
+    InlinePass.__module__ = __name__
+    return InlinePass
+
+
+__getattr__ = lazy_attribute(globals(), "InlinePass", _make_inline_pass)
+
+
+__all__ = ["inline", "inline_proto", "verify_inline", "InlineResult", "InlinedNode"]
+

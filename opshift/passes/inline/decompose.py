@@ -1,0 +1,216 @@
+"""Which primitive nodes replace one PRelu, LeakyRelu or Selu node: the node's band and
+template (:mod:`.templates`), what it needs to know about the node, and the nodes that
+cannot be inlined exactly (ConversionError).
+
+PRelu slope placement (:mod:`opshift.broadcast`): at opset >= 7 the slope broadcasts as
+numpy does and is used as is. At opset <= 6 (legacy per-channel rule) the slope's
+placement is resolved from static shapes: a slope of X's shape is used as is; otherwise
+the non-1 span of the placed slope becomes the Mul's B with ``broadcast=1`` and ``axis``
+(``axis=1`` for a per-channel slope). A slope of another shape is reshaped to the span: a
+constant by a new ``<node>/Slope`` Constant; a value that may change at run time (a graph
+input, including an IR < 4 initializer that is also an input) by ``<node>/Slope =
+Squeeze(slope, axes=<its 1-dims outside the span>)``. A placement legacy Mul cannot express
+(1-dim expansion inside the span) raises ConversionError.
+
+Only a slope that cannot change at run time (a Constant node, or an initializer that is not
+a graph input) chooses the Max/Min forms by its values.
+
+Element types: every type an op accepts at an opset is accepted there by the primitives
+used (bfloat16 exists for the ops only from opset 16/22, integers for PRelu from 9), so no
+Casts are needed; a node whose type the primitives do not accept raises ConversionError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ... import opsets
+from ...broadcast import SlopeRule, slope_shape_for
+from ...errors import ConversionError, EvaluationError, where
+from ...graph.names import Names
+from .templates import (
+    FUNCTION,
+    LEGACY,
+    STATIC,
+    Ref,
+    Template,
+    band,
+    function_template,
+    instantiate,
+    legacy_leaky_template,
+    legacy_selu_template,
+    static_template,
+)
+
+
+def attributes(node: onnx.NodeProto, op: str, version: int) -> dict[str, float | Ref]:
+    """alpha/gamma of ``node``: its own, else the defaults of ``op`` at schema ``version``.
+
+    (Selu-1's defaults differ from Selu-6's.) Inside a function body an attribute may be a
+    reference (``alpha=@a``): it is returned as ``Ref('a')``.
+    """
+    out: dict[str, float | Ref] = {
+        k: float(v) for k, v in opsets.attribute_defaults(op, version).items()
+        if k in ("alpha", "gamma")}
+    for a in node.attribute:
+        if a.name in ("alpha", "gamma"):
+            out[a.name] = Ref(a.ref_attr_name) if a.ref_attr_name else float(a.f)
+    return out
+
+
+@dataclass
+class Site:
+    """One node to decompose and what is statically known about it."""
+
+    node: onnx.NodeProto
+    version: int  # schema version of the op in force
+    opset: int  # default-domain opset of the node's scope
+    elem_type: int  # X's TensorProto element type (0 if unknown)
+    x_shape: tuple | None = None
+    slope_shape: tuple | None = None
+    slope_value: np.ndarray | None = None  # constant slope, if known
+    graph: str | None = None
+
+    def where(self) -> str:
+        return where(self.node, version=self.version, graph=self.graph)
+
+
+def band_template(site: Site) -> Template:
+    """The template for ``site`` in the *function* and *static* bands (it depends only on the
+    op, its version, its alpha/gamma and, for *static*, X's element type); ConversionError
+    when the site cannot be inlined there."""
+    op = site.node.op_type
+    attrs = attributes(site.node, op, site.version)
+    b = band(site.opset)
+    if b == FUNCTION:
+        return function_template(op, tuple(sorted(attrs.items())))
+    if b == STATIC:
+        _typed_band_checks(site, attrs)
+        return static_template(op, tuple(sorted(attrs.items())), site.elem_type)
+    raise AssertionError(f"band_template: opset {site.opset} is in the legacy band")
+
+
+def _typed_band_checks(site: Site, attrs: dict[str, float | Ref]) -> None:
+    """Refusals shared by the bands without CastLike."""
+    if not site.elem_type:
+        raise ConversionError(f"{site.where()}: cannot inline at opset {site.opset}: the "
+                              "element type of X is not known")
+    refs = [f"{k}=@{v}" for k, v in attrs.items() if isinstance(v, Ref)]
+    if refs:
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: attribute reference "
+            f"{', '.join(refs)} needs CastLike (opset >= 15); inline the function first "
+            "(--functions)")
+
+
+def decompose(site: Site, base: str, names: Names) -> list[onnx.NodeProto]:
+    """The primitive nodes replacing ``site.node`` at ``site.opset`` (see the module
+    docstring and :mod:`.templates`), their names made unique by ``names``."""
+    node = site.node
+    op = node.op_type
+    x, y = node.input[0], node.output[0]
+    slope = node.input[1] if op == "PRelu" else None
+    if band(site.opset) != LEGACY:
+        return instantiate(band_template(site), x, y, base, names, slope)
+    attrs = attributes(node, op, site.version)
+    _typed_band_checks(site, attrs)
+    if site.elem_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                              onnx.TensorProto.DOUBLE):
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: element type "
+            f"{opsets.tensor_type_name(site.elem_type)} is not accepted by Relu/Max/Mul there")
+
+    def refuse_non_finite(what: str) -> None:
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: {what} is infinite or NaN "
+            f"in {opsets.tensor_type_name(site.elem_type)}, and without Where the legacy "
+            "forms would turn x >= 0 into NaN")
+
+    if op == "Selu":
+        if not np.isfinite(_typed(attrs["alpha"], site.elem_type)):
+            refuse_non_finite("alpha")
+        tpl = legacy_selu_template(attrs["alpha"], attrs["gamma"], site.elem_type, site.opset)
+        return instantiate(tpl, x, y, base, names)
+    if op == "LeakyRelu":
+        a = _typed(attrs["alpha"], site.elem_type)
+        if not np.isfinite(a):
+            refuse_non_finite("alpha")
+        kind = _kind(np.array([a]))
+        tpl = legacy_leaky_template(kind, attrs["alpha"], site.elem_type, site.opset)
+        return instantiate(tpl, x, y, base, names)
+    # PRelu
+    extra: list[onnx.NodeProto] = []
+    axis, broadcast = None, True
+    if site.opset <= 6:
+        extra, slope, axis, broadcast = _legacy_slope(site, base, names)
+    kind = "sub"
+    if site.slope_value is not None:
+        with np.errstate(over="ignore"):
+            values = np.asarray(site.slope_value).astype(
+                helper.tensor_dtype_to_np_dtype(site.elem_type))
+        if not np.all(np.isfinite(values)):
+            refuse_non_finite("a slope element")
+        kind = _kind(values)
+    tpl = legacy_leaky_template(kind, None, site.elem_type, site.opset, axis, broadcast,
+                                "Slope")
+    return extra + instantiate(tpl, x, y, base, names, slope)
+
+
+def _kind(values: np.ndarray) -> str:
+    """'max' when every element is in (0, 1], 'min' when every element is > 1, else 'sub'."""
+    if values.size and bool(np.all(values > 0)) and bool(np.all(values <= 1)):
+        return "max"
+    if values.size and bool(np.all(values > 1)):
+        return "min"
+    return "sub"
+
+
+def _typed(value: float, elem_type: int) -> float:
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+    return float(np.array(np.float32(value)).astype(dtype).astype(np.float64))
+
+
+def _legacy_slope(site: Site, base: str, names
+                  ) -> tuple[list[onnx.NodeProto], str, int | None, bool]:
+    """Resolve a PRelu slope for opset <= 6: (extra nodes, slope value name, axis, broadcast)."""
+    node = site.node
+    x_shape, s_shape = site.x_shape, site.slope_shape
+    if s_shape is not None and x_shape is not None and tuple(s_shape) == tuple(x_shape):
+        return [], node.input[1], None, False
+    if s_shape is not None and all(isinstance(d, int) for d in s_shape) \
+            and int(np.prod(s_shape, dtype=np.int64)) == 1:
+        return [], node.input[1], None, True
+    if x_shape is None or s_shape is None:
+        raise ConversionError(
+            f"{site.where()}: cannot inline legacy PRelu: the shapes of X and slope are not "
+            "statically known, so the per-channel placement of the slope cannot be resolved")
+    try:
+        placed = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
+    except EvaluationError as e:
+        raise ConversionError(f"{site.where()}: cannot inline: {e}") from None
+    non1 = [i for i, d in enumerate(placed) if d != 1]
+    lo, hi = non1[0], non1[-1] + 1
+    span = tuple(placed[lo:hi])
+    if span != tuple(x_shape[lo:hi]):
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: slope shape "
+            f"{list(s_shape)} placed as {list(placed)} on X {list(x_shape)} needs a 1-dim "
+            "expansion, which legacy Mul broadcasting cannot express")
+    axis = lo if hi != len(x_shape) else None
+    if tuple(s_shape) == span:
+        return [], node.input[1], axis, True
+    if site.slope_value is None:  # at run time: Squeeze-1 drops the 1-dims outside the span
+        pad = len(x_shape) - len(s_shape)
+        axes = [i for i in range(len(s_shape)) if not lo <= i + pad < hi]
+        name = names.fresh(f"{base}/Slope")
+        squeeze = helper.make_node("Squeeze", [node.input[1]], [name], name=name, axes=axes)
+        return [squeeze], name, axis, True
+    value = np.asarray(site.slope_value).reshape(span)
+    name = names.fresh(f"{base}/Slope")
+    const = helper.make_node("Constant", [], [name], name=name,
+                             value=numpy_helper.from_array(value))
+    return [const], name, axis, True

@@ -1,0 +1,120 @@
+"""``inline --verify``: each replacement checked against the node it replaced, then the whole
+model, with the bundled evaluator."""
+
+from __future__ import annotations
+
+import onnx
+
+from ...errors import OpshiftError
+from ...graph.scopes import subgraphs
+from ...opsets import normalize_domain
+from .facts import Facts
+from .result import InlineResult
+
+
+def _all_constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    out: dict[str, onnx.TensorProto] = {}
+
+    def graph(g: onnx.GraphProto) -> None:
+        for t in g.initializer:
+            out[t.name] = t
+        nodes(g.node)
+
+    def nodes(ns) -> None:
+        for n in ns:
+            if n.op_type == "Constant" and normalize_domain(n.domain) == "" and \
+                    len(n.attribute) == 1 and n.attribute[0].name == "value":
+                out[n.output[0]] = n.attribute[0].t
+            for _, g in subgraphs(n):
+                graph(g)
+
+    graph(model.graph)
+    for f in model.functions:
+        nodes(f.node)
+    return out
+
+
+def _vi(name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
+    if shape is not None:
+        shape = [d if isinstance(d, int) else f"d{i}" if d is None else d
+                 for i, d in enumerate(shape)]
+    return onnx.helper.make_tensor_value_info(name, elem_type, shape)
+
+
+def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
+                  *, seed: int = 0):
+    """Check each inlined node against its replacement with the evaluator (a small region
+    model each, real constants, generated inputs with special values), then the whole model
+    when the evaluator runs all of it. Signed zeros are compared except for the replacements
+    the decompose table documents. Returns ``(VerifyReport, notes)``; notes say what could
+    not be checked and why. ``result`` must come from ``inline_proto(..., keep_before=True)``.
+    """
+    from ...verify import VerifyReport, evaluator_supports, region_model, verify, verify_rewrites
+
+    report = VerifyReport(seed=seed)
+    notes: list[str] = []
+    facts, facts2 = Facts(original), Facts(inlined)
+    consts = _all_constants(inlined)
+    checked = 0
+    for n in result.nodes:
+        if n.before is None:
+            raise OpshiftError("verify_inline needs inline_proto(..., keep_before=True)")
+        x, y = n.before.input[0], n.before.output[0]
+        if any(a.ref_attr_name for a in n.before.attribute):
+            notes.append(f"{n.label}: not verified locally: its attributes refer to the "
+                         "enclosing function's (only the whole model can check it)")
+            continue
+        fn = None
+        if n.function is not None:
+            fn = next((f for f in original.functions
+                       if (f.domain, f.name) == n.function), None)
+        et = facts.elem_type(x, fn) or facts2.elem_type(x, fn)
+        if not et:
+            notes.append(f"{n.label}: not verified locally: the element type of X is unknown")
+            continue
+        pre: list[onnx.NodeProto] = []
+        ins = []
+        xs = facts.shape(x) or facts2.shape(x)
+        if n.op == "PRelu":
+            s = n.before.input[1]
+            t = consts.get(s)
+            if t is not None:
+                pre.append(onnx.helper.make_node("Constant", [], [s], value=t))
+                if xs is None:
+                    xs = tuple(t.dims)
+            else:
+                ss = facts.shape(s) or facts2.shape(s)
+                if ss is None:
+                    notes.append(f"{n.label}: not verified locally: slope shape unknown")
+                    continue
+                ins.append(_vi(s, facts.elem_type(s) or et, ss))
+                if xs is None:
+                    xs = ss
+        elif xs is None:
+            xs = (8,)
+        ins.insert(0, _vi(x, et, xs))
+        outs = [_vi(y, et, None)]
+        imports = {"": n.opset}
+        before = region_model(pre + [n.before], ins, outs, opset_imports=imports)
+        after = region_model(pre + n.after, ins, outs, opset_imports=imports)
+        try:
+            part = verify_rewrites([(n.label, before, after)], seed=seed,
+                                   signed_zeros=n.signed_zero_exact)
+        except OpshiftError as e:
+            notes.append(f"{n.label}: not verified locally: {e}")
+            continue
+        report.merge(part)
+        checked += 1
+    if checked < len(result.nodes):
+        notes.append(f"{checked} of {len(result.nodes)} replacements verified locally")
+    why = evaluator_supports(original) or evaluator_supports(inlined)
+    if why is not None:
+        notes.append(f"whole model: not verified: {why}")
+    else:
+        exact = all(n.signed_zero_exact for n in result.nodes)
+        try:
+            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact))
+        except OpshiftError as e:
+            notes.append(f"whole model: not verified: {e}")
+    return report, notes
+

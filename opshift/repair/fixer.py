@@ -1,0 +1,140 @@
+"""The fixer: runs every repair in order on a ``ModelProto`` in place."""
+
+from __future__ import annotations
+
+import os
+
+import onnx
+from onnx import helper
+
+from .. import opsets
+from ..errors import ConversionError, function_label
+from ..graph.scopes import iter_scopes, walk_nodes
+from .attributes import fix_attributes
+from .ir_version import fix_ir_version
+from .names import fix_node_names, fix_value_names
+from .prelu_slope import fix_prelu_slopes
+from .report import FixChange, FixResult
+
+SLOPE_CHOICES = ("channel", "numpy")
+
+
+def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
+              strict: bool = True, base_dir: str | os.PathLike | None = None) -> FixResult:
+    """Repair ``model`` in place; return what changed.
+
+    With ``strict`` (the default) a defect that cannot be repaired exactly raises
+    :class:`ConversionError` naming it (the model may then be partly repaired: use
+    :func:`fix` for all-or-nothing). With ``strict=False`` refusals are only listed in
+    :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy). ``base_dir``: the
+    model's folder, for an attribute tensor kept in external data.
+    """
+    if prelu_slope not in (None, *SLOPE_CHOICES):
+        raise ConversionError(f"prelu_slope must be one of {', '.join(SLOPE_CHOICES)}, "
+                              f"got {prelu_slope!r}")
+    fx = Fixer(model, prelu_slope, base_dir)
+    fx.run()
+    if strict and fx.result.refused:
+        first = fx.result.refused[0]
+        more = len(fx.result.refused) - 1
+        raise ConversionError(f"cannot fix exactly: {first.line()}"
+                              + (f" (and {more} more)" if more else ""))
+    return fx.result
+
+
+class Fixer:
+    """The model being repaired, the options, and what was done so far."""
+
+    def __init__(self, model: onnx.ModelProto, prelu_slope: str | None,
+                 base_dir: str | os.PathLike | None = None):
+        self.model = model
+        self.base_dir = base_dir
+        self.prelu_slope = prelu_slope
+        self.result = FixResult()
+        self._functions: set[tuple[str, str]] | None = None
+
+    def change(self, kind, scope, node, what, why) -> None:
+        self.result.changes.append(FixChange(kind, scope, node, what, why))
+
+    def leave(self, kind, scope, node, what, why) -> None:
+        self.result.left_alone.append(FixChange(kind, scope, node, what, why))
+
+    def refuse(self, kind, scope, node, what, why) -> None:
+        self.result.refused.append(FixChange(kind, scope, node, what, why))
+
+    def is_function_call(self, node: onnx.NodeProto) -> bool:
+        if self._functions is None:
+            self._functions = {(opsets.normalize_domain(f.domain), f.name)
+                               for f in self.model.functions}
+        return (opsets.normalize_domain(node.domain), node.op_type) in self._functions
+
+    def run(self) -> None:
+        fix_duplicate_functions(self)
+        fix_opset_imports(self)
+        for scope in list(iter_scopes(self.model)):
+            fix_attributes(self, scope)
+        for scope in list(iter_scopes(self.model)):
+            fix_value_names(self, scope)
+        fix_node_names(self)
+        fix_prelu_slopes(self)
+        fix_ir_version(self)
+
+
+def fix_duplicate_functions(fx: Fixer) -> None:
+    """Remove a second definition of a model-local function identical to the first."""
+    first: dict[tuple[str, str, str], onnx.FunctionProto] = {}
+    drop: list[int] = []
+    for i, f in enumerate(fx.model.functions):
+        earlier = first.setdefault((f.domain, f.name, f.overload), f)
+        if earlier is f:
+            continue
+        label = function_label(f, overload=True)
+        if f == earlier:
+            drop.append(i)
+            fx.change("function", "model", "", f"removed a second definition of {label}",
+                        "identical to the first, so every call means the same")
+        else:
+            fx.refuse("function", "model", "", f"{label} is defined twice with different "
+                        "bodies", "a call could mean either, and nothing says which")
+    for i in reversed(drop):
+        del fx.model.functions[i]
+
+
+def fix_opset_imports(fx: Fixer) -> None:
+    """Add the opset imports the graph and the function bodies use but do not declare."""
+    m = fx.model
+    fdomains = {opsets.normalize_domain(f.domain) for f in m.functions}
+    imported = {opsets.normalize_domain(i.domain) for i in m.opset_import}
+    used = {opsets.normalize_domain(n.domain) for n in walk_nodes(m.graph.node)}
+    for d in sorted(used - imported):
+        _add_import(fx, m, d, fdomains, "model", f"graph {m.graph.name!r}")
+        imported.add(d)
+    for f in m.functions:
+        label = function_label(f)
+        fimported = {opsets.normalize_domain(i.domain) for i in f.opset_import}
+        fused = {opsets.normalize_domain(n.domain) for n in walk_nodes(f.node)}
+        for d in sorted(fused - fimported):
+            v = opsets.opset_of(m, d)
+            if v is not None:
+                f.opset_import.append(helper.make_opsetid(d, v))
+                fx.change("opset_import", label, "",
+                            f"added opset import {d or 'ai.onnx'!r} version {v} to the "
+                            "function", "its body uses the domain; the model imports that "
+                            "version, which is what runtimes fall back to")
+            else:
+                _add_import(fx, f, d, fdomains, label, label)
+
+
+def _add_import(fx: Fixer, holder, d: str, fdomains: set[str], scope: str, users: str) -> None:
+    if d == "":
+        fx.refuse("opset_import", scope, "", "no opset import for the default domain",
+                    f"{users} uses ai.onnx ops but the version is unknown")
+    elif d in fdomains:
+        holder.opset_import.append(helper.make_opsetid(d, 1))
+        fx.change("opset_import", scope, "", f"added opset import {d!r} version 1",
+                    f"{users} calls model-local functions of domain {d!r}; onnx's checker "
+                    "requires an import for every domain a node uses")
+    else:
+        fx.refuse("opset_import", scope, "", f"no opset import for domain {d!r}",
+                    f"{users} uses it and no model-local function defines it, so its "
+                    "version is unknown")

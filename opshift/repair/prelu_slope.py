@@ -1,0 +1,106 @@
+"""PRelu (version >= 7) with a 1-D slope ``[C]`` that only makes sense per channel: the
+slope becomes ``[C, 1, ..., 1]`` by the same edits convert uses (the constant reshaped,
+copied first if shared, or an Unsqueeze valid at the opset when it is dynamic)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import onnx
+
+from .. import broadcast, opsets
+from ..graph.edit import Edits, Pending, axes_nodes
+from ..graph.facts import Facts
+from ..graph.scopes import Scope
+from .report import node_id
+
+if TYPE_CHECKING:
+    from .fixer import Fixer
+
+
+def fix_prelu_slopes(fx: Fixer) -> None:
+    """Reshape every PRelu slope that only makes sense per channel to ``[C, 1, ..., 1]``."""
+    facts = Facts(fx.model)
+    edits = Edits(facts)
+    for scope in facts.scopes():
+        if scope.opset is None:
+            continue
+        ver = opsets.since_version("PRelu", scope.opset)
+        if ver is None or broadcast.rule_for_version(ver) is not broadcast.SlopeRule.NUMPY:
+            continue
+        for i, node in enumerate(scope.nodes):
+            if (node.op_type == "PRelu" and opsets.normalize_domain(node.domain) == ""
+                    and len(node.input) >= 2):
+                _prelu_slope(fx, facts, edits, scope, i, node, ver)
+    edits.write()
+
+def _prelu_slope(fx: Fixer, facts: Facts, edits: Edits, scope: Scope, i: int,
+                 node: onnx.NodeProto, ver: int) -> None:
+    slope = node.input[1]
+    const = facts.constant(scope, slope)
+    if const is not None and const.scope is not scope:
+        const = None  # an enclosing graph's constant: read through an Unsqueeze
+    nid = node_id(node, i)
+    if scope.root.function is not None:
+        # X's shape depends on each call site; names in a function body are their own
+        # namespace, so graph shapes say nothing about them.
+        dims = list(const.tensor.dims) if const is not None else []
+        if len(dims) == 1 and dims[0] > 1:
+            fx.leave("prelu_slope", scope.label, nid, f"1-D slope {slope!r} {dims} not "
+                       "checked", "X's shape inside a function depends on the call "
+                       "site, so its reading cannot be decided")
+        return
+    xs = facts.shape(node.input[0])
+    ss = tuple(const.tensor.dims) if const is not None else facts.shape(slope)
+    if xs is None or ss is None:
+        return
+    if (all(isinstance(d, int) for d in (*xs, *ss))
+            and broadcast.numpy_shape(xs, ss) is None
+            and not broadcast.legacy_is_per_channel(xs, ss)):
+        fx.refuse("prelu_slope", scope.label, nid, f"slope {slope!r} {list(ss)} does "
+                    f"not broadcast to X {list(xs)}", "no reading (numpy, or per channel "
+                    "on axis 1) fits, so there is nothing exact to repair")
+        return
+    if len(ss) != 1 or len(xs) < 3:
+        return
+    c = ss[0]
+    if not isinstance(c, int) or c == 1 or xs[1] != c:
+        return
+    if not broadcast.legacy_is_per_channel(xs, ss):
+        return
+    last = xs[-1]
+    target = [c] + [1] * (len(xs) - 2)
+    what = f"slope {slope!r} {list(ss)} -> {target} so it applies per channel on axis 1"
+    if last == c or not isinstance(last, int):
+        amb = (f"X {list(xs)}: the 1-D slope of {c} fits both axis 1 (per channel, "
+               "legacy PRelu <= 6) and the last axis (numpy)")
+        if fx.prelu_slope == "numpy":
+            fx.leave("prelu_slope", scope.label, nid, "kept the numpy (last-axis) "
+                       "reading", amb + "; --prelu-slope=numpy")
+            return
+        if fx.prelu_slope != "channel":
+            fx.leave("prelu_slope", scope.label, nid, "ambiguous slope; choose with "
+                       "--prelu-slope=channel|numpy", amb)
+            return
+        why = amb + "; --prelu-slope=channel"
+    else:
+        why = (f"X {list(xs)}: numpy broadcasting (PRelu-{ver}) cannot apply a slope of "
+               f"{c} to a last axis of {last}; it only makes sense per channel on axis 1 "
+               "(as PRelu <= 6 read it)")
+    new = onnx.NodeProto()
+    new.CopyFrom(node)
+    prefix: list[onnx.NodeProto] = []
+    if const is not None:
+        pending = Pending()
+        new.input[1], how = edits.reshaped_constant(pending, scope, slope, const,
+                                                    tuple(target), prefix)
+        how = f"constant {how}"
+        edits.commit(pending)
+    else:  # dynamic slope: Unsqueeze it to [C, 1, ..., 1]
+        axes = list(range(1, len(target)))
+        new.input[1] = edits.names.fresh(f"{slope}_per_channel")
+        prefix = axes_nodes("Unsqueeze", slope, new.input[1], axes, scope.opset,
+                            edits.names)
+        how = f"Unsqueeze {prefix[-1].name!r} inserted (axes {axes})"
+    edits.replace(scope, i, [*prefix, new])
+    fx.change("prelu_slope", scope.label, nid, f"{what} ({how})", why)

@@ -1,0 +1,156 @@
+"""Conv against onnx.reference on random cases: 1-D, 2-D and 3-D, groups and depthwise,
+strides, dilations, explicit pads and every auto_pad, with and without bias, batches.
+
+The evaluator accumulates in float64 and rounds once. onnx.reference runs the same case on
+float64 copies of the inputs (so it too sums in float64) and its result is rounded to the
+case's type; the two must agree under the project's comparison policy (``verify.compare``).
+A float32 sum would not: where the products nearly cancel it is many ulps off (checked
+below, so that these comparisons are known to be able to fail).
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import make_model
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from opshift.errors import EvaluationError
+from opshift.evaluator import evaluate
+from opshift.verify import compare
+
+
+def _model(x_shape, w, b, dtype, **attrs):
+    el = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    inits = [numpy_helper.from_array(w.astype(dtype), "w")]
+    ins = ["x", "w"]
+    if b is not None:
+        inits.append(numpy_helper.from_array(b.astype(dtype), "b"))
+        ins.append("b")
+    node = helper.make_node("Conv", ins, ["y"], name="conv", **attrs)
+    return make_model([node], [helper.make_tensor_value_info("x", el, list(x_shape))],
+                      [helper.make_tensor_value_info("y", el, None)], opset=22,
+                      initializers=inits)
+
+
+def _case(rng, nd: int, *, group=1, depthwise=False, batch=1, bias=True, auto_pad=None,
+          strides=True, dilations=True):
+    spatial = [int(rng.integers(5, 12 if nd < 3 else 8)) for _ in range(nd)]
+    c = group * int(rng.integers(1, 4)) if not depthwise else group
+    m = group * (int(rng.integers(1, 4)) if not depthwise else 1)
+    kernel = [int(rng.integers(1, 4)) for _ in range(nd)]
+    attrs = {"group": group} if group != 1 else {}
+    if strides:
+        attrs["strides"] = [int(rng.integers(1, 3)) for _ in range(nd)]
+    if dilations:
+        attrs["dilations"] = [int(rng.integers(1, 3)) for _ in range(nd)]
+    if auto_pad:
+        attrs["auto_pad"] = auto_pad
+    else:
+        attrs["pads"] = [int(rng.integers(0, k + 1)) for k in kernel * 2]
+    x = rng.standard_normal([batch, c, *spatial])
+    w = rng.standard_normal([m, c // group, *kernel])
+    b = rng.standard_normal(m) if bias else None
+    return x, w, b, attrs
+
+
+def _check(x, w, b, attrs, dtype=np.float32):
+    xd = x.astype(dtype)
+    got = evaluate(_model(x.shape, w, b, dtype, **attrs), {"x": xd})["y"]
+    ref = ReferenceEvaluator(_model(x.shape, w.astype(dtype), None if b is None else
+                                    b.astype(dtype), np.float64, **attrs))
+    want = ref.run(None, {"x": xd.astype(np.float64)})[0].astype(dtype)
+    c = compare(want, got)
+    assert c.ok, (attrs, c.reason)
+    return got
+
+
+CASES = [(nd, kw) for nd in (1, 2, 3) for kw in (
+    {}, {"group": 2}, {"group": 3, "depthwise": True}, {"batch": 2}, {"bias": False},
+    {"auto_pad": "SAME_UPPER"}, {"auto_pad": "SAME_LOWER"}, {"auto_pad": "VALID"},
+    {"strides": False, "dilations": False})]
+
+
+@pytest.mark.parametrize("nd,kw", CASES)
+@pytest.mark.parametrize("seed", range(3))
+def test_conv_matches_onnx_reference(nd, kw, seed):
+    rng = np.random.default_rng([CASES.index((nd, kw)), seed])
+    _check(*_case(rng, nd, **kw))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_conv_other_float_types(dtype, rng):
+    x, w, b, attrs = _case(rng, 2, group=2)
+    got = _check(x, w, b, attrs, dtype)
+    assert got.dtype == dtype
+
+
+def test_conv_bfloat16_rounds_once_from_float64(rng):
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    x, w, b, attrs = _case(rng, 2)
+    xb, wb, bb = (a.astype(bf16) for a in (x, w, b))
+    got = evaluate(_model(x.shape, wb, bb, bf16, **attrs), {"x": xb})["y"]
+    ref = ReferenceEvaluator(_model(x.shape, wb.astype(np.float64), bb.astype(np.float64),
+                                    np.float64, **attrs))
+    want = ref.run(None, {"x": xb.astype(np.float64)})[0].astype(bf16)
+    assert got.dtype == bf16
+    assert compare(want, got).ok
+
+
+def test_large_input_goes_through_several_column_blocks(rng):
+    from opshift.evaluator.ops import windows
+
+    # 40 channels * 9 * 160 columns per output row: several rows per block, several blocks
+    x = rng.standard_normal((1, 40, 160, 160))
+    w = rng.standard_normal((8, 40, 3, 3))
+    assert 40 * 9 * 160 * 2 < windows._COLS_CHUNK < 40 * 9 * 160 * 160
+    _check(x, w, rng.standard_normal(8), {"pads": [1, 1, 1, 1]})
+
+
+def test_float32_accumulation_would_fail_the_policy(rng):
+    """Why the evaluator sums in float64: the same products summed in float32 land many
+    ulps from the exact result where they nearly cancel."""
+    x, w, b, attrs = _case(rng, 2, bias=False, strides=False, dilations=False)
+    ref = ReferenceEvaluator(_model(x.shape, w.astype(np.float32), None, np.float32, **attrs))
+    f32 = ref.run(None, {"x": x.astype(np.float32)})[0]
+    exact = ReferenceEvaluator(_model(x.shape, w.astype(np.float32), None, np.float64,
+                                      **attrs)).run(None, {"x": x.astype(np.float32)
+                                                           .astype(np.float64)})[0]
+    assert not compare(exact.astype(np.float32), f32).ok
+    _check(x, w, None, attrs)
+
+
+def test_special_values_propagate(rng):
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    x[0, 0, 2, 2] = np.nan
+    x[0, 1, 4, 4] = np.inf
+    w = np.abs(rng.standard_normal((3, 2, 3, 3))).astype(np.float32)
+    y = evaluate(_model(x.shape, w, None, np.float32, pads=[1, 1, 1, 1]), {"x": x})["y"]
+    assert np.isnan(y[0, :, 1:4, 1:4]).all()  # every window that sees the NaN
+    assert np.isposinf(y[0, :, 4, 4]).all()
+    assert np.isfinite(y[0, :, 0, 0]).all()
+    big = np.full((1, 1, 2, 2), np.finfo(np.float32).max, np.float32)
+    ones = np.ones((1, 1, 2, 2), np.float32)
+    y = evaluate(_model(big.shape, ones, None, np.float32), {"x": big})["y"]
+    assert np.isposinf(y).all()  # the float64 sum overflows only when rounded to float32
+
+
+def test_bad_pads_and_groups_are_named():
+    x = np.zeros((1, 4, 5, 5), np.float32)
+    w = np.zeros((2, 4, 3, 3), np.float32)
+    where = r"node 'conv' \(Conv-22, graph 'g'\): "
+    with pytest.raises(EvaluationError, match=where + "pads .* negative"):
+        evaluate(_model(x.shape, w, None, np.float32, pads=[-1, 0, 0, 0]), {"x": x})
+    with pytest.raises(EvaluationError, match=where + ".*group=3"):
+        evaluate(_model(x.shape, w, None, np.float32, group=3), {"x": x})
+
+
+def test_output_shape_and_layout(rng):
+    x, w, b, attrs = _case(rng, 2, batch=3, group=2)
+    y = _check(x, w, b, attrs)
+    assert y.flags.c_contiguous and y.shape[:2] == (3, w.shape[0])
+    assert math.prod(y.shape) == y.size

@@ -1,0 +1,311 @@
+"""Ops opshift has no kernel of its own for run node by node through onnx.reference's kernel:
+in graphs, subgraphs and model-local functions; ``verify`` and ``convert --verify`` then work
+on such models and say which kernels came from where. A node neither has is a one-line
+exit-2 error naming node, op and version."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import onnx
+import pytest
+from conftest import make_model
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from opshift.cli import main
+from opshift.errors import EvaluationError, UnsupportedError
+from opshift.evaluator import evaluate
+from opshift.evaluator.kernels import kernels, source
+
+
+def vi(name, shape=None, elem=T.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def init(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+def run_cli(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def transformer_block(rng, opset=20) -> onnx.ModelProto:
+    """LayerNormalization, MatMul, an Erf-based Gelu, Gelu-20 itself, Softmax."""
+    d = 8
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "ln_s", "ln_b"], ["ln"]),
+        helper.make_node("MatMul", ["ln", "w"], ["h"]),
+        helper.make_node("Div", ["h", "sqrt2"], ["hs"]),
+        helper.make_node("Erf", ["hs"], ["e"], name="erf"),
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["h", "e1"], ["he"]),
+        helper.make_node("Mul", ["he", "half"], ["g1"]),
+        helper.make_node("Gelu", ["g1"], ["g2"], name="gelu"),
+        helper.make_node("Softmax", ["g2"], ["y"], axis=-1),
+    ]
+    inits = [init("ln_s", 1 + 0.1 * rng.standard_normal(d).astype(np.float32)),
+             init("ln_b", 0.1 * rng.standard_normal(d).astype(np.float32)),
+             init("w", rng.standard_normal((d, d)).astype(np.float32)),
+             init("sqrt2", np.float32(math.sqrt(2))), init("one", np.float32(1)),
+             init("half", np.float32(0.5))]
+    return make_model(nodes, [vi("x", [2, 3, d])], [vi("y", [2, 3, d])], opset=opset,
+                      initializers=inits)
+
+
+def _erf(a):
+    return np.vectorize(math.erf)(a.astype(np.float64))
+
+
+def test_transformer_block_runs_with_kernels_from_both(rng):
+    m = transformer_block(rng)
+    assert kernels(m).sources == {
+        "LayerNormalization-17": "opshift", "MatMul-13": "opshift", "Div-14": "opshift",
+        "Erf-13": "onnx.reference", "Add-14": "opshift", "Mul-14": "opshift",
+        "Gelu-20": "onnx.reference", "Softmax-13": "opshift"}
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    got = evaluate(m, {"x": x})["y"]
+    # the same block written out in float64
+    w = numpy_helper.to_array(m.graph.initializer[2]).astype(np.float64)
+    s, b = (numpy_helper.to_array(t).astype(np.float64) for t in m.graph.initializer[:2])
+    x64 = x.astype(np.float64)
+    ln = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5) * s + b
+    h = ln @ w
+    g = h * (1 + _erf(h / math.sqrt(2))) * 0.5
+    g = g * (1 + _erf(g / math.sqrt(2))) * 0.5
+    e = np.exp(g - g.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-6)
+
+
+def test_verify_and_convert_verify_work_end_to_end(rng, tmp_path, capsys):
+    a = tmp_path / "block.onnx"
+    onnx.save(transformer_block(rng), a)
+    rc, out, _ = run_cli(capsys, "verify", a, a)
+    assert rc == 0, out
+    assert "kernels from onnx.reference: Erf-13, Gelu-20 (the others: opshift's)" in out
+    rc, out, _ = run_cli(capsys, "verify", a, a, "--json")
+    report = json.loads(out)
+    assert report["ok"] and report["kernels"]["Erf-13"] == "onnx.reference"
+    assert report["kernels"]["LayerNormalization-17"] == "opshift"
+    b = tmp_path / "block21.onnx"
+    rc, out, err = run_cli(capsys, "convert", a, "--opset", "21", "-o", b, "--verify")
+    assert rc == 0, out + err
+    assert "whole-model check skipped" not in out
+    assert "Erf-13" in out
+
+
+def resize_and_conv_transpose(rng) -> onnx.ModelProto:
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["r"], mode="linear"),
+             helper.make_node("ConvTranspose", ["r", "w", "b"], ["y"], strides=[2, 2],
+                              pads=[1, 1, 0, 0], name="deconv")]
+    inits = [init("scales", np.float32([1, 1, 2, 2])),
+             init("w", rng.standard_normal((2, 3, 3, 3)).astype(np.float32)),
+             init("b", rng.standard_normal(3).astype(np.float32))]
+    return make_model(nodes, [vi("x", [1, 2, 4, 5])], [vi("y")], opset=19, initializers=inits)
+
+
+def test_resize_and_conv_transpose_verify(rng, tmp_path, capsys):
+    m = resize_and_conv_transpose(rng)
+    p = tmp_path / "up.onnx"
+    onnx.save(m, p)
+    rc, out, _ = run_cli(capsys, "verify", p, p)
+    assert rc == 0, out
+    assert "kernels from onnx.reference: ConvTranspose-11, Resize-19" in out
+    x = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    got = evaluate(m, {"x": x})["y"]
+    assert got.shape == (1, 3, 16, 20) and got.dtype == np.float32
+    ort = pytest.importorskip("onnxruntime")  # a second opinion on the numbers
+    try:
+        want = ort.InferenceSession(m.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    except Exception as e:
+        pytest.skip(f"onnxruntime cannot run it: {str(e)[:100]}")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,opset", [("MaxRoiPool", 22), ("GlobalLpPool", 2)])
+def test_no_kernel_anywhere_is_one_line_exit_2(op, opset, tmp_path, capsys):
+    attrs = {"pooled_shape": [1, 1]} if op == "MaxRoiPool" else {}
+    ins = ["x", "rois"] if op == "MaxRoiPool" else ["x"]
+    m = make_model([helper.make_node(op, ins, ["y"], name="pool", **attrs)],
+                   [vi("x", [1, 2, 3, 3])] + ([vi("rois", [1, 5])] if len(ins) > 1 else []),
+                   [vi("y")], opset=opset)
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    rc, out, err = run_cli(capsys, "verify", p, p)
+    assert rc == 2 and out == ""
+    version = 22 if op == "MaxRoiPool" else 2
+    assert err.count("\n") == 1 and f"node 'pool' ({op}-{version}" in err, err
+    assert "neither the opshift evaluator nor onnx.reference" in err
+    assert "Traceback" not in err
+    assert source("", op, version) is None
+
+
+def test_random_ops_are_refused(rng):
+    m = make_model([helper.make_node("RandomNormalLike", ["x"], ["y"], name="r")],
+                   [vi("x", [2])], [vi("y")], opset=22)
+    with pytest.raises(UnsupportedError, match=r"node 'r' \(RandomNormalLike-22.*random"):
+        evaluate(m, {"x": np.zeros(2, np.float32)})
+
+
+def test_subgraph_and_function_nodes_run_through_onnx_reference(rng):
+    """Erf inside an If branch (reading an outer value), and Shrink inside a model-local
+    function whose lambd refers to the function's attribute."""
+    then = helper.make_graph([helper.make_node("Erf", ["x"], ["t"])], "then", [], [vi("t")])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "else", [], [vi("t")])
+    shrink = helper.make_node("Shrink", ["a"], ["b"])
+    shrink.attribute.append(helper.make_attribute_ref("lambd", onnx.AttributeProto.FLOAT))
+    body = helper.make_function("local", "Shrunk", ["a"], ["b"], [shrink],
+                                [helper.make_opsetid("", 18)], attributes=["lambd"])
+    m = make_model([helper.make_node("If", ["c"], ["t"], then_branch=then, else_branch=other),
+                    helper.make_node("Shrunk", ["t"], ["y"], domain="local", lambd=0.5)],
+                   [vi("c", [], T.BOOL), vi("x", [5])], [vi("y")], opset=18,
+                   functions=[body], extra_opsets=[helper.make_opsetid("local", 1)])
+    assert kernels(m).sources == {"If-16": "opshift", "Erf-13": "onnx.reference",
+                                  "Neg-13": "opshift", "Shrink-9": "onnx.reference"}
+    x = np.float32([-2, -0.3, 0.0, 0.4, 3])
+    got = evaluate(m, {"c": np.array(True), "x": x})["y"]
+    e = _erf(x)
+    want = np.where(np.abs(e) > 0.5, e, 0)  # bias 0: Shrink's default
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-6)
+    got = evaluate(m, {"c": np.array(False), "x": x})["y"]
+    np.testing.assert_array_equal(got, np.float32([2, 0, 0, 0, -3]))
+
+
+@pytest.mark.parametrize("mode16,mode20", [(None, None), ("bilinear", "linear"),
+                                           ("bicubic", "cubic"), ("nearest", "nearest")])
+def test_attributes_follow_the_node_version(mode16, mode20, rng):
+    """GridSample-16 names its modes bilinear (its default) and bicubic, GridSample-20
+    linear (its default) and cubic; onnx.reference's kernel knows only the newer names."""
+    x = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    grid = rng.uniform(-1.1, 1.1, (1, 3, 3, 2)).astype(np.float32)
+    outs = []
+    for opset, mode in ((16, mode16), (20, mode20)):
+        attrs = {"mode": mode} if mode else {}
+        m = make_model([helper.make_node("GridSample", ["x", "grid"], ["y"], **attrs)],
+                       [vi("x", [1, 2, 4, 5]), vi("grid", [1, 3, 3, 2])], [vi("y")],
+                       opset=opset)
+        outs.append(evaluate(m, {"x": x, "grid": grid})["y"])
+    assert outs[0].shape == (1, 2, 3, 3)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_roialign_10_keeps_its_output_half_pixel_rule(rng):
+    """RoiAlign-10 has no coordinate_transformation_mode: it always computes what
+    RoiAlign-16 calls output_half_pixel (RoiAlign-16's default is half_pixel)."""
+    feeds = {"x": rng.standard_normal((1, 2, 6, 6)).astype(np.float32),
+             "rois": np.float32([[0.3, 0.2, 4.9, 3.1], [1, 1, 2, 5]]),
+             "bi": np.array([0, 0], np.int64)}
+    outs = {}
+    for opset, attrs in ((10, {}), (16, {"coordinate_transformation_mode":
+                                         "output_half_pixel"}), (16, {})):
+        m = make_model([helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], **attrs)],
+                       [vi("x", [1, 2, 6, 6]), vi("rois", [2, 4]), vi("bi", [2], T.INT64)],
+                       [vi("y")], opset=opset)
+        outs[opset, bool(attrs)] = evaluate(m, feeds)["y"]
+    np.testing.assert_array_equal(outs[10, False], outs[16, True])
+    assert not np.array_equal(outs[10, False], outs[16, False])
+
+
+@pytest.mark.parametrize("opset,axis", [(10, None), (13, 1)])
+def test_qdq_at_opsets_10_and_13(opset, axis, rng):
+    """DequantizeLinear-10/13 run on onnx.reference's DequantizeLinear-19 kernel (which only
+    adds types): a quantize-dequantize pair, per tensor or per channel."""
+    scale = np.float32([0.05, 0.1, 0.2]) if axis else np.float32(0.1)
+    zp = np.uint8([128, 100, 90]) if axis else np.uint8(128)
+    kw = {"axis": axis} if axis else {}
+    m = make_model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], **kw),
+                    helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], **kw)],
+                   [vi("x", [2, 3, 4])], [vi("y")], opset=opset,
+                   initializers=[init("s", scale), init("z", zp)])
+    assert kernels(m).sources[f"DequantizeLinear-{opset}"] == "onnx.reference"
+    x = (rng.standard_normal((2, 3, 4)) * 8).astype(np.float32)
+    b = (slice(None), None) if axis else ()
+    s64, z64 = np.float64(scale)[b], np.float64(zp)[b]
+    q = np.clip(np.rint(x / s64) + z64, 0, 255)
+    want = ((q - z64) * s64).astype(np.float32)
+    np.testing.assert_allclose(evaluate(m, {"x": x})["y"], want, rtol=1e-6)
+
+
+def test_kernel_failure_is_one_line_naming_the_node():
+    m = make_model([helper.make_node("Resize", ["x", "", ""], ["y"], name="rs")],
+                   [vi("x", [1, 1, 2, 2])], [vi("y")], opset=19)
+    with pytest.raises(EvaluationError, match=r"node 'rs' \(Resize-19, graph 'g'\): "
+                                              r"onnx.reference's kernel failed: \w+"):
+        evaluate(m, {"x": np.zeros((1, 1, 2, 2), np.float32)})
+
+
+def test_ops_lists_every_version_with_its_source(capsys):
+    rc, out, _ = run_cli(capsys, "ops")
+    assert rc == 0
+    rows = {line.split()[0]: line for line in out.splitlines()[1:-1]}
+    assert rows["PRelu"].split()[1:] == ["1,", "6,", "7,", "9,", "16"]
+    head = out.splitlines()[0]
+    col = head.index("onnx.reference")
+    assert rows["Erf"][col:].startswith("9, 13")
+    assert rows["MaxRoiPool"].rstrip().endswith("1, 22")
+    rc, out, _ = run_cli(capsys, "ops", "--json")
+    table = {(e["domain"], e["op"]): e for e in json.loads(out)}
+    assert table[("ai.onnx", "Selu")]["sources"] == {"1": "opshift", "6": "opshift",
+                                                     "22": "opshift"}
+    assert table[("ai.onnx", "Erf")]["sources"]["13"] == "onnx.reference"
+    assert table[("ai.onnx", "RandomNormal")]["no_kernel"] == [1, 22]
+
+
+def test_clip_of_0d_values():
+    """Found by running onnx's node tests through the evaluator: Clip-11 on 0-d inputs."""
+    m = make_model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+                   [vi("x", []), vi("lo", []), vi("hi", [])], [vi("y")], opset=11)
+    y = evaluate(m, {"x": np.float32(3), "lo": np.float32(0), "hi": np.float32(2)})["y"]
+    assert isinstance(y, np.ndarray) and y.shape == () and y == 2
+
+
+# -- where onnx.reference cannot: Upsample-7/9 and Resize-10 ----------------------------------
+
+
+def _scaled(op, opset, x, scales, mode):
+    ins, attrs, inits = ["x"], {"mode": mode}, []
+    if opset == 7:
+        attrs["scales"] = [float(s) for s in scales]
+    else:
+        ins.append("scales")
+        inits.append(init("scales", np.float32(scales)))
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    m = make_model([helper.make_node(op, ins, ["y"], **attrs)],
+                   [vi("x", list(x.shape), elem)], [vi("y", None, elem)], opset=opset,
+                   initializers=inits)
+    assert kernels(m).sources[f"{op}-{opset}"] == "opshift"
+    return evaluate(m, {"x": x})["y"]
+
+
+@pytest.mark.parametrize("op,opset", [("Upsample", 7), ("Upsample", 9), ("Resize", 10)])
+def test_upsample_by_the_asymmetric_rule(op, opset):
+    x = np.float32([[[[1, 2, 3, 4]]]])
+    np.testing.assert_array_equal(_scaled(op, opset, x, [1, 1, 1, 2], "linear"),
+                                  np.float32([[[[1, 1.5, 2, 2.5, 3, 3.5, 4, 4]]]]))
+    np.testing.assert_array_equal(_scaled(op, opset, x, [1, 1, 1, 1.5], "nearest"),
+                                  np.float32([[[[1, 1, 2, 3, 3, 4]]]]))
+    y = _scaled(op, opset, np.arange(6, dtype=np.int64).reshape(1, 1, 2, 3), [1, 1, 2, 2],
+                "nearest")
+    assert y.dtype == np.int64 and y.shape == (1, 1, 4, 6)
+    np.testing.assert_array_equal(y[0, 0], np.repeat(np.repeat([[0, 1, 2], [3, 4, 5]], 2, 0),
+                                                     2, 1))
+
+
+@pytest.mark.parametrize("mode,extra", [("linear", {}), ("nearest", {"nearest_mode": "floor"})])
+def test_resize_10_is_resize_11_with_asymmetric_coordinates(mode, extra, rng):
+    x = rng.standard_normal((1, 2, 5, 7)).astype(np.float32)
+    scales = np.float32([1, 1, 1.7, 0.6])
+    old = _scaled("Resize", 10, x, scales, mode)
+    m = make_model([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode,
+                                     coordinate_transformation_mode="asymmetric", **extra)],
+                   [vi("x", list(x.shape))], [vi("y")], opset=11,
+                   initializers=[init("scales", scales)])
+    new = evaluate(m, {"x": x})["y"]  # Resize-11 runs through onnx.reference
+    assert old.shape == new.shape == (1, 2, 8, 4)
+    np.testing.assert_allclose(old, new, rtol=1e-6, atol=1e-6)
