@@ -2,7 +2,10 @@
 
 Each subcommand lives in :mod:`opshift.commands` as a module with ``register(subparsers)``,
 which adds its parser and sets ``func(args) -> int``. Exit codes: 0 ok, 1 verification
-mismatch, 2 bad input or impossible request.
+mismatch, 2 bad input or impossible request, 3 internal error (a bug in opshift: one line,
+the traceback with -v), 130 interrupted (SIGINT), 143 and 129 stopped by SIGTERM and SIGHUP
+(:func:`exit_on_signals`), 141 (128 + SIGPIPE) when stdout is closed early
+(``opshift ops | head -1``: no message).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import os
 import re
 import shutil
 import sys
@@ -17,7 +21,7 @@ import traceback
 from collections.abc import Sequence
 
 from .commands._options import HOISTED, add_common_options
-from .errors import OpshiftError
+from .errors import OpshiftError, printable
 
 COMMANDS = ("convert", "inline", "fuse", "fix", "inspect", "verify", "ops")
 
@@ -218,13 +222,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.quiet and args.verbose:
         parser.error("-q and -v cannot be used together (-q prints nothing, -v everything)")
+    verbose = getattr(args, "verbose", 0)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except OpshiftError as e:
         _json_error(args, e)
-        if getattr(args, "verbose", 0):
+        if verbose:
             traceback.print_exc()
-        print(f"opshift {args.command}: error: {e}", file=sys.stderr)
+        print(f"opshift {args.command}: error: {printable(_naming_the_file(str(e), args))}",
+              file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("opshift: interrupted", file=sys.stderr)
@@ -232,6 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         print(f"opshift {args.command}: error: out of memory", file=sys.stderr)
         return 2
+    except Exception as e:  # a bug in opshift, not in the input
+        if verbose:
+            traceback.print_exc()
+        what = str(e).splitlines()[0] if str(e).strip() else ""
+        what = printable(f"{type(e).__name__}: {what}" if what else type(e).__name__)
+        hint = "" if verbose else " (run with -v for the traceback)"
+        print(f"opshift {args.command}: internal error: {what}{hint}", file=sys.stderr)
+        return INTERNAL_ERROR
 
 
 def _json_error(args, e: OpshiftError) -> None:
@@ -244,6 +262,39 @@ def _json_error(args, e: OpshiftError) -> None:
     file = inputs[0] if len(inputs) == 1 else None
     print(Outcome(args.command, file).fail(e, e.exit_code, file).json_line(), flush=True)
 
+
+def _naming_the_file(msg: str, args: argparse.Namespace) -> str:
+    """``msg``, led by the input file when it names neither the input nor the output or a
+    file beside it (an error from deep in a pass or the evaluator knows the node, not the
+    file)."""
+    inputs = getattr(args, "inputs", None) or []
+    src = inputs[0] if len(inputs) == 1 else getattr(args, "input", None)
+    out = getattr(args, "output", None)
+    named = [str(src), str(out)] if out else [str(src)]
+    if out and os.path.dirname(out):
+        named.append(os.path.join(os.path.dirname(out), ""))  # an external data file's folder
+    if not src or any(n in msg for n in named):
+        return msg
+    return f"{src}: {msg}"
+
+
+#: Exit code of a bug in opshift (an exception that is not an :class:`OpshiftError`).
+INTERNAL_ERROR = 3
+#: Exit code when the reader of stdout went away (128 + SIGPIPE, what a shell reports).
+STDOUT_CLOSED = 141
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout is gone (``| head``): end quietly. What is still buffered for
+    stdout is dropped, and stdout points at /dev/null so that the flush at interpreter exit
+    finds nothing to complain about."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a file (in-process caller)
+        pass
+    return STDOUT_CLOSED
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -22,12 +22,23 @@ class UnsupportedError(OpshiftError):
     """An op, version, type or attribute opshift cannot handle exactly."""
 
 
+class LimitError(UnsupportedError):
+    """A check that would take more work than opshift allows itself (a Loop of 10**15
+    iterations, inputs of billions of elements): not attempted, and not handed to another
+    runtime either."""
+
+
 class EvaluationError(OpshiftError):
     """The evaluator could not run a node (bad shapes, inputs that do not fit, ...)."""
 
 
 class ConversionError(OpshiftError):
     """A rewrite could not be made exact, so none was made."""
+
+
+class ArgumentTypeError(OpshiftError, TypeError):
+    """An argument of the wrong type passed to the API (``convert(model, "13")``): a
+    TypeError, and an OpshiftError like every error opshift raises on purpose."""
 
 
 class VerificationError(OpshiftError):
@@ -68,3 +79,13 @@ def where(node=None, *, op: str | None = None, version: int | None = None,
     if graph:
         loc += f", graph {graph!r}"
     return loc + ")"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (newline, escape sequences,
+    other controls) written as its Python escape, as ``repr`` shows it: a name read from a
+    model can neither break a one-line record nor reach the terminal. Unchanged when it has
+    none (the common case)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

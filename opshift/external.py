@@ -138,6 +138,8 @@ def plain_array(t: onnx.TensorProto) -> np.ndarray | None:
         return None
     dtype, field_name = plain
     if t.HasField("raw_data"):
+        if len(t.raw_data) % dtype.itemsize:
+            return None  # (numpy_helper's error is the one reported)
         arr = np.frombuffer(t.raw_data, dtype=dtype)
     else:
         arr = np.array(list(getattr(t, field_name)), dtype=dtype)
@@ -160,7 +162,12 @@ def tensor_array(t: onnx.TensorProto, base_dir: str | os.PathLike | None = None,
     from onnx import numpy_helper
 
     if not uses_external_data(t):
-        return numpy_helper.to_array(t)
+        try:
+            return numpy_helper.to_array(t)
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+            from .wellformed import undecodable
+
+            raise ModelLoadError(f"{_prefix(origin)}{undecodable(t, e)}") from e
     loaded = onnx.TensorProto()
     loaded.CopyFrom(t)
     _fill(loaded, read_external(t, base_dir, origin))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from .errors import printable
 from .tables import WIDTH, plural, table, wrap
 
 #: Lines of each grouped list before the rest is summed up in one line.
@@ -41,7 +42,7 @@ def summary(r) -> list[str]:
         lines.append("no PRelu, LeakyRelu or Selu nodes")
     lines += _defects(r.defects, grouped=True)
     lines += _conversion(r, grouped=True)
-    return lines
+    return [printable(x) for x in lines]
 
 
 def full(r) -> list[str]:
@@ -58,13 +59,13 @@ def full(r) -> list[str]:
                      slope_text(row) if row.op == "PRelu" else "-"]
             if r.target_opset is not None:
                 cells.append(row.at_target or "?")
-            body.append(cells)
+            body.append([printable(c) for c in cells])
         lines += table(head, body)
     else:
         lines.append("no PRelu, LeakyRelu or Selu nodes")
     lines += _defects(r.defects, grouped=False)
     lines += _conversion(r, grouped=False)
-    return lines
+    return [printable(x) for x in lines]
 
 
 def slope_text(row) -> str:
@@ -108,7 +109,7 @@ def _defects(d: dict[str, Any], *, grouped: bool) -> list[str]:
 
 def _defect_line(c: dict[str, Any]) -> str:
     node = f", node {c['node']}" if c["node"] else ""
-    return f"{c['scope']}{node}: {c['what']} -- {c['why']}"
+    return printable(f"{c['scope']}{node}: {c['what']} -- {c['why']}")
 
 
 def _conversion(r, *, grouped: bool) -> list[str]:
@@ -122,14 +123,15 @@ def _conversion(r, *, grouped: bool) -> list[str]:
         by: dict[str, list[dict]] = {}
         for c in changes:
             by.setdefault(c.get("op", ""), []).append(c)
-        body = [[op, f"{len(cs):,}", f"e.g. {cs[0].get('node', '')}: {cs[0].get('what', '')}"]
+        body = [[op, f"{len(cs):,}",
+                 printable(f"e.g. {cs[0].get('node', '')}: {cs[0].get('what', '')}")]
                 for op, cs in sorted(by.items(), key=lambda kv: -len(kv[1]))]
         lines += _indent(table(["change", "nodes", "first"], _capped(body, 1, "changes"),
                                right=(1,), width=WIDTH - 2)) if body else []
     else:
-        lines += [x for c in changes for x in wrap(
+        lines += [x for c in changes for x in wrap(printable(
             f"  {c.get('scope', '')}, node {c.get('node', '')}: {c.get('what', '')} -- "
-            f"{c.get('why', '')}")]
+            f"{c.get('why', '')}"))]
     lines += [x for note in r.conversion.get("notes", []) for x in wrap(f"  note: {note}")]
     return lines
 

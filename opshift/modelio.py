@@ -43,6 +43,10 @@ def parse_model_bytes(data: bytes, origin: str = "<bytes>") -> onnx.ModelProto:
     try:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
+        if "depth" in str(e).lower():  # upb: "Exceeded upb_DecodeOptions_MaxDepth"
+            raise ModelLoadError(
+                f"{origin}: nested too deeply: protobuf refuses messages nested more than "
+                "100 levels (graphs in If/Loop/Scan bodies inside each other)") from e
         raise ModelLoadError(
             f"{origin}: not an ONNX model (protobuf parse failed; truncated or not ONNX)"
         ) from e
@@ -51,11 +55,20 @@ def parse_model_bytes(data: bytes, origin: str = "<bytes>") -> onnx.ModelProto:
 
 
 def check_model_shape(model: onnx.ModelProto, origin: str = "<model>") -> None:
-    """Reject protobufs that parsed but are not usable ONNX models."""
+    """Reject protobufs that parsed but are not usable ONNX models: no graph, an IR version
+    or opset imports the installed onnx does not know (:mod:`opshift.wellformed`)."""
+    from . import wellformed
+
     if not model.HasField("graph") or model.ir_version <= 0:
         raise ModelLoadError(f"{origin}: not an ONNX model (no graph or no IR version)")
+    p = wellformed.ir_version_problem(model.ir_version)
+    if p is not None:
+        raise ModelLoadError(f"{origin}: {p}")
     if not model.opset_import:
         raise ModelLoadError(f"{origin}: model has no opset import")
+    p = wellformed.opset_import_problem(model.opset_import)
+    if p is not None:
+        raise ModelLoadError(f"{origin}: {p}")
     from .opsets import MAX_OPSET, normalize_domain
 
     for imp in model.opset_import:

@@ -108,7 +108,10 @@ def type_str(dtype: np.dtype) -> str:
 
 def tensor_type_name(elem_type: int) -> str:
     """TensorProto data type -> the name used in type strings ('float', 'bfloat16', ...)."""
-    return onnx.TensorProto.DataType.Name(elem_type).lower()
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:  # not a type of the installed onnx: the structural check refuses it
+        return f"<element type {elem_type}>"
 
 
 def ir_version_for_opset(opset: int) -> int:
@@ -165,3 +168,11 @@ def activation_attribute_types(op: str, opset: int) -> tuple[int, dict[str, int]
     if s is None:
         return None
     return s.since_version, {n: int(a.type.value) for n, a in s.attributes.items()}
+
+
+@functools.cache
+def x_types_of_any_version(op: str, domain: str = "") -> frozenset[str]:
+    """Type strings any version of ``op`` allows for its first input."""
+    return frozenset().union(*(
+        allowed_types(op, v, domain, schema(op, v, domain).inputs[0].type_str)
+        for v in versions(op, domain)))

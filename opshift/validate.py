@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from . import typerules
+from . import typerules, wellformed
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
+from .census import Census, CensusScope
 from .errors import EvaluationError, ModelLoadError, function_label, where
 from .opsets import (
     ACTIVATIONS,
@@ -28,6 +28,8 @@ from .opsets import (
     normalize_domain,
     schema,
     since_version,
+    tensor_type_name,
+    x_types_of_any_version,
 )
 
 #: Problem kinds, so a caller can tolerate some (``fix`` repairs duplicate names).
@@ -39,38 +41,13 @@ UNKNOWN_OP = "unknown-op"
 ATTRIBUTE = "attribute"  # an attribute the op version does not define, or of the wrong type
 SLOPE = "slope"  # a PRelu slope that cannot broadcast to X's declared shape
 DUPLICATE_FUNCTION = "duplicate-function"  # two model-local functions with one identity
-
-
-@dataclass
-class CensusScope:
-    """One node list of the model: a graph (main or subgraph) or a model-local function."""
-
-    owner: onnx.GraphProto | onnx.FunctionProto
-    label: str  # "graph 'g'", "graph 'g'/node 'if'/then_branch", "function dom::name"
-    opsets: dict[str, int]
-    function: onnx.FunctionProto | None  # the function the scope is (or is nested) in
-    #: the activations: (index, node, op, name, inputs, outputs), read once by the walk
-    sites: list[tuple[int, onnx.NodeProto, str, str, list[str], list[str]]] = field(
-        default_factory=list)
-
-
-@dataclass
-class Census:
-    """What the structural walk saw, for a pass that would otherwise walk the model again
-    (inline): every scope in pre-order with its PRelu/LeakyRelu/Selu nodes, and every name
-    in use (values, node names, graph and function inputs). Valid while the model is not
-    edited."""
-
-    names: set[str] = field(default_factory=set)
-    scopes: list[CensusScope] = field(default_factory=list)
-    external: bool = False  # some tensor lives in external data (see modelio)
-    #: (domain, op_type) of the nodes anywhere in the model; filled in both modes
-    kinds: set[tuple[str, str]] = field(default_factory=set)
-    #: value -> element type in graphs below opset 15 (where inline needs X's type): the
-    #: declared types and what :mod:`opshift.typerules` propagates through the nodes
-    types: dict[str, int] = field(default_factory=dict)
-    #: False: fill only ``external`` and ``kinds`` (for a caller that needs nothing else)
-    full: bool = True
+#: the problems ``fix`` repairs
+REPAIRABLE = (DUPLICATE_VALUE, MISSING_OPSET, ATTRIBUTE, SLOPE, DUPLICATE_FUNCTION)
+#: not a well-formed model (:mod:`opshift.wellformed`): a name that is not UTF-8, an unknown
+#: element type, a negative dim, tensor data that does not fit its dims, an activation with
+#: the wrong inputs or outputs, a function that calls itself; never allowed
+MALFORMED = "malformed"
+UNSUPPORTED = "unsupported"  # well-formed, but nothing opshift can rewrite (sparse initializers)
 
 
 class _Walker:
@@ -86,11 +63,26 @@ class _Walker:
     def add(self, kind: str, msg: str) -> None:
         self.problems.append((kind, msg))
 
+    def text(self, label: str, what: str, values: Iterable) -> None:
+        bad = wellformed.text_problem(values)
+        if bad is not None:
+            self.add(MALFORMED, f"{label}: {wellformed.not_text(what, bad)}")
+
+    def graph_header(self, g: onnx.GraphProto, label: str) -> None:
+        for p in wellformed.header_problems(g, label):
+            self.add(MALFORMED, p)
+        if len(g.sparse_initializer):
+            self.add(UNSUPPORTED, f"{label}: sparse initializers are not supported (convert "
+                                  "them to dense initializers first)")
+
     def graph(self, g: onnx.GraphProto, opsets: dict[str, int], outer: frozenset[str] | set[str],
               label: str) -> None:
         defined: set[str] = set()
-        for name in [v.name for v in g.input] + [t.name for t in g.initializer]:
-            if name in defined and name not in {t.name for t in g.initializer}:
+        self.graph_header(g, label)
+        init_names = [t.name for t in g.initializer]
+        inits = set(init_names)  # (IR 3 lists every weight as a graph input too)
+        for name in [v.name for v in g.input] + init_names:
+            if name in defined and name not in inits:
                 self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
             defined.add(name)
         census, parent = self.census, self._scope
@@ -104,6 +96,7 @@ class _Walker:
             census.scopes.append(self._scope)
             census.names.update(v.name for v in g.output)
         self.nodes(g.node, opsets, defined, outer, label, g)
+        self.text(label, "value name", defined)
         if self.full:
             census.names.update(defined)
             self._scope = parent
@@ -130,7 +123,6 @@ class _Walker:
         specs: dict[str, tuple] = {}
         declared_x: dict[str, tuple] | None = None  # X shapes declared in ``graph``
         census, full = self.census, self.full
-        add_name = census.names.add if full else None
         sites = self._scope.sites if full else None
         types = None
         if full and graph is not None and opsets.get("", 0) < 15:
@@ -140,14 +132,17 @@ class _Walker:
             types_get, types_setdefault = types.get, types.setdefault
         issuperset, isdisjoint, update = defined.issuperset, defined.isdisjoint, defined.update
         node_name = ""
+        node_names = []
         for i, n in enumerate(nodes):
-            if add_name is not None:
-                node_name = n.name
-                add_name(node_name)
+            node_name = n.name
+            node_names.append(node_name)
             ins = n.input[:]
             if not issuperset(ins):
                 for name in ins:
-                    if name not in defined:
+                    if not isinstance(name, str):
+                        self.add(MALFORMED, f"{label}: {where(n)}: input "
+                                            f"{wellformed.not_text('name', name)}")
+                    elif name not in defined:
                         self.add(CYCLE, f"{label}: {where(n)} uses {name!r} before it is "
                                         "defined (cycle, unsorted graph, or missing input)")
             op, domain = n.op_type, n.domain
@@ -173,19 +168,26 @@ class _Walker:
                     spec = specs.get(op)
                     if spec is None:
                         spec = specs[op] = _activation_spec(op, opsets.get("", 0))
-                    check = bool(n.attribute)
-                    if not check and spec[2] is not None and graph is not None \
-                            and len(ins) >= 2:
+                    check = bool(n.attribute) or len(ins) != spec[3] or len(outs) != 1 \
+                        or "" in ins or not outs[0]
+                    if not check and graph is not None:
                         if declared_x is None:
-                            declared_x = self._declared(graph)[0]
+                            declared_x = self._declared(graph)[2]
                         check = ins[0] in declared_x
                     if check:
                         self.activation(n, ins, opsets.get("", 0), label, graph)
                     if sites is not None:
                         sites.append((i, n, op, node_name, ins, outs))
-                if flags & _TENSORS and census is not None and not census.external:
-                    census.external = _holds_external_data(n)
+                if flags & _TENSORS:
+                    self.attribute_names(n, label)
+                    p = wellformed.attribute_tensor_problem(n)
+                    if p is not None:
+                        self.add(MALFORMED, f"{label}: {where(n)}: {p}")
+                    if census is not None and not census.external:
+                        census.external = _holds_external_data(n)
                 if flags & _SUBGRAPHS:
+                    if not flags & _TENSORS:
+                        self.attribute_names(n, label)
                     for a in n.attribute:
                         subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
                             list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
@@ -201,6 +203,10 @@ class _Walker:
                         self.add(DUPLICATE_VALUE, f"{label}: {where(n)} defines {name!r}, "
                                                   "which is already defined")
             update(outs)
+        if wellformed.text_problem(node_names) is not None:
+            self.text(label, "node name", node_names)
+        elif full:
+            census.names.update(node_names)
         if census is not None:  # the op tables hold every kind of node met, at no extra cost
             census.kinds.update(("", op) for op in flags_by_op)
             census.kinds.update(flags_by_key)
@@ -209,13 +215,27 @@ class _Walker:
                    graph: onnx.GraphProto | None) -> None:
         """Attributes against the schema in force; a constant PRelu slope against X's
         declared shape (graph input, output or value_info: no shape inference here)."""
-        version, types, rule = _activation_spec(n.op_type, opset)
+        version, types, rule, arity, numeric = _activation_spec(n.op_type, opset)
+        self.attribute_names(n, label)
+        outs = n.output[:]
+        if len(ins) != arity or "" in ins or len(outs) != 1 or not outs[0]:
+            self.add(MALFORMED, f"{label}: {where(n, version=version)}: takes {arity} "
+                                f"input{'s' if arity > 1 else ''} and 1 output, has inputs "
+                                f"{ins} and outputs {outs}")
+            return
         for a in n.attribute:
             if types.get(a.name) != a.type:
                 self.attribute(n, a, version, label)
-        if rule is None or graph is None or len(ins) < 2:
+        if graph is None:
             return
-        declared, inits = self._declared(graph)
+        declared, inits, elems = self._declared(graph)
+        elem = elems.get(ins[0])
+        if elem and f"tensor({tensor_type_name(elem)})" not in numeric:
+            self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {ins[0]!r} is "
+                                f"{tensor_type_name(elem)}, which no version of "
+                                f"{n.op_type} takes")
+        if rule is None:
+            return
         x_shape = declared.get(ins[0])
         slope_shape = inits.get(ins[1])
         if x_shape is None or slope_shape is None:
@@ -224,6 +244,15 @@ class _Walker:
             slope_shape_for(x_shape, slope_shape, rule)
         except EvaluationError as e:
             self.add(SLOPE, f"{label}: {where(n, version=version)}: {e}")
+
+    def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
+        """Names of ``n``'s attributes that are not text. Read only for the nodes the walk
+        reads attributes of anyway (activations, nodes that hold tensors or graphs): reading
+        every node's would cost several times the rest of the walk."""
+        bad = wellformed.text_problem([a.name for a in n.attribute])
+        if bad is not None:
+            self.add(MALFORMED, f"{label}: {where(n)}: "
+                                f"{wellformed.not_text('attribute name', bad)}")
 
     def attribute(self, n: onnx.NodeProto, a: onnx.AttributeProto, version: int,
                   label: str) -> None:
@@ -237,22 +266,32 @@ class _Walker:
             self.add(ATTRIBUTE, f"{label}: {where(n, version=version)}: attribute {a.name!r} "
                                 f"is {got}, the schema wants {spec.type.name}")
 
-    def _declared(self, graph: onnx.GraphProto) -> tuple[dict[str, tuple], dict[str, tuple]]:
-        """(declared value shapes, initializer shapes) of ``graph``, built once."""
+    def _declared(self, graph: onnx.GraphProto
+                  ) -> tuple[dict[str, tuple], dict[str, tuple], dict[str, int]]:
+        """(declared value shapes, initializer shapes, declared element types) of ``graph``,
+        built once."""
         cached = self._shapes.get(id(graph))
         if cached is None:
             shapes: dict[str, tuple] = {}
+            elems = {t.name: t.data_type for t in graph.initializer}
             for vi in (*graph.input, *graph.output, *graph.value_info):
-                tt = vi.type.tensor_type
-                if vi.type.HasField("tensor_type") and tt.HasField("shape"):
-                    shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value")
-                                            else (d.dim_param or None) for d in tt.shape.dim)
-            cached = shapes, {t.name: tuple(t.dims) for t in graph.initializer}
+                if vi.type.HasField("tensor_type"):
+                    tt = vi.type.tensor_type
+                    elems.setdefault(vi.name, tt.elem_type)
+                    if tt.HasField("shape"):
+                        shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value")
+                                                else (d.dim_param or None)
+                                                for d in tt.shape.dim)
+            cached = shapes, {t.name: tuple(t.dims) for t in graph.initializer}, elems
             self._shapes[id(graph)] = cached
         return cached
 
     def op(self, n: onnx.NodeProto, opsets: dict[str, int], label: str) -> int:
         """Check the op exists once per (domain, op); return what else its nodes need."""
+        for what, v in (("op type", n.op_type), ("domain", n.domain)):
+            if not isinstance(v, str):
+                self.add(MALFORMED, f"{label}: node {n.name!r}: {wellformed.not_text(what, v)}")
+                return 0
         domain = normalize_domain(n.domain)
         if (domain, n.op_type) in self.functions:
             return _SUBGRAPHS
@@ -299,8 +338,10 @@ def _holds_external_data(n: onnx.NodeProto) -> bool:
 
 
 @functools.cache
-def _activation_spec(op: str, opset: int) -> tuple[int, dict[str, int], SlopeRule | None]:
-    """(version in force, attribute name -> AttributeProto type, PRelu slope rule or None).
+def _activation_spec(op: str, opset: int
+                     ) -> tuple[int, dict[str, int], SlopeRule | None, int, frozenset[str]]:
+    """(version in force, attribute name -> AttributeProto type, PRelu slope rule or None,
+    number of inputs, the types any version of the op takes for X).
 
     ``consumed_inputs`` maps to its type even where the version no longer defines it, so a
     stale one is left for ``fix`` (it is not bad input for the rewrites)."""
@@ -308,7 +349,7 @@ def _activation_spec(op: str, opset: int) -> tuple[int, dict[str, int], SlopeRul
     types = dict(types)
     types.setdefault("consumed_inputs", onnx.AttributeProto.INTS)
     rule = rule_for_version(version) if op == "PRelu" else None
-    return version, types, rule
+    return version, types, rule, schema(op, version).max_input, x_types_of_any_version(op)
 
 
 def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple[str, str]]:
@@ -319,6 +360,11 @@ def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple
     w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
     identities: set[tuple[str, str, str]] = set()
     for f in model.functions:
+        p, named = wellformed.function_problem(f)
+        if p is not None:
+            w.add(MALFORMED, p)
+            if not named:
+                continue
         fops = dict(ops)
         fops.update({normalize_domain(i.domain): i.version for i in f.opset_import})
         defined = set(f.input)
@@ -335,6 +381,9 @@ def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple
         w.nodes(f.node, fops, defined, frozenset(), label)
         if w.full:
             census.names.update(defined)
+    p = wellformed.recursion_problem(model)
+    if p is not None:
+        w.add(MALFORMED, p)
     if w.full:
         census.names.discard("")
     return w.problems

@@ -53,7 +53,7 @@ from onnx import helper
 
 from . import progress
 from . import verify_policy as _policy
-from .errors import EvaluationError, OpshiftError, UnsupportedError, VerificationError
+from .errors import EvaluationError, LimitError, OpshiftError, UnsupportedError, VerificationError
 from .modelio import ModelLike, to_proto
 from .opsets import ir_version_for_opset, normalize_domain
 
@@ -71,6 +71,8 @@ ULP_TOLERANCE: dict[str, int] = {"float64": 4, "float32": 4, "float16": 2, "bflo
 
 #: Extra rounds of generated inputs stop once this many elements have been generated in total.
 _ROUND_BUDGET = 1 << 20
+#: The most input elements generated for one run (1 GiB of float64).
+MAX_GENERATED_ELEMENTS = 1 << 27
 _MAX_ROUNDS = 32
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -492,7 +494,22 @@ def make_inputs(graph: onnx.GraphProto, *, dims: Mapping[str, int] | None = None
     :class:`UnsupportedError` for inputs whose type or rank is unknown or not generatable.
     """
     _check_seed(seed)
-    return {s.name: _generate(s, seed, 0) for s in _input_specs(graph, dims)}
+    return _generate_round(_input_specs(graph, dims), seed, 0)
+
+
+def _generate_round(specs: Sequence[_InputSpec], seed: int, round_: int
+                    ) -> dict[str, np.ndarray]:
+    total = sum(s.size for s in specs)
+    if total > MAX_GENERATED_ELEMENTS:
+        shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
+        raise LimitError(f"inputs of {total} elements ({shapes}) are over the "
+                         f"{MAX_GENERATED_ELEMENTS} opshift generates; give them with "
+                         "--inputs, or smaller symbolic dims with --dim")
+    try:
+        return {s.name: _generate(s, seed, round_) for s in specs}
+    except (ValueError, MemoryError) as e:  # e.g. a shape too large for numpy
+        shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
+        raise OpshiftError(f"cannot generate inputs ({shapes}): {e}") from e
 
 
 def _check_seed(seed: int) -> None:
@@ -531,7 +548,8 @@ def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], who: str
     except RecursionError as e:
         raise EvaluationError(f"{who}: evaluator failed: graph nesting too deep") from e
     except Exception as e:  # an evaluator bug must still be one line naming the model
-        raise EvaluationError(f"{who}: evaluator failed: {type(e).__name__}: {e}") from e
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise EvaluationError(f"{who}: evaluator failed: {type(e).__name__}: {first}") from e
     return [out[vi.name] for vi in proto.graph.output]
 
 
@@ -614,11 +632,7 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
                                   f"{rwho}, so the two cannot be fed the same inputs")
         n = _rounds(specs)
         report.rounds = max(report.rounds, n)
-        try:
-            rounds = [{s.name: _generate(s, seed, p) for s in specs} for p in range(n)]
-        except ValueError as e:  # e.g. a shape too large for numpy
-            shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
-            raise OpshiftError(f"cannot generate inputs ({shapes}): {e}") from e
+        rounds = [_generate_round(specs, seed, p) for p in range(n)]
         report.inputs.update(_describe(rounds[0], "generated"))
     from .evaluator.kernels import kernels
 

@@ -37,6 +37,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import printable
+
 #: The keys of every JSON object, in order.
 KEYS = ("command", "input", "output", "ok", "exit_code", "changes", "ops_before", "ops_after",
         "verify", "notes", "error", "details")
@@ -122,16 +124,17 @@ def emit(o: Outcome, args, *, single: bool) -> None:
     if not args.quiet:
         if single:
             for line in (*o.lines, *o.verify_lines, *o.count_lines):
-                print(line, file=out)
+                print(printable(line), file=out)
             if o.summary:
-                print(o.summary, file=out)
+                print(printable(o.summary), file=out)
         elif o.summary:
             where = o.input if o.output in (None, "-") else f"{o.input} -> {o.output}"
-            print(f"{where}: {o.summary}", file=out)
+            print(printable(f"{where}: {o.summary}"), file=out)
         out.flush()
     elif o.exit_code == 1:  # a mismatch: what differs, then why nothing was written
         for line in o.verify_lines:
             if line.lstrip().startswith("FAIL"):
-                print(line.lstrip(), file=sys.stderr)
+                print(printable(line.lstrip()), file=sys.stderr)
     if o.error is not None:
-        print(f"opshift {o.command}: error: {o.error['message']}", file=sys.stderr)
+        print(f"opshift {o.command}: error: {printable(o.error['message'])}",
+              file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import OpshiftError, VerificationError
+from ..errors import ModelLoadError, OpshiftError, VerificationError
 from . import _batch, _rewrite
 from ._models import with_external_data
 from ._options import add_model_options, add_verify_options
@@ -135,6 +135,8 @@ def _verify(original, converted, result, src, seed: int):
     if why is None:
         try:
             report.merge(verify(original, converted, seed=seed))
+        except ModelLoadError:
+            raise  # the model's own data is broken (a tensor that does not fit its dims)
         except OpshiftError as e:
             notes.append(f"whole model: not verified: {e}")
     else:

@@ -165,14 +165,19 @@ def run(args) -> int:
 
 
 def _load(path: str):
-    from ..modelio import load, parse_model_bytes
+    """The model at ``path`` (``-``: stdin), through the structural check every command runs;
+    what fix repairs does not stop the evaluator, so a model and its fix can be compared."""
+    from .. import validate
+    from ..modelio import load_checked, parse_model_bytes
 
     if path != STDIO:
-        return load(path, load_external_data=True)
+        return load_checked(path, load_external_data=True, allow=validate.REPAIRABLE)
     data = sys.stdin.buffer.read()
     if not data:
         raise OpshiftError("<stdin>: empty input (0 bytes), not an ONNX model")
-    return parse_model_bytes(data, "<stdin>")
+    model = parse_model_bytes(data, "<stdin>")
+    validate.check(model, "<stdin>", allow=validate.REPAIRABLE)
+    return model
 
 
 def _run(args) -> Outcome:

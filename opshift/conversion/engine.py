@@ -17,7 +17,7 @@ import onnx
 from onnx import helper
 
 from .. import opsets
-from ..errors import ConversionError, OpshiftError, function_id
+from ..errors import ArgumentTypeError, ConversionError, OpshiftError, function_id
 from ..graph.edit import Edits
 from ..graph.facts import Facts
 from ..graph.scopes import Scope, subgraphs
@@ -27,8 +27,10 @@ from .walk import Walk, walk_for, walk_node
 
 
 def check_target(target: int) -> None:
-    if not isinstance(target, int) or isinstance(target, bool) or \
-            not 1 <= target <= opsets.MAX_OPSET:
+    if not isinstance(target, int) or isinstance(target, bool):
+        raise ArgumentTypeError(f"opset must be an int, got {type(target).__name__} "
+                                f"{target!r}")
+    if not 1 <= target <= opsets.MAX_OPSET:
         raise OpshiftError(f"target opset {target!r} is outside 1..{opsets.MAX_OPSET} "
                            f"(the installed onnx {onnx.__version__})")
 

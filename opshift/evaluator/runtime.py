@@ -58,6 +58,7 @@ class _Sig:
     allowed: dict[str, frozenset[str]]
     attr_types: dict[str, int] = field(default_factory=dict)
     required: frozenset[str] = frozenset()
+    required_inputs: tuple[int, ...] = ()  # positions of the inputs that are not optional
 
 
 @functools.cache
@@ -75,7 +76,9 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
     # consumed_inputs (required by a few version-1 schemas) is an ignored hint: not enforced
     required = frozenset(n for n, a in s.attributes.items()
                          if a.required and n != "consumed_inputs")
-    return _Sig(ins, outs, allowed, attr_types, required)
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    required_inputs = tuple(i for i, p in enumerate(s.inputs) if p.option == single)
+    return _Sig(ins, outs, allowed, attr_types, required, required_inputs)
 
 
 def _attr_value(a: onnx.AttributeProto) -> Any:
@@ -244,6 +247,11 @@ class Runtime:
     def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs):
         impl, source, version, sig, attrs, loc = self._prepare(node, domain, graph_opsets,
                                                                graph_name, fattrs)
+        # opshift's kernels count on the inputs their schema requires (onnx.reference's take
+        # what models in use pass, Resize-11's empty roi, and report their own failures)
+        for i in sig.required_inputs if source == "opshift" else ():
+            if i >= len(inputs) or inputs[i] is None:
+                raise EvaluationError(f"{loc}: required input {i} is missing")
         binding = self._check_types(sig, inputs, loc)
         ctx = NodeContext(node, node.op_type, domain, version, attrs, self, env, graph_opsets,
                           graph_name, fattrs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from ...errors import LimitError
 from ..registry import op
 from ._common import normalize_axes
 
@@ -37,6 +38,10 @@ def _empty_like_output(vi: onnx.ValueInfoProto) -> np.ndarray:
     return np.empty([0, *dims], dtype=dtype)
 
 
+#: The most iterations the evaluator runs of one Loop (a hostile trip count would never end).
+MAX_LOOP_ITERATIONS = 1 << 20
+
+
 @op("Loop", *_VERSIONS)
 def loop(ctx, m=None, cond=None, *carried):
     body = ctx.attrs["body"]
@@ -47,6 +52,9 @@ def loop(ctx, m=None, cond=None, *carried):
                         f"outputs for {n_carried} loop-carried values")
     trip = None if m is None else int(np.asarray(m).reshape(()))
     go = True if cond is None else _scalar_bool(ctx, cond, "cond")
+    if trip is not None and trip > MAX_LOOP_ITERATIONS and go:
+        raise LimitError(f"{ctx.where()}: trip count {trip} is over the evaluator's limit of "
+                         f"{MAX_LOOP_ITERATIONS} iterations")
     state = list(carried)
     scans: list[list[np.ndarray]] = [[] for _ in range(n_scan)]
     i = 0
@@ -57,6 +65,9 @@ def loop(ctx, m=None, cond=None, *carried):
         for k, v in enumerate(outs[1 + n_carried:]):
             scans[k].append(v)
         i += 1
+        if i > MAX_LOOP_ITERATIONS and go and trip is None:
+            raise LimitError(f"{ctx.where()}: still running after {MAX_LOOP_ITERATIONS} "
+                             "iterations, the evaluator's limit")
     finals = []
     for k, vs in enumerate(scans):
         if vs:

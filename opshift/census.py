@@ -1,0 +1,40 @@
+"""What the structural walk (:mod:`opshift.validate`) saw of a model, kept for the passes that
+would otherwise walk it again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx
+
+
+@dataclass
+class CensusScope:
+    """One node list of the model: a graph (main or subgraph) or a model-local function."""
+
+    owner: onnx.GraphProto | onnx.FunctionProto
+    label: str  # "graph 'g'", "graph 'g'/node 'if'/then_branch", "function dom::name"
+    opsets: dict[str, int]
+    function: onnx.FunctionProto | None  # the function the scope is (or is nested) in
+    #: the activations: (index, node, op, name, inputs, outputs), read once by the walk
+    sites: list[tuple[int, onnx.NodeProto, str, str, list[str], list[str]]] = field(
+        default_factory=list)
+
+
+@dataclass
+class Census:
+    """What the structural walk saw, for a pass that would otherwise walk the model again
+    (inline): every scope in pre-order with its PRelu/LeakyRelu/Selu nodes, and every name
+    in use (values, node names, graph and function inputs). Valid while the model is not
+    edited."""
+
+    names: set[str] = field(default_factory=set)
+    scopes: list[CensusScope] = field(default_factory=list)
+    external: bool = False  # some tensor lives in external data (see modelio)
+    #: (domain, op_type) of the nodes anywhere in the model; filled in both modes
+    kinds: set[tuple[str, str]] = field(default_factory=set)
+    #: value -> element type in graphs below opset 15 (where inline needs X's type): the
+    #: declared types and what :mod:`opshift.typerules` propagates through the nodes
+    types: dict[str, int] = field(default_factory=dict)
+    #: False: fill only ``external`` and ``kinds`` (for a caller that needs nothing else)
+    full: bool = True

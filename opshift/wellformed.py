@@ -1,0 +1,288 @@
+"""What makes a parsed protobuf a well-formed ONNX model, beyond its graph structure.
+
+protobuf parses many byte strings that no ONNX tool can use: names that are not UTF-8
+(python's protobuf hands them back as ``bytes``), element types the installed onnx has never
+heard of, negative or absurd dimensions, tensors whose data does not fit their dims, an IR
+version outside what onnx knows, a domain imported twice at two versions, functions that
+call themselves. Each check here returns a one-line description of the first such problem,
+or None; :mod:`opshift.validate` runs them during its walk and names the graph and node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+
+import onnx
+
+from .opsets import normalize_domain
+
+#: Element types the installed onnx defines (UNDEFINED, 0, included: see :func:`type_problem`).
+KNOWN_ELEM_TYPES = frozenset(onnx.TensorProto.DataType.values())
+#: IR versions the installed onnx knows: 3 (the first with opset imports) to its own.
+MIN_IR_VERSION = min(row[1] for row in onnx.helper.VERSION_TABLE)
+MAX_IR_VERSION = onnx.IR_VERSION
+#: The most elements a tensor may declare: numpy cannot index more (and no file holds them).
+MAX_ELEMENTS = (1 << 63) - 1
+#: Raw data up to this many bytes is measured by the structural check (a copy that costs
+#: nothing next to the walk); larger raw data where it is read
+#: (:func:`opshift.external.tensor_array`).
+RAW_CHECK_LIMIT = 1 << 16
+#: The most elements a tensor stored in the file itself can have (2 GiB of 4-bit values).
+MAX_IN_FILE = 1 << 32
+
+_T = onnx.TensorProto
+#: Types packed several to a stored value (4-bit, 2-bit, 6-bit): their count is not checked.
+_PACKED = {getattr(_T, n) for n in ("UINT4", "INT4", "FLOAT4E2M1", "UINT2", "INT2",
+                                     "FLOAT6E2M3", "FLOAT6E3M2") if hasattr(_T, n)}
+
+
+def _typed_fields() -> dict[int, tuple[str, int]]:
+    """data_type -> (typed field, values per element: two for complex)."""
+    out = {}
+    for t in KNOWN_ELEM_TYPES - _PACKED - {_T.UNDEFINED}:
+        out[t] = (onnx.helper.tensor_dtype_to_field(t),
+                  2 if t in (_T.COMPLEX64, _T.COMPLEX128) else 1)
+    return out
+
+
+_FIELD = _typed_fields()
+
+
+def text_problem(values: Iterable[str | bytes]) -> bytes | None:
+    """The first of ``values`` that is not valid UTF-8 (protobuf returns it as bytes), or
+    None. Runs in C when all are text (the common case)."""
+    values = values if isinstance(values, (list, tuple, set, frozenset)) else list(values)
+    try:
+        "".join(values)
+    except TypeError:
+        return next(v for v in values if not isinstance(v, str))
+    return None
+
+
+def not_text(what: str, value: bytes) -> str:
+    """The message for a name that is not UTF-8."""
+    return f"{what} {value!r} is not valid UTF-8 text"
+
+
+def _elem_problem(elem: int, what: str, *, undefined_ok: bool) -> str | None:
+    if elem not in KNOWN_ELEM_TYPES:
+        return (f"{what} has element type {elem}, which the installed onnx "
+                f"{onnx.__version__} does not define")
+    if elem == _T.UNDEFINED and not undefined_ok:
+        return f"{what} has no element type (UNDEFINED)"
+    return None
+
+
+def type_problem(tp: onnx.TypeProto, what: str, *, undefined_ok: bool = True) -> str | None:
+    """An unknown element type or a negative dim anywhere in ``tp`` (tensor, sparse tensor,
+    sequence, optional, map). ``undefined_ok``: element type 0 (not yet known) is allowed,
+    as in value_info; a graph input must say what it takes."""
+    kind = tp.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        tt = getattr(tp, kind)
+        p = _elem_problem(tt.elem_type, what, undefined_ok=undefined_ok)
+        if p is not None:
+            return p
+        if tt.HasField("shape"):
+            for d in tt.shape.dim:
+                if d.dim_value < 0:
+                    return f"{what} has a negative dimension ({d.dim_value})"
+                if not isinstance(d.dim_param, str):
+                    return not_text(f"{what}: dimension name", d.dim_param)
+        return None
+    if kind in ("sequence_type", "optional_type"):
+        return type_problem(getattr(tp, kind).elem_type, what, undefined_ok=True)
+    if kind == "map_type":
+        p = _elem_problem(tp.map_type.key_type, f"{what} (map key)", undefined_ok=False)
+        return p or type_problem(tp.map_type.value_type, what, undefined_ok=True)
+    return None
+
+
+def tensor_problem(t: onnx.TensorProto, what: str) -> str | None:
+    """A tensor's header against its data: a known element type, dims >= 0 whose product a
+    program can index, and one value per element in its data: a typed field, or raw data of
+    at most :data:`RAW_CHECK_LIMIT` bytes. Larger raw data and external data are measured
+    where they are read (:func:`opshift.external.tensor_array`: the passes, the evaluator):
+    reading every raw field here would copy every weight of the model."""
+    if not isinstance(t.name, str):
+        return not_text("tensor name", t.name)
+    p = _elem_problem(t.data_type, what, undefined_ok=False)
+    if p is not None:
+        return p
+    dims = t.dims
+    if dims and min(dims) < 0:
+        return f"{what} has a negative dimension: dims {list(dims)}"
+    n = math.prod(dims)
+    if t.data_location == _T.EXTERNAL:
+        if n > MAX_ELEMENTS:
+            return f"{what} declares {n} elements (dims {list(dims)}), more than can be addressed"
+        return None
+    if n > MAX_IN_FILE:
+        return (f"{what} declares {n} elements (dims {list(dims)}), more than a model file "
+                "can hold (protobuf's limit is 2 GiB)")
+    if t.HasField("raw_data"):
+        if n * 16 <= RAW_CHECK_LIMIT:  # (16: the widest element, complex128)
+            return _raw_problem(t, what)
+        return None
+    field = _FIELD.get(t.data_type)
+    if field is None:
+        return None
+    got, want = len(getattr(t, field[0])), n * field[1]
+    if got != want:
+        return (f"{what} holds {got} value{'s' if got != 1 else ''} in {field[0]} for dims "
+                f"{list(dims)} ({want} expected)")
+    if t.data_type == _T.STRING:
+        for i, v in enumerate(t.string_data):
+            try:
+                v.decode("utf-8")
+            except UnicodeDecodeError:
+                return f"{what}: string element {i} ({v[:20]!r}) is not valid UTF-8"
+    return None
+
+
+def ir_version_problem(ir_version: int) -> str | None:
+    """An IR version the installed onnx does not know."""
+    if MIN_IR_VERSION <= ir_version <= MAX_IR_VERSION:
+        return None
+    return (f"IR version {ir_version} is outside {MIN_IR_VERSION}..{MAX_IR_VERSION}, the IR "
+            f"versions the installed onnx {onnx.__version__} knows")
+
+
+def opset_import_problem(imports: Sequence[onnx.OperatorSetIdProto]) -> str | None:
+    """A domain that is not text, or imported twice at different versions ('' and 'ai.onnx'
+    are the same domain)."""
+    seen: dict[str, int] = {}
+    for imp in imports:
+        if not isinstance(imp.domain, str):
+            return not_text("opset import domain", imp.domain)
+        domain = "" if imp.domain == "ai.onnx" else imp.domain
+        if seen.setdefault(domain, imp.version) != imp.version:
+            return (f"domain {domain or 'ai.onnx'!r} is imported twice, at opsets "
+                    f"{seen[domain]} and {imp.version}: which one applies is undefined")
+    return None
+
+
+def header_problems(g: onnx.GraphProto, label: str) -> Iterator[str]:
+    """Names, declared types and initializers of graph ``g`` (labelled ``label``): what must
+    hold before its nodes mean anything."""
+    if not isinstance(g.name, str):
+        yield not_text("graph name", g.name)
+        return
+    for kind, infos in (("input", g.input), ("output", g.output), ("value_info", g.value_info)):
+        bad = text_problem([vi.name for vi in infos])
+        if bad is not None:
+            yield f"{label}: {not_text(f'{kind} name', bad)}"
+        for vi in infos:
+            p = type_problem(vi.type, f"{kind} {vi.name!r}", undefined_ok=kind != "input")
+            if p is not None:
+                yield f"{label}: {p}"
+    for t in g.initializer:
+        p = tensor_problem(t, f"initializer {t.name!r}")
+        if p is not None:
+            yield f"{label}: {p}"
+
+
+def attribute_tensor_problem(n: onnx.NodeProto) -> str | None:
+    """The first tensor held in an attribute of ``n`` whose header and data disagree."""
+    for a in n.attribute:
+        ts = [a.t] if a.type == onnx.AttributeProto.TENSOR else (
+            a.tensors if a.type == onnx.AttributeProto.TENSORS else ())
+        for t in ts:
+            p = tensor_problem(t, f"attribute {a.name!r}")
+            if p is not None:
+                return p
+    return None
+
+
+def function_problem(f: onnx.FunctionProto) -> tuple[str | None, bool]:
+    """(a problem of model-local function ``f``'s header or None, whether its identity and
+    signature are text: else its body cannot be labelled or walked)."""
+    bad = text_problem([f.name, f.domain, f.overload, *f.input, *f.output, *f.attribute])
+    if bad is not None:
+        return f"function {not_text('name', bad)}", False
+    p = opset_import_problem(f.opset_import)
+    if p is not None:
+        from .errors import function_label
+
+        return f"{function_label(f)}: {p}", True
+    return None, True
+
+
+def recursion_problem(model: onnx.ModelProto) -> str | None:
+    """A model-local function that calls itself, directly or through others."""
+    cycle = call_cycle(_calls(model))
+    if cycle is None:
+        return None
+    path = " -> ".join(f"{d}::{n}" if d else n for d, n in cycle)
+    return (f"function {path}: a function that calls itself cannot be inlined or run (ONNX "
+            "functions are not recursive)")
+
+
+def _calls(model: onnx.ModelProto) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """Model-local function -> the model-local functions its body (subgraphs included)
+    calls."""
+    ids = {(normalize_domain(f.domain), f.name) for f in model.functions
+           if isinstance(f.domain, str)}
+
+    def called(nodes, out: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        for n in nodes:
+            if isinstance(n.domain, str) and (normalize_domain(n.domain), n.op_type) in ids:
+                out.add((normalize_domain(n.domain), n.op_type))
+            for a in n.attribute:
+                for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                    called(g.node, out)
+        return out
+
+    calls: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for f in model.functions:
+        if isinstance(f.domain, str):
+            key = (normalize_domain(f.domain), f.name)
+            calls.setdefault(key, set()).update(called(f.node, set()))
+    return calls
+
+
+def call_cycle(calls: dict[tuple[str, str], set[tuple[str, str]]]) -> list[tuple[str, str]] | None:
+    """A cycle in ``calls`` (function -> functions its body calls) as the list of functions
+    along it, first repeated at the end; None when no function reaches itself."""
+    state: dict[tuple[str, str], int] = {}  # 1: on the current path, 2: done
+    for start in calls:
+        if start in state:
+            continue
+        path, stack = [start], [iter(sorted(calls.get(start, ())))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif nxt not in state and nxt in calls:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(calls[nxt])))
+    return None
+
+
+def undecodable(t: onnx.TensorProto, e: Exception) -> str:
+    """Why numpy_helper could not decode in-file tensor ``t`` (raising ``e``): raw data of
+    the wrong length, a typed field of the wrong count, ...; one line naming the tensor
+    (for :func:`opshift.external.tensor_array`)."""
+    what = f"tensor {t.name!r}"
+    why = tensor_problem(t, what) or _raw_problem(t, what)
+    if why is None:
+        first = str(e).splitlines()[0] if str(e) else ""
+        why = f"{what}: cannot read its data ({type(e).__name__}: {first})"
+    return why
+
+
+def _raw_problem(t: onnx.TensorProto, what: str) -> str | None:
+    if not t.HasField("raw_data") or t.data_type in _PACKED:
+        return None
+    itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    got, want = len(t.raw_data), math.prod(t.dims) * itemsize
+    if got == want:
+        return None
+    return (f"{what} has {got} bytes of raw data for dims {list(t.dims)} of "
+            f"{onnx.TensorProto.DataType.Name(t.data_type)} ({want} expected)")
