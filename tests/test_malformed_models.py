@@ -163,6 +163,9 @@ CASES = {
     "input element type 999": (_edit(_input_elem(999)), "input 'x' has element type 999"),
     "initializer element type 999": (_edit(_init(data_type=999)),
                                      "initializer 'slope' has element type 999"),
+    "value_info element type 65": (_edit(lambda m: m.graph.value_info.append(
+        helper.make_tensor_value_info("x", 65, [1, 3, 4, 4]))),
+        "value_info 'x' has element type 65"),
     "LeakyRelu without input": (_one(helper.make_node("LeakyRelu", [], ["y"], name="lr")),
                                 "node 'lr' (LeakyRelu-6): takes 1 input and 1 output"),
     "LeakyRelu with two outputs": (_one(helper.make_node("LeakyRelu", ["x"], ["y", "z"],
