@@ -170,3 +170,29 @@ def run_onnxruntime(model: onnx.ModelProto, feeds) -> list[np.ndarray]:
 def _first_line(e: BaseException) -> str:
     lines = str(e).strip().splitlines()
     return (lines[0] if lines else type(e).__name__)[:300]
+
+
+def block_model(n_nodes: int, opset: int) -> onnx.ModelProto:
+    """``n_nodes`` nodes in blocks of Conv(1x1) -> Add -> PRelu|LeakyRelu|Selu, x [1,4,2,2]:
+    a large model for the CLI's progress and summary tests."""
+    from onnx import TensorProto, numpy_helper
+
+    c = 4
+    w = numpy_helper.from_array(np.eye(c, dtype=np.float32).reshape(c, c, 1, 1) * 0.5, "w")
+    b = numpy_helper.from_array(np.full([c, 1, 1], 0.1, np.float32), "b")
+    s = numpy_helper.from_array(np.linspace(-0.4, 0.4, c, dtype=np.float32).reshape(c, 1, 1),
+                                "slope")
+    nodes, cur = [], "x"
+    for i in range(n_nodes // 3):
+        act = ("PRelu", "LeakyRelu", "Selu")[i % 3]
+        inputs = [f"a{i}", "slope"] if act == "PRelu" else [f"a{i}"]
+        attrs = {"alpha": 0.2} if act == "LeakyRelu" else {}
+        nodes += [helper.make_node("Conv", [cur, "w"], [f"c{i}"], name=f"conv{i}"),
+                  helper.make_node("Add", [f"c{i}", "b"], [f"a{i}"], name=f"add{i}"),
+                  helper.make_node(act, inputs, [f"r{i}"], name=f"act{i}", **attrs)]
+        cur = f"r{i}"
+    nodes[-1].output[0] = "y"
+    shape = [1, c, 2, 2]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                      opset=opset, initializers=[w, b, s], ir_version=8)

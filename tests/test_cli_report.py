@@ -165,15 +165,10 @@ def test_numbers_plurals_and_slope_classes(tmp_path):
 
 
 def test_inspect_summary_fits_a_screen_all_lists_every_node(tmp_path):
-    import sys
-
-    from conftest import ROOT
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    from bench_inline import build
+    from conftest import block_model
 
     src = tmp_path / "big.onnx"
-    onnx.save(build(3000, 13), src)
+    onnx.save(block_model(3000, 13), src)
     p = opshift("inspect", src)
     lines = p.stdout.splitlines()
     assert p.returncode == 0 and len(lines) <= 24 and max(map(len, lines)) <= 100

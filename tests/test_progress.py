@@ -86,12 +86,11 @@ def _stderr_on_a_terminal(argv: list[str]) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def big_model(tmp_path_factory):
-    sys.path.insert(0, str(ROOT / "bench"))
     import onnx
-    from bench_inline import build
+    from conftest import block_model
 
     path = tmp_path_factory.mktemp("progress") / "big.onnx"
-    onnx.save(build(1000, 13), path)
+    onnx.save(block_model(1000, 13), path)
     return path
 
 
