@@ -116,8 +116,8 @@ class Edits:
             unused.setdefault(id(scope), set()).add(name)
         for scope in reversed(self.facts.scopes()):
             key = id(scope)
-            for const, shape in dims.get(key, ()):
-                _set_dims(const, shape)
+            if key in dims:
+                _set_dims(scope.graph, dims[key])
             if key in inits:
                 scope.graph.initializer.extend(inits[key])
             repl = self._replace.get(key)
@@ -130,15 +130,22 @@ class Edits:
                 _remove_unused_constants(scope, left)
 
 
-def _set_dims(const: Constant, shape: tuple[int, ...]) -> None:
-    t = const.tensor
-    del t.dims[:]
-    t.dims.extend(shape)
-    g = const.scope.graph
+def _set_dims(g: onnx.GraphProto | None, reshaped: list[tuple[Constant, tuple[int, ...]]]
+              ) -> None:
+    """Give each constant of ``reshaped`` its new shape, in its tensor and in the value infos
+    of ``g`` that declare it (IR < 4: also a graph input). One pass over the declarations for
+    all of them: a model reshapes thousands of slopes, and has as many value infos."""
+    new = {}
+    for const, shape in reshaped:
+        t = const.tensor
+        del t.dims[:]
+        t.dims.extend(shape)
+        new[t.name] = shape
     if g is None:
         return
-    for vi in (*g.input, *g.value_info, *g.output):  # (IR < 4: also a graph input)
-        if vi.name == t.name and vi.type.HasField("tensor_type"):
+    for vi in (*g.input, *g.value_info, *g.output):
+        shape = new.get(vi.name)
+        if shape is not None and vi.type.HasField("tensor_type"):
             vi.type.tensor_type.ClearField("shape")
             vi.type.tensor_type.shape.SetInParent()
             for d in shape:
