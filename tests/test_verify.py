@@ -592,7 +592,7 @@ def test_bundled_model_verifies_against_itself(path, capsys):
 @pytest.mark.parametrize("elem,shape", [(T.FLOAT, [1]), (T.FLOAT16, [3]), (T.INT8, [2]),
                                         (T.BFLOAT16, [2, 2])])
 def test_rounds_feed_every_special_value(elem, shape):
-    from opshift.verify import _generate, _input_specs, _rounds, special_values
+    from opshift.verify.inputs import _generate, _input_specs, _rounds, special_values
 
     specs = _input_specs(graph_with(elem, shape), None)
     n = _rounds(specs)

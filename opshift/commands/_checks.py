@@ -13,7 +13,7 @@ from ..tables import number, plural, table, wrap
 @contextlib.contextmanager
 def policy_of(args) -> Iterator[None]:
     """The tolerance and backend options in force for the checks made inside the block."""
-    from ..verify_policy import policy
+    from ..verify.policy import policy
 
     with policy(ulp=args.ulp, atol=args.atol, rtol=args.rtol, backend=args.backend):
         yield

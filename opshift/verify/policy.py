@@ -40,7 +40,7 @@ class Policy:
     backend: str = "opshift"
 
     def __post_init__(self) -> None:
-        from .errors import OpshiftError
+        from ..errors import OpshiftError
 
         if self.backend not in BACKENDS:
             raise OpshiftError(f"unknown verification backend {self.backend!r} (choose "
@@ -92,7 +92,7 @@ def run_onnxruntime(model, feeds: Mapping[str, np.ndarray]) -> list[Any]:
     Raises :class:`opshift.errors.UnsupportedError` with onnxruntime's one-line reason when
     it is not installed or cannot load or run the model.
     """
-    from .errors import UnsupportedError
+    from ..errors import UnsupportedError
 
     try:
         import onnxruntime as ort

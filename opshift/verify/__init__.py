@@ -1,0 +1,252 @@
+"""Checking that two models compute the same thing, with the bundled evaluator as the oracle.
+
+* :func:`verify` runs a reference and a candidate model on the same inputs and compares every
+  output (matched by position; a different name, count, dtype or shape is a failure).
+* :func:`make_inputs` generates inputs from a graph's declared types and shapes: random normal
+  values with special values mixed in (see :func:`special_values`).
+* :func:`compare` is the comparison policy (see :data:`ULP_TOLERANCE`).
+* :func:`region_model` and :func:`verify_rewrites` let a pass check each rewrite locally: a
+  small model around the nodes before the rewrite and one around the nodes after it.
+* :func:`evaluator_supports` says whether the evaluator can run a model at all.
+
+Each concern has its module: :mod:`.comparison` (the policy, with the module docs on what
+counts as equal), :mod:`.inputs` (generated inputs), :mod:`.report` (:class:`VerifyReport`),
+:mod:`.region` (:func:`region_model`) and :mod:`.policy` (tolerance and backend options in
+force). This module runs the models and pairs their outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+
+from .. import progress
+from ..errors import EvaluationError, OpshiftError, UnsupportedError
+from ..modelio import ModelLike, to_proto
+from . import policy as _policy
+from .comparison import ULP_TOLERANCE, Comparison, _max, compare
+from .inputs import (
+    DEFAULT_DIM,
+    _check_seed,
+    _describe,
+    _generate_round,
+    _input_specs,
+    _rounds,
+    make_inputs,
+    special_values,
+)
+from .region import region_model
+from .report import Row, VerifyReport
+
+__all__ = [
+    "DEFAULT_DIM", "ULP_TOLERANCE", "Comparison", "Row", "VerifyReport", "compare",
+    "evaluator_supports", "make_inputs", "region_model", "special_values", "verify",
+    "verify_rewrites",
+]
+
+
+def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], who: str
+         ) -> list[Any]:
+    from ..evaluator import evaluate
+
+    try:
+        if _policy.current().backend == "onnxruntime":
+            return _policy.run_onnxruntime(proto, feeds)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = evaluate(proto, feeds)
+    except OpshiftError as e:
+        e.args = (f"{who}: {e}",) + tuple(e.args[1:])
+        raise
+    except RecursionError as e:
+        raise EvaluationError(f"{who}: evaluator failed: graph nesting too deep") from e
+    except Exception as e:  # an evaluator bug must still be one line naming the model
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise EvaluationError(f"{who}: evaluator failed: {type(e).__name__}: {first}") from e
+    return [out[vi.name] for vi in proto.graph.output]
+
+
+def _declared(graph: onnx.GraphProto) -> set[str]:
+    return {vi.name for vi in graph.input}
+
+
+def _feeds(graph: onnx.GraphProto, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    names = _declared(graph)
+    return {k: v for k, v in inputs.items() if k in names}
+
+
+def _compare_outputs(ref: onnx.ModelProto, cand: onnx.ModelProto, exp: list[Any],
+                     act: list[Any], label: str, signed_zeros: bool) -> list[Row]:
+    rows = []
+    ro, co = list(ref.graph.output), list(cand.graph.output)
+    for i in range(max(len(ro), len(co))):
+        if i >= len(co):
+            v = exp[i]
+            rows.append(_row(ro[i].name, v, None, False, f"output {i} ({ro[i].name!r}) is "
+                             "missing from the candidate", label))
+            continue
+        if i >= len(ro):
+            v = act[i]
+            rows.append(_row(co[i].name, v, None, False, f"candidate has an extra output {i} "
+                             f"({co[i].name!r})", label))
+            continue
+        c = compare(exp[i], act[i], signed_zeros=signed_zeros)
+        reason = c.reason
+        ok = c.ok
+        if ro[i].name != co[i].name:
+            ok = False
+            reason = (f"output {i} is named {ro[i].name!r} in the reference and "
+                      f"{co[i].name!r} in the candidate" + (f"; {reason}" if reason else ""))
+        rows.append(_row(ro[i].name, exp[i], c, ok, reason, label))
+    return rows
+
+
+def _row(name: str, v: Any, c: Comparison | None, ok: bool, reason: str, label: str) -> Row:
+    if isinstance(v, np.generic):
+        v = np.asarray(v)
+    if isinstance(v, np.ndarray):
+        dtype, shape = str(v.dtype), [int(d) for d in v.shape]
+    else:
+        dtype, shape = type(v).__name__, None
+    return Row(name, dtype, shape, c.max_abs if c else None, c.max_ulp if c else None, ok,
+               reason, label)
+
+
+def _merge_rows(acc: list[Row] | None, new: list[Row]) -> list[Row]:
+    if acc is None:
+        return new
+    out = []
+    for a, b in zip(acc, new):
+        out.append(Row(a.output, a.dtype, a.shape, _max(a.max_abs, b.max_abs),
+                       _max(a.max_ulp, b.max_ulp), a.ok and b.ok, a.reason or b.reason,
+                       a.label))
+    return out
+
+
+def _load(model: ModelLike, role: str) -> tuple[onnx.ModelProto, str]:
+    proto, kind, _ = to_proto(model, load_external_data=True)
+    who = f"{role} {model}" if kind == "path" else role
+    return proto, who
+
+
+def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str,
+               inputs: Mapping[str, np.ndarray] | None, dims, seed: int, label: str,
+               signed_zeros: bool, report: VerifyReport) -> list[Row]:
+    if inputs is not None:
+        rounds = [dict(inputs)]
+        report.inputs.update(_describe(inputs, "given"))
+    else:
+        _check_seed(seed)
+        specs = _input_specs(ref.graph, dims)
+        ref_names = {s.name for s in specs}
+        extra = [s for s in _input_specs(cand.graph, dims) if s.name not in ref_names]
+        if extra:
+            raise EvaluationError(f"{cwho}: input {extra[0].name!r} is not an input of "
+                                  f"{rwho}, so the two cannot be fed the same inputs")
+        n = _rounds(specs)
+        report.rounds = max(report.rounds, n)
+        rounds = [_generate_round(specs, seed, p) for p in range(n)]
+        report.inputs.update(_describe(rounds[0], "generated"))
+    from ..evaluator.kernels import kernels
+
+    for m in (ref, cand):
+        report.kernels.update(kernels(m).sources)
+    rows: list[Row] | None = None
+    # a whole-model check (no label) can take minutes: count its runs on the progress line
+    with progress.stage("whole model", 2 * len(rounds), "runs") if not label else \
+            contextlib.nullcontext():
+        for feeds in rounds:
+            exp = _run(ref, _feeds(ref.graph, feeds), rwho)
+            progress.advance()
+            act = _run(cand, _feeds(cand.graph, feeds), cwho)
+            progress.advance()
+            rows = _merge_rows(rows, _compare_outputs(ref, cand, exp, act, label,
+                                                      signed_zeros))
+    return rows or []
+
+
+def verify(reference: ModelLike, candidate: ModelLike,
+           inputs: Mapping[str, np.ndarray] | None = None, *,
+           dims: Mapping[str, int] | None = None, seed: int = 0,
+           signed_zeros: bool = True) -> VerifyReport:
+    """Run both models through the evaluator on the same inputs and compare every output.
+
+    ``inputs`` (name -> array) are fed to each model that declares them; a name neither
+    declares is an error. Without ``inputs``, inputs are generated from the reference graph
+    with :func:`make_inputs` (``dims``, ``seed``), in as many rounds as it takes to feed every
+    special value (bounded). Outputs are matched by position. Evaluator failures raise an
+    :class:`OpshiftError` naming the model and node (exit 2); mismatches are report rows.
+    """
+    ref, rwho = _load(reference, "reference")
+    cand, cwho = _load(candidate, "candidate")
+    report = VerifyReport(seed=None if inputs is not None else seed, signed_zeros=signed_zeros)
+    if inputs is not None:
+        inputs = _check_given(inputs, ref, cand, rwho, cwho)
+    report.rows = _pair_rows(ref, cand, rwho, cwho, inputs, dims, seed, "", signed_zeros,
+                             report)
+    return report
+
+
+def _check_given(inputs: Mapping[str, np.ndarray], ref: onnx.ModelProto,
+                 cand: onnx.ModelProto, rwho: str, cwho: str) -> dict[str, np.ndarray]:
+    from ..evaluator import check_inputs
+
+    names = _declared(ref.graph) | _declared(cand.graph)
+    for k in inputs:
+        if k not in names:
+            raise EvaluationError(f"input {k!r} is not an input of either model (inputs: "
+                                  f"{', '.join(sorted(names)) or 'none'})")
+    out = {k: np.asarray(v) for k, v in inputs.items()}
+    for proto, who in ((ref, rwho), (cand, cwho)):
+        try:
+            check_inputs(proto.graph, _feeds(proto.graph, out))
+        except OpshiftError as e:
+            raise type(e)(f"{who}: {e}") from None
+    return out
+
+
+
+def verify_rewrites(rewrites: Iterable[tuple[str, onnx.ModelProto, onnx.ModelProto]], *,
+                    seed: int = 0, dims: Mapping[str, int] | None = None,
+                    signed_zeros: bool = True) -> VerifyReport:
+    """Check each ``(label, before, after)`` region pair on the same generated inputs.
+
+    One row per output per rewrite, with the label in the row. A region the evaluator cannot
+    run raises :class:`UnsupportedError` naming the label (nothing can be verified there).
+    """
+    report = VerifyReport(seed=seed, signed_zeros=signed_zeros)
+    for label, before, after in rewrites:
+        before, _ = _load(before, "before")
+        after, _ = _load(after, "after")
+        for m, role in ((before, "before"), (after, "after")):
+            why = evaluator_supports(m)
+            if why is not None:
+                raise UnsupportedError(f"cannot verify rewrite {label}: {role}: {why}")
+        part = VerifyReport(seed=seed)
+        part.rows = _pair_rows(before, after, f"before {label}", f"after {label}", None, dims,
+                               seed, label, signed_zeros, part)
+        report.rows.extend(part.rows)
+        report.rounds = max(report.rounds, part.rounds)
+        report.kernels.update(part.kernels)
+        progress.advance()
+        for k, v in part.inputs.items():
+            report.inputs.setdefault(f"{label}: {k}", v)
+    return report
+
+
+def evaluator_supports(model: ModelLike) -> str | None:
+    """None if the evaluator has a kernel (opshift's own or onnx.reference's) for every node of
+    ``model`` (graph, subgraphs, functions) at its version; else a reason naming the first
+    node that has none. Under the onnxruntime backend (:mod:`opshift.verify.policy`) always
+    None: onnxruntime says at run time."""
+    if _policy.current().backend == "onnxruntime":
+        return None
+    from ..evaluator.kernels import kernels
+
+    proto, _, _ = to_proto(model)
+    return kernels(proto).missing

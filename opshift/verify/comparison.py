@@ -1,0 +1,192 @@
+"""The comparison policy: when an actual array counts as the expected one.
+
+* Integers and bool: exact.
+* Floats: at most ``ULP_TOLERANCE[dtype]`` units in the last place apart (float64 4, float32 4,
+  float16 2, bfloat16 2; other float types exact). The ULP distance counts the representable
+  values between the two numbers, across zero (the smallest subnormal and its negative are 2
+  apart). NaN equals NaN (any sign or payload); NaN never equals a number. An infinity must be
+  matched by the same infinity, never by a finite number however large.
+  The tolerance leaves room for a different but equivalent order of float operations in a
+  rewrite (e.g. ``s*x`` vs ``x*s`` is exact, ``g*(a*e - a)`` vs ``g*a*(e - 1)`` is not); a
+  wrong constant or formula shows up as far more than 4 ulp.
+* Signed zeros: ``-0.0`` and ``+0.0`` are **different** (``signed_zeros=True``, the default):
+  the sign of zero is observable (``1/x``, ``atan2``, ``copysign``) and ONNX's definitions of
+  PRelu/LeakyRelu/Selu fix it, so a rewrite that flips it is not exact. Pass
+  ``signed_zeros=False`` to treat them as equal.
+
+The :class:`~opshift.verify.policy.Policy` in force may widen the float tolerance
+(``ulp``, ``atol``, ``rtol``); NaN, infinities and the sign of zero are judged the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from . import policy as _policy
+
+#: Allowed distance in units in the last place, per float dtype name. Other float types: 0.
+ULP_TOLERANCE: dict[str, int] = {"float64": 4, "float32": 4, "float16": 2, "bfloat16": 2}
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_FLOATS = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), _BF16}
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    return dtype.kind == "f" or dtype == _BF16
+
+
+@dataclass
+class Comparison:
+    """Result of comparing one expected array with one actual array."""
+
+    ok: bool
+    max_abs: float | None = None  # None when nothing was compared (dtype/shape mismatch)
+    max_ulp: int | float | None = None  # float('inf') for NaN/inf mismatches
+    reason: str = ""
+
+    def combine(self, other: Comparison) -> Comparison:
+        """Worst of two comparisons of the same output (e.g. two rounds of inputs)."""
+        return Comparison(self.ok and other.ok, _max(self.max_abs, other.max_abs),
+                          _max(self.max_ulp, other.max_ulp), self.reason or other.reason)
+
+
+def _max(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
+
+
+def _fmt(v: Any) -> str:
+    return repr(v.item()) if isinstance(v, np.generic) else repr(v)
+
+
+def _ulp_distance(e: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Number of representable values between e and a (finite, same dtype), as uint64."""
+    nbits = e.dtype.itemsize * 8
+    ui = np.dtype(f"uint{nbits}")
+    be = e.view(ui).astype(np.uint64)
+    ba = a.view(ui).astype(np.uint64)
+    mask = np.uint64((1 << (nbits - 1)) - 1)
+    me, ma = be & mask, ba & mask
+    same_sign = (be >> np.uint64(nbits - 1)) == (ba >> np.uint64(nbits - 1))
+    # Sign-magnitude: same sign -> |me - ma|, different signs -> me + ma (cannot overflow).
+    return np.where(same_sign, np.where(me > ma, me - ma, ma - me), me + ma)
+
+
+def compare(expected: Any, actual: Any, *, ulp: int | None = None,
+            signed_zeros: bool = True) -> Comparison:
+    """Compare ``actual`` with ``expected`` under the module's policy (see module docs).
+
+    ``ulp`` overrides the tolerance of :data:`ULP_TOLERANCE` for float dtypes.
+    """
+    # numpy scalars (np.float32(1.0), np.bool_) are 0-d tensors
+    if isinstance(expected, np.generic):
+        expected = np.asarray(expected)
+    if isinstance(actual, np.generic):
+        actual = np.asarray(actual)
+    if not isinstance(expected, np.ndarray) or not isinstance(actual, np.ndarray):
+        if expected is None and actual is None:
+            return Comparison(True, 0.0, 0)
+        te, ta = type(expected).__name__, type(actual).__name__
+        return Comparison(False, reason=f"not both tensors ({te} vs {ta})")
+    if expected.dtype != actual.dtype:
+        return Comparison(False, reason=f"dtype differs: expected {expected.dtype}, "
+                                        f"got {actual.dtype}")
+    if expected.shape != actual.shape:
+        return Comparison(False, reason=f"shape differs: expected {list(expected.shape)}, "
+                                        f"got {list(actual.shape)}")
+    dt = expected.dtype
+    if expected.size == 0:
+        return Comparison(True, 0.0, 0)
+    if dt.kind == "b":
+        bad = expected != actual
+        n = int(bad.sum())
+        return _result(n, bad, expected, actual, float(n > 0), int(n > 0), "differ")
+    if dt.kind in "iu":
+        bad = expected != actual
+        n = int(bad.sum())
+        if not n:
+            return Comparison(True, 0.0, 0)
+        d = np.abs(expected[bad].astype(object) - actual[bad].astype(object)).max()
+        return _result(n, bad, expected, actual, float(d), int(d), "differ")
+    if _is_float(dt) and dt.itemsize in (1, 2, 4, 8):
+        return _compare_float(expected, actual, ulp, signed_zeros)
+    eq = expected == actual
+    bad = ~np.asarray(eq, dtype=bool)
+    n = int(bad.sum())
+    return _result(n, bad, expected, actual, None, None, "differ")
+
+
+def _result(n: int, bad: np.ndarray, e: np.ndarray, a: np.ndarray, max_abs, max_ulp,
+            what: str) -> Comparison:
+    if not n:
+        return Comparison(True, max_abs, max_ulp)
+    return _failed(n, int(np.argmax(bad.reshape(-1))), e, a, max_abs, max_ulp, what)
+
+
+def _failed(n: int, first: int, e: np.ndarray, a: np.ndarray, max_abs, max_ulp,
+            what: str) -> Comparison:
+    at = tuple(int(i) for i in np.unravel_index(first, e.shape))
+    return Comparison(False, max_abs, max_ulp,
+                      f"{n} of {e.size} elements {what}; first at {list(at)}: expected "
+                      f"{_fmt(e[at])}, got {_fmt(a[at])}")
+
+
+def _compare_float(e: np.ndarray, a: np.ndarray, ulp: int | None,
+                   signed_zeros: bool) -> Comparison:
+    # Only elements that are not bit-for-bit-equal in value (e != a, NaN pairs included) need
+    # the expensive checks; on large, mostly equal outputs that subset is small.
+    pol = _policy.current()
+    if ulp is None:
+        ulp = pol.ulp
+    tol = ULP_TOLERANCE.get(e.dtype.name, 0) if ulp is None else int(ulp)
+    ef, af = e.reshape(-1), a.reshape(-1)
+    with np.errstate(all="ignore"):
+        cand = np.flatnonzero(ef != af)
+        ec, ac = ef[cand], af[cand]
+        ne, na = np.isnan(ec), np.isnan(ac)
+        nan_bad = ne != na
+        inf_bad = (np.isinf(ec) | np.isinf(ac)) & ~(ne | na)  # e != a here, so a mismatch
+        fin = ~(ne | na | np.isinf(ec) | np.isinf(ac))
+        dist = _ulp_distance(ec[fin], ac[fin])
+        ulp_bad = np.zeros(len(cand), bool)
+        ulp_bad[fin] = (dist > np.uint64(tol)) & ~pol.within(ec[fin], ac[fin])
+        bad_idx = cand[nan_bad | inf_bad | ulp_bad]
+        zero_idx = np.empty(0, np.intp)
+        if signed_zeros:
+            z = np.flatnonzero(ef == 0)
+            zero_idx = z[np.signbit(ef[z]) != np.signbit(af[z])]
+            if len(zero_idx):  # a mask, not np.union1d: that imports numpy.ma (~50 ms)
+                both = np.zeros(ef.size, bool)
+                both[bad_idx] = both[zero_idx] = True
+                bad_idx = np.flatnonzero(both)
+        max_abs = 0.0
+        max_ulp: int | float = 0
+        if fin.any():
+            max_abs = float(np.abs(ec[fin].astype(np.float64) - ac[fin].astype(np.float64)).max())
+            max_ulp = int(dist.max())
+        if nan_bad.any() or inf_bad.any():
+            max_abs, max_ulp = math.inf, math.inf
+    if not len(bad_idx):
+        return Comparison(True, max_abs, max_ulp)
+    kinds = []
+    if nan_bad.any():
+        kinds.append("NaN vs number")
+    if inf_bad.any():
+        kinds.append("infinity mismatch")
+    if ulp_bad.any():
+        kinds.append(f"more than {tol} ulp apart" + (
+            f" and more than {pol.atol:g} + {pol.rtol:g}*|expected|"
+            if pol.atol or pol.rtol else ""))
+    if len(zero_idx):
+        kinds.append("-0.0 vs +0.0")
+    return _failed(len(bad_idx), int(bad_idx.min()), e, a, max_abs, max_ulp,
+                   f"differ ({', '.join(kinds)})")
+

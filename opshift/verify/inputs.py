@@ -1,0 +1,203 @@
+"""Generated inputs: random values from declared types and shapes, special values mixed in.
+
+Symbolic or unknown dims take the size given in ``dims`` (by ``dim_param`` name), else
+:data:`DEFAULT_DIM` (2). Values are reproducible for a seed, and each input's values depend
+only on the seed and the input's name. A tensor of n >= 2 elements gets up to n // 2 special
+values at random positions; when a tensor is too small to hold every special value at once,
+:func:`opshift.verify.verify` and :func:`opshift.verify.verify_rewrites` run extra rounds until
+every special value has been fed to every input (bounded so that the extra rounds stay small).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..errors import LimitError, OpshiftError, UnsupportedError
+from .comparison import _FLOATS
+
+#: Size used for a symbolic or unknown dim that ``dims`` does not name.
+DEFAULT_DIM = 2
+
+#: Extra rounds of generated inputs stop once this many elements have been generated in total.
+_ROUND_BUDGET = 1 << 20
+#: The most input elements generated for one run (1 GiB of float64).
+MAX_GENERATED_ELEMENTS = 1 << 27
+_MAX_ROUNDS = 32
+
+
+def special_values(dtype: Any) -> np.ndarray:
+    """The special values mixed into generated inputs of ``dtype``.
+
+    Floats: +0, -0, +inf, -inf, NaN, +-smallest subnormal, +-largest subnormal, +-tiny
+    (smallest normal), max, min (lowest), +-1. Signed ints: 0, 1, -1, min, min + 1, max,
+    max - 1. Unsigned ints: 0, 1, max, max - 1. Bool: False, True.
+    """
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return np.array([False, True])
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        vals = [0, 1, int(info.max), int(info.max) - 1]
+        if dt.kind == "i":
+            vals += [-1, int(info.min), int(info.min) + 1]
+        return np.array(vals, dtype=dt)
+    if dt in _FLOATS:
+        fi = ml_dtypes.finfo(dt)
+        sub = float(fi.smallest_subnormal)
+        tiny = float(fi.tiny)
+        big_sub = tiny - sub  # exact in float64 for every supported dtype
+        vals = [0.0, -0.0, math.inf, -math.inf, math.nan, sub, -sub, big_sub, -big_sub,
+                tiny, -tiny, float(fi.max), float(fi.min), 1.0, -1.0]
+        return np.array(vals, dtype=np.float64).astype(dt)
+    raise UnsupportedError(f"cannot generate values of type {dt}")
+
+
+@dataclass
+class _InputSpec:
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def per_round(self) -> int:
+        """Special values placed per round."""
+        return self.size // 2 if self.size >= 2 else 1
+
+    def rounds_needed(self) -> int:
+        if self.size == 0:
+            return 1
+        k = len(special_values(self.dtype))
+        if self.size == 1:
+            return k + 1  # round 0 is a plain random value
+        return -(-k // self.per_round)
+
+
+def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None) -> list[_InputSpec]:
+    dims = dict(dims or {})
+    for k, v in dims.items():
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
+            raise OpshiftError(f"dims[{k!r}] = {v!r}: a dim size must be a non-negative integer")
+    inits = {t.name for t in graph.initializer} | {t.values.name for t in
+                                                  graph.sparse_initializer}
+    specs = []
+    for vi in graph.input:
+        if vi.name in inits:
+            continue
+        if not vi.type.HasField("tensor_type"):
+            kind = vi.type.WhichOneof("value") or "unknown"
+            raise UnsupportedError(f"graph input {vi.name!r}: cannot generate values of "
+                                   f"{kind} type; pass inputs explicitly")
+        tt = vi.type.tensor_type
+        if not tt.elem_type:
+            raise UnsupportedError(f"graph input {vi.name!r} declares no element type; pass "
+                                   "inputs explicitly")
+        try:
+            dt = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except (KeyError, TypeError, ValueError):
+            dt = None
+        name = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+        if dt is None or not (dt in _FLOATS or dt.kind in "biu"):
+            raise UnsupportedError(f"graph input {vi.name!r}: cannot generate values of type "
+                                   f"{name}; pass inputs explicitly")
+        if not tt.HasField("shape"):
+            raise UnsupportedError(f"graph input {vi.name!r} declares no shape (rank "
+                                   "unknown); pass inputs explicitly")
+        shape = []
+        for d in tt.shape.dim:
+            if d.HasField("dim_value"):
+                shape.append(int(d.dim_value))
+            elif d.HasField("dim_param") and d.dim_param in dims:
+                shape.append(int(dims[d.dim_param]))
+            else:
+                shape.append(DEFAULT_DIM)
+        specs.append(_InputSpec(vi.name, dt, tuple(shape)))
+    return specs
+
+
+def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
+    key = [seed, zlib.crc32(spec.name.encode())]
+    # The order of the special values is fixed per (seed, name), so the rounds walk through
+    # all of them; values and positions change from round to round.
+    order = np.random.default_rng(key).permutation(len(special_values(spec.dtype)))
+    rng = np.random.default_rng(key + [part] if part else key)
+    dt, n = spec.dtype, spec.size
+    if dt.kind == "b":
+        flat = rng.random(n) < 0.5
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        full = rng.integers(int(info.min), int(info.max), size=n, dtype=dt, endpoint=True)
+        small = np.clip(np.rint(rng.normal(0.0, 4.0, n)), int(info.min), min(int(info.max),
+                                                                              2**53))
+        flat = np.where(rng.random(n) < 0.5, small.astype(dt), full)
+    elif dt == np.float64:
+        flat = rng.standard_normal(n)
+    else:
+        flat = rng.standard_normal(n, dtype=np.float32).astype(dt, copy=False)
+    specials = special_values(dt)[order]
+    if n >= 2:
+        k = min(spec.per_round, len(specials))
+        start = part * spec.per_round
+        take = (start + np.arange(k)) % len(specials)
+        flat[rng.choice(n, size=k, replace=False)] = specials[take]
+    elif n == 1 and part > 0:
+        flat[0] = specials[(part - 1) % len(specials)]
+    return flat.reshape(spec.shape)
+
+
+def make_inputs(graph: onnx.GraphProto, *, dims: Mapping[str, int] | None = None,
+                seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs for every non-initializer input of ``graph``, from its declared types and shapes.
+
+    Symbolic/unknown dims take ``dims[dim_param]`` or :data:`DEFAULT_DIM`. Values: random
+    normal (floats), half small and half full-range (ints), random (bool), with up to n // 2
+    of :func:`special_values` at random positions. Deterministic for a seed. Raises
+    :class:`UnsupportedError` for inputs whose type or rank is unknown or not generatable.
+    """
+    _check_seed(seed)
+    return _generate_round(_input_specs(graph, dims), seed, 0)
+
+
+def _generate_round(specs: Sequence[_InputSpec], seed: int, round_: int
+                    ) -> dict[str, np.ndarray]:
+    total = sum(s.size for s in specs)
+    if total > MAX_GENERATED_ELEMENTS:
+        shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
+        raise LimitError(f"inputs of {total} elements ({shapes}) are over the "
+                         f"{MAX_GENERATED_ELEMENTS} opshift generates; give them with "
+                         "--inputs, or smaller symbolic dims with --dim")
+    try:
+        return {s.name: _generate(s, seed, round_) for s in specs}
+    except (ValueError, MemoryError) as e:  # e.g. a shape too large for numpy
+        shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
+        raise OpshiftError(f"cannot generate inputs ({shapes}): {e}") from e
+
+
+def _check_seed(seed: int) -> None:
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise OpshiftError(f"seed {seed!r}: must be a non-negative integer")
+
+
+def _rounds(specs: Sequence[_InputSpec]) -> int:
+    need = max((s.rounds_needed() for s in specs), default=1)
+    per = max(1, sum(s.size for s in specs))
+    budget = max(1, _ROUND_BUDGET // per)
+    return max(1, min(need, budget, _MAX_ROUNDS))
+
+
+def _describe(inputs: Mapping[str, np.ndarray], source: str) -> dict[str, dict[str, Any]]:
+    return {k: {"dtype": str(v.dtype), "shape": list(v.shape), "source": source}
+            for k, v in inputs.items()}
+
