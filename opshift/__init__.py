@@ -5,7 +5,7 @@ Public API (imported lazily so that ``import opshift`` stays cheap)::
     opshift.evaluate(model, inputs)          # bundled version-aware NumPy evaluator
     opshift.verify(reference, candidate)     # compare two models on the same inputs
     opshift.convert(model, opset)            # exact opset up/downgrade
-    opshift.inline(model, ops=None, functions=None)
+    opshift.inline(model, ops=None, functions=None, *, allow_nonfinite_slope=False)
     opshift.fuse(model)
     opshift.fix(model)
     opshift.inspect(model)

@@ -12,7 +12,8 @@
 Registered through ``gs.Graph.register()`` (for every opset):
 
 * ``graph.opshift_convert(opset)`` -- :func:`opshift.convert`
-* ``graph.opshift_inline(ops=None, functions=None)`` -- :func:`opshift.inline`
+* ``graph.opshift_inline(ops=None, functions=None, *, allow_nonfinite_slope=False)`` --
+  :func:`opshift.inline`
 * ``graph.opshift_fuse(allow_rounding=False)`` -- :func:`opshift.fuse`
 * ``graph.opshift_fix(prelu_slope=None)`` -- :func:`opshift.fix`
 
@@ -95,13 +96,16 @@ def opshift_convert(self: gs.Graph, opset: int) -> gs.Graph:
 
 
 @gs.Graph.register()
-def opshift_inline(self: gs.Graph, ops=None, functions=None) -> gs.Graph:
+def opshift_inline(self: gs.Graph, ops=None, functions=None, *,
+                   allow_nonfinite_slope: bool = False) -> gs.Graph:
     """Inline PRelu/LeakyRelu/Selu (``ops``) and model-local ``functions`` (see
-    :func:`opshift.inline`). Updates the graph in place and returns it."""
+    :func:`opshift.inline`, also for ``allow_nonfinite_slope``). Updates the graph in place
+    and returns it."""
     inline_proto = _load("opshift.passes.inline", "inline_proto", "opshift_inline")
 
     def run(model):
-        result = inline_proto(model, ops, functions)
+        result = inline_proto(model, ops, functions,
+                              allow_nonfinite_slope=allow_nonfinite_slope)
         return model, result
 
     return _roundtrip(self, run)

@@ -15,6 +15,7 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 from opshift import evaluate, opsets
+from opshift.errors import ConversionError
 from opshift.passes.inline import inline, inline_proto
 from opshift.passes.inline import templates as dec
 
@@ -107,7 +108,13 @@ def run_case(op, opset, elem, x, attrs=None, slope=None, slope_input=False, form
              slope_node=False):
     m = build(op, opset, elem, list(x.shape), attrs, slope, slope_input, slope_node)
     before = m.SerializeToString()
-    out = inline(m)
+    # a slope a caller may change (graph input, IR < 4 initializer-input) at opsets 1..8:
+    # refused unless asked for, as its form is exact only for finite slopes (all are here)
+    runtime = op == "PRelu" and dec.band(opset) == dec.LEGACY and not slope_node
+    if runtime:
+        with pytest.raises(ConversionError, match="slope is not a constant"):
+            inline(m)
+    out = inline(m, allow_nonfinite_slope=runtime)
     assert m.SerializeToString() == before, "inline() must not modify its input"
     assert not any(n.op_type in ACTS for n in out.graph.node)
     assert len(out.graph.node) > 1 + slope_node
@@ -439,7 +446,9 @@ def test_documented_non_constant_slope_limit_at_legacy_opsets():
     x = np.array([2.0, -2.0, 0.0], np.float32)
     s = np.array([np.inf, 0.5, 0.25], np.float32)
     m = build("PRelu", 8, TP.FLOAT, [3], slope=s, slope_input=True)
-    got = evaluate(inline(m), {"x": x, "s": s})["y"]
+    with pytest.raises(ConversionError, match="gives NaN where the slope is"):
+        inline(m)
+    got = evaluate(inline(m, allow_nonfinite_slope=True), {"x": x, "s": s})["y"]
     ref = evaluate(m, {"x": x, "s": s})["y"]
     assert ref[0] == 2.0 and np.isnan(got[0])
     assert np.array_equal(ref[1:], got[1:])

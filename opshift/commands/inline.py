@@ -16,7 +16,10 @@ DESCRIPTION = """\
 Replace every PRelu, LeakyRelu and Selu node (any version, in the main graph, If/Loop/Scan
 subgraphs and model-local functions) by primitive ops valid at the opset the model declares:
 the ONNX function bodies at opset >= 15, the same with typed constants at 9..14, and exact
-Relu/Neg/Mul/Max/Min/Sub/Exp forms at 1..8 (see opshift/passes/decompose.py). With
+Relu/Neg/Mul/Max/Min/Sub/Exp forms at 1..8 (see opshift/passes/inline/decompose.py). At
+1..8 a PRelu whose slope is not a constant (a graph input, an IR < 4 initializer that is
+also an input, a computed value) is refused: the form there gives NaN where the slope is
++-inf or NaN and x >= 0; --allow-nonfinite-slope inlines it anyway, with a note per node. With
 --functions, model-local functions are inlined too (all, or those named), and inlined
 functions nothing calls any more are removed.
 
@@ -45,6 +48,9 @@ def register(sub, parent) -> None:
     p.add_argument("--functions", default=None, metavar="all|NAME,...",
                    help="model-local functions to inline ('all' or names, domain::name "
                         "allowed); default: none")
+    p.add_argument("--allow-nonfinite-slope", action="store_true",
+                   help="at opsets 1..8, inline a PRelu whose slope is not a constant too "
+                        "(exact only while the slope is finite; a note names each node)")
     add_verify_options(p, flag=True)
     p.set_defaults(func=run)
 
@@ -71,7 +77,8 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
         original.CopyFrom(model)
     try:
         result = inline_proto(model, args.ops, args.functions, keep_before=args.verify,
-                              census=census, base_dir=src.source_dir)
+                              census=census, base_dir=src.source_dir,
+                              allow_nonfinite_slope=args.allow_nonfinite_slope)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise
@@ -85,6 +92,7 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
         model, changes, _summary(result),
         details={"functions_inlined": result.functions_inlined,
                  "functions_removed": result.functions_removed},
+        notes=result.notes,
         lines=lambda: _details(result) if args.verbose else (),
         check=lambda: verify_inline(original, model, result, seed=args.seed),
         check_total=len(result.rows),
@@ -96,7 +104,8 @@ def _change(n) -> dict:
             "what": "replaced by " + ", ".join(m.op_type for m in n.after),
             "why": f"{n.band} form at opset {n.opset}"
                    + ("" if n.signed_zero_exact else "; the sign of a zero result may differ "
-                      "(documented)")}
+                      "(documented)")
+                   + (f"; {n.note}" if n.note else "")}
 
 
 def _summary(result) -> str:

@@ -96,7 +96,8 @@ def _scope_constants(w: _Work) -> dict[str, onnx.TensorProto]:
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                  functions: Iterable[str] | str | None = None, *,
                  keep_before: bool = False, census: validate.Census | None = None,
-                 base_dir: str | os.PathLike | None = None) -> InlineResult:
+                 base_dir: str | os.PathLike | None = None,
+                 allow_nonfinite_slope: bool = False) -> InlineResult:
     """Inline ``ops`` (default: PRelu, LeakyRelu, Selu) and the model-local ``functions``
     (``"all"``, names, or None for none) in ``model``, in place.
 
@@ -105,6 +106,9 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     saves inline running that walk again (ignored once functions are inlined, which rebuilds
     the model). ``base_dir``: the model's folder, for a PRelu slope in external data that
     the decomposition at opsets 1..8 depends on (without it such a slope is refused).
+    ``allow_nonfinite_slope``: inline a PRelu whose slope is not a constant at opsets 1..8,
+    whose form is exact only for finite slopes (refused by default); each such node gets a
+    note in the result.
     Raises ConversionError (naming node, op, version) when a node cannot be inlined exactly;
     the model is then partly edited, so callers that need atomicity work on a copy.
     """
@@ -130,12 +134,14 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     for w in reversed(work):
         opset = w.opsets.get("")
         if w.sites and opset is not None:
-            _inline_scope(w, opset, names, facts, forms, result, keep_before)
+            _inline_scope(w, opset, names, facts, forms, result, keep_before,
+                          allow_nonfinite_slope)
     return result
 
 
 def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[tuple, Form],
-                  result: InlineResult, keep_before: bool) -> None:
+                  result: InlineResult, keep_before: bool,
+                  allow_nonfinite_slope: bool = False) -> None:
     """Replace the sites of one scope. First every site's replacement is chosen (and refused,
     ConversionError, before anything changes); then the scope's node list is emptied and
     refilled, the kept nodes copied back (a node removed from a list stays readable) and
@@ -147,7 +153,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     function_band = b == FUNCTION
     consts: dict[str, onnx.TensorProto] | None = None
     versions: dict[str, int] = {}  # 0: the op does not exist at this opset
-    chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how)
+    chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how, note)
     for i, node, op, name, ins, outs in w.sites:
         version = versions.get(op)
         if version is None:
@@ -165,12 +171,14 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
                 f = forms[key] = form(dec.band_template(
                     dec.Site(node, version, opset, et, graph=w.gname)))
             how: Form | list[onnx.NodeProto] = f
+            note = ""
         else:
             if consts is None and op == "PRelu":
                 consts = _scope_constants(w)
-            how = _legacy(w, node, op, version, opset, et, base, names, facts, consts)
+            how, note = _legacy(w, node, op, version, opset, et, base, names, facts, consts,
+                                allow_nonfinite_slope)
         chosen.append((i, node, op, version, base, ins[0], outs[0],
-                       ins[1] if op == "PRelu" else None, how))
+                       ins[1] if op == "PRelu" else None, how, note))
     if not chosen:
         return
     fkey = None if w.function is None else (w.function.domain, w.function.name)
@@ -180,7 +188,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     del nodes[:]
     add = nodes.add
     prev = 0
-    for i, node, op, version, base, x, y, slope, how in chosen:
+    for i, node, op, version, base, x, y, slope, how, note in chosen:
         nodes.extend(old[prev:i])
         prev = i + 1
         start = len(nodes)
@@ -193,16 +201,21 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             before = onnx.NodeProto()
             before.CopyFrom(node)
         rows.append((base, op, version, opset, b, w.label, before, (w.owner, start, len(nodes)),
-                     w.opsets, fkey))
+                     w.opsets, fkey, note))
+        if note:
+            result.notes.append(note)
     nodes.extend(old[prev:])
 
 
 def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, et: int,
             base: str, names: Names, facts: Facts,
-            consts: dict[str, onnx.TensorProto] | None) -> list[onnx.NodeProto]:
+            consts: dict[str, onnx.TensorProto] | None, allow_nonfinite_slope: bool
+            ) -> tuple[list[onnx.NodeProto], str]:
     """A node's replacement in the legacy band (opsets 1..8), where a PRelu's decomposition
-    also depends on its slope's value and shape and on X's shape."""
-    site = dec.Site(node, version, opset, et, graph=w.gname)
+    also depends on its slope's value and shape and on X's shape; and the note
+    :func:`.decompose.decompose` made of it ("" for none)."""
+    site = dec.Site(node, version, opset, et, graph=w.gname,
+                    allow_nonfinite_slope=allow_nonfinite_slope)
     if op == "PRelu":
         t = consts.get(node.input[1])
         if t is not None:
@@ -212,12 +225,17 @@ def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, e
             site.x_shape = facts.shape(node.input[0])
             if site.slope_shape is None:
                 site.slope_shape = facts.shape(node.input[1])
-    return dec.decompose(site, base, names)
+    return dec.decompose(site, base, names), site.note
 
 
 def inline(model: ModelLike, ops: Iterable[str] | str | None = None,
-           functions: Iterable[str] | str | None = None):
+           functions: Iterable[str] | str | None = None, *,
+           allow_nonfinite_slope: bool = False):
     """Inline PRelu/LeakyRelu/Selu (``ops``) and model-local ``functions`` ("all" or names).
+
+    At opsets 1..8 a PRelu whose slope is not a constant is refused (ConversionError): its
+    form there gives NaN for an infinite or NaN slope where x >= 0. ``allow_nonfinite_slope``
+    inlines it anyway (see :func:`inline_proto`).
 
     Accepts an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path; returns the same kind
     (a ModelProto for a path). The input is not modified.
@@ -227,7 +245,8 @@ def inline(model: ModelLike, ops: Iterable[str] | str | None = None,
         copy = onnx.ModelProto()
         copy.CopyFrom(proto)
         proto = copy
-    inline_proto(proto, ops, functions, base_dir=base_dir)
+    inline_proto(proto, ops, functions, base_dir=base_dir,
+                 allow_nonfinite_slope=allow_nonfinite_slope)
     return from_proto(proto, kind)
 
 
@@ -239,18 +258,23 @@ def _make_inline_pass() -> type:
 
     class InlinePass(ir_passes.InPlacePass):
         """``onnx_ir`` adapter over :func:`inline_proto`; ``modified`` is True only if
-        something was inlined. The last :class:`InlineResult` is in :attr:`last_result`."""
+        something was inlined. The last :class:`InlineResult` is in :attr:`last_result`
+        (its ``notes`` name the nodes ``allow_nonfinite_slope`` let through)."""
 
         def __init__(self, ops: Iterable[str] | str | None = None,
-                     functions: Iterable[str] | str | None = None):
+                     functions: Iterable[str] | str | None = None, *,
+                     allow_nonfinite_slope: bool = False):
             super().__init__()
             self.ops = ops
             self.functions = functions
+            self.allow_nonfinite_slope = allow_nonfinite_slope
             self.last_result: InlineResult | None = None
 
         def call(self, model: ir.Model) -> ir_passes.PassResult:
             self.last_result, out = run_as_ir_pass(
-                model, lambda proto: inline_proto(proto, self.ops, self.functions))
+                model, lambda proto: inline_proto(
+                    proto, self.ops, self.functions,
+                    allow_nonfinite_slope=self.allow_nonfinite_slope))
             return out
 
     InlinePass.__module__ = __name__

@@ -13,7 +13,11 @@ Squeeze(slope, axes=<its 1-dims outside the span>)``. A placement legacy Mul can
 (1-dim expansion inside the span) raises ConversionError.
 
 Only a slope that cannot change at run time (a Constant node, or an initializer that is not
-a graph input) chooses the Max/Min forms by its values.
+a graph input) chooses the Max/Min forms by its values. Any other slope (a graph input, an
+IR < 4 initializer that is also an input, a computed value) is refused at opsets 1..8: the
+``Relu(x) - slope*Relu(-x)`` form gives NaN where the slope is +-inf or NaN and x >= 0
+(``0*inf``), so it is exact only for finite slopes; ``allow_nonfinite_slope`` accepts it, and
+the node's :attr:`Site.note` says so.
 
 Element types: every type an op accepts at an opset is accepted there by the primitives
 used (bfloat16 exists for the ops only from opset 16/22, integers for PRelu from 9), so no
@@ -74,6 +78,9 @@ class Site:
     slope_shape: tuple | None = None
     slope_value: np.ndarray | None = None  # constant slope, if known
     graph: str | None = None
+    #: accept a run-time slope at opsets 1..8 (exact only for finite slopes)
+    allow_nonfinite_slope: bool = False
+    note: str = ""  # set by :func:`decompose` when it accepted such a slope
 
     def where(self) -> str:
         return where(self.node, version=self.version, graph=self.graph)
@@ -148,7 +155,9 @@ def decompose(site: Site, base: str, names: Names) -> list[onnx.NodeProto]:
     if site.opset <= 6:
         extra, slope, axis, broadcast = _legacy_slope(site, base, names)
     kind = "sub"
-    if site.slope_value is not None:
+    if site.slope_value is None:
+        _runtime_slope(site)
+    else:
         with np.errstate(over="ignore"):
             values = np.asarray(site.slope_value).astype(
                 helper.tensor_dtype_to_np_dtype(site.elem_type))
@@ -158,6 +167,17 @@ def decompose(site: Site, base: str, names: Names) -> list[onnx.NodeProto]:
     tpl = legacy_leaky_template(kind, None, site.elem_type, site.opset, axis, broadcast,
                                 "Slope")
     return extra + instantiate(tpl, x, y, base, names, slope)
+
+
+def _runtime_slope(site: Site) -> None:
+    """Refuse a slope that may change at run time, or note why it was accepted."""
+    why = (f"the slope is not a constant: the opset-{site.opset} form gives NaN where the "
+           "slope is +-inf or NaN and x >= 0")
+    if not site.allow_nonfinite_slope:
+        raise ConversionError(f"{site.where()}: cannot inline at opset {site.opset}: {why}; "
+                              "--allow-nonfinite-slope (allow_nonfinite_slope=True) accepts "
+                              "that")
+    site.note = f"{site.where()}: {why} (accepted: --allow-nonfinite-slope)"
 
 
 def _kind(values: np.ndarray) -> str:

@@ -25,6 +25,7 @@ class InlinedNode:
     span: tuple[onnx.GraphProto | onnx.FunctionProto, int, int]
     opsets: dict[str, int] = field(default_factory=dict)
     function: tuple[str, str] | None = None  # (domain, name) when in a function body
+    note: str = ""  # why the replacement is exact only for some inputs (accepted on request)
 
     @property
     def after(self) -> list[onnx.NodeProto]:
@@ -41,7 +42,8 @@ class InlinedNode:
         return {"node": self.label, "op": self.op, "version": self.version,
                 "opset": self.opset, "band": self.band, "scope": self.scope,
                 "replacement": [n.op_type for n in self.after],
-                "signed_zero_exact": self.signed_zero_exact}
+                "signed_zero_exact": self.signed_zero_exact,
+                **({"note": self.note} if self.note else {})}
 
 
 @dataclass
@@ -50,6 +52,9 @@ class InlineResult:
 
     functions_inlined: list[str] = field(default_factory=list)
     functions_removed: list[str] = field(default_factory=list)
+    #: one line per node inlined although its replacement is not exact for every input
+    #: (``allow_nonfinite_slope``)
+    notes: list[str] = field(default_factory=list)
     #: one row per replaced node: :class:`InlinedNode`'s fields in order (the objects are
     #: made when ``nodes`` is first read; a quiet run never needs them)
     rows: list[tuple] = field(default_factory=list, repr=False)
@@ -69,7 +74,8 @@ class InlineResult:
     def to_dict(self) -> dict:
         return {"nodes": [n.to_dict() for n in self.nodes],
                 "functions_inlined": self.functions_inlined,
-                "functions_removed": self.functions_removed, "modified": self.modified}
+                "functions_removed": self.functions_removed, "notes": self.notes,
+                "modified": self.modified}
 
     def summary(self) -> str:
         by_op: dict[str, int] = {}

@@ -1,0 +1,164 @@
+"""inline at opsets 1..8 with a PRelu slope that is not a constant: refused by default (the
+``Relu(x) - slope*Relu(-x)`` form gives NaN for an infinite or NaN slope where x >= 0),
+inlined with ``allow_nonfinite_slope`` and a note per node."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from conftest import MODELS, bundled, const, init, make_model, vi
+
+from opshift import convert, evaluate, opsets
+from opshift.cli import main
+from opshift.errors import ConversionError
+from opshift.passes.inline import inline, inline_proto
+from opshift.verify import compare
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+X = np.array([[2.0, -2.0, 0.0], [-0.0, 1e-3, -7.5]], np.float32)
+S = np.array([0.25, -1.5, 3.0], np.float32)
+
+
+def _model(opset: int, slope: str = "input") -> onnx.ModelProto:
+    """One PRelu 'act' in graph 'g': slope 's' is a graph input, an IR 3 initializer that is
+    also an input ('ir3'), computed from an input ('computed') or a Constant ('constant')."""
+    ins, inits, pre = [vi("x", shape=[2, 3])], [], []
+    slope_name = "s"
+    if slope == "input":
+        ins.append(vi("s", shape=[3]))
+    elif slope == "ir3":
+        ins.append(vi("s", shape=[3]))
+        inits.append(init("s", S))
+    elif slope == "computed":
+        ins.append(vi("t", shape=[3]))
+        pre.append(onnx.helper.make_node("Abs", ["t"], ["s"], name="abs"))
+    else:
+        pre.append(const("s", S))
+    node = onnx.helper.make_node("PRelu", ["x", slope_name], ["y"], name="act")
+    return make_model([*pre, node], ins, [vi("y", shape=[2, 3])], opset=opset,
+                      initializers=inits)
+
+
+def _feeds(slope: str, s=S) -> dict[str, np.ndarray]:
+    return {"x": X, **({"s": s} if slope in ("input", "ir3") else {}),
+            **({"t": s} if slope == "computed" else {})}
+
+
+@pytest.mark.parametrize("opset", [1, 6, 7, 8])
+@pytest.mark.parametrize("slope", ["input", "ir3", "computed"])
+def test_refused_by_default(opset, slope):
+    m = _model(opset, slope)
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError) as e:
+        inline(m)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert f"node 'act' (PRelu-{opsets.since_version('PRelu', opset)}, graph 'g')" in msg
+    assert f"cannot inline at opset {opset}: the slope is not a constant" in msg
+    assert "+-inf or NaN and x >= 0" in msg and "--allow-nonfinite-slope" in msg
+    assert m.SerializeToString() == before
+
+
+@pytest.mark.parametrize("opset", [6, 7, 8])
+@pytest.mark.parametrize("slope", ["input", "ir3", "computed"])
+def test_accepted_on_request_with_a_note_and_the_same_numbers(opset, slope):
+    m = _model(opset, slope)
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    result = inline_proto(out, allow_nonfinite_slope=True)
+    assert [n.op_type for n in out.graph.node if n.op_type == "PRelu"] == []
+    assert len(result.notes) == 1 and "\n" not in result.notes[0]
+    assert result.notes[0].startswith("node 'act' (PRelu-")
+    assert "slope is not a constant" in result.notes[0]
+    assert result.nodes[0].note == result.notes[0]
+    assert result.to_dict()["nodes"][0]["note"] == result.notes[0]
+    assert result.to_dict()["notes"] == result.notes
+    feeds = _feeds(slope)
+    ref, got = evaluate(m, feeds)["y"], evaluate(out, feeds)["y"]
+    c = compare(ref, got, ulp=0, signed_zeros=all(n.signed_zero_exact for n in result.nodes))
+    assert c.ok, c.reason
+    # the documented limit the option accepts: an infinite slope where x >= 0
+    inf = np.array([np.inf, 0.5, 0.5], np.float32)
+    ref, got = evaluate(m, _feeds(slope, inf))["y"], evaluate(out, _feeds(slope, inf))["y"]
+    assert ref[0, 0] == 2.0 and np.isnan(got[0, 0])
+
+
+@pytest.mark.parametrize("opset", [1, 7, 8, 9, 13, 18])
+def test_constant_slope_needs_no_option(opset):
+    m = _model(opset, "constant")
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    result = inline_proto(out)
+    assert result.notes == [] and result.nodes[0].note == ""
+    assert "note" not in result.to_dict()["nodes"][0]
+    assert np.array_equal(evaluate(m, {"x": X})["y"], evaluate(out, {"x": X})["y"])
+
+
+@pytest.mark.parametrize("opset", [9, 13, 15, 18])
+@pytest.mark.parametrize("slope", ["input", "computed"])
+def test_opset_9_and_later_unaffected(opset, slope):
+    m = _model(opset, slope)
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    result = inline_proto(out)
+    assert result.notes == [] and len(result.nodes) == 1
+    inf = np.array([np.inf, np.nan, -np.inf], np.float32)
+    for s in (S, inf):
+        ref, got = evaluate(m, _feeds(slope, s))["y"], evaluate(out, _feeds(slope, s))["y"]
+        c = compare(ref, got, ulp=0, signed_zeros=result.nodes[0].signed_zero_exact)
+        assert c.ok, c.reason
+
+
+def test_bundled_slope_input_model_below_opset_9(tmp_path, capsys):
+    m, feeds, _ = bundled("prelu_slope_input")
+    legacy = convert(m, 8)
+    src = tmp_path / "p8.onnx"
+    onnx.save(legacy, src)
+    out = tmp_path / "out.onnx"
+    assert main(["inline", str(src), "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "p8.onnx" in err and "(PRelu-" in err and "slope is not a constant" in err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["p8.onnx"]
+
+    assert main(["inline", str(src), "-o", str(out), "--allow-nonfinite-slope"]) == 0
+    text = capsys.readouterr().out
+    assert any(line.startswith("note: ") and "slope is not a constant" in line
+               for line in text.splitlines()), text
+    got = evaluate(onnx.load(out), feeds)
+    ref = evaluate(legacy, feeds)
+    for k in ref:
+        assert compare(ref[k], got[k], ulp=0, signed_zeros=False).ok
+
+    out2 = tmp_path / "out2.onnx"
+    assert main(["inline", str(src), "-o", str(out2), "--allow-nonfinite-slope", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any("slope is not a constant" in n for n in doc["notes"]), doc
+    assert (MODELS / "prelu_slope_input.onnx").exists()
+
+
+def test_inline_pass_and_graphsurgeon_take_the_option():
+    import onnx_ir as ir
+
+    from opshift.errors import OpshiftError
+    from opshift.passes import InlinePass
+
+    m = _model(8, "input")
+    with pytest.raises(OpshiftError, match="slope is not a constant"):
+        InlinePass()(ir.from_proto(m))
+    p = InlinePass(allow_nonfinite_slope=True)
+    assert p(ir.from_proto(m)).modified
+    assert len(p.last_result.notes) == 1
+
+    gs = pytest.importorskip("onnx_graphsurgeon")
+    import opshift.graphsurgeon  # noqa: F401  (registers the methods)
+
+    with pytest.raises(OpshiftError, match="slope is not a constant"):
+        gs.import_onnx(m).opshift_inline()
+    graph = gs.import_onnx(m).opshift_inline(allow_nonfinite_slope=True)
+    assert "PRelu" not in {n.op for n in graph.nodes}
