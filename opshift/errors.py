@@ -36,6 +36,15 @@ class ConversionError(OpshiftError):
     """A rewrite could not be made exact, so none was made."""
 
 
+class MissingOpError(ConversionError):
+    """A node whose op does not exist at the target opset and has no exact replacement there
+    (e.g. Where below opset 9); ``reason``: the message less the node's location."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
 class ArgumentTypeError(OpshiftError, TypeError):
     """An argument of the wrong type passed to the API (``convert(model, "13")``): a
     TypeError, and an OpshiftError like every error opshift raises on purpose."""

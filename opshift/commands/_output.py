@@ -10,7 +10,9 @@ Every command that reads a model (convert, inline, fuse, fix, inspect, verify) r
 ``ok``           true when the command did what was asked (no error, no mismatch)
 ``exit_code``    0 ok, 1 verification mismatch, 2 bad input or impossible request
 ``changes``      one object per change: ``node``, ``op``, ``scope``, ``what``, ``why``
-                 (fix adds ``kind``); empty when nothing changed
+                 (fix adds ``kind``; convert adds ``kind: "fuse"`` to a region it fused
+                 into one op first, the only way to convert it); empty when nothing
+                 changed
 ``ops_before``   op type -> node count of the model read (``domain::Op`` outside ai.onnx;
                  every graph, subgraph and function counted)
 ``ops_after``    the same for the model written (or, for verify, the candidate), else null
@@ -24,7 +26,7 @@ Every command that reads a model (convert, inline, fuse, fix, inspect, verify) r
 ``notes``        other remarks, one string each
 ``error``        null, or ``message``, ``file``, ``node``, ``op`` (null when not known)
 ``details``      what only this command has (convert: ``source_opset``, ``target_opset``,
-                 ``ir_version``; inspect: its whole report; ...)
+                 ``ir_version``, ``relabelled``, ``fused``; inspect: its whole report; ...)
 """
 
 from __future__ import annotations

@@ -95,6 +95,12 @@ def _convert(args, src) -> _rewrite.Rewritten:
             out.append(f"  ... {n - 20:,} more (-v lists all, with reasons)")
         return out
 
+    fused = [c for c in result.changes if c.action == "fuse"]
+    notes = [f"fused {plural(len(fused), 'region')} into "
+             f"{'a single op' if len(fused) == 1 else 'single ops'} before converting, the "
+             f"only way: {', '.join(dict.fromkeys(c.op for c in fused))} does not exist at "
+             f"opset {args.opset}"] if fused else []
+
     def check():
         return _verify(original, model, result, src, args.seed)
 
@@ -102,8 +108,9 @@ def _convert(args, src) -> _rewrite.Rewritten:
         model, changes, summary, details={"source_opset": result.source_opset,
                                           "target_opset": result.target_opset,
                                           "ir_version": list(result.ir_version),
-                                          "relabelled": result.relabelled},
-        lines=lines, check=check,
+                                          "relabelled": result.relabelled,
+                                          "fused": len(fused)},
+        lines=lines, check=check, notes=notes,
         check_total=sum(c.region is not None for c in result.changes) if args.verify else 0,
         groups={f"{c.node} ({c.label})": c.op for c in result.changes}
         if args.verify else None)
@@ -117,6 +124,13 @@ def _verify(original, converted, result, src, seed: int):
     from ..verify import VerifyReport, evaluator_supports, verify, verify_rewrites
 
     report, notes = VerifyReport(seed=seed), []
+    for r in result.fused_regions:  # fused before converting: checked as fuse checks them
+        report.merge(verify_rewrites([(f"fused {r.label}", r.before, r.after)], seed=seed,
+                                     signed_zeros=r.signed_zero_exact))
+    signed_zeros = all(r.signed_zero_exact for r in result.fused_regions)
+    if not signed_zeros:
+        notes.append("signs of zeros not compared on the whole model: a fused region's "
+                     "pattern fixes the sign of zero differently from the op (fuse's policy)")
     for ch in result.changes:
         models = ch.region_models()
         label = f"{ch.node} ({ch.label})"
@@ -134,7 +148,7 @@ def _verify(original, converted, result, src, seed: int):
                                                         limit=_WHOLE_MODEL_EXTERNAL_LIMIT)
     if why is None:
         try:
-            report.merge(verify(original, converted, seed=seed))
+            report.merge(verify(original, converted, seed=seed, signed_zeros=signed_zeros))
         except ModelLoadError:
             raise  # the model's own data is broken (a tensor that does not fit its dims)
         except OpshiftError as e:

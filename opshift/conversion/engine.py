@@ -17,10 +17,17 @@ import onnx
 from onnx import helper
 
 from .. import opsets
-from ..errors import ArgumentTypeError, ConversionError, OpshiftError, function_id
+from ..errors import (
+    ArgumentTypeError,
+    ConversionError,
+    MissingOpError,
+    OpshiftError,
+    function_id,
+)
 from ..graph.edit import Edits
 from ..graph.facts import Facts
 from ..graph.scopes import Scope, subgraphs
+from .fuse_first import MissingOps, fuse_then_plan
 from .result import RELABEL, Change, ConvertResult, Relabels, all_changes, record_region
 from .step import Context
 from .walk import Walk, walk_for, walk_node
@@ -46,8 +53,10 @@ class _Planner:
     """Plans every node of every scope into :class:`Edits`, then writes them."""
 
     def __init__(self, model: onnx.ModelProto, source: int, target: int, skip: frozenset[str],
-                 record: bool, base_dir, facts: Facts):
+                 record: bool, base_dir, facts: Facts, *, collect_missing: bool = False):
         self.ctx = Context(model, target, facts, Edits(facts))
+        #: nodes refused as MissingOpError (collected, not raised, with ``collect_missing``)
+        self.missing: list[tuple] | None = [] if collect_missing else None
         self.source = source
         self.skip = skip
         self.record = record
@@ -85,12 +94,31 @@ class _Planner:
                 name = n.name or f"<{n.op_type} #{i}>"
                 if inert:
                     self.entries.append((name, n.op_type, sc.label, walk.v_from, walk.v_to))
-                elif f is None:
-                    self._plan(sc, i, n, src, walk, name)
-                else:
-                    self._plan_in_function(sc, i, n, src, walk, name, f, variants)
+                    continue
+                try:
+                    if f is None:
+                        self._plan(sc, i, n, src, walk, name)
+                    else:
+                        self._plan_in_function(sc, i, n, src, walk, name, f, variants)
+                except ConversionError as e:
+                    self._refused(e, (n, name, sc.label, walk.v_from))
+        if self.missing:
+            raise MissingOps(self.missing)
         self.ctx.edits.write()
         return self.entries
+
+    def _refused(self, e: ConversionError, node: tuple) -> None:
+        """Collect the node (node, name, scope label, version) when its op does not exist
+        at the target (and collecting), else raise the first refusal found, as planning in
+        order would."""
+        if self.missing is None:
+            raise e
+        if isinstance(e, MissingOpError):
+            self.missing.append((*node, e))
+            return
+        if self.missing:
+            raise MissingOps(self.missing) from None
+        raise e
 
     def _walk(self, op: str, src: int) -> Walk | None:
         v_from = opsets.since_version(op, src)
@@ -141,9 +169,8 @@ class _Planner:
             try:
                 planned = self._plan_one(sc, i, n, src, walk, name)
             except ConversionError as e:
-                raise ConversionError(f"{e} (function {fid} is never called from the "
-                                      "model's graphs, so the types of its inputs are "
-                                      "unknown)") from None
+                raise type(e)(f"{e} (function {fid} is never called from the model's "
+                              "graphs, so the types of its inputs are unknown)") from None
             finally:
                 facts.enter_function(None, None)
             self._accept(sc, i, *planned)
@@ -158,8 +185,8 @@ class _Planner:
                 except ConversionError as e:
                     more = (f" (one of {len(variants)} call-site type combinations)"
                             if len(variants) > 1 else "")
-                    raise ConversionError(f"{e}; function {fid} called with inputs "
-                                          f"{_types_str(ins, f)}{more}") from None
+                    raise type(e)(f"{e}; function {fid} called with inputs "
+                                  f"{_types_str(ins, f)}{more}") from None
                 if first is None:
                     first, first_ins = planned, ins
                 elif _canonical(planned[0], n) != _canonical(first[0], n):
@@ -249,8 +276,10 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
         return result
     ir = needed_ir(model, target)
     ir = ir if target < source else max(ir_before, ir)
-    result.entries = _Planner(model, source, target, frozenset(), record, base_dir,
-                              Facts(model, source)).run()
+    result.entries, result.fused_regions = fuse_then_plan(
+        model, lambda m: _Planner(m, source, target, frozenset(), record, base_dir,
+                                  Facts(m, source), collect_missing=True).run(),
+        target, record=record, base_dir=base_dir)
     if verbose_log is not None:
         for c in all_changes(result.entries):
             log(f"{c.scope}: {c.node} ({c.label}): {c.what} -- {c.why}")

@@ -65,8 +65,11 @@ class Change:
                              r.target_opsets))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "op": self.label, "scope": self.scope, "what": self.what,
-                "why": self.why}
+        d = {"node": self.node, "op": self.label, "scope": self.scope, "what": self.what,
+             "why": self.why}
+        if self.action == "fuse":  # a region fused before converting (see .fuse_first)
+            d["kind"] = "fuse"
+        return d
 
 
 def relabel(node: str, op: str, scope: str, v_from: int, v_to: int) -> Change:
@@ -117,6 +120,8 @@ class ConvertResult:
     ir_version: tuple[int, int] = (0, 0)
     #: Changes in node order, and relabels as (node, op, scope, from, to) tuples
     entries: list = field(default_factory=list, repr=False)
+    #: the regions fused before converting (:mod:`.fuse_first`), when recorded
+    fused_regions: list = field(default_factory=list, repr=False)
 
     @property
     def changes(self) -> list[Change]:

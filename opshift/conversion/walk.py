@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import onnx
 
 from .. import opsets
-from ..errors import ConversionError
+from ..errors import ConversionError, MissingOpError
 from ..graph.facts import Facts
 from ..graph.scopes import Scope
 from .generic import SchemaStep, schema_step, versions_between
@@ -93,8 +93,9 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
 
                 write_function_body(end, src, depth)
         except Refuse as e:
-            raise ConversionError(f"{loc}: {op} does not exist at opset {ctx.target} and no "
-                                  f"exact decomposition applies: {e}") from None
+            why = f"{op} does not exist at opset {ctx.target} and no exact decomposition " \
+                  f"applies: {e}"
+            raise MissingOpError(f"{loc}: {why}", why) from None
     return _result(n, state), state
 
 

@@ -17,6 +17,7 @@ inference on the side; nothing it infers is written into the result.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import onnx
@@ -39,7 +40,8 @@ __all__ = ["FusePass", "FuseResult", "Region", "fuse", "fuse_ir", "fuse_proto", 
 
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
                capture_regions: bool = False, census: validate.Census | None = None,
-               base_dir: str | os.PathLike | None = None
+               base_dir: str | os.PathLike | None = None,
+               only: Sequence[tuple[onnx.NodeProto, object]] | None = None
                ) -> tuple[onnx.ModelProto, FuseResult]:
     """Fuse ``model`` (not modified); returns the new ModelProto and the result.
 
@@ -48,16 +50,18 @@ def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
     byte for byte (value_info of values a fusion removed is dropped).
     ``census``: what :func:`opshift.validate.check` saw of this very ``model`` (its kinds of
     node), which spares a walk over the model's nodes. ``base_dir``: the model's folder,
-    for constants the checks read that are kept in external data.
+    for constants the checks read that are kept in external data. ``only``: (node of
+    ``model``, tag) pairs; then only the regions holding one of these nodes are fused, and
+    each fusion's ``Event.tags`` lists the tags of those it holds.
     """
     with no_cyclic_gc():  # building the rules and the IR allocates much and frees little
         return _fuse_proto(model, allow_rounding, capture_regions,
                            census.kinds if census is not None else node_kinds(model),
-                           base_dir)
+                           base_dir, only)
 
 
 def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: bool,
-                kinds: set[tuple[str, str]], base_dir=None
+                kinds: set[tuple[str, str]], base_dir=None, only=None
                 ) -> tuple[onnx.ModelProto, FuseResult]:
     out = onnx.ModelProto()
     out.CopyFrom(model)
@@ -70,7 +74,8 @@ def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: b
     scopes = _paired_scopes(ir_model, out, holders)
     unused = Unused()
     result = fuse_typed(ir_model, model, allow_rounding=allow_rounding,
-                        capture_regions=capture_regions, _unused_out=unused)
+                        capture_regions=capture_regions, _unused_out=unused,
+                        only=None if only is None else _ir_nodes(ir_model, model, only))
     if result.modified:
         gone = set(map(id, unused.nodes))
         # subgraphs before the graphs holding them: rebuilding a node list copies its nodes,
@@ -79,6 +84,15 @@ def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: b
             _write_back(graph, proto, before, gone)
         _drop_initializers(scopes, unused.initializers)
     return out, result
+
+
+def _ir_nodes(ir_model: ir.Model, model: onnx.ModelProto,
+              only: Sequence[tuple[onnx.NodeProto, object]]) -> dict[int, object]:
+    """id(IR node) -> tag for the NodeProtos of ``model`` in ``only`` (the IR keeps the
+    proto's node order, scope for scope)."""
+    tags = {id(p): tag for p, tag in only}
+    return {id(node): tags[id(p)] for _, proto, nodes in _paired_scopes(ir_model, model, True)
+            for node, p in zip(nodes, proto.node) if id(p) in tags}
 
 
 def _drop_initializers(scopes, dead: list[ir.Value]) -> None:

@@ -213,14 +213,17 @@ def _dead_initializers(values: list[ir.Value], unused: list[ir.Node]) -> list[ir
 
 
 def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
-            capture_regions: bool = False, _unused_out: Unused | None = None) -> FuseResult:
+            capture_regions: bool = False, only: dict[int, object] | None = None,
+            _unused_out: Unused | None = None) -> FuseResult:
     """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries.
-    Constant producers and initializers the fusions left unused are removed.
+    Constant producers and initializers the fusions left unused are removed. ``only``:
+    id(node) -> tag; then only the matches holding one of these nodes are fused (each
+    fusion's ``Event.tags`` lists theirs).
 
     (``_unused_out``: receives them instead, and they stay in ``model``: :func:`fuse_proto`
     leaves them out of the ModelProto it writes, so taking them out of the IR too would be
     work for nothing.)"""
-    rec = Recorder(capture=capture_regions)
+    rec = Recorder(capture=capture_regions, only=only)
     for f in model.functions.values():
         name = function_label(f)
         rec.scope_labels[id(f.graph)] = name
@@ -246,7 +249,8 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
 
 
 def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bool = False,
-               capture_regions: bool = False, _unused_out: Unused | None = None) -> FuseResult:
+               capture_regions: bool = False, only: dict[int, object] | None = None,
+               _unused_out: Unused | None = None) -> FuseResult:
     """:func:`fuse_ir` on ``ir_model`` with the types onnx shape inference finds for
     ``proto`` (the same model as a ModelProto): value types of the main graph and its
     subgraphs, and of function bodies from their call sites. Nothing inferred is written into
@@ -263,7 +267,7 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
     token = INFERRED_TYPES.set((types, function_graphs(ir_model)))
     try:
         return fuse_ir(ir_model, allow_rounding=allow_rounding,
-                       capture_regions=capture_regions, _unused_out=_unused_out)
+                       capture_regions=capture_regions, only=only, _unused_out=_unused_out)
     finally:
         INFERRED_TYPES.reset(token)
         if typed is not None:

@@ -29,6 +29,9 @@ class Event:
     op: str  # op type of the anchor node
     detail: str  # produced op, or the reason for refusing
     where: str = ""  # graph / function label
+    matched: tuple[str, ...] = ()  # a fusion's matched nodes' op types
+    tags: tuple = ()  # a fusion's tags of the ``Recorder.only`` nodes among them
+    zero_sign: str = ""  # a fusion's difference from the pattern in the sign of zero
 
 
 @dataclass
@@ -41,6 +44,8 @@ class Recorder:
     regions: list = field(default_factory=list)
     pending: object = None
     scope_labels: dict[int, str] = field(default_factory=dict)  # id(graph) -> label
+    #: id(node) -> tag: only matches holding one of these nodes are fused (None: all)
+    only: dict[int, object] | None = None
     _anchors: list[tuple[ir.Node, Event]] = field(default_factory=list)
     _seen: set[tuple[int, str]] = field(default_factory=set)
     _names: set[str] | None = None  # every value name of the model, gathered when needed
@@ -56,6 +61,10 @@ class Recorder:
         self._names.add(name)
         return name
 
+    def selected(self, nodes) -> bool:
+        """Whether a match of ``nodes`` may be fused (see :attr:`only`)."""
+        return self.only is None or any(id(n) in self.only for n in nodes)
+
     def refuse(self, rule: str, node: ir.Node, reason: str) -> None:
         key = (id(node), reason)
         if key in self._seen:
@@ -64,8 +73,13 @@ class Recorder:
         ev = Event(rule, node.name or "", node.op_type, reason, _where(node))
         self._anchors.append((node, ev))
 
-    def fuse(self, rule: str, node: ir.Node, produced: str) -> None:
-        self.fused.append(Event(rule, node.name or "", node.op_type, produced, _where(node)))
+    def fuse(self, rule: str, node: ir.Node, produced: str, matched=(),
+             zero_sign: str = "") -> None:
+        only = self.only or {}
+        self.fused.append(Event(rule, node.name or "", node.op_type, produced, _where(node),
+                                tuple(n.op_type for n in matched),
+                                tuple(only[id(n)] for n in matched if id(n) in only),
+                                zero_sign))
 
     def finish(self) -> None:
         """Keep refusals whose anchor is still in the graph (not fused by another rule)."""
@@ -208,7 +222,7 @@ class AnchoredMatcher(_matcher.SimplePatternMatcher):
                                remove_nodes=remove_nodes, tracer=tracer)
         if not result and result.reason.startswith("Matched nodes have other uses"):
             rec = _CURRENT.get()
-            if rec is not None:
+            if rec is not None and rec.selected([node]):
                 rec.refuse(self.rule_name, node, USED_OUTSIDE)
         return result
 

@@ -56,6 +56,9 @@ class Rule(pattern.RewriteRuleClassBase):
 
     def check(self, context, **bindings) -> MatchResult:
         self._plan = None
+        rec = current()
+        if rec is not None and not rec.selected(context.nodes):
+            return MatchResult().fail("not among the regions asked for")
         self._anchor = context.root
         self._matched = context.nodes
         self._model = context.model
@@ -116,7 +119,8 @@ class Rule(pattern.RewriteRuleClassBase):
         if producer is not None:
             producer.name = self._anchor.name  # the anchor is removed: its name (or none)
         if rec is not None:
-            rec.fuse(self.name, self._anchor, plan.describe())
+            rec.fuse(self.name, self._anchor, plan.describe(), self._matched,
+                     "" if plan.signed_zero_exact else plan.zero_sign)
             if rec.pending is not None:
                 rec.regions.append(rec.pending)
                 rec.pending = None
