@@ -15,7 +15,10 @@ DESCRIPTION = """\
 Convert IN.onnx to default-domain opset N and write OUT.onnx. PRelu, LeakyRelu and Selu
 are converted exactly (consumed_inputs, changed defaults, PRelu per-channel slopes across
 opset 6/7, types the target does not allow); every other op by opshift's schema-driven
-adapters. External data is never loaded: its files are copied beside OUT.onnx (one already
+adapters. A node whose op does not exist at opset N (Where below 9) in a region that
+'opshift fuse' fuses exactly into PRelu, LeakyRelu or Selu (their function bodies written
+out) is fused into that op first -- that region only, and only then -- and reported.
+External data is never loaded: its files are copied beside OUT.onnx (one already
 there with the same bytes is kept; a different one is replaced only with --force).
 The input file is never modified; OUT.onnx is written atomically and not at all on failure.
 A model of IR < 4 whose initializers are not graph inputs gets the IR version 'opshift fix'

@@ -6,7 +6,9 @@ every scope -- main graph, If/Loop/Scan bodies, model-local functions (with thei
 opsets, planned once per tuple of input types their call sites pass) -- is planned before
 anything is written, so a refusal (:class:`~opshift.errors.ConversionError` naming node,
 versions and scope) leaves the model untouched. Then the opset imports and the IR version
-(decided here, once) are set.
+(decided here, once) are set. Nodes refused because their op does not exist at the target
+are collected; those in regions ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu are fused
+first, and the fused model is planned instead (:mod:`.fuse_first`).
 """
 
 from __future__ import annotations
@@ -260,8 +262,11 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
 
     ``verbose_log(msg)`` (optional) is called with one line per decision. ``record`` keeps
     copies of each rewritten node and its replacement on the changes (for ``--verify``;
-    ``base_dir``: where the model's external data is). Raises :class:`ConversionError`
-    naming the node when a rewrite cannot be exact; the model is then unchanged.
+    ``base_dir``: where the model's external data is). A node whose op does not exist at
+    the target, in a region ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu (their function
+    bodies written out), is fused first: that region only, reported as a change with action
+    ``"fuse"``. Raises :class:`ConversionError` naming the node when a rewrite cannot be
+    exact; the model is then unchanged.
     """
     check_target(target)
     source = opsets.opset_of(model)
