@@ -162,3 +162,87 @@ def test_inline_pass_and_graphsurgeon_take_the_option():
         gs.import_onnx(m).opshift_inline()
     graph = gs.import_onnx(m).opshift_inline(allow_nonfinite_slope=True)
     assert "PRelu" not in {n.op for n in graph.nodes}
+
+
+# -- --verify with the option: the accepted nodes are checked on finite slopes ---------------
+
+
+def _inlined(m: onnx.ModelProto, **kw):
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    return out, inline_proto(out, keep_before=True, **kw)
+
+
+@pytest.mark.parametrize("opset", [6, 7, 8])
+@pytest.mark.parametrize("slope", ["input", "computed"])
+def test_verify_generates_finite_slopes_for_the_accepted_nodes_only(opset, slope):
+    from opshift.passes.inline import verify_inline
+
+    m = _model(opset, slope)
+    out, result = _inlined(m, allow_nonfinite_slope=True)
+    report, notes = verify_inline(m, out, result)
+    assert report.ok, [r.reason for r in report.rows if not r.ok]
+    source = "s" if slope == "input" else "t"
+    # the region's slope and the graph input the slope comes from: finite; x keeps them all
+    assert report.inputs["act: s"]["source"] == "generated, finite"
+    assert report.inputs["act: x"]["source"] == "generated"
+    assert report.inputs[source]["source"] == "generated, finite"
+    assert report.inputs["x"]["source"] == "generated"
+    assert any(n.startswith("act: slope 's' generated without +-inf and NaN") for n in notes)
+    assert any(n.startswith(f"whole model: input(s) '{source}' generated without +-inf and "
+                            "NaN: the slope of 'act'") for n in notes), notes
+
+
+def test_verify_of_accepted_nodes_still_catches_a_wrong_replacement():
+    from opshift.passes.inline import verify_inline
+
+    m = _model(8, "input")
+    out, result = _inlined(m, allow_nonfinite_slope=True)
+    (sub,) = [n for n in out.graph.node if n.op_type == "Sub"]
+    sub.op_type = "Add"  # relu(x) + s*relu(-x): wrong for every negative x
+    report, _ = verify_inline(m, out, result)
+    assert not report.ok
+    assert {r.label for r in report.rows if not r.ok} == {"act", ""}
+
+
+def test_verify_without_accepted_nodes_generates_every_special_value():
+    from opshift.passes.inline import verify_inline
+
+    m = _model(9, "input")  # PRelu's own form: no option, no note
+    out, result = _inlined(m)
+    report, notes = verify_inline(m, out, result)
+    assert report.ok and not any("without +-inf" in n for n in notes)
+    assert {v["source"] for v in report.inputs.values()} == {"generated"}
+
+
+def test_finite_inputs_get_every_other_special_value():
+    from opshift.verify import make_inputs
+    from opshift.verify.inputs import _generate_round, _input_specs, _rounds
+
+    g = _model(8, "input").graph
+    specs = _input_specs(g, None, finite=["s"])
+    rounds = [_generate_round(specs, 0, p) for p in range(_rounds(specs))]
+    s = np.concatenate([r["s"] for r in rounds])
+    x = np.concatenate([r["x"].ravel() for r in rounds])
+    assert np.isfinite(s).all() and np.isinf(x).any() and np.isnan(x).any()
+    fmax = np.finfo(np.float32).max
+    assert fmax in s and -fmax in s and np.signbit(s[s == 0]).any()
+    assert np.isfinite(make_inputs(g, finite=["s", "x"])["x"]).all()
+
+
+def test_cli_inline_verify_with_the_option_passes_and_says_why(tmp_path, capsys):
+    src = tmp_path / "p8.onnx"
+    onnx.save(_model(8, "computed"), src)
+    out = tmp_path / "out.onnx"
+    argv = ["inline", str(src), "-o", str(out), "--verify"]
+    assert main(argv) == 2  # refused without the option, as before
+    capsys.readouterr()
+    assert main([*argv, "--allow-nonfinite-slope"]) == 0
+    text = capsys.readouterr().out
+    assert "verify: ok" in text and "without +-inf and NaN" in text, text
+    assert out.exists()
+    assert main([*argv, "--allow-nonfinite-slope", "--json", "--force"]) == 0
+    v = json.loads(capsys.readouterr().out)["verify"]
+    assert v["ok"] and v["checks"]["whole_model"]
+    assert any(n.startswith("whole model: input(s) 't' generated without +-inf and NaN")
+               for n in v["notes"]), v["notes"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -136,22 +136,23 @@ def _load(model: ModelLike, role: str) -> tuple[onnx.ModelProto, str]:
 
 def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str,
                inputs: Mapping[str, np.ndarray] | None, dims, seed: int, label: str,
-               signed_zeros: bool, report: VerifyReport) -> list[Row]:
+               signed_zeros: bool, report: VerifyReport, finite: Collection[str] = ()
+               ) -> list[Row]:
     if inputs is not None:
         rounds = [dict(inputs)]
         report.inputs.update(_describe(inputs, "given"))
     else:
         _check_seed(seed)
-        specs = _input_specs(ref.graph, dims)
+        specs = _input_specs(ref.graph, dims, finite)
         ref_names = {s.name for s in specs}
-        extra = [s for s in _input_specs(cand.graph, dims) if s.name not in ref_names]
+        extra = [s for s in _input_specs(cand.graph, dims, finite) if s.name not in ref_names]
         if extra:
             raise EvaluationError(f"{cwho}: input {extra[0].name!r} is not an input of "
                                   f"{rwho}, so the two cannot be fed the same inputs")
         n = _rounds(specs)
         report.rounds = max(report.rounds, n)
         rounds = [_generate_round(specs, seed, p) for p in range(n)]
-        report.inputs.update(_describe(rounds[0], "generated"))
+        report.inputs.update(_describe(rounds[0], "generated", finite))
     from ..evaluator.kernels import kernels
 
     for m in (ref, cand):
@@ -173,14 +174,15 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
 def verify(reference: ModelLike, candidate: ModelLike,
            inputs: Mapping[str, np.ndarray] | None = None, *,
            dims: Mapping[str, int] | None = None, seed: int = 0,
-           signed_zeros: bool = True) -> VerifyReport:
+           signed_zeros: bool = True, finite: Collection[str] = ()) -> VerifyReport:
     """Run both models through the evaluator on the same inputs and compare every output.
 
     ``inputs`` (name -> array) are fed to each model that declares them; a name neither
     declares is an error. Without ``inputs``, inputs are generated from the reference graph
-    with :func:`make_inputs` (``dims``, ``seed``), in as many rounds as it takes to feed every
-    special value (bounded). Outputs are matched by position. Evaluator failures raise an
-    :class:`OpshiftError` naming the model and node (exit 2); mismatches are report rows.
+    with :func:`make_inputs` (``dims``, ``seed``, ``finite``: inputs given no +-inf or NaN),
+    in as many rounds as it takes to feed every special value (bounded). Outputs are
+    matched by position. Evaluator failures raise an :class:`OpshiftError` naming the model
+    and node (exit 2); mismatches are report rows.
     """
     ref, rwho = _load(reference, "reference")
     cand, cwho = _load(candidate, "candidate")
@@ -188,7 +190,7 @@ def verify(reference: ModelLike, candidate: ModelLike,
     if inputs is not None:
         inputs = _check_given(inputs, ref, cand, rwho, cwho)
     report.rows = _pair_rows(ref, cand, rwho, cwho, inputs, dims, seed, "", signed_zeros,
-                             report)
+                             report, finite)
     return report
 
 
@@ -213,8 +215,9 @@ def _check_given(inputs: Mapping[str, np.ndarray], ref: onnx.ModelProto,
 
 def verify_rewrites(rewrites: Iterable[tuple[str, onnx.ModelProto, onnx.ModelProto]], *,
                     seed: int = 0, dims: Mapping[str, int] | None = None,
-                    signed_zeros: bool = True) -> VerifyReport:
-    """Check each ``(label, before, after)`` region pair on the same generated inputs.
+                    signed_zeros: bool = True, finite: Collection[str] = ()) -> VerifyReport:
+    """Check each ``(label, before, after)`` region pair on the same generated inputs
+    (``finite``: inputs given no +-inf or NaN).
 
     One row per output per rewrite, with the label in the row. A region the evaluator cannot
     run raises :class:`UnsupportedError` naming the label (nothing can be verified there).
@@ -229,7 +232,7 @@ def verify_rewrites(rewrites: Iterable[tuple[str, onnx.ModelProto, onnx.ModelPro
                 raise UnsupportedError(f"cannot verify rewrite {label}: {role}: {why}")
         part = VerifyReport(seed=seed)
         part.rows = _pair_rows(before, after, f"before {label}", f"after {label}", None, dims,
-                               seed, label, signed_zeros, part)
+                               seed, label, signed_zeros, part, finite)
         report.rows.extend(part.rows)
         report.rounds = max(report.rounds, part.rounds)
         report.kernels.update(part.kernels)

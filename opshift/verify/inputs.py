@@ -6,13 +6,16 @@ only on the seed and the input's name. A tensor of n >= 2 elements gets up to n 
 values at random positions; when a tensor is too small to hold every special value at once,
 :func:`opshift.verify.verify` and :func:`opshift.verify.verify_rewrites` run extra rounds until
 every special value has been fed to every input (bounded so that the extra rounds stay small).
+Inputs named in ``finite`` get the finite special values only (no +-inf, no NaN): a caller
+that accepted a difference for non-finite values of some input (``inline
+--allow-nonfinite-slope``) checks everything else.
 """
 
 from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,10 +69,16 @@ class _InputSpec:
     name: str
     dtype: np.dtype
     shape: tuple[int, ...]
+    finite: bool = False  # no +-inf, no NaN among the special values
 
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def specials(self) -> np.ndarray:
+        vals = special_values(self.dtype)
+        return vals[np.isfinite(vals)] if self.finite and self.dtype in _FLOATS else vals
 
     @property
     def per_round(self) -> int:
@@ -79,13 +88,14 @@ class _InputSpec:
     def rounds_needed(self) -> int:
         if self.size == 0:
             return 1
-        k = len(special_values(self.dtype))
+        k = len(self.specials)
         if self.size == 1:
             return k + 1  # round 0 is a plain random value
         return -(-k // self.per_round)
 
 
-def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None) -> list[_InputSpec]:
+def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
+                 finite: Collection[str] = ()) -> list[_InputSpec]:
     dims = dict(dims or {})
     for k, v in dims.items():
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
@@ -123,7 +133,7 @@ def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None) -> list
                 shape.append(int(dims[d.dim_param]))
             else:
                 shape.append(DEFAULT_DIM)
-        specs.append(_InputSpec(vi.name, dt, tuple(shape)))
+        specs.append(_InputSpec(vi.name, dt, tuple(shape), vi.name in finite))
     return specs
 
 
@@ -131,7 +141,8 @@ def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
     key = [seed, zlib.crc32(spec.name.encode())]
     # The order of the special values is fixed per (seed, name), so the rounds walk through
     # all of them; values and positions change from round to round.
-    order = np.random.default_rng(key).permutation(len(special_values(spec.dtype)))
+    specials = spec.specials
+    order = np.random.default_rng(key).permutation(len(specials))
     rng = np.random.default_rng(key + [part] if part else key)
     dt, n = spec.dtype, spec.size
     if dt.kind == "b":
@@ -146,7 +157,7 @@ def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
         flat = rng.standard_normal(n)
     else:
         flat = rng.standard_normal(n, dtype=np.float32).astype(dt, copy=False)
-    specials = special_values(dt)[order]
+    specials = specials[order]
     if n >= 2:
         k = min(spec.per_round, len(specials))
         start = part * spec.per_round
@@ -158,16 +169,17 @@ def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
 
 
 def make_inputs(graph: onnx.GraphProto, *, dims: Mapping[str, int] | None = None,
-                seed: int = 0) -> dict[str, np.ndarray]:
+                seed: int = 0, finite: Collection[str] = ()) -> dict[str, np.ndarray]:
     """Inputs for every non-initializer input of ``graph``, from its declared types and shapes.
 
     Symbolic/unknown dims take ``dims[dim_param]`` or :data:`DEFAULT_DIM`. Values: random
     normal (floats), half small and half full-range (ints), random (bool), with up to n // 2
-    of :func:`special_values` at random positions. Deterministic for a seed. Raises
-    :class:`UnsupportedError` for inputs whose type or rank is unknown or not generatable.
+    of :func:`special_values` at random positions (the finite ones only for the inputs named
+    in ``finite``). Deterministic for a seed. Raises :class:`UnsupportedError` for inputs
+    whose type or rank is unknown or not generatable.
     """
     _check_seed(seed)
-    return _generate_round(_input_specs(graph, dims), seed, 0)
+    return _generate_round(_input_specs(graph, dims, finite), seed, 0)
 
 
 def _generate_round(specs: Sequence[_InputSpec], seed: int, round_: int
@@ -197,7 +209,9 @@ def _rounds(specs: Sequence[_InputSpec]) -> int:
     return max(1, min(need, budget, _MAX_ROUNDS))
 
 
-def _describe(inputs: Mapping[str, np.ndarray], source: str) -> dict[str, dict[str, Any]]:
-    return {k: {"dtype": str(v.dtype), "shape": list(v.shape), "source": source}
+def _describe(inputs: Mapping[str, np.ndarray], source: str, finite: Collection[str] = ()
+              ) -> dict[str, dict[str, Any]]:
+    return {k: {"dtype": str(v.dtype), "shape": list(v.shape),
+                "source": f"{source}, finite" if k in finite else source}
             for k, v in inputs.items()}
 

@@ -34,6 +34,38 @@ def _all_constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     return out
 
 
+def _slope_sources(model: onnx.ModelProto, nodes: list) -> list[str]:
+    """The graph inputs the slopes of ``nodes`` (accepted PRelu nodes) are computed from:
+    each slope and everything it is computed from, back to the main graph's inputs (a node
+    holding subgraphs reads what its subgraphs read; a slope inside a function is computed
+    from everything its call sites pass)."""
+    reads: dict[str, list[str]] = {}  # value -> what its producer reads
+    calls: dict[tuple[str, str], list[str]] = {}  # function -> what its call sites pass
+
+    def scope(ns) -> list[str]:
+        read: list[str] = []
+        for n in ns:
+            got = [i for i in n.input if i]
+            for _, g in subgraphs(n):
+                got += scope(g.node)
+            for o in n.output:
+                reads[o] = got
+            calls.setdefault((n.domain, n.op_type), []).extend(got)
+            read += got
+        return read
+
+    scope(model.graph.node)
+    todo = [i for n in nodes for i in ([n.before.input[1]] if n.function is None
+                                        else calls.get(n.function, []))]
+    seen: set[str] = set()
+    while todo:
+        v = todo.pop()
+        if v not in seen:
+            seen.add(v)
+            todo.extend(reads.get(v, ()))
+    return [vi.name for vi in model.graph.input if vi.name in seen]
+
+
 def _vi(name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
     if shape is not None:
         shape = [d if isinstance(d, int) else f"d{i}" if d is None else d
@@ -46,8 +78,12 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
     """Check each inlined node against its replacement with the evaluator (a small region
     model each, real constants, generated inputs with special values), then the whole model
     when the evaluator runs all of it. Signed zeros are compared except for the replacements
-    the decompose table documents. Returns ``(VerifyReport, notes)``; notes say what could
-    not be checked and why. ``result`` must come from ``inline_proto(..., keep_before=True)``.
+    the decompose table documents. A PRelu inlined although its slope is not a constant
+    (``allow_nonfinite_slope``: its form differs where the slope is +-inf or NaN) is checked
+    on finite slopes: its region's slope, and the graph inputs its slope is computed from in
+    the whole model, are generated without +-inf and NaN (a note says so). Returns
+    ``(VerifyReport, notes)``; notes say what could not be checked and why. ``result`` must
+    come from ``inline_proto(..., keep_before=True)``.
     """
     from ...verify import VerifyReport, evaluator_supports, region_model, verify, verify_rewrites
 
@@ -74,6 +110,7 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
             continue
         pre: list[onnx.NodeProto] = []
         ins = []
+        finite: list[str] = []
         xs = facts.shape(x) or facts2.shape(x)
         if n.op == "PRelu":
             s = n.before.input[1]
@@ -90,6 +127,8 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
                 ins.append(_vi(s, facts.elem_type(s) or et, ss))
                 if xs is None:
                     xs = ss
+                if n.note:
+                    finite.append(s)
         elif xs is None:
             xs = (8,)
         ins.insert(0, _vi(x, et, xs))
@@ -99,11 +138,14 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
         after = region_model(pre + n.after, ins, outs, opset_imports=imports)
         try:
             part = verify_rewrites([(n.label, before, after)], seed=seed,
-                                   signed_zeros=n.signed_zero_exact)
+                                   signed_zeros=n.signed_zero_exact, finite=finite)
         except OpshiftError as e:
             notes.append(f"{n.label}: not verified locally: {e}")
             continue
         report.merge(part)
+        if finite:
+            notes.append(f"{n.label}: slope {finite[0]!r} generated without +-inf and NaN "
+                         f"({_ACCEPTED})")
         checked += 1
     if checked < len(result.nodes):
         notes.append(f"{checked} of {len(result.nodes)} replacements verified locally")
@@ -112,9 +154,21 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
         notes.append(f"whole model: not verified: {why}")
     else:
         exact = all(n.signed_zero_exact for n in result.nodes)
+        accepted = [n for n in result.nodes if n.note and n.op == "PRelu"]
+        finite = _slope_sources(original, accepted) if accepted else []
         try:
-            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact))
+            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact,
+                                finite=finite))
         except OpshiftError as e:
             notes.append(f"whole model: not verified: {e}")
+        else:
+            if finite:
+                notes.append(f"whole model: input(s) {', '.join(map(repr, finite))} generated "
+                             "without +-inf and NaN: the slope of "
+                             f"{', '.join(repr(n.label) for n in accepted)} is computed from "
+                             f"them ({_ACCEPTED})")
     return report, notes
+
+
+_ACCEPTED = "non-finite slopes accepted with --allow-nonfinite-slope / allow_nonfinite_slope"
 
