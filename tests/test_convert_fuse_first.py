@@ -84,6 +84,29 @@ def test_expanded_model_converts_to_every_opset_below_9_exactly(cases, name):
     assert expanded.SerializeToString() == before
 
 
+@pytest.mark.parametrize("shape", [[1, 4, 5], [3, 1, 5], [3, 4, 1], [4, 1]])
+def test_fusing_also_takes_away_a_body_node_refused_for_another_reason(cases, shape):
+    # below 7 the body's Mul(x, slope) needs legacy broadcasting, which cannot express these
+    # shapes: refused before the Where is reached; fusing the Where's region takes it away
+    from opshift.verify import verify
+
+    m = onnx.ModelProto()
+    m.CopyFrom(cases["test_prelu_broadcast_expanded"].model)
+    s = m.graph.input[1].type.tensor_type.shape
+    s.Clear()
+    for d in shape:
+        s.dim.add().dim_value = d
+    rng = np.random.default_rng(0)
+    feeds = {"x": specials(np.float32, [3, 4, 5]),
+             "slope": rng.standard_normal(shape).astype(np.float32)}
+    for target in (1, 5, 6):
+        out = convert(m, target)
+        assert ops(out)[-1] == "PRelu" and "Where" not in ops(out) and "Mul" not in ops(out)
+        report = verify(m, out)
+        assert report.ok, [r.reason for r in report.rows]
+        assert_outputs_exact(evaluate(m, feeds), evaluate(out, feeds), f"opset {target}")
+
+
 def test_fusion_is_a_change_saying_which_nodes_and_why(cases):
     m = onnx.ModelProto()
     m.CopyFrom(cases["test_leakyrelu_example_expanded"].model)
@@ -160,6 +183,21 @@ def test_a_missing_op_fuse_cannot_fuse_is_refused_naming_node_op_and_version():
     assert msg.startswith("node 'select' (Where-16 -> None, graph 'g'): Where does not exist "
                           "at opset 8"), msg
     assert m.SerializeToString() == before  # the fusable region is not fused either
+
+
+def test_a_refusal_after_fusing_names_its_node_and_the_fusion():
+    m = make_model([*_leaky_where("x", "h", "alpha"),
+                    helper.make_node("Mul", ["h", "t"], ["y"], name="scale")],
+                   [vi("x", TP.FLOAT, [2, 3]), vi("t", TP.FLOAT, [2, 1])],
+                   [vi("y", TP.FLOAT, [2, 3])], opset=16)
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError) as e:
+        convert_proto(m, 6)
+    msg = str(e.value)
+    assert msg.startswith("node 'scale' (Mul-14 -> 6, graph 'g'): step Mul-7 -> Mul-6"), msg
+    assert msg.endswith("(after fusing 1 region(s) into single ops first, because Where does "
+                        "not exist at opset 6)")
+    assert m.SerializeToString() == before
 
 
 def test_fuse_refusing_the_region_says_why():

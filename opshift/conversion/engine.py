@@ -6,9 +6,9 @@ every scope -- main graph, If/Loop/Scan bodies, model-local functions (with thei
 opsets, planned once per tuple of input types their call sites pass) -- is planned before
 anything is written, so a refusal (:class:`~opshift.errors.ConversionError` naming node,
 versions and scope) leaves the model untouched. Then the opset imports and the IR version
-(decided here, once) are set. Nodes refused because their op does not exist at the target
-are collected; those in regions ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu are fused
-first, and the fused model is planned instead (:mod:`.fuse_first`).
+(decided here, once) are set. When some node is refused because its op does not exist at the
+target, the regions holding such nodes that ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu
+are fused first, and the fused model is planned instead (:mod:`.fuse_first`).
 """
 
 from __future__ import annotations
@@ -55,10 +55,12 @@ class _Planner:
     """Plans every node of every scope into :class:`Edits`, then writes them."""
 
     def __init__(self, model: onnx.ModelProto, source: int, target: int, skip: frozenset[str],
-                 record: bool, base_dir, facts: Facts, *, collect_missing: bool = False):
+                 record: bool, base_dir, facts: Facts, *, collect_refused: bool = False):
         self.ctx = Context(model, target, facts, Edits(facts))
-        #: nodes refused as MissingOpError (collected, not raised, with ``collect_missing``)
-        self.missing: list[tuple] | None = [] if collect_missing else None
+        #: with ``collect_refused``, the refusals, collected in order instead of raised: the
+        #: first is raised once all is planned, or when some node's op does not exist at
+        #: the target, all are (:class:`MissingOps`)
+        self.refused: list[tuple] | None = [] if collect_refused else None
         self.source = source
         self.skip = skip
         self.record = record
@@ -104,23 +106,23 @@ class _Planner:
                         self._plan_in_function(sc, i, n, src, walk, name, f, variants)
                 except ConversionError as e:
                     self._refused(e, (n, name, sc.label, walk.v_from))
-        if self.missing:
-            raise MissingOps(self.missing)
+                except Exception:
+                    if self.refused:  # planning on after a refusal: the refusal it is
+                        raise self.refused[0][-1] from None
+                    raise
+        if self.refused:
+            if any(isinstance(r[-1], MissingOpError) for r in self.refused):
+                raise MissingOps(self.refused)
+            raise self.refused[0][-1]
         self.ctx.edits.write()
         return self.entries
 
     def _refused(self, e: ConversionError, node: tuple) -> None:
-        """Collect the node (node, name, scope label, version) when its op does not exist
-        at the target (and collecting), else raise the first refusal found, as planning in
-        order would."""
-        if self.missing is None:
+        """Raise ``e``, or when collecting, keep it with its node (node, name, scope label,
+        version) and plan on."""
+        if self.refused is None:
             raise e
-        if isinstance(e, MissingOpError):
-            self.missing.append((*node, e))
-            return
-        if self.missing:
-            raise MissingOps(self.missing) from None
-        raise e
+        self.refused.append((*node, e))
 
     def _walk(self, op: str, src: int) -> Walk | None:
         v_from = opsets.since_version(op, src)
@@ -283,7 +285,7 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     ir = ir if target < source else max(ir_before, ir)
     result.entries, result.fused_regions = fuse_then_plan(
         model, lambda m: _Planner(m, source, target, frozenset(), record, base_dir,
-                                  Facts(m, source), collect_missing=True).run(),
+                                  Facts(m, source), collect_refused=True).run(),
         target, record=record, base_dir=base_dir)
     if verbose_log is not None:
         for c in all_changes(result.entries):

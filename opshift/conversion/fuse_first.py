@@ -22,9 +22,9 @@ from .result import Change
 
 
 class MissingOps(Exception):
-    """What the planner raises (when asked to collect) instead of the first
-    :class:`MissingOpError`: every node refused so, as (node, name, scope label, version,
-    error)."""
+    """What the planner raises (when asked to collect refusals) when some node's op does not
+    exist at the target (a :class:`MissingOpError`): every refusal, in planning order, as
+    (node, name, scope label, version, error)."""
 
     def __init__(self, refused: list[tuple[onnx.NodeProto, str, str, int, MissingOpError]]
                  ) -> None:
@@ -35,12 +35,16 @@ class MissingOps(Exception):
 def fuse_then_plan(model: onnx.ModelProto, plan: Callable[[onnx.ModelProto], list],
                    target: int, *, record: bool, base_dir) -> tuple[list, list]:
     """``plan(model)``'s entries; where it raises :class:`MissingOps`, the regions holding
-    those nodes are fused and the fused model planned instead (and moved into ``model`` once
-    planned). Returns the fusions (as changes) and the planner's entries, and the fusions'
-    regions (``record``: for verification). Raises :class:`ConversionError` when a refused
-    node is in no region fuse fuses, or the fused model is refused; ``model`` is then
-    unchanged."""
-    work, fusions, regions, ops = model, [], [], []
+    the nodes whose op does not exist at ``target`` are fused, and the fused model planned
+    instead (and moved into ``model`` once planned): fusing may also take away nodes refused
+    for other reasons (a Mul of the body that legacy broadcasting cannot express).
+
+    Returns the fusions (as changes) followed by the planner's entries, and the fusions'
+    regions (``record``: for verification). Raises :class:`ConversionError` when no refused
+    node is in a region fuse fuses, or the fused model is refused; ``model`` is then
+    unchanged.
+    """
+    work, fusions, regions = model, [], []
     while True:
         try:
             entries = plan(work)
@@ -49,13 +53,12 @@ def fuse_then_plan(model: onnx.ModelProto, plan: Callable[[onnx.ModelProto], lis
             work, done, made = _fuse(work, m.refused, target, record, base_dir)
             fusions += done
             regions += made
-            ops += [m.refused[0][0].op_type]
         except ConversionError as e:
             if not fusions:
                 raise
+            ops = ", ".join(dict.fromkeys(c.op for c in fusions))
             raise type(e)(f"{e} (after fusing {len(fusions)} region(s) into single ops first, "
-                          f"because {', '.join(dict.fromkeys(ops))} does not exist at opset "
-                          f"{target})") from None
+                          f"because {ops} does not exist at opset {target})") from None
     if work is not model:
         model.CopyFrom(work)
     return fusions + entries, regions
@@ -67,13 +70,15 @@ def _fuse(model: onnx.ModelProto, refused: list, target: int, record: bool, base
     their regions."""
     from ..passes.fuse import fuse_proto
 
-    fused, res = fuse_proto(model, only=[(r[0], k) for k, r in enumerate(refused)],
+    fused, res = fuse_proto(model, only=[(r[0], k) for k, r in enumerate(refused)
+                                         if isinstance(r[-1], MissingOpError)],
                             capture_regions=record, base_dir=base_dir)
-    if not res.fused:
+    if not res.fused:  # the first refusal, as planning in order gives it
         first = refused[0][-1]
         more = "".join(f"; fuse refused the pattern ending at node {e.node!r} ({e.op}) "
-                       f"[{e.rule}]: {e.detail}" for e in res.refused[:1])
-        raise ConversionError(f"{first}{more}") from None
+                       f"[{e.rule}]: {e.detail}" for e in res.refused[:1]
+                       if isinstance(first, MissingOpError))
+        raise type(first)(f"{first}{more}") from None
     changes = []
     for e in res.fused:
         node, name, scope, version, err = refused[e.tags[0]]
