@@ -4,23 +4,22 @@ Going down past the version that added bfloat16, a bfloat16 node runs in a wider
 destination allows: Cast its inputs, run it, Cast the result back. The compute type must hold
 every input value exactly, so only widening casts are chosen:
 
-* bfloat16, float16 -> float32 (then float64): every value is exact; a product of two
-  bfloat16/float16 values is exact in float32, so rounding the result back once gives the
-  same bits as computing in the narrow type.
+* bfloat16, float16 -> float32, the type their meaning computes in (below); every value is
+  exact.
 * 8/16/32-bit integers -> float64: every value is exact, and so is every product whose
   magnitude is below 2**53, which covers every result that fits the integer type. A result
   that overflows (wraps) in the integer type does NOT come back the same.
 * 64-bit integers -> float64 only represent magnitudes up to 2**53 exactly: refused.
 
-Float attributes (LeakyRelu's alpha, Selu's alpha and gamma) are rounded to X's type first:
-the ops' function bodies CastLike them to X's type, so PRelu/LeakyRelu give the same bits and
-Selu is within one bfloat16 ulp of the exact value. Cast has no bfloat16 before opset 13:
+A float16/bfloat16 node means "compute in float32 with the float32 attributes, round once"
+(opshift's meaning of the three ops on 16-bit types, see
+:mod:`opshift.evaluator.ops.activations`), which is exactly what the float32 node between
+Casts computes: its attributes are kept as they are. Cast has no bfloat16 before opset 13:
 refused there.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
@@ -30,8 +29,8 @@ from ..registry import at
 from ..step import Refuse, Step
 
 _WIDER: dict[int, tuple[int, ...]] = {
-    TensorProto.BFLOAT16: (TensorProto.FLOAT, TensorProto.DOUBLE),
-    TensorProto.FLOAT16: (TensorProto.FLOAT, TensorProto.DOUBLE),
+    TensorProto.BFLOAT16: (TensorProto.FLOAT,),
+    TensorProto.FLOAT16: (TensorProto.FLOAT,),
     TensorProto.FLOAT: (TensorProto.DOUBLE,),
     TensorProto.INT8: (TensorProto.INT16, TensorProto.INT32, TensorProto.FLOAT,
                        TensorProto.DOUBLE),
@@ -157,7 +156,6 @@ def compute_wider(st: Step) -> None:
 
 def _in_casts(st: Step, elem: int, compute: int) -> None:
     tname = opsets.tensor_type_name(elem)
-    _round_float_attributes(st, elem)
     w = st.edit()
     nodes = wrap_in_casts(w, compute, st.ctx.edits.names, st.node.name or st.label,
                           elem_type=elem, opset=st.target)
@@ -167,27 +165,3 @@ def _in_casts(st: Step, elem: int, compute: int) -> None:
     wide = opsets.tensor_type_name(compute)
     st.note(f"computed in {wide} between Casts",
             f"{st.op}-{st.dst} does not allow {tname}; {wide} holds every value exactly")
-
-
-def _round_float_attributes(st: Step, elem: int) -> None:
-    """The ops cast their float attributes to X's type (CastLike in their function bodies);
-    computing in a wider type must use the same rounded values."""
-    dtype = helper.tensor_dtype_to_np_dtype(elem)
-    defaults = opsets.attribute_defaults(st.op, st.dst)
-    for name in sorted(opsets.attribute_names(st.op, st.dst)):
-        a = next((a for a in st.w.attribute if a.name == name), None)
-        if a is not None and a.type != onnx.AttributeProto.FLOAT:
-            continue
-        v = a.f if a is not None else defaults.get(name)
-        if not isinstance(v, float):
-            continue
-        r = float(np.asarray(np.float32(v)).astype(dtype).astype(np.float32))
-        if a is None:
-            st.edit().attribute.append(helper.make_attribute(name, r))
-        elif np.float32(r) != np.float32(a.f):
-            next(b for b in st.edit().attribute if b.name == name).f = r
-        else:
-            continue
-        st.note(f"{name} rounded to {opsets.tensor_type_name(elem)} ({r!r})",
-                f"{st.op} casts {name} to X's type; the wider compute type must use the same "
-                "value")
