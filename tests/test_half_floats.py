@@ -126,3 +126,89 @@ def test_onnxruntime_second_opinion_float16(op, opset):
     np.testing.assert_allclose(got.astype(np.float32),
                                evaluate(m, {"x": x})["y"].astype(np.float32),
                                rtol=2 ** -10, atol=2 ** -24)
+
+
+# -- inline -----------------------------------------------------------------------------------
+
+def opsets_to_inline_at(op: str, opset: int, dtype: np.dtype) -> list[int]:
+    """The op's own opset and, for float16, one opset of every inline band it is in force at
+    (legacy 1..8, static 9..14, function 15..)."""
+    from opshift import opsets
+
+    out = {opset}
+    if dtype == F16:
+        for o in (opset, 8, 14, 15, 22):
+            if o >= opset and opsets.since_version(op, o) == opsets.since_version(op, opset):
+                out.add(o)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("op,opset,dtype", cases())
+def test_inline_computes_what_the_op_computes_on_every_value(op, opset, dtype):
+    """LeakyRelu and Selu: the float32 template between Casts; PRelu: no Casts (a product of
+    two 16-bit values is exact in float32). Either way bit for bit the op."""
+    from opshift.passes.inline import inline
+    from opshift.passes.inline.templates import band, signed_zero_exact
+
+    x = every_value(dtype)
+    for at in opsets_to_inline_at(op, opset, dtype):
+        for attrs in attribute_sets(op, opset):
+            s = np.array([0.1], np.float32).astype(dtype) if op == "PRelu" else None
+            m = single_op_model(op, at, dtype, s, **attrs)
+            out = inline(m)
+            ops = [n.op_type for n in out.graph.node]
+            assert op not in ops
+            casts = ["Cast"] if op != "PRelu" else []
+            assert [o for o in ops if o == "Cast"] == casts * 2, ops
+            want = evaluate(m, {"x": x})["y"]
+            got = evaluate(out, {"x": x})["y"]
+            # the sign-of-zero rows of inline's documented table, as for 32/64 bits
+            zeros = signed_zero_exact(op, band(at), out.graph.node)
+            assert_exact(want, got, f"{op} at opset {at} {attrs}", signed_zeros=zeros)
+
+
+def test_inline_refuses_a_16_bit_type_cast_cannot_convert():
+    """A bfloat16 LeakyRelu where Cast has no bfloat16 (opset 12) cannot compute in float32:
+    refused with one line naming the node."""
+    from opshift.errors import ConversionError
+    from opshift.graph.names import Names
+    from opshift.passes.inline import decompose as dec
+
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], name="act")
+    site = dec.Site(node, 6, 12, TensorProto.BFLOAT16)
+    with pytest.raises(ConversionError) as e:
+        dec.decompose(site, "act", Names.from_used(set()))
+    msg = str(e.value)
+    assert "\n" not in msg and "node 'act'" in msg and "Cast there cannot convert" in msg
+
+
+def test_inline_refuses_selu_whose_type_is_not_known_in_a_function():
+    """A model-local function called with float16 and with float32: its X has no one type,
+    so a Selu body could be wrong for the float16 call; a LeakyRelu whose alpha every 16-bit
+    type holds (0.5) is exact for any type and is inlined."""
+    from opshift.errors import ConversionError
+    from opshift.passes.inline import inline
+
+    def model(op, **attrs):
+        f = helper.make_function("dom", "F", ["fx"], ["fy"],
+                                 [helper.make_node(op, ["fx"], ["fy"], name="inner", **attrs)],
+                                 [helper.make_opsetid("", 18)])
+        nodes = [helper.make_node("F", ["a"], ["ya"], domain="dom", name="c16"),
+                 helper.make_node("F", ["b"], ["yb"], domain="dom", name="c32")]
+        vi = helper.make_tensor_value_info
+        return make_model(nodes, [vi("a", TensorProto.FLOAT16, [3]),
+                                  vi("b", TensorProto.FLOAT, [3])],
+                          [vi("ya", TensorProto.FLOAT16, [3]), vi("yb", TensorProto.FLOAT, [3])],
+                          opset=18, functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)])
+
+    with pytest.raises(ConversionError, match=r"node 'inner' .*element type of X is not known"):
+        inline(model("Selu"))
+    with pytest.raises(ConversionError, match=r"node 'inner' .*element type of X is not known"):
+        inline(model("LeakyRelu", alpha=0.1))
+    m = model("LeakyRelu", alpha=0.5)
+    feeds = {"a": every_value(F16)[:3] * 0 + np.array([-3, 0, 2], F16),
+             "b": np.array([-3, 0, 2], np.float32)}
+    out = inline(m)
+    assert not any(n.op_type == "LeakyRelu" for n in out.functions[0].node)
+    for k, v in evaluate(m, feeds).items():
+        assert_exact(v, evaluate(out, feeds)[k], k)

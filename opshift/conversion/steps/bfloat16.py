@@ -21,10 +21,11 @@ refused there.
 from __future__ import annotations
 
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from ... import opsets
 from ...errors import ConversionError
+from ...graph.cast import cast_supports, make_cast, type_str
 from ..registry import at
 from ..step import Refuse, Step
 
@@ -49,10 +50,6 @@ _WIDER: dict[int, tuple[int, ...]] = {
 RANGE_LIMITED = frozenset({TensorProto.INT64, TensorProto.UINT64})
 
 
-def _type_str(elem_type: int) -> str:
-    return f"tensor({opsets.tensor_type_name(elem_type)})"
-
-
 def dropped_types_possible(op: str, lo: int, hi: int, up: bool, facts) -> bool:
     """Going down, some value of the model could have a type ``op``-``hi`` allows and
     ``op``-``lo`` does not."""
@@ -60,35 +57,18 @@ def dropped_types_possible(op: str, lo: int, hi: int, up: bool, facts) -> bool:
     return not up and bool(dropped & facts.possible_types())
 
 
-def cast_supports(elem_from: int, elem_to: int, opset: int) -> bool:
-    """Cast at ``opset`` of the default domain converts ``elem_from`` to ``elem_to``."""
-    v = opsets.since_version("Cast", opset)
-    if v is None:
-        return False
-    return (_type_str(elem_from) in opsets.allowed_types("Cast", v, param="T1")
-            and _type_str(elem_to) in opsets.allowed_types("Cast", v, param="T2"))
-
-
 def exact_compute_type(elem_type: int, allowed_type_strs, opset: int) -> int | None:
     """A type in ``allowed_type_strs`` that holds every ``elem_type`` value exactly and that
     Cast at ``opset`` converts to and from; None when there is none (for 64-bit integers
     the answer, float64, is exact only up to 2**53)."""
     allowed = frozenset(allowed_type_strs)
-    if _type_str(elem_type) in allowed:
+    if type_str(elem_type) in allowed:
         return elem_type
     for wide in _WIDER.get(elem_type, ()):
-        if (_type_str(wide) in allowed and cast_supports(elem_type, wide, opset)
+        if (type_str(wide) in allowed and cast_supports(elem_type, wide, opset)
                 and cast_supports(wide, elem_type, opset)):
             return wide
     return None
-
-
-def make_cast(inp: str, out: str, to: int, opset: int, name: str) -> onnx.NodeProto:
-    """A Cast valid at ``opset`` (Cast-1 takes the type name as a string)."""
-    if opsets.since_version("Cast", opset) == 1:
-        return helper.make_node("Cast", [inp], [out], name=name,
-                                to=onnx.TensorProto.DataType.Name(to))
-    return helper.make_node("Cast", [inp], [out], name=name, to=to)
 
 
 def wrap_in_casts(node: onnx.NodeProto, compute_elem_type: int, names, label: str, *,
