@@ -212,3 +212,139 @@ def test_inline_refuses_selu_whose_type_is_not_known_in_a_function():
     assert not any(n.op_type == "LeakyRelu" for n in out.functions[0].node)
     for k, v in evaluate(m, feeds).items():
         assert_exact(v, evaluate(out, feeds)[k], k)
+
+
+# -- fuse -------------------------------------------------------------------------------------
+
+def raw_body_model(op: str, opset: int, dtype: np.dtype, **attrs):
+    """The op's decomposition computed step by step in the 16-bit type (no Casts): the
+    schema body (opset >= 15), its typed-constant form (9..14) or the legacy form (1..8)."""
+    from opshift.graph.names import Names
+    from opshift.passes.inline import templates as t
+    from opshift.passes.inline.decompose import attributes
+
+    version = opsets_version(op, opset)
+    node = helper.make_node(op, ["x"], ["y"], name="n0", **attrs)
+    a = attributes(node, op, version)
+    elem = ELEM[dtype]
+    b = t.band(opset)
+    if b == t.FUNCTION:
+        tpl = t.function_template(op, tuple(sorted(a.items())))
+    elif b == t.STATIC:
+        tpl = t.static_template(op, tuple(sorted(a.items())), elem)
+    elif op == "Selu":
+        tpl = t.legacy_selu_template(a["alpha"], a["gamma"], elem, opset)
+    else:
+        tpl = t.legacy_leaky_template("max", a["alpha"], elem, opset)
+    nodes = t.instantiate(tpl, "x", "y", "n0", Names.from_used({"x", "y"}))
+    return make_model(nodes, [helper.make_tensor_value_info("x", elem, [None])],
+                      [helper.make_tensor_value_info("y", elem, [None])], opset=opset)
+
+
+def opsets_version(op: str, opset: int) -> int:
+    from opshift import opsets
+
+    return opsets.since_version(op, opset)
+
+
+@pytest.mark.parametrize("opset,dtype", [(22, BF16), (22, F16), (12, F16), (8, F16)])
+def test_fuse_raw_16_bit_selu_body_only_with_allow_rounding(opset, dtype):
+    """A Selu body rounding every step to 16 bits is not Selu (float32, rounded once):
+    refused by default with the reason, fused with allow_rounding."""
+    from opshift.passes.fuse import fuse_with_result
+
+    m = raw_body_model("Selu", opset, dtype)
+    x = every_value(dtype)
+    raw = evaluate(m, {"x": x})["y"]
+    out, result = fuse_with_result(m)
+    assert "Selu" not in [n.op_type for n in out.graph.node]
+    assert not result.fused
+    why = " ".join(e.detail for e in result.refused)
+    assert f"X is {dtype.name}: the pattern rounds" in why and "allow_rounding" in why
+    out, result = fuse_with_result(m, allow_rounding=True)
+    assert [n.op_type for n in out.graph.node] == ["Selu"]
+    fused = evaluate(out, {"x": x})["y"]
+    # the reason it needs allow_rounding: the numbers differ
+    assert np.sum(raw.view(np.uint16) != fused.view(np.uint16)) > 100
+
+
+@pytest.mark.parametrize("opset,dtype", [(22, BF16), (16, F16), (12, F16), (8, F16)])
+def test_fuse_raw_16_bit_leaky_relu_body_is_exact(opset, dtype):
+    """A LeakyRelu body in 16 bits multiplies by alpha rounded to 16 bits: that product is
+    exact in float32, so LeakyRelu with the rounded alpha is the body bit for bit."""
+    from opshift.passes.fuse import fuse_with_result
+
+    m = raw_body_model("LeakyRelu", opset, dtype, alpha=0.1)
+    out, result = fuse_with_result(m)
+    assert [n.op_type for n in out.graph.node] == ["LeakyRelu"], result.refused
+    alpha = out.graph.node[0].attribute[0].f
+    assert alpha == float(np.float32(0.1).astype(dtype))
+    x = every_value(dtype)
+    assert_exact(evaluate(m, {"x": x})["y"], evaluate(out, {"x": x})["y"])
+
+
+@pytest.mark.parametrize("op,opset,dtype", cases())
+def test_fuse_gives_back_the_16_bit_op_inline_wrote(op, opset, dtype):
+    """fuse(inline(m)) is m's op on m's type, with m's attributes: the float32 body between
+    Casts fuses exactly (no allow_rounding), checked on every 16-bit value."""
+    from opshift.passes.fuse import fuse_with_result
+    from opshift.passes.inline import inline
+
+    x = every_value(dtype)
+    for attrs in attribute_sets(op, opset):
+        s = np.array([0.1], np.float32).astype(dtype) if op == "PRelu" else None
+        m = single_op_model(op, opset, dtype, s, **attrs)
+        out, result = fuse_with_result(inline(m))
+        want_op = "LeakyRelu" if op == "PRelu" else op  # a one-element slope: LeakyRelu
+        assert [n.op_type for n in out.graph.node] == [want_op], result.refused
+        assert out.graph.node[0].input[0] == "x"
+        if op != "PRelu":
+            got = {a.name: a.f for a in out.graph.node[0].attribute}
+            want = with_defaults(op, opset, attrs)
+            assert got == {k: float(np.float32(v)) for k, v in want.items()}
+        assert_exact(evaluate(m, {"x": x})["y"], evaluate(out, {"x": x})["y"], str(attrs))
+
+
+def test_fuse_cli_verifies_the_cast_form(tmp_path):
+    """``opshift fuse --verify`` on inline's bfloat16 Selu: fused, and its check passes."""
+    import onnx
+
+    from opshift.cli import main
+    from opshift.passes.inline import inline
+
+    src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(inline(single_op_model("Selu", 22, BF16)), src)
+    assert main(["fuse", str(src), "-o", str(dst), "--verify", "-q"]) == 0
+    assert [n.op_type for n in onnx.load(dst).graph.node] == ["Selu"]
+
+
+def test_fuse_leaves_a_cast_form_the_opset_cannot_hold():
+    """convert's bfloat16 Selu-22 at opset 13 (float32 Selu-6 between Casts) stays: Selu-6
+    has no bfloat16; the refusal says so."""
+    from opshift.passes.convert import convert
+    from opshift.passes.fuse import fuse_with_result
+
+    m = convert(single_op_model("Selu", 22, BF16), 13)
+    out, result = fuse_with_result(m)
+    assert [n.op_type for n in out.graph.node] == ["Cast", "Selu", "Cast"]
+    assert any("Selu-6 at opset 13 does not accept element type bfloat16" in e.detail
+               for e in result.refused)
+
+
+# -- convert ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op,opset", [("PRelu", 16), ("LeakyRelu", 16), ("Selu", 22)])
+def test_convert_bfloat16_down_is_exact_on_every_value(op, opset):
+    """Below the version that added bfloat16, the float32 op between Casts: bit for bit the
+    bfloat16 op at every target Cast can express (13..), every bfloat16 value."""
+    from opshift.passes.convert import convert
+
+    x = every_value(BF16)
+    for attrs in attribute_sets(op, opset):
+        s = np.array([0.1], np.float32).astype(BF16) if op == "PRelu" else None
+        m = single_op_model(op, opset, BF16, s, **attrs)
+        want = evaluate(m, {"x": x})["y"]
+        for target in range(13, opset):
+            out = convert(m, target)
+            assert "Cast" in [n.op_type for n in out.graph.node]
+            assert_exact(want, evaluate(out, {"x": x})["y"], f"{op} {attrs} to {target}")
