@@ -298,6 +298,7 @@ def test_fuse_gives_back_the_16_bit_op_inline_wrote(op, opset, dtype):
         want_op = "LeakyRelu" if op == "PRelu" else op  # a one-element slope: LeakyRelu
         assert [n.op_type for n in out.graph.node] == [want_op], result.refused
         assert out.graph.node[0].input[0] == "x"
+        assert len(result.fused) == 1  # body and Casts: one pattern, one node
         if op != "PRelu":
             got = {a.name: a.f for a in out.graph.node[0].attribute}
             want = with_defaults(op, opset, attrs)
@@ -310,12 +311,22 @@ def test_fuse_cli_verifies_the_cast_form(tmp_path):
     import onnx
 
     from opshift.cli import main
+    from opshift.passes.fuse import fuse_proto
     from opshift.passes.inline import inline
 
     src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
-    onnx.save(inline(single_op_model("Selu", 22, BF16)), src)
+    inlined = inline(single_op_model("Selu", 22, BF16))
+    onnx.save(inlined, src)
     assert main(["fuse", str(src), "-o", str(dst), "--verify", "-q"]) == 0
     assert [n.op_type for n in onnx.load(dst).graph.node] == ["Selu"]
+    # the one region --verify checks is the whole inlined form, from x
+    _, result = fuse_proto(inlined, capture_regions=True)
+    (region,) = result.regions
+    assert sorted(n.op_type for n in region.before.graph.node) == \
+        sorted(n.op_type for n in inlined.graph.node)
+    assert [v.name for v in region.before.graph.input] == ["x"]
+    assert [(e.rule, e.detail.split("(")[0]) for e in result.fused] == \
+        [("WhereSelu+CastSelu", "Selu")]
 
 
 def test_fuse_leaves_a_cast_form_the_opset_cannot_hold():

@@ -122,8 +122,6 @@ class Rule(pattern.RewriteRuleClassBase):
         if producer is not None:
             producer.name = self._anchor.name  # the anchor is removed: its name (or none)
         if rec is not None:
-            rec.fuse(self.name, self._anchor, plan.describe())
-            if rec.pending is not None:
-                rec.regions.append(rec.pending)
-                rec.pending = None
+            rec.fuse(self.name, self._anchor, plan.describe(), producer,
+                     tuple(self._matched))
         return out
