@@ -359,3 +359,26 @@ def test_convert_bfloat16_down_is_exact_on_every_value(op, opset):
             out = convert(m, target)
             assert "Cast" in [n.op_type for n in out.graph.node]
             assert_exact(want, evaluate(out, {"x": x})["y"], f"{op} {attrs} to {target}")
+
+
+def test_fuse_16_bit_leaky_relu_body_with_an_attribute_alpha_only_with_allow_rounding():
+    """In a function, a LeakyRelu body whose alpha is the function's attribute ``@a`` rounds
+    it to X's type when X is 16-bit; LeakyRelu(alpha=@a) would not: rounding."""
+    from opshift.graph.names import Names
+    from opshift.passes.fuse import fuse_with_result
+    from opshift.passes.inline import templates as t
+
+    body = t.instantiate(t.function_template("LeakyRelu", (("alpha", t.Ref("a")),)),
+                         "fx", "fy", "n0", Names.from_used({"fx", "fy"}))
+    f = helper.make_function("dom", "F", ["fx"], ["fy"], body, [helper.make_opsetid("", 18)],
+                             attributes=["a"])
+    vi = helper.make_tensor_value_info
+    call = helper.make_node("F", ["x"], ["y"], domain="dom", name="call", a=0.1)
+    m = make_model([call], [vi("x", TensorProto.FLOAT16, [4])],
+                   [vi("y", TensorProto.FLOAT16, [4])], opset=18, functions=[f],
+                   extra_opsets=[helper.make_opsetid("dom", 1)])
+    out, result = fuse_with_result(m)
+    assert not result.fused
+    assert any("X is float16: the pattern rounds alpha (@a)" in e.detail for e in result.refused)
+    out, result = fuse_with_result(m, allow_rounding=True)
+    assert [n.op_type for n in out.functions[0].node] == ["LeakyRelu"]
