@@ -52,7 +52,14 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.float32
 
 # ----------------------------------------------------------------------------------------------
-# Reference formulas, straight from the ONNX operator pages, evaluated in X's dtype.
+# Reference formulas, straight from the ONNX operator pages, evaluated in X's dtype; float16
+# and bfloat16 are widened to float32, computed there and rounded once (as runtimes compute
+# them).
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    """X in the type the formulas compute in: float32 for float16/bfloat16, else X."""
+    return x.astype(np.float32) if x.dtype in (np.dtype(np.float16), BF16) else x
 
 
 def ref_prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
@@ -63,17 +70,19 @@ def ref_prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
 
 def ref_leaky_relu(x: np.ndarray, alpha: float) -> np.ndarray:
     """f(x) = alpha * x for x < 0, x for x >= 0; the float32 attribute value alpha is cast
-    to X's type (CastLike in the function body)."""
+    to X's compute type."""
+    w = _wide(x)
     with np.errstate(over="ignore"):
-        return np.where(x < 0, x * x.dtype.type(np.float32(alpha)), x)
+        return np.where(w < 0, w * w.dtype.type(np.float32(alpha)), w).astype(x.dtype)
 
 
 def ref_selu(x: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
-    """y = gamma * (alpha * e^x - alpha) for x <= 0, gamma * x for x > 0, each step in X's type
-    (alpha and gamma are float32 attributes, cast to X's type)."""
-    a, g = x.dtype.type(np.float32(alpha)), x.dtype.type(np.float32(gamma))
+    """y = gamma * (alpha * e^x - alpha) for x <= 0, gamma * x for x > 0, each step in X's
+    compute type (alpha and gamma are float32 attributes, cast to it), rounded once to X's."""
+    w = _wide(x)
+    a, g = w.dtype.type(np.float32(alpha)), w.dtype.type(np.float32(gamma))
     with np.errstate(over="ignore"):
-        return np.where(x > 0, g * x, g * (a * np.exp(x) - a))
+        return np.where(w > 0, g * w, g * (a * np.exp(w) - a)).astype(x.dtype)
 
 
 def ref_conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray, pad: int) -> np.ndarray:
@@ -411,15 +420,14 @@ def leakyrelu6_alpha() -> Case:
 def leakyrelu16_bf16() -> Case:
     src = Source(116)
     x = with_specials(src.normal((2, 4, 8), 2.0), BF16)
-    y = ref_leaky_relu(x, LEAKY_ALPHA)  # alpha becomes bfloat16(0.01) == 0.010009765625
+    y = ref_leaky_relu(x, LEAKY_ALPHA)  # float32 0.01, not bfloat16(0.01) == 0.010009765625
     assert y.dtype == BF16
     g = helper.make_graph(
         [helper.make_node("LeakyRelu", ["hidden"], ["hidden_act"], name="leaky")],
         "bf16_leaky", [vi("hidden", TensorProto.BFLOAT16, [2, 4, 8])],
         [vi("hidden_act", TensorProto.BFLOAT16, [2, 4, 8])])
     m = model(g, 18, "LeakyRelu-16 (in force at opset 18) on bfloat16 with the default alpha, "
-                     "which is cast to bfloat16 (0.010009765625) as the function body's "
-                     "CastLike does.")
+                     "computed in float32 with the float32 alpha and rounded once to bfloat16.")
     return m, {"hidden": x}, {"hidden_act": y}
 
 
@@ -480,8 +488,8 @@ def selu22_bf16() -> Case:
         [helper.make_node("Selu", ["x"], ["y"], name="selu")],
         "bf16_selu", [vi("x", TensorProto.BFLOAT16, [3, 8])],
         [vi("y", TensorProto.BFLOAT16, [3, 8])])
-    m = model(g, 22, "Selu-22 on bfloat16 with the default alpha/gamma, cast to bfloat16 and "
-                     "every step of the formula rounded to bfloat16 as the function body does.")
+    m = model(g, 22, "Selu-22 on bfloat16 with the default alpha/gamma, computed in float32 "
+                     "and rounded once to bfloat16.")
     return m, {"x": x}, {"y": y}
 
 

@@ -35,16 +35,7 @@ def test_exported_cnn_converts_and_keeps_numbers(name, target):
                                atol=1e-5)
 
 
-#: The open bfloat16 Selu difference (README, Development; test_convert_cli.py tracks the CLI
-#: side): below opset 22 convert computes bfloat16 Selu in float32 between Casts, while the
-#: evaluator runs the original Selu-22 by its function body, rounding to bfloat16 after every
-#: step. On this model's inputs, at every target 13..21, x = -0.000999451 gives +0.0 (original)
-#: and -0.00174713 (converted), x = -0.227539 gives -0.351562 and -0.355469.
-OPEN = {"selu22_bf16": "open: bfloat16 Selu-22 converted below 22 differs from its per-step "
-                       "bfloat16 function body near 0 (+0.0 vs -0.00174713 at x=-0.000999451)"}
-SAMPLES = [pytest.param(p.stem, marks=pytest.mark.xfail(strict=True, raises=AssertionError,
-                                                        reason=OPEN[p.stem]))
-           if p.stem in OPEN else p.stem for p in sorted(MODELS.glob("*.onnx"))]
+SAMPLES = [p.stem for p in sorted(MODELS.glob("*.onnx"))]
 
 
 @pytest.mark.parametrize("name", SAMPLES)

@@ -148,8 +148,10 @@ def test_leaky_relu(opset, version, alpha):
 @pytest.mark.parametrize("dtype", [np.float16, np.float64, BF16])
 def test_leaky_relu_dtypes(dtype, rng):
     x = rng.standard_normal(50).astype(np.float32).astype(dtype)
-    a = np.dtype(dtype).type(np.float32(0.01))  # a FLOAT attribute: float32 0.01, widened
-    assert_exact(np.where(x < 0, a * x, x).astype(dtype), _run("LeakyRelu", 16, x))
+    # a FLOAT attribute: float32 0.01, widened for float64; 16-bit x computes in float32
+    wide = np.float64 if dtype == np.float64 else np.float32
+    a, xw = wide(np.float32(0.01)), x.astype(wide)
+    assert_exact(np.where(xw < 0, a * xw, xw).astype(dtype), _run("LeakyRelu", 16, x))
 
 
 def test_leaky_relu_bfloat16_needs_16():
@@ -188,7 +190,9 @@ def test_selu_versions_special_values(opset, version):
 @pytest.mark.parametrize("dtype", [np.float16, np.float64, BF16])
 def test_selu_dtypes(dtype, rng):
     x = rng.standard_normal(200).astype(np.float32).astype(dtype)
-    want = _selu_ref(x, _default("Selu", 22, "alpha"), _default("Selu", 22, "gamma"))
+    wide = x if dtype == np.float64 else x.astype(np.float32)  # 16-bit: float32, round once
+    want = _selu_ref(wide, _default("Selu", 22, "alpha"),
+                     _default("Selu", 22, "gamma")).astype(dtype)
     assert_exact(want, _run("Selu", 22, x))
 
 

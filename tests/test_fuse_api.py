@@ -180,12 +180,16 @@ def test_rules_commute_lazily_and_their_filters_hold_for_every_operand_order():
     each is built only when a node first fits it -- the same patterns, in the same order, as
     onnxscript's ``GraphPattern.commute`` builds all at once."""
     from opshift.rewriters._report import skeleton, skeleton_ops
+    from opshift.rewriters.casts import CAST_RULES
+
+    cast_rules = {c.__name__ for c in CAST_RULES}
 
     for rule in [*rules().rules, *rules(allow_rounding=True).rules]:
         assert rule._commuted is None, rule.name
         ops = skeleton_ops(rule)
         variants = rule._variants
-        assert len(variants) >= 2, rule.name  # Add/Mul/Max/Min operands commuted
+        if rule.name not in cast_rules:  # (those match Cast(op(x)): nothing to commute)
+            assert len(variants) >= 2, rule.name  # Add/Mul/Max/Min operands commuted
         assert all(built is None for _, _, built in variants), rule.name
         reference = rule._target_pattern.commute()
         assert len(variants) == len(reference), rule.name

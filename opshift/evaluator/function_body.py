@@ -7,7 +7,10 @@ the one onnx.defs gives for the newest body version at or below the node's opset
 oldest, which imports the later opset it is written in), expanded
 for the node: its version's attribute defaults are written out, attributes referring to a
 calling function's are bound, and context-dependent bodies are built for the node's input
-types. An opshift kernel in the registry is kept only where it follows the body bit for bit.
+types. An opshift kernel in the registry is kept only where it follows the body bit for bit,
+but for one meaning opshift chooses over the bodies': PRelu, LeakyRelu and Selu on float16 and
+bfloat16 are computed in float32 and rounded once, as runtimes compute them, where their
+bodies round after every step (see :mod:`opshift.evaluator.ops.activations`).
 """
 
 from __future__ import annotations

@@ -244,7 +244,7 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
             _unused_out.initializers.extend(dead)
     rec.finish()
     result = FuseResult(list(rec.fused), list(rec.refused))
-    result.regions = [Region(*r) for r in rec.regions]
+    result.regions = [Region(*r) for r in rec.regions if r is not None]
     return result
 
 

@@ -37,6 +37,7 @@ class Plan:
     cleanup: tuple[ir.Node, ...] = ()
     signed_zero_exact: bool = True  # False: the sign of a zero result may differ ...
     zero_sign: str = ""  # ... and where
+    rounding: str = ""  # why the pattern rounds otherwise than the op ("": it does not)
 
     def describe(self) -> str:
         if self.op == "PRelu":
@@ -46,6 +47,20 @@ class Plan:
             return f"{v:.9g}" if isinstance(v, float) else f"@{v.ref_attr_name}"
 
         return self.op + "(" + ", ".join(f"{k}={fmt(v)}" for k, v in self.attrs.items()) + ")"
+
+
+#: The element types the ops compute in float32 and round once (opshift's meaning, the
+#: runtimes'), where a pattern of 16-bit nodes rounds after every step.
+NARROW = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
+
+
+def per_step(dtype: ir.DataType, what: str) -> str:
+    """Why a pattern computing ``what`` in 16-bit ``dtype`` rounds otherwise than the op
+    ("" for a wider type)."""
+    if dtype not in NARROW:
+        return ""
+    t = dtype.name.lower()
+    return f"X is {t}: the pattern {what} in {t}, the op computes in float32 and rounds once"
 
 
 def fmt_shape(shape) -> str:
@@ -110,11 +125,12 @@ def scalar_attr(c: Const, dtype: ir.DataType, what: str) -> float:
     """The float32 attribute value that reproduces constant ``c`` exactly in X's dtype."""
     if c.source.size != 1:
         raise Refuse(f"{what} has {c.source.size} elements; the attribute is one float")
-    if c.castlike and c.source.dtype == np.float32:
+    if c.castlike and c.source.dtype == np.float32 and dtype not in NARROW:
         a = float(c.source.reshape(()))  # CastLike(a, X) is exactly what the op does
         if not math.isfinite(a):
             raise Refuse(f"{what} is not finite ({a})")
         return a
+    # (a 16-bit CastLike(a, X) rounds a, the op would not: the attribute is the rounded value)
     arr = c.array if c.array is not None else None
     if arr is None:
         raise Refuse(f"{what}: its value in X's element type is not known")

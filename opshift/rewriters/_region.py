@@ -115,3 +115,23 @@ def capture(label: str, context, plan, opset: int
         return label, before, after, plan.signed_zero_exact
     except (ValueError, TypeError, AttributeError):
         return None
+
+
+def compose(inner: tuple, outer: tuple) -> tuple:
+    """The region of a fusion that swallowed the node an earlier fusion made: ``outer``'s
+    "before" with that node (the one computing ``inner``'s outputs) replaced by ``inner``'s
+    "before" nodes, its inputs and constants; ``outer``'s "after"."""
+    label, before, after, signed = outer
+    ib = inner[1].graph
+    made = {v.name for v in ib.output}
+    g = before.graph
+    nodes = []
+    for n in g.node:
+        nodes.extend(ib.node if made & set(n.output) else [n])
+    produced = {o for n in nodes for o in n.output}
+    have = {v.name for v in g.input} | {t.name for t in g.initializer}
+    inputs = [*g.input, *(v for v in ib.input if v.name not in produced | have)]
+    inits = [*g.initializer, *(t for t in ib.initializer if t.name not in have)]
+    opsets = {i.domain: i.version for i in before.opset_import}
+    merged = region_model(nodes, inputs, list(g.output), inits, opsets)
+    return label, merged, after, signed and inner[3]

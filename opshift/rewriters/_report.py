@@ -49,6 +49,8 @@ class Recorder:
     _anchors: list[tuple[ir.Node, Event]] = field(default_factory=list)
     _seen: set[tuple[int, str]] = field(default_factory=set)
     _names: set[str] | None = None  # every value name of the model, gathered when needed
+    _made: dict[int, int] = field(default_factory=dict)  # id(fused node) -> its event's index
+    _region_of: dict[int, int] = field(default_factory=dict)  # event index -> region index
 
     def fresh_value_name(self, model: ir.Model, base: str) -> str:
         """``base`` (or ``base_1``, ...) if no value anywhere in ``model`` has that name."""
@@ -73,13 +75,42 @@ class Recorder:
         ev = Event(rule, node.name or "", node.op_type, reason, _where(node))
         self._anchors.append((node, ev))
 
-    def fuse(self, rule: str, node: ir.Node, produced: str, matched=(),
-             zero_sign: str = "") -> None:
+    def fuse(self, rule: str, node: ir.Node, produced: str, made: ir.Node | None = None,
+             matched: tuple[ir.Node, ...] = (), zero_sign: str = "") -> None:
+        """Record a fusion anchored at ``node`` that made ``made`` of the ``matched`` nodes,
+        with its region (:attr:`pending`) when captured. A fusion that swallows a node an
+        earlier one made (a float32 op fused from its body, then with its Casts into the
+        16-bit op) is one pattern: its event replaces the earlier one's, rules joined by
+        '+', and its region is both regions composed (none if either has none)."""
+        from ._region import compose
+
         only = self.only or {}
-        self.fused.append(Event(rule, node.name or "", node.op_type, produced, _where(node),
-                                tuple(n.op_type for n in matched),
-                                tuple(only[id(n)] for n in matched if id(n) in only),
-                                zero_sign))
+        ev = Event(rule, node.name or "", node.op_type, produced, _where(node),
+                   tuple(n.op_type for n in matched if id(n) not in self._made),
+                   tuple(only[id(n)] for n in matched if id(n) in only), zero_sign)
+        region, self.pending = self.pending, None
+        earlier = next((self._made.pop(id(n)) for n in matched if id(n) in self._made), None)
+        if earlier is None:
+            i = len(self.fused)
+            self.fused.append(ev)
+        else:
+            i = earlier
+            first = self.fused[i]
+            ev.rule = f"{first.rule}+{rule}"
+            ev.matched = first.matched + ev.matched
+            ev.tags = first.tags + ev.tags
+            ev.zero_sign = first.zero_sign or ev.zero_sign
+            self.fused[i] = ev
+            r = self._region_of.pop(i, None)
+            inner = None if r is None else self.regions[r]
+            if r is not None:
+                self.regions[r] = None
+            region = None if inner is None or region is None else compose(inner, region)
+        if region is not None:
+            self._region_of[i] = len(self.regions)
+            self.regions.append(region)
+        if made is not None:
+            self._made[id(made)] = i
 
     def finish(self) -> None:
         """Keep refusals whose anchor is still in the graph (not fused by another rule)."""

@@ -36,6 +36,10 @@ class Rule(pattern.RewriteRuleClassBase):
     """check() runs ``plan()``; a :class:`ck.Refuse` becomes a MatchResult failure (and a
     recorded refusal); rewrite() emits the planned op.
 
+    Rounding. A plan whose pattern rounds otherwise than the op (``Plan.rounding``, e.g. a
+    Selu body computed step by step in float16, where the op computes in float32 and rounds
+    once) is refused unless ``allow_rounding``, whatever the form.
+
     Sign of zero. A plan whose op may give a zero of the other sign than the pattern
     (``Plan.signed_zero_exact`` False) is refused, with the plan's reason, unless
     ``allow_rounding`` -- or unless the rule sets :attr:`inline_form`: the forms ``inline``
@@ -84,6 +88,8 @@ class Rule(pattern.RewriteRuleClassBase):
         return MatchResult()
 
     def _admit(self, plan: ck.Plan) -> ck.Plan:
+        if plan.rounding and not self.allow_rounding:
+            raise ck.Refuse(f"{plan.rounding}; not exact (allow_rounding=True fuses it anyway)")
         if plan.signed_zero_exact or self.allow_rounding or self.inline_form:
             return plan
         raise ck.Refuse(f"{plan.zero_sign}; not exact in the sign of zero (allow_rounding=True "
@@ -119,9 +125,6 @@ class Rule(pattern.RewriteRuleClassBase):
         if producer is not None:
             producer.name = self._anchor.name  # the anchor is removed: its name (or none)
         if rec is not None:
-            rec.fuse(self.name, self._anchor, plan.describe(), self._matched,
+            rec.fuse(self.name, self._anchor, plan.describe(), producer, tuple(self._matched),
                      "" if plan.signed_zero_exact else plan.zero_sign)
-            if rec.pending is not None:
-                rec.regions.append(rec.pending)
-                rec.pending = None
         return out

@@ -42,7 +42,8 @@ def _ref_selu(x, opset, alphas, gammas, ra, rg, extra) -> Plan:
     if not ok:
         raise Refuse(f"Selu-{version} at opset {opset} does not accept element type "
                      f"{dtype.name.lower()}")
-    return Plan("Selu", x, attrs=vals, cleanup=extra + nodes)
+    return Plan("Selu", x, attrs=vals, cleanup=extra + nodes,
+                rounding=ck.per_step(dtype, "rounds alpha, gamma and every step"))
 
 
 def selu_plan(x: ir.Value, opset: int, alphas: list[ir.Value], gammas: list[ir.Value],
@@ -81,4 +82,5 @@ def selu_plan(x: ir.Value, opset: int, alphas: list[ir.Value], gammas: list[ir.V
     if not ok:
         raise Refuse(f"Selu-{version} at opset {opset} does not accept element type "
                      f"{dtype.name.lower()}")
-    return Plan("Selu", x, attrs=vals, cleanup=extra + producers(*ac, *gc))
+    return Plan("Selu", x, attrs=vals, cleanup=extra + producers(*ac, *gc),
+                rounding=ck.per_step(dtype, "rounds every step"))

@@ -223,4 +223,5 @@ def _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra) -> Plan:
         raise Refuse(f"LeakyRelu-{version} at opset {opset} does not accept element type "
                      f"{dtype.name.lower()}")
     alpha = ir.RefAttr("alpha", name, ir.AttributeType.FLOAT)
-    return Plan("LeakyRelu", x, attrs={"alpha": alpha}, cleanup=extra + nodes)
+    return Plan("LeakyRelu", x, attrs={"alpha": alpha}, cleanup=extra + nodes,
+                rounding=ck.per_step(dtype, f"rounds alpha (@{name})"))

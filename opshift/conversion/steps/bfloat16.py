@@ -4,34 +4,34 @@ Going down past the version that added bfloat16, a bfloat16 node runs in a wider
 destination allows: Cast its inputs, run it, Cast the result back. The compute type must hold
 every input value exactly, so only widening casts are chosen:
 
-* bfloat16, float16 -> float32 (then float64): every value is exact; a product of two
-  bfloat16/float16 values is exact in float32, so rounding the result back once gives the
-  same bits as computing in the narrow type.
+* bfloat16, float16 -> float32, the type their meaning computes in (below); every value is
+  exact.
 * 8/16/32-bit integers -> float64: every value is exact, and so is every product whose
   magnitude is below 2**53, which covers every result that fits the integer type. A result
   that overflows (wraps) in the integer type does NOT come back the same.
 * 64-bit integers -> float64 only represent magnitudes up to 2**53 exactly: refused.
 
-Float attributes (LeakyRelu's alpha, Selu's alpha and gamma) are rounded to X's type first:
-the ops' function bodies CastLike them to X's type, so PRelu/LeakyRelu give the same bits and
-Selu is within one bfloat16 ulp of the exact value. Cast has no bfloat16 before opset 13:
+A float16/bfloat16 node means "compute in float32 with the float32 attributes, round once"
+(opshift's meaning of the three ops on 16-bit types, see
+:mod:`opshift.evaluator.ops.activations`), which is exactly what the float32 node between
+Casts computes: its attributes are kept as they are. Cast has no bfloat16 before opset 13:
 refused there.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from ... import opsets
 from ...errors import ConversionError
+from ...graph.cast import cast_supports, make_cast, type_str
 from ..registry import at
 from ..step import Refuse, Step
 
 _WIDER: dict[int, tuple[int, ...]] = {
-    TensorProto.BFLOAT16: (TensorProto.FLOAT, TensorProto.DOUBLE),
-    TensorProto.FLOAT16: (TensorProto.FLOAT, TensorProto.DOUBLE),
+    TensorProto.BFLOAT16: (TensorProto.FLOAT,),
+    TensorProto.FLOAT16: (TensorProto.FLOAT,),
     TensorProto.FLOAT: (TensorProto.DOUBLE,),
     TensorProto.INT8: (TensorProto.INT16, TensorProto.INT32, TensorProto.FLOAT,
                        TensorProto.DOUBLE),
@@ -50,10 +50,6 @@ _WIDER: dict[int, tuple[int, ...]] = {
 RANGE_LIMITED = frozenset({TensorProto.INT64, TensorProto.UINT64})
 
 
-def _type_str(elem_type: int) -> str:
-    return f"tensor({opsets.tensor_type_name(elem_type)})"
-
-
 def dropped_types_possible(op: str, lo: int, hi: int, up: bool, facts) -> bool:
     """Going down, some value of the model could have a type ``op``-``hi`` allows and
     ``op``-``lo`` does not."""
@@ -61,35 +57,18 @@ def dropped_types_possible(op: str, lo: int, hi: int, up: bool, facts) -> bool:
     return not up and bool(dropped & facts.possible_types())
 
 
-def cast_supports(elem_from: int, elem_to: int, opset: int) -> bool:
-    """Cast at ``opset`` of the default domain converts ``elem_from`` to ``elem_to``."""
-    v = opsets.since_version("Cast", opset)
-    if v is None:
-        return False
-    return (_type_str(elem_from) in opsets.allowed_types("Cast", v, param="T1")
-            and _type_str(elem_to) in opsets.allowed_types("Cast", v, param="T2"))
-
-
 def exact_compute_type(elem_type: int, allowed_type_strs, opset: int) -> int | None:
     """A type in ``allowed_type_strs`` that holds every ``elem_type`` value exactly and that
     Cast at ``opset`` converts to and from; None when there is none (for 64-bit integers
     the answer, float64, is exact only up to 2**53)."""
     allowed = frozenset(allowed_type_strs)
-    if _type_str(elem_type) in allowed:
+    if type_str(elem_type) in allowed:
         return elem_type
     for wide in _WIDER.get(elem_type, ()):
-        if (_type_str(wide) in allowed and cast_supports(elem_type, wide, opset)
+        if (type_str(wide) in allowed and cast_supports(elem_type, wide, opset)
                 and cast_supports(wide, elem_type, opset)):
             return wide
     return None
-
-
-def make_cast(inp: str, out: str, to: int, opset: int, name: str) -> onnx.NodeProto:
-    """A Cast valid at ``opset`` (Cast-1 takes the type name as a string)."""
-    if opsets.since_version("Cast", opset) == 1:
-        return helper.make_node("Cast", [inp], [out], name=name,
-                                to=onnx.TensorProto.DataType.Name(to))
-    return helper.make_node("Cast", [inp], [out], name=name, to=to)
 
 
 def wrap_in_casts(node: onnx.NodeProto, compute_elem_type: int, names, label: str, *,
@@ -157,7 +136,6 @@ def compute_wider(st: Step) -> None:
 
 def _in_casts(st: Step, elem: int, compute: int) -> None:
     tname = opsets.tensor_type_name(elem)
-    _round_float_attributes(st, elem)
     w = st.edit()
     nodes = wrap_in_casts(w, compute, st.ctx.edits.names, st.node.name or st.label,
                           elem_type=elem, opset=st.target)
@@ -167,27 +145,3 @@ def _in_casts(st: Step, elem: int, compute: int) -> None:
     wide = opsets.tensor_type_name(compute)
     st.note(f"computed in {wide} between Casts",
             f"{st.op}-{st.dst} does not allow {tname}; {wide} holds every value exactly")
-
-
-def _round_float_attributes(st: Step, elem: int) -> None:
-    """The ops cast their float attributes to X's type (CastLike in their function bodies);
-    computing in a wider type must use the same rounded values."""
-    dtype = helper.tensor_dtype_to_np_dtype(elem)
-    defaults = opsets.attribute_defaults(st.op, st.dst)
-    for name in sorted(opsets.attribute_names(st.op, st.dst)):
-        a = next((a for a in st.w.attribute if a.name == name), None)
-        if a is not None and a.type != onnx.AttributeProto.FLOAT:
-            continue
-        v = a.f if a is not None else defaults.get(name)
-        if not isinstance(v, float):
-            continue
-        r = float(np.asarray(np.float32(v)).astype(dtype).astype(np.float32))
-        if a is None:
-            st.edit().attribute.append(helper.make_attribute(name, r))
-        elif np.float32(r) != np.float32(a.f):
-            next(b for b in st.edit().attribute if b.name == name).f = r
-        else:
-            continue
-        st.note(f"{name} rounded to {opsets.tensor_type_name(elem)} ({r!r})",
-                f"{st.op} casts {name} to X's type; the wider compute type must use the same "
-                "value")

@@ -1,5 +1,11 @@
 """PRelu, LeakyRelu and Selu in every version.
 
+float16 and bfloat16 are computed in float32 and rounded once to their type, as onnxruntime,
+PyTorch and oneDNN compute them; float attributes (alpha, gamma) are used as the float32 values
+they are. (The ops' function bodies round every step, and their attributes, to the 16-bit type
+instead, which near 0 loses most of Selu's digits: opshift's meaning is the runtimes'.) For
+PRelu the two agree: a product of two 16-bit values is exact in float32.
+
 Formulations are vectorized and keep ONNX's exact semantics: NaN propagates, -0.0 stays
 -0.0 where ``x < 0`` is false (PRelu/LeakyRelu), infinities map as the formula says.
 ``np.maximum``/``np.minimum`` replace ``np.where`` only where that is exact.
@@ -20,6 +26,17 @@ from ..registry import op
 
 #: Elements per block: 32 Ki float32 = 128 KiB per buffer, so x, y and a temporary fit in L2.
 BLOCK = 1 << 15
+
+
+def _narrow(x: np.ndarray) -> bool:
+    """float16 or bfloat16: computed in float32, rounded once (see the module docstring)."""
+    return x.dtype.name in ("float16", "bfloat16")
+
+
+def _round_once(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The float32 result ``y`` rounded to the 16-bit ``dtype``: beyond its range, +-inf."""
+    with np.errstate(over="ignore", invalid="ignore"):  # (ml_dtypes flags NaN as invalid)
+        return y.astype(dtype)
 
 
 def _float_kind(x: np.ndarray) -> bool:
@@ -91,6 +108,9 @@ def _mode(x: np.ndarray, s: np.ndarray) -> str:
 
 def prelu_apply(x: np.ndarray, slope: np.ndarray, rule: SlopeRule) -> np.ndarray:
     """PRelu of ``x`` with ``slope`` placed by ``rule``: slope * x where x < 0, else x."""
+    if _narrow(x):
+        y = prelu_apply(x.astype(np.float32), slope.astype(np.float32), rule)
+        return _round_once(y, x.dtype)
     shape = slope_shape_for(x.shape, slope.shape, rule)
     s = slope.reshape(shape)
     if x.dtype.kind == "u":
@@ -117,7 +137,11 @@ def prelu(ctx, x, slope):
 
 
 def leaky_relu_apply(x: np.ndarray, alpha: float) -> np.ndarray:
-    """LeakyRelu: alpha * x where x < 0, else x (alpha rounded to x's dtype first)."""
+    """LeakyRelu: alpha * x where x < 0, else x (alpha rounded to x's dtype first, to float32
+    for a 16-bit x)."""
+    if _narrow(x):
+        y = leaky_relu_apply(x.astype(np.float32), alpha)
+        return _round_once(y, x.dtype)
     a = np.asarray(x.dtype.type(alpha)).reshape((1,) * x.ndim)
     return prelu_apply(x, a, SlopeRule.NUMPY)
 
@@ -153,7 +177,11 @@ def selu_apply(x: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
     Both branches are summed, each exact where the other is 0: for x > 0 the negative
     branch is exp(0) * alpha - alpha == 0; for x <= 0 the positive branch max(x, 0) is +0.
     -0.0 maps to +0.0 and NaN propagates, as in onnx's reference implementation.
+    A 16-bit x is computed in float32 and rounded once.
     """
+    if _narrow(x):
+        y = selu_apply(x.astype(np.float32), alpha, gamma)
+        return _round_once(y, x.dtype)
     t = x.dtype.type
     kernel = _selu_kernel(t(alpha), t(gamma), t(0))
     y = np.empty_like(x)

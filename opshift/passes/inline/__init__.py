@@ -161,7 +161,8 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
         if not version:
             continue
         base = name or f"{op.lower()}_{i}"
-        et = 0 if function_band else facts.elem_type(ins[0], w.function)
+        # (the function band's CastLike body needs X's type only where 16 bits need Casts)
+        et = 0 if function_band and op == "PRelu" else facts.elem_type(ins[0], w.function)
         if b != LEGACY:
             attrs = node.attribute
             key = (b, op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \

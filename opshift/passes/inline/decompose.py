@@ -20,8 +20,12 @@ IR < 4 initializer that is also an input, a computed value) is refused at opsets
 the node's :attr:`Site.note` says so.
 
 Element types: every type an op accepts at an opset is accepted there by the primitives
-used (bfloat16 exists for the ops only from opset 16/22, integers for PRelu from 9), so no
-Casts are needed; a node whose type the primitives do not accept raises ConversionError.
+used (bfloat16 exists for the ops only from opset 16/22, integers for PRelu from 9); a node
+whose type the primitives do not accept raises ConversionError. A float16/bfloat16 LeakyRelu
+or Selu computes in float32 and rounds once: its template is the float32 one between Casts
+(:func:`.templates.in_float32`), refused where Cast at the opset cannot convert the type.
+Where X's element type is not known, a body that would be wrong for a 16-bit X (Selu, a
+LeakyRelu whose alpha a 16-bit type does not hold) is refused.
 """
 
 from __future__ import annotations
@@ -35,15 +39,18 @@ from onnx import helper, numpy_helper
 from ... import opsets
 from ...broadcast import SlopeRule, slope_shape_for
 from ...errors import ConversionError, EvaluationError, where
+from ...graph.cast import cast_supports
 from ...graph.names import Names
 from .templates import (
     FUNCTION,
     LEGACY,
+    NARROW,
     STATIC,
     Ref,
     Template,
     band,
     function_template,
+    in_float32,
     instantiate,
     legacy_leaky_template,
     legacy_selu_template,
@@ -94,11 +101,47 @@ def band_template(site: Site) -> Template:
     attrs = attributes(site.node, op, site.version)
     b = band(site.opset)
     if b == FUNCTION:
-        return function_template(op, tuple(sorted(attrs.items())))
-    if b == STATIC:
+        _type_generic_check(site, attrs)
+        t = function_template(op, tuple(sorted(attrs.items())))
+    elif b == STATIC:
         _typed_band_checks(site, attrs)
-        return static_template(op, tuple(sorted(attrs.items())), site.elem_type)
-    raise AssertionError(f"band_template: opset {site.opset} is in the legacy band")
+        et = onnx.TensorProto.FLOAT if _in_float32(site) else site.elem_type
+        t = static_template(op, tuple(sorted(attrs.items())), et)
+    else:
+        raise AssertionError(f"band_template: opset {site.opset} is in the legacy band")
+    return in_float32(t, site.elem_type, site.opset) if _in_float32(site) else t
+
+
+def _in_float32(site: Site) -> bool:
+    """Whether ``site`` is a 16-bit LeakyRelu/Selu, computed in float32 between Casts; a
+    ConversionError when Cast at the site's opset cannot convert its type both ways."""
+    if site.node.op_type == "PRelu" or site.elem_type not in NARROW:
+        return False
+    f32 = onnx.TensorProto.FLOAT
+    if not (cast_supports(site.elem_type, f32, site.opset)
+            and cast_supports(f32, site.elem_type, site.opset)):
+        raise ConversionError(
+            f"{site.where()}: cannot inline at opset {site.opset}: "
+            f"{opsets.tensor_type_name(site.elem_type)} {site.node.op_type} computes in float "
+            "and Cast there cannot convert between the two")
+    return True
+
+
+def _type_generic_check(site: Site, attrs: dict[str, float | Ref]) -> None:
+    """In the function band X's type is looked up for LeakyRelu and Selu only: where it is
+    not known, the CastLike body is exact for every type only for a LeakyRelu whose alpha
+    float16 and bfloat16 both hold (then the body's per-step 16-bit product is the float32
+    product rounded once)."""
+    op = site.node.op_type
+    if site.elem_type or op == "PRelu":
+        return
+    if op == "LeakyRelu" and not isinstance(attrs["alpha"], Ref) and all(
+            _typed(attrs["alpha"], t) == float(np.float32(attrs["alpha"])) for t in NARROW):
+        return
+    raise ConversionError(
+        f"{site.where()}: cannot inline at opset {site.opset}: the element type of X is not "
+        f"known, and a float16/bfloat16 {op} computes in float between Casts (its function "
+        "body would round every step)")
 
 
 def _typed_band_checks(site: Site, attrs: dict[str, float | Ref]) -> None:
@@ -131,23 +174,24 @@ def decompose(site: Site, base: str, names: Names) -> list[onnx.NodeProto]:
             f"{site.where()}: cannot inline at opset {site.opset}: element type "
             f"{opsets.tensor_type_name(site.elem_type)} is not accepted by Relu/Max/Mul there")
 
-    def refuse_non_finite(what: str) -> None:
+    def refuse_non_finite(what: str, elem_type: int) -> None:
         raise ConversionError(
             f"{site.where()}: cannot inline at opset {site.opset}: {what} is infinite or NaN "
-            f"in {opsets.tensor_type_name(site.elem_type)}, and without Where the legacy "
+            f"in {opsets.tensor_type_name(elem_type)}, and without Where the legacy "
             "forms would turn x >= 0 into NaN")
 
-    if op == "Selu":
-        if not np.isfinite(_typed(attrs["alpha"], site.elem_type)):
-            refuse_non_finite("alpha")
-        tpl = legacy_selu_template(attrs["alpha"], attrs["gamma"], site.elem_type, site.opset)
-        return instantiate(tpl, x, y, base, names)
-    if op == "LeakyRelu":
-        a = _typed(attrs["alpha"], site.elem_type)
+    if op in ("Selu", "LeakyRelu"):
+        wide = _in_float32(site)
+        et = onnx.TensorProto.FLOAT if wide else site.elem_type
+        a = _typed(attrs["alpha"], et)
         if not np.isfinite(a):
-            refuse_non_finite("alpha")
-        kind = _kind(np.array([a]))
-        tpl = legacy_leaky_template(kind, attrs["alpha"], site.elem_type, site.opset)
+            refuse_non_finite("alpha", et)
+        if op == "Selu":
+            tpl = legacy_selu_template(attrs["alpha"], attrs["gamma"], et, site.opset)
+        else:
+            tpl = legacy_leaky_template(_kind(np.array([a])), attrs["alpha"], et, site.opset)
+        if wide:
+            tpl = in_float32(tpl, site.elem_type, site.opset)
         return instantiate(tpl, x, y, base, names)
     # PRelu
     extra: list[onnx.NodeProto] = []
@@ -162,7 +206,7 @@ def decompose(site: Site, base: str, names: Names) -> list[onnx.NodeProto]:
             values = np.asarray(site.slope_value).astype(
                 helper.tensor_dtype_to_np_dtype(site.elem_type))
         if not np.all(np.isfinite(values)):
-            refuse_non_finite("a slope element")
+            refuse_non_finite("a slope element", site.elem_type)
         kind = _kind(values)
     tpl = legacy_leaky_template(kind, None, site.elem_type, site.opset, axis, broadcast,
                                 "Slope")

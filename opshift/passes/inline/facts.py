@@ -89,9 +89,9 @@ class Facts:
                 return t
         if self._types is None:
             self._types, self._ftypes = self._collect()
-        if function is not None:
-            return self._ftypes.get((function.domain, function.name), {}).get(name, 0)
-        t = self._types.get(name, 0)
+        key = None if function is None else (function.domain, function.name)
+        types = self._types if key is None else self._ftypes.get(key, {})
+        t = types.get(name, 0)
         if not t and not self._inferred:
             self._inferred = True
             m = onnx.ModelProto()
@@ -100,9 +100,12 @@ class Facts:
                 m = onnx.shape_inference.infer_shapes(m, strict_mode=False)
             except Exception:  # best effort; an unknown type is reported by the caller
                 return 0
-            more, _ = Facts(m)._collect()
-            self._types.update({k: v for k, v in more.items() if k not in self._types})
-            t = self._types.get(name, 0)
+            more, fmore = Facts(m)._collect()  # (call sites typed by inference type bodies)
+            for have, new in ((self._types, more),
+                              *((self._ftypes.setdefault(k, {}), v) for k, v in fmore.items())):
+                have.update({k: v for k, v in new.items() if k not in have})
+            types = self._types if key is None else self._ftypes.get(key, {})
+            t = types.get(name, 0)
         return t
 
     def shape(self, name: str):

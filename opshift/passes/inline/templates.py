@@ -50,6 +50,16 @@ carries ``broadcast=1`` at opset <= 6::
 In the legacy band exp only sees min(x, 0), so large x never overflows, and every result is
 computed by the same float operations, in the same order, as the evaluator's Selu.
 
+**float16 and bfloat16** LeakyRelu and Selu compute in float32 with their float32 attributes
+and round once (opshift's meaning, the runtimes'; the schema bodies round every step and the
+attributes to X's type). Their template is the band's float32 template between Casts
+(:func:`in_float32`)::
+
+    XFloat=Cast(X, to=FLOAT); <the float32 template from XFloat to YFloat>; Y=Cast(YFloat, to=T)
+
+PRelu needs no Casts: a product of two 16-bit values is exact in float32, so its template
+computed step by step in 16 bits rounds once too.
+
 Sign-of-zero differences (everything else is bit-exact against the evaluator, NaN as NaN)::
 
     op, band                        input                      op gives   inlined gives
@@ -83,6 +93,7 @@ import onnx.defs
 from onnx import helper, numpy_helper
 
 from ...external import tensor_array
+from ...graph.cast import make_cast
 from ...graph.names import Names
 
 FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
@@ -228,12 +239,41 @@ def legacy_selu_template(alpha: float, gamma: float, elem_type: int, opset: int)
     )
 
 
+#: The element types LeakyRelu and Selu compute in float32 (see the module docstring).
+NARROW = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
+
+_WRAPPED: dict[tuple[int, int, int], tuple[Template, Template]] = {}
+
+
+def in_float32(template: Template, elem_type: int, opset: int) -> Template:
+    """``template`` (a float32 one, made by the cached builders above) run between Casts:
+    ``$X`` cast to float32 as ``$XFloat``, the result ``$YFloat`` cast back to
+    ``elem_type`` as ``$Y``; made once per (template, type, opset). The caller checks that
+    Cast at ``opset`` converts both ways."""
+    key = (id(template), elem_type, opset)
+    hit = _WRAPPED.get(key)
+    if hit is None or hit[0] is not template:
+        # the entry keeps the template alive, so its id is not reused while it is here
+        rename = {"$X": "$XFloat", "$Y": "$YFloat"}
+        nodes = [make_cast("$X", "$XFloat", onnx.TensorProto.FLOAT, opset, "")]
+        for t in template:
+            n = onnx.NodeProto()
+            n.CopyFrom(t)
+            n.input[:] = [rename.get(v, v) for v in n.input]
+            n.output[:] = [rename.get(v, v) for v in n.output]
+            nodes.append(n)
+        nodes.append(make_cast("$YFloat", "$Y", elem_type, opset, ""))
+        hit = _WRAPPED[key] = (template, tuple(nodes))
+    return hit[1]
+
+
 def signed_zero_exact(op: str, band_: str, nodes: Sequence[onnx.NodeProto]) -> bool:
     """False when the emitted ``nodes`` fall under a sign-of-zero row of the table above."""
     if op == "Selu":
         return band_ == LEGACY
-    if band_ == LEGACY:
-        return not nodes or nodes[-1].op_type != "Sub"
+    if band_ == LEGACY:  # (a Cast back to 16 bits keeps the sign of zero)
+        last = next((n for n in reversed(nodes) if n.op_type != "Cast"), None)
+        return last is None or last.op_type != "Sub"
     return True
 
 
