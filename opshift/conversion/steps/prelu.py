@@ -24,7 +24,6 @@ from onnx import TensorProto, helper
 from ... import opsets
 from ...broadcast import NUMPY_SINCE, SlopeClass, SlopeRule, classify, slope_shape_for
 from ...errors import EvaluationError
-from ...graph.edit import axes_nodes
 from ...graph.facts import Constant
 from ..registry import at
 from ..step import Refuse, Step
@@ -53,19 +52,11 @@ def _slope(st: Step) -> tuple[tuple | None, Constant | None]:
     return st.shape(name), None
 
 
-def _read_slope_as(st: Step, const: Constant | None, shape: tuple, op: str, axes: list[int],
-                   suffix: str, what: str, why: str) -> None:
-    """Make the node read its slope in ``shape``: the constant reshaped, else ``op``
-    (Unsqueeze/Squeeze) of ``axes`` valid at the target."""
-    if const is not None:
-        st.note(f"slope {st.input(1)!r} {st.reshape_constant_input(1, const, shape)}", why)
-        return
-    name = st.input(1)
-    out = st.fresh(f"{name}_{suffix}")
-    st.state.pre.extend(axes_nodes(op, name, out, axes, st.target, st.ctx.edits.names))
-    st.state.shapes[out] = tuple(shape)
-    st.edit().input[1] = out
-    st.note(f"slope {name!r} {what}", why)
+def _read_slope_as(st: Step, shape: tuple, op: str, axes: list[int], suffix: str,
+                   why: str) -> None:
+    """Make the node read its slope in ``shape`` (see :meth:`Step.read_input_as`)."""
+    slope = st.input(1)
+    st.note(f"slope {slope!r} {st.read_input_as(1, shape, op, axes, suffix)}", why)
 
 
 @at(NUMPY_SINCE, "PRelu")
@@ -118,9 +109,8 @@ def _to_numpy(st: Step) -> None:
                      f"per-channel for X of shape {list(x_shape)} (dims unknown)")
     if not per_channel:
         return  # legacy falls back to numpy broadcasting: same at PRelu-7
-    _read_slope_as(st, const, (c,) + (1,) * (r - 2), "Unsqueeze", list(range(1, r - 1)),
-                   "per_channel", f"unsqueezed to [C{', 1' * (r - 2)}]",
-                   f"PRelu-{st.src} applies a [C] slope per channel on axis 1; "
+    _read_slope_as(st, (c,) + (1,) * (r - 2), "Unsqueeze", list(range(1, r - 1)),
+                   "per_channel", f"PRelu-{st.src} applies a [C] slope per channel on axis 1; "
                    f"PRelu-{st.dst} broadcasts from the last axis")
 
 
@@ -156,7 +146,7 @@ def _to_legacy(st: Step) -> None:
         c = np_shape[1]
         if _known_int(c) and _known_int(x_shape[1]) and c == x_shape[1]:
             axes = [i for i in range(len(s_shape)) if i != len(s_shape) - (r - 1)]
-            _read_slope_as(st, const, (c,), "Squeeze", axes, "per_channel", "squeezed to [C]",
+            _read_slope_as(st, (c,), "Squeeze", axes, "per_channel",
                            f"PRelu-{vt}'s per-channel form of a [C,1,...,1] slope is [C]")
             return
     if legacy_shape is not None and tuple(legacy_shape) == tuple(np_shape) and \
@@ -164,8 +154,7 @@ def _to_legacy(st: Step) -> None:
         return
     if len(s_shape) == 1 and r >= 2:
         # [C] on the last axis: as [1, C] legacy PRelu broadcasts it numpy-style
-        _read_slope_as(st, const, (1,) + tuple(s_shape), "Unsqueeze", [0], "last_axis",
-                       "unsqueezed to [1, C]",
+        _read_slope_as(st, (1,) + tuple(s_shape), "Unsqueeze", [0], "last_axis",
                        f"PRelu-{vt} reads a [C] slope per channel on axis 1 when C equals "
                        "X's dim 1; as [1, C] it broadcasts from the last axis")
         return
