@@ -3,16 +3,18 @@
 * **7** (:data:`opshift.broadcast.NUMPY_SINCE`) -- legacy (<= 6) PRelu applies a 1-D slope
   ``[C]`` per channel on axis 1 when C is X's dim 1, numpy (>= 7) broadcasts it from the last
   axis (:mod:`opshift.broadcast` states both rules). Up: a per-channel ``[C]`` becomes
-  ``[C, 1, ..., 1]``; down: the slope is reshaped so the legacy rule reads it as numpy
-  broadcasting did (``[C, 1, ..., 1]`` to the canonical ``[C]``; a last-axis ``[C]`` to
-  ``[1, C]``). Constants are reshaped (once per tensor, copied when shared), dynamic slopes
-  get an Unsqueeze/Squeeze valid at the target.
+  ``[C, 1, ..., 1]``; down: the slope keeps its form wherever the legacy rule reads it as
+  numpy broadcasting does (``[C, 1, ..., 1]`` is per channel under both readings, and loads
+  in runtimes that broadcast numpy-style at every version); only a 1-D slope that numpy
+  applies on the last axis becomes ``[1, C]``. Constants are reshaped (once per tensor,
+  copied when shared), dynamic slopes get an Unsqueeze/Squeeze valid at the target.
 * **9** -- int32/int64/uint32/uint64 exist only from 9. Down: unsigned X is never negative,
   so PRelu is an Identity; int32/int64 become ``x + (x < 0) * (slope * x - x)`` in the
   integer type (the sign test through float: int -> float rounding never changes a sign),
   which wraps exactly like PRelu's own product; at opset 6 the Mul places the slope with its
-  legacy ``broadcast``/``axis`` attributes. Below opset 6 no op does integer arithmetic and
-  float64 cannot reproduce integer products (beyond 2**53, and where they wrap): refused.
+  legacy ``broadcast``/``axis`` attributes (the slope read without its outer 1s there).
+  Below opset 6 no op does integer arithmetic and float64 cannot reproduce integer products
+  (beyond 2**53, and where they wrap): refused.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import math
 from onnx import TensorProto, helper
 
 from ... import opsets
-from ...broadcast import NUMPY_SINCE, SlopeClass, SlopeRule, classify, slope_shape_for
+from ...broadcast import NUMPY_SINCE, SlopeRule, slope_shape_for
 from ...errors import EvaluationError
 from ...graph.facts import Constant
 from ..registry import at
 from ..step import Refuse, Step
 from .bfloat16 import dropped_types_possible, x_type_going_down
+from .broadcast_legacy import legacy_placement
 
 _UNSIGNED = (TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
 
@@ -115,9 +118,11 @@ def _to_numpy(st: Step) -> None:
 
 
 def _to_legacy(st: Step) -> None:
-    """numpy (>= 7) -> legacy (<= 6): make legacy's per-channel rule read the slope the same
-    way numpy broadcasting does; [C,1,...,1] becomes the canonical legacy [C]."""
-    s_shape, const = _slope(st)
+    """numpy (>= 7) -> legacy (<= 6): keep the slope wherever legacy PRelu reads it as numpy
+    broadcasting does (a [C, 1, ..., 1] slope is per channel under both readings, and
+    runtimes that broadcast numpy-style at every version load it); only a 1-D slope that
+    numpy applies on the last axis is read as [1, C]."""
+    s_shape, _ = _slope(st)
     x, slope, vt = st.input(0), st.input(1), st.dst
     if s_shape is None:
         raise Refuse(f"the shape of slope {slope!r} is unknown; legacy PRelu-{vt} "
@@ -139,16 +144,6 @@ def _to_legacy(st: Step) -> None:
         legacy_shape = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
     except EvaluationError:
         legacy_shape = None
-    if len(s_shape) >= 2 and r >= 3 and len(s_shape) >= r - 1 and classify(
-            x_shape, s_shape, SlopeRule.NUMPY) is SlopeClass.CHANNEL_AXIS1:
-        # canonical legacy form [C] (legacy PRelu also accepts [C,1,..,1] numpy-style, but
-        # runtimes written for opset <= 6 expect the per-channel vector)
-        c = np_shape[1]
-        if _known_int(c) and _known_int(x_shape[1]) and c == x_shape[1]:
-            axes = [i for i in range(len(s_shape)) if i != len(s_shape) - (r - 1)]
-            _read_slope_as(st, (c,), "Squeeze", axes, "per_channel",
-                           f"PRelu-{vt}'s per-channel form of a [C,1,...,1] slope is [C]")
-            return
     if legacy_shape is not None and tuple(legacy_shape) == tuple(np_shape) and \
             not (len(s_shape) == 1 and r >= 3 and not _known_int(x_shape[1])):
         return
@@ -220,7 +215,8 @@ def _integer_form(st: Step, elem: int, tname: str) -> None:
 
 def _legacy_mul_attrs(st: Step) -> dict[str, int]:
     """``broadcast``/``axis`` for an opset-6 ``Mul(x, slope)`` that places the slope as
-    legacy PRelu does; refused when legacy Mul cannot express that placement."""
+    legacy PRelu does (the slope read without its outer 1s where legacy Mul needs that);
+    refused when legacy Mul cannot express that placement."""
     s_shape, _ = _slope(st)
     x_shape = st.shape(st.input(0))
     if s_shape is None or x_shape is None:
@@ -234,9 +230,14 @@ def _legacy_mul_attrs(st: Step) -> dict[str, int]:
         placed = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
     except EvaluationError as e:
         raise Refuse(str(e)) from None
-    r, k = len(x_shape), len(s_shape)
-    axis = 1 if (k == 1 and r >= 2 and placed[1] == s_shape[0] and s_shape[0] != 1) else r - k
-    if tuple(x_shape[axis:axis + k]) == tuple(s_shape):
-        return {"broadcast": 1, "axis": axis}
-    raise Refuse(f"slope of shape {list(s_shape)} for X of shape {list(x_shape)} cannot be "
-                 "placed by opset-6 Mul broadcasting")
+    if len(s_shape) == 1 and len(x_shape) >= 2 and placed[1] == s_shape[0] != 1:
+        return {"broadcast": 1, "axis": 1}  # legacy PRelu's per-channel [C]
+    p = legacy_placement(x_shape, s_shape)
+    if isinstance(p, str):
+        raise Refuse(f"slope of shape {list(s_shape)} for X of shape {list(x_shape)} cannot "
+                     f"be placed by opset-6 Mul broadcasting ({p})")
+    if p.drop:
+        st.note(f"slope {st.input(1)!r} "
+                f"{st.read_input_as(1, p.shape, 'Squeeze', list(p.drop), 'legacy')}",
+                "opset-6 Mul reads B without its outer 1s")
+    return {"broadcast": 1} if p.axis is None else {"broadcast": 1, "axis": p.axis}
