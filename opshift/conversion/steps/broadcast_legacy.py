@@ -139,8 +139,9 @@ def _to_legacy(st: Step) -> None:
 def _place(st: Step, i: int, p: Placement) -> None:
     """Input ``i`` read in ``p.shape`` with ``broadcast=1`` and ``p.axis``."""
     if p.drop:
+        name = st.input(i)
         how = st.read_input_as(i, p.shape, "Squeeze", list(p.drop), "legacy")
-        st.note(f"{st.input(i)!r}: {how}", "legacy broadcasting reads the run of dims that "
+        st.note(f"{name!r} {how}", "legacy broadcasting reads the run of dims that "
                 "meets the other operand, without outer 1s")
     st.set_attr("broadcast", 1)
     if p.axis is not None:
