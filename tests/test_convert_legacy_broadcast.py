@@ -172,3 +172,21 @@ def test_legacy_placement(big, small, want):
         assert isinstance(got, str) and want in got
     else:
         assert got == want
+
+
+@pytest.mark.parametrize("slope_shape,axis,legacy_dims", [((3, 1, 1), 1, [3]),
+                                                          ((1, 1, 4, 1), 2, [4]),
+                                                          ((4, 5), None, [4, 5])])
+def test_integer_prelu_at_6_places_its_slope_with_legacy_mul(slope_shape, axis, legacy_dims):
+    # PRelu-6 has no int32: x + (x < 0) * (slope * x - x), the slope placed by Mul-6
+    n = int(np.prod(slope_shape))
+    s = numpy_helper.from_array(np.arange(-3, n - 3, dtype=np.int32).reshape(slope_shape), "s")
+    m = make_model([helper.make_node("PRelu", ["x", "s"], ["y"], name="p")],
+                   [vi("x", TensorProto.INT32, [2, 3, 4, 5])], [vi("y", TensorProto.INT32, 4)],
+                   opset=16, initializers=[s])
+    out = convert(m, 6)
+    mul = next(n for n in out.graph.node if n.op_type == "Mul" and "s" in n.input)
+    assert attrs(mul) == ({"broadcast": 1} if axis is None else {"broadcast": 1, "axis": axis})
+    assert dims(out, "s") == legacy_dims
+    x = np.random.default_rng(0).integers(-100, 100, (2, 3, 4, 5)).astype(np.int32)
+    assert_outputs_exact(evaluate(m, {"x": x}), evaluate(out, {"x": x}))

@@ -102,6 +102,8 @@ def ceil_mode_as_end_pads(st: Step) -> None:
     extra = [0] * geo.n
     for i in strided:
         size = sizes[i]
+        if size + geo.pb[i] + geo.pe[i] < geo.span(i):
+            raise Refuse(f"the window along spatial axis {i} is larger than the padded input")
         start = geo.last_start(i, size)
         if start >= geo.pb[i] + size:
             raise Refuse(f"with ceil_mode=1 the last window along spatial axis {i} starts in "
