@@ -190,3 +190,36 @@ def test_integer_prelu_at_6_places_its_slope_with_legacy_mul(slope_shape, axis, 
     assert dims(out, "s") == legacy_dims
     x = np.random.default_rng(0).integers(-100, 100, (2, 3, 4, 5)).astype(np.int32)
     assert_outputs_exact(evaluate(m, {"x": x}), evaluate(out, {"x": x}))
+
+
+def _runs(x_shape: tuple) -> list[tuple]:
+    """Every constant shape numpy broadcasts to ``x_shape`` that is one run of its dims with
+    1s around it, with and without the leading 1s."""
+    r = len(x_shape)
+    out = []
+    for lo in range(r):
+        for hi in range(lo, r):
+            full = tuple(d if lo <= i <= hi else 1 for i, d in enumerate(x_shape))
+            out += [full, full[lo:]]
+    return out
+
+
+@pytest.mark.parametrize("op,first", [("Add", False), ("Sub", False), ("Div", False),
+                                      ("Pow", False), ("Mul", True), ("Sub", True),
+                                      ("Greater", True), ("Less", False)])
+def test_every_run_shaped_constant_converts_exactly(op, first):
+    rng = np.random.default_rng(3)
+    x_shape = (2, 3, 4, 5)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    x.flat[:4] = [np.nan, np.inf, -0.0, 0.0]
+    for c_shape in _runs(x_shape):
+        c = rng.standard_normal(c_shape).astype(np.float32) + 2.0
+        inputs = ["c", "x"] if first else ["x", "c"]
+        out_t = TensorProto.BOOL if op in ("Greater", "Less") else F
+        m = make_model([helper.make_node(op, inputs, ["y"], name="n")],
+                       [vi("x", F, list(x_shape))], [vi("y", out_t, 4)], opset=13,
+                       initializers=[numpy_helper.from_array(np.asarray(c), "c")])
+        for target in (6, 1):
+            out = convert(m, target)
+            assert_outputs_exact(evaluate(m, {"x": x}), evaluate(out, {"x": x}),
+                                 f"{op} {c_shape} at {target}")
