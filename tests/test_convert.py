@@ -131,7 +131,8 @@ def test_rank_of_x_unknown_is_a_clear_error():
                                                  ([4], [2, 4])])
 def test_downgrade_numpy_slopes_to_legacy(slope_shape, x_shape):
     """[C] on the last axis -> [1, C] (legacy would read it per channel when C == X dim 1);
-    [C,1,..,1] -> [C]; size-1, multi-dim and rank-2 slopes need nothing."""
+    [C,1,..,1] (per channel under both readings), size-1, multi-dim and rank-2 slopes keep
+    their form."""
     vals = np.linspace(-2, 2, int(np.prod(slope_shape))).astype(np.float32)
     s = numpy_helper.from_array(vals.reshape(slope_shape), "s")
     nodes = [helper.make_node("PRelu", ["x", "s"], ["y"], name="p")]
@@ -146,8 +147,6 @@ def test_downgrade_numpy_slopes_to_legacy(slope_shape, x_shape):
         (t,) = [t for t in out.graph.initializer if t.name.startswith("s")]
         if slope_shape == [3] and x_shape[1] == 3:
             assert list(t.dims) == [1, 3]
-        elif slope_shape == [3, 1, 1]:
-            assert list(t.dims) == [3]
         else:
             assert list(t.dims) == slope_shape
 

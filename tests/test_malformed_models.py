@@ -246,6 +246,11 @@ def test_names_are_printed_escaped(tmp_path, capsys, argv):
     nor reaches the terminal: it is shown as its Python escapes."""
     m = _good()
     m.graph.node[0].name = "evil\n\x1b[31mred"
+    # a last-axis slope on X with as many channels: rewritten (to [1, 4]) at opset 6
+    for vis, name in ((m.graph.input, "x"), (m.graph.output, "y")):
+        vis[0].CopyFrom(_vi(name, (1, 4, 4, 4)))
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.full(4, 0.25, np.float32),
+                                                            "slope"))
     src = tmp_path / "m.onnx"
     src.write_bytes(m.SerializeToString())
     argv = [str(src) if a == "SRC" else str(tmp_path / "o.onnx") if a == "OUT" else a

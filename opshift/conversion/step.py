@@ -15,7 +15,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..external import tensor_array
-from ..graph.edit import Edits, Pending
+from ..graph.edit import Edits, Pending, axes_nodes
 from ..graph.facts import Constant, Facts
 from ..graph.scopes import Scope, may_hold_subgraphs, node_label, subgraphs
 
@@ -251,6 +251,26 @@ class Step:
         if new != name:
             self.edit().input[i] = new
         return how
+
+    def read_input_as(self, i: int, shape: tuple, op: str, axes: list[int], suffix: str
+                      ) -> str:
+        """Make input ``i`` read the same data in ``shape``: a constant of this node's scope
+        reshaped (once per tensor, copied when shared); anything else (a computed value, a
+        constant of an enclosing graph, whose edits stay there) through ``op``
+        (Unsqueeze/Squeeze) of ``axes``, valid at the target. Returns what was done."""
+        name = self.input(i)
+        const = self.constant(name)
+        if const is not None and const.scope is self.scope:
+            return self.reshape_constant_input(i, const, shape)
+        out = self.fresh(f"{name}_{suffix}")
+        self.state.pre.extend(axes_nodes(op, name, out, axes, self.target,
+                                         self.ctx.edits.names))
+        self.state.shapes[out] = tuple(shape)
+        t = self.elem_type(name)
+        if t:
+            self.ctx.facts.extra_types[out] = t
+        self.edit().input[i] = out
+        return f"read through {op} of axes {axes} as {list(shape)}"
 
 
 # -- small facts about shapes and attribute values, shared by the step functions

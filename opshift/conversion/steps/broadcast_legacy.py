@@ -1,15 +1,22 @@
 """Broadcasting before opset 7/8: binary ops, variadic ops and Gemm.
 
 * Add/Sub/Mul/Div/Pow/And/Or/Xor/Equal/Greater/Less **7**: legacy ``broadcast``/``axis``
-  (<= 6) vs numpy broadcasting. Down needs equal shapes or ``broadcast=1`` with B a suffix of
-  A (inputs swapped for commutative ops); up reshapes B for ``axis``.
+  (<= 6) vs numpy broadcasting. Down: equal shapes stay; else B is placed by ``broadcast=1``
+  and ``axis`` when its dims other than 1 form one run equal to A's (:func:`legacy_placement`;
+  B read without its outer 1s: a constant reshaped once per tensor, copied when shared,
+  anything else through Squeeze). When only A broadcasts to B the operands trade places:
+  Add/Mul/And/Or/Xor/Equal as they are, Greater/Less as Less/Greater, Sub as
+  ``Add(Neg(B), A)``; Div and Pow are refused. Up reshapes B for ``axis``.
 * Sum/Max/Min/Mean **8**: all inputs had to share one shape before 8.
 * Gemm **7**: ``broadcast`` of C (<= 6); Gemm **11**: C optional (made an explicit zero down).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from onnx import TensorProto
 
 from ..registry import at
 from ..step import Refuse, Step, is_suffix, known_shape, norm_axis, np_dtype
@@ -50,22 +57,113 @@ def legacy_broadcast(st: Step) -> None:
         st.set_inputs([a, nb])
         st.note(f"B reshaped with {trailing} trailing 1s for legacy axis={axis}")
         return
+    _to_legacy(st)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How legacy broadcasting (opset <= 6) reads one operand for the other the way numpy
+    broadcasting does: the operand in ``shape`` with ``broadcast=1`` and ``axis`` (None:
+    suffix matching, or an operand of size 1, which legacy broadcasting takes whole)."""
+
+    shape: tuple
+    axis: int | None
+    drop: tuple[int, ...] = ()  # the operand's own axes (all 1) left out of ``shape``
+
+
+def legacy_placement(big: tuple, small: tuple) -> Placement | str:
+    """Where legacy broadcasting places ``small`` for ``big`` as numpy broadcasting does
+    (the output keeps ``big``'s shape), or why it cannot.
+
+    The legacy rule: B of size 1, or B's shape a contiguous run of A's shape, equal dim by
+    dim, starting at ``axis`` (suffix matching without it). So numpy's B, padded with
+    leading 1s to A's rank, fits when its dims other than 1 lie in one run over which it
+    equals A; B is then read as that run (outer 1s dropped).
+    """
+    r, k = len(big), len(small)
+    if k > r:
+        return f"rank {k} > rank {r}: numpy broadcasting makes the output larger"
+    padded = (1,) * (r - k) + tuple(small)
+    non1 = [i for i, d in enumerate(padded) if d != 1]
+    if not non1:
+        return Placement(tuple(small), None)
+    lo, hi = non1[0], non1[-1]
+    for i in range(lo, hi + 1):
+        if padded[i] is None or big[i] != padded[i]:
+            return (f"dim {i} is {padded[i]} against {big[i]}: legacy broadcasting needs "
+                    f"dims {lo}..{hi} equal (a contiguous run of {list(big)})")
+    drop = tuple(j for j in range(k) if not lo <= j + r - k <= hi)
+    return Placement(padded[lo:hi + 1], None if hi == r - 1 else lo, drop)
+
+
+#: ops whose operands can trade places: the op written with them swapped (IEEE addition and
+#: multiplication are commutative bit for bit; a > b is b < a, NaN included)
+SWAPPED = {"Add": "Add", "Mul": "Mul", "And": "And", "Or": "Or", "Xor": "Xor",
+           "Equal": "Equal", "Greater": "Less", "Less": "Greater"}
+_UNSIGNED = (TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
+
+
+def _to_legacy(st: Step) -> None:
+    a, b = st.input(0), st.input(1)
     sa, sb = st.shape(a), st.shape(b)
-    if sa is None or sb is None:
-        raise Refuse("input shapes unknown: legacy broadcasting (opset < 7) needs them")
-    if sa == sb and known_shape(sa):
+    if a == b or (sa is not None and sa == sb and all(d is not None for d in sa)):
         return
-    if known_shape(sb) and is_suffix(sb, sa):
-        st.set_attr("broadcast", 1)
-        st.note(f"broadcast=1: B {sb} is a suffix of A {sa}")
+    if sb is None or (sa is None and sb != ()):
+        raise Refuse(f"the shape of {a if sa is None else b!r} is unknown: legacy "
+                     "broadcasting (opset < 7) needs both shapes")
+    if sa is None:
+        _place(st, 1, Placement((), None))  # a scalar B: legacy reads it whole
         return
-    if st.op in COMMUTATIVE and known_shape(sa) and is_suffix(sa, sb):
-        st.set_inputs([b, a])
-        st.set_attr("broadcast", 1)
-        st.note(f"inputs swapped and broadcast=1: A {sa} is a suffix of B {sb}")
+    why = legacy_placement(sa, sb)
+    if isinstance(why, Placement):
+        _place(st, 1, why)
         return
-    raise Refuse(f"shapes {sa} and {sb}: legacy broadcasting (opset < 7) cannot express "
-                 "this numpy broadcast")
+    swapped = legacy_placement(sb, sa)
+    if isinstance(swapped, Placement):
+        if st.op in SWAPPED:
+            st.set_inputs([b, a])
+            if SWAPPED[st.op] != st.op:
+                st.edit().op_type = SWAPPED[st.op]
+            st.note(f"inputs swapped{'' if SWAPPED[st.op] == st.op else ' as ' + SWAPPED[st.op]}",
+                    f"legacy broadcasting places only B; A {sa} broadcasts to B {sb}")
+            _place(st, 1, swapped)
+            return
+        if st.op == "Sub":
+            _sub_as_negated_add(st, swapped, sa)
+            return
+        why = f"{why}, and {st.op} cannot swap its operands"
+    raise Refuse(f"shapes {sa} and {sb}: legacy broadcasting (opset < 7) cannot express this "
+                 f"numpy broadcast (B {why})")
+
+
+def _place(st: Step, i: int, p: Placement) -> None:
+    """Input ``i`` read in ``p.shape`` with ``broadcast=1`` and ``p.axis``."""
+    if p.drop:
+        name = st.input(i)
+        how = st.read_input_as(i, p.shape, "Squeeze", list(p.drop), "legacy")
+        st.note(f"{name!r} {how}", "legacy broadcasting reads the run of dims that "
+                "meets the other operand, without outer 1s")
+    st.set_attr("broadcast", 1)
+    if p.axis is not None:
+        st.set_attr("axis", p.axis)
+    st.note(f"broadcast=1{'' if p.axis is None else f', axis={p.axis}'}",
+            f"legacy broadcasting of {list(p.shape)} equals numpy broadcasting here")
+
+
+def _sub_as_negated_add(st: Step, p: Placement, shape: tuple) -> None:
+    """``c - x`` with ``c`` broadcast to ``x``: ``Neg(x) + c`` (IEEE subtraction is the
+    addition of the negation, signed zeros included; integers wrap the same)."""
+    a, b = st.input(0), st.input(1)
+    t = st.elem_type(b)
+    if t is None or t in _UNSIGNED:
+        raise Refuse(f"A {shape} broadcasts to B: Sub is written as Neg(B) + A, which needs "
+                     "a signed element type (Neg has no unsigned types)")
+    neg = st.add_node("Neg", [b], "negated")
+    st.set_inputs([neg, a])
+    st.edit().op_type = "Add"
+    st.note("written as Add(Neg(B), A)", "legacy broadcasting places only B; A - B is "
+            "-B + A exactly")
+    _place(st, 1, p)
 
 
 @at(8, "Sum", "Max", "Min", "Mean")

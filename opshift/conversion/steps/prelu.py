@@ -3,16 +3,18 @@
 * **7** (:data:`opshift.broadcast.NUMPY_SINCE`) -- legacy (<= 6) PRelu applies a 1-D slope
   ``[C]`` per channel on axis 1 when C is X's dim 1, numpy (>= 7) broadcasts it from the last
   axis (:mod:`opshift.broadcast` states both rules). Up: a per-channel ``[C]`` becomes
-  ``[C, 1, ..., 1]``; down: the slope is reshaped so the legacy rule reads it as numpy
-  broadcasting did (``[C, 1, ..., 1]`` to the canonical ``[C]``; a last-axis ``[C]`` to
-  ``[1, C]``). Constants are reshaped (once per tensor, copied when shared), dynamic slopes
-  get an Unsqueeze/Squeeze valid at the target.
+  ``[C, 1, ..., 1]``; down: the slope keeps its form wherever the legacy rule reads it as
+  numpy broadcasting does (``[C, 1, ..., 1]`` is per channel under both readings, and loads
+  in runtimes that broadcast numpy-style at every version); only a 1-D slope that numpy
+  applies on the last axis becomes ``[1, C]``. Constants are reshaped (once per tensor,
+  copied when shared), dynamic slopes get an Unsqueeze/Squeeze valid at the target.
 * **9** -- int32/int64/uint32/uint64 exist only from 9. Down: unsigned X is never negative,
   so PRelu is an Identity; int32/int64 become ``x + (x < 0) * (slope * x - x)`` in the
   integer type (the sign test through float: int -> float rounding never changes a sign),
   which wraps exactly like PRelu's own product; at opset 6 the Mul places the slope with its
-  legacy ``broadcast``/``axis`` attributes. Below opset 6 no op does integer arithmetic and
-  float64 cannot reproduce integer products (beyond 2**53, and where they wrap): refused.
+  legacy ``broadcast``/``axis`` attributes (the slope read without its outer 1s there).
+  Below opset 6 no op does integer arithmetic and float64 cannot reproduce integer products
+  (beyond 2**53, and where they wrap): refused.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import math
 from onnx import TensorProto, helper
 
 from ... import opsets
-from ...broadcast import NUMPY_SINCE, SlopeClass, SlopeRule, classify, slope_shape_for
+from ...broadcast import NUMPY_SINCE, SlopeRule, slope_shape_for
 from ...errors import EvaluationError
-from ...graph.edit import axes_nodes
 from ...graph.facts import Constant
 from ..registry import at
 from ..step import Refuse, Step
 from .bfloat16 import dropped_types_possible, x_type_going_down
+from .broadcast_legacy import legacy_placement
 
 _UNSIGNED = (TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
 
@@ -53,19 +55,11 @@ def _slope(st: Step) -> tuple[tuple | None, Constant | None]:
     return st.shape(name), None
 
 
-def _read_slope_as(st: Step, const: Constant | None, shape: tuple, op: str, axes: list[int],
-                   suffix: str, what: str, why: str) -> None:
-    """Make the node read its slope in ``shape``: the constant reshaped, else ``op``
-    (Unsqueeze/Squeeze) of ``axes`` valid at the target."""
-    if const is not None:
-        st.note(f"slope {st.input(1)!r} {st.reshape_constant_input(1, const, shape)}", why)
-        return
-    name = st.input(1)
-    out = st.fresh(f"{name}_{suffix}")
-    st.state.pre.extend(axes_nodes(op, name, out, axes, st.target, st.ctx.edits.names))
-    st.state.shapes[out] = tuple(shape)
-    st.edit().input[1] = out
-    st.note(f"slope {name!r} {what}", why)
+def _read_slope_as(st: Step, shape: tuple, op: str, axes: list[int], suffix: str,
+                   why: str) -> None:
+    """Make the node read its slope in ``shape`` (see :meth:`Step.read_input_as`)."""
+    slope = st.input(1)
+    st.note(f"slope {slope!r} {st.read_input_as(1, shape, op, axes, suffix)}", why)
 
 
 @at(NUMPY_SINCE, "PRelu")
@@ -118,16 +112,17 @@ def _to_numpy(st: Step) -> None:
                      f"per-channel for X of shape {list(x_shape)} (dims unknown)")
     if not per_channel:
         return  # legacy falls back to numpy broadcasting: same at PRelu-7
-    _read_slope_as(st, const, (c,) + (1,) * (r - 2), "Unsqueeze", list(range(1, r - 1)),
-                   "per_channel", f"unsqueezed to [C{', 1' * (r - 2)}]",
-                   f"PRelu-{st.src} applies a [C] slope per channel on axis 1; "
+    _read_slope_as(st, (c,) + (1,) * (r - 2), "Unsqueeze", list(range(1, r - 1)),
+                   "per_channel", f"PRelu-{st.src} applies a [C] slope per channel on axis 1; "
                    f"PRelu-{st.dst} broadcasts from the last axis")
 
 
 def _to_legacy(st: Step) -> None:
-    """numpy (>= 7) -> legacy (<= 6): make legacy's per-channel rule read the slope the same
-    way numpy broadcasting does; [C,1,...,1] becomes the canonical legacy [C]."""
-    s_shape, const = _slope(st)
+    """numpy (>= 7) -> legacy (<= 6): keep the slope wherever legacy PRelu reads it as numpy
+    broadcasting does (a [C, 1, ..., 1] slope is per channel under both readings, and
+    runtimes that broadcast numpy-style at every version load it); only a 1-D slope that
+    numpy applies on the last axis is read as [1, C]."""
+    s_shape, _ = _slope(st)
     x, slope, vt = st.input(0), st.input(1), st.dst
     if s_shape is None:
         raise Refuse(f"the shape of slope {slope!r} is unknown; legacy PRelu-{vt} "
@@ -149,23 +144,12 @@ def _to_legacy(st: Step) -> None:
         legacy_shape = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
     except EvaluationError:
         legacy_shape = None
-    if len(s_shape) >= 2 and r >= 3 and len(s_shape) >= r - 1 and classify(
-            x_shape, s_shape, SlopeRule.NUMPY) is SlopeClass.CHANNEL_AXIS1:
-        # canonical legacy form [C] (legacy PRelu also accepts [C,1,..,1] numpy-style, but
-        # runtimes written for opset <= 6 expect the per-channel vector)
-        c = np_shape[1]
-        if _known_int(c) and _known_int(x_shape[1]) and c == x_shape[1]:
-            axes = [i for i in range(len(s_shape)) if i != len(s_shape) - (r - 1)]
-            _read_slope_as(st, const, (c,), "Squeeze", axes, "per_channel", "squeezed to [C]",
-                           f"PRelu-{vt}'s per-channel form of a [C,1,...,1] slope is [C]")
-            return
     if legacy_shape is not None and tuple(legacy_shape) == tuple(np_shape) and \
             not (len(s_shape) == 1 and r >= 3 and not _known_int(x_shape[1])):
         return
     if len(s_shape) == 1 and r >= 2:
         # [C] on the last axis: as [1, C] legacy PRelu broadcasts it numpy-style
-        _read_slope_as(st, const, (1,) + tuple(s_shape), "Unsqueeze", [0], "last_axis",
-                       "unsqueezed to [1, C]",
+        _read_slope_as(st, (1,) + tuple(s_shape), "Unsqueeze", [0], "last_axis",
                        f"PRelu-{vt} reads a [C] slope per channel on axis 1 when C equals "
                        "X's dim 1; as [1, C] it broadcasts from the last axis")
         return
@@ -231,7 +215,8 @@ def _integer_form(st: Step, elem: int, tname: str) -> None:
 
 def _legacy_mul_attrs(st: Step) -> dict[str, int]:
     """``broadcast``/``axis`` for an opset-6 ``Mul(x, slope)`` that places the slope as
-    legacy PRelu does; refused when legacy Mul cannot express that placement."""
+    legacy PRelu does (the slope read without its outer 1s where legacy Mul needs that);
+    refused when legacy Mul cannot express that placement."""
     s_shape, _ = _slope(st)
     x_shape = st.shape(st.input(0))
     if s_shape is None or x_shape is None:
@@ -245,9 +230,14 @@ def _legacy_mul_attrs(st: Step) -> dict[str, int]:
         placed = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
     except EvaluationError as e:
         raise Refuse(str(e)) from None
-    r, k = len(x_shape), len(s_shape)
-    axis = 1 if (k == 1 and r >= 2 and placed[1] == s_shape[0] and s_shape[0] != 1) else r - k
-    if tuple(x_shape[axis:axis + k]) == tuple(s_shape):
-        return {"broadcast": 1, "axis": axis}
-    raise Refuse(f"slope of shape {list(s_shape)} for X of shape {list(x_shape)} cannot be "
-                 "placed by opset-6 Mul broadcasting")
+    if len(s_shape) == 1 and len(x_shape) >= 2 and placed[1] == s_shape[0] != 1:
+        return {"broadcast": 1, "axis": 1}  # legacy PRelu's per-channel [C]
+    p = legacy_placement(x_shape, s_shape)
+    if isinstance(p, str):
+        raise Refuse(f"slope of shape {list(s_shape)} for X of shape {list(x_shape)} cannot "
+                     f"be placed by opset-6 Mul broadcasting ({p})")
+    if p.drop:
+        st.note(f"slope {st.input(1)!r} "
+                f"{st.read_input_as(1, p.shape, 'Squeeze', list(p.drop), 'legacy')}",
+                "opset-6 Mul reads B without its outer 1s")
+    return {"broadcast": 1} if p.axis is None else {"broadcast": 1, "axis": p.axis}
