@@ -187,14 +187,14 @@ def test_a_missing_op_fuse_cannot_fuse_is_refused_naming_node_op_and_version():
 
 def test_a_refusal_after_fusing_names_its_node_and_the_fusion():
     m = make_model([*_leaky_where("x", "h", "alpha"),
-                    helper.make_node("Mul", ["h", "t"], ["y"], name="scale")],
+                    helper.make_node("Div", ["t", "h"], ["y"], name="scale")],
                    [vi("x", TP.FLOAT, [2, 3]), vi("t", TP.FLOAT, [2, 1])],
                    [vi("y", TP.FLOAT, [2, 3])], opset=16)
     before = m.SerializeToString()
     with pytest.raises(ConversionError) as e:
         convert_proto(m, 6)
     msg = str(e.value)
-    assert msg.startswith("node 'scale' (Mul-14 -> 6, graph 'g'): step Mul-7 -> Mul-6"), msg
+    assert msg.startswith("node 'scale' (Div-14 -> 6, graph 'g'): step Div-7 -> Div-6"), msg
     assert msg.endswith("(after fusing 1 region(s) into single ops first, because Where does "
                         "not exist at opset 6)")
     assert m.SerializeToString() == before
