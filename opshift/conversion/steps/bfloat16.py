@@ -26,6 +26,7 @@ from onnx import TensorProto, helper
 
 from ... import opsets
 from ...errors import ConversionError
+from ...tables import number
 from ..registry import at
 from ..step import Refuse, Step
 
@@ -188,6 +189,6 @@ def _round_float_attributes(st: Step, elem: int) -> None:
             next(b for b in st.edit().attribute if b.name == name).f = r
         else:
             continue
-        st.note(f"{name} rounded to {opsets.tensor_type_name(elem)} ({r!r})",
+        st.note(f"{name} rounded to {opsets.tensor_type_name(elem)} ({number(r)})",
                 f"{st.op} casts {name} to X's type; the wider compute type must use the same "
                 "value")
