@@ -138,8 +138,11 @@ def test_json_holds_every_boundary(capsys, registered):
             assert s["schema_up"]["refused"] == schema_step(op, s["from"], s["to"]).refused
             assert s["schema_down"]["refused"] == schema_step(op, s["to"], s["from"]).refused
     prelu = {s["to"]: s for s in entries["ai.onnx", "PRelu"]["convert"]["steps"]}
-    assert prelu[7]["functions"][0] == {"name": "slope_rule", "module": "prelu", "doc": "",
-                                        "when": "", "refusal": False}
+    (slope_rule,) = [r.fn for r in steps_for("PRelu", 7)]
+    doc = (slope_rule.__doc__ or "").strip().splitlines()
+    assert prelu[7]["functions"] == [{"name": "slope_rule", "module": "prelu",
+                                      "doc": doc[0] if doc else "", "when": "",
+                                      "refusal": False}]
     assert prelu[9]["functions"][0]["when"] == "dropped_types_possible"
     assert prelu[7]["schema_up"]["relabel"] and not prelu[9]["schema_down"]["relabel"]
     assert entries["ai.onnx", "PRelu"]["convert"]["below"] is None

@@ -14,10 +14,12 @@ Versions with none ("no kernel") cannot be evaluated: verify and --verify stop w
 
 convert (default domain only): "V: name" is a step function registered for the boundary
 into version V (run both ways), "(refused)" one that refuses what has no exact form on the
-other side, "refused up/down" a boundary the schemas refuse (deprecated version); every other
-boundary is crossed by the schema-driven step alone ("schema"). "<V: ..." says how a node
-gets below the first version V: its registered replacement, its onnx function body, or not.
---all lists every boundary: its functions and what the schema step checks each way.
+other side, "refused up/down" a boundary the schemas refuse (a deprecated version). Every
+boundary runs the schema-driven step; those not listed run it alone ("schema": all of them).
+"<V: ..." says how a node gets below the first version V: its registered replacement, its
+onnx function body, or not at all ("refused").
+--all lists every boundary: its functions (with their docstring's first line, their module
+and their "when" condition) and what the schema step checks going up and going down.
 
 examples:
   opshift ops
@@ -136,7 +138,7 @@ def _convert_cell(c) -> str:
     """The boundaries with registered functions or schema refusals, else ``schema``."""
     items = [f"<{c.versions[0]}: {c.below}"] if c.below else []
     for b in c.boundaries:
-        what = [f.label + (" (refused)" if f.refusal else "") for f in b.functions]
+        what = [f.name + (" (refused)" if f.refusal else "") for f in b.functions]
         what += [_refused_ways(b)] if _refused_ways(b) else []
         if what:
             items.append(f"{b.hi}: {', '.join(what)}")
@@ -149,7 +151,8 @@ def _boundary_rows(name: str, c) -> list[list[str]]:
     if c.below:
         rows.append([name, f"< {c.versions[0]}", c.below, "", ""])
     for b in c.boundaries:
-        fns = ", ".join(f"{f.label} ({f.module}{', when ' + f.when if f.when else ''})"
+        fns = ", ".join(f"{f.name}{': ' + f.doc if f.doc else ''} ({f.module}"
+                        f"{', when ' + f.when if f.when else ''})"
                         for f in b.functions)
         rows.append(["" if rows else name, f"{b.lo} -> {b.hi}", fns or "-",
                      b.up.words(), b.down.words()])

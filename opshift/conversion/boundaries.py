@@ -34,10 +34,6 @@ class StepFunction:
         return cls(r.fn.__name__, r.fn.__module__.rsplit(".", 1)[-1], doc[0] if doc else "",
                    getattr(r.when, "__name__", ""), r.fn.__module__ == REFUSALS)
 
-    @property
-    def label(self) -> str:
-        return self.doc or self.name
-
 
 @dataclass(frozen=True)
 class SchemaSide:
