@@ -54,6 +54,16 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
+def attribute_value(value: Any) -> str:
+    """An attribute value as messages show it: a float (attributes hold float32) or a list
+    of them as the shortest decimal that reads back as the stored value (``0.2``, not
+    ``0.20000000298023224``), anything else as ``repr`` shows it."""
+    if isinstance(value, float) or (isinstance(value, (list, tuple)) and value
+                                    and all(isinstance(v, float) for v in value)):
+        return number(value)
+    return repr(value)
+
+
 def number(value: Any, dtype: Any = np.float32) -> str:
     """The shortest decimal that reads back as ``value`` in ``dtype``: ``0.01`` for the
     float32 nearest 0.01 (not 0.00999999978); ints, bools and strings as they are."""

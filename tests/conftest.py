@@ -196,3 +196,25 @@ def block_model(n_nodes: int, opset: int) -> onnx.ModelProto:
     return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
                       opset=opset, initializers=[w, b, s], ir_version=8)
+
+
+def table_cells(lines: list[str]) -> dict[str, list[str]]:
+    """The rows of a ``tables.table`` printout (heading first) as first cell -> cells, each
+    wrapped cell joined back (its pieces joined by a space; a word broken across lines by
+    the narrowing keeps the space)."""
+    head = lines[0]
+    starts = [i for i, c in enumerate(head) if c != " " and (i == 0 or head[i - 1] == " ")]
+    # a heading of several words: only the starts two spaces (the column gap) apart count
+    starts = [i for i in starts if i == 0 or head[i - 2:i] == "  "]
+    rows: dict[str, list[str]] = {}
+    key = None
+    for line in lines[1:]:
+        if not line.strip():
+            break
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
+        if cells[0]:
+            key = cells[0]
+            rows[key] = cells
+        elif key is not None:
+            rows[key] = [f"{old} {new}".strip() for old, new in zip(rows[key], cells)]
+    return rows

@@ -272,7 +272,7 @@ def test_every_comparison_form_fuses_with_the_same_numbers(mirrored, form):
     fuses_to(_where_model(form, mirrored, [[0.5], [2.0], [0.0]]), "PRelu")
     m = _where_model(form, mirrored, [[0.5], [-2.0], [0.0]])
     if zero_to_slope:
-        refused(m, "slope element -2 is negative: at x = +0 the pattern gives -2*(+0) = -0")
+        refused(m, "slope element -2.0 is negative: at x = +0 the pattern gives -2.0*(+0) = -0")
         fuses_to(m, "PRelu", signed_zeros=False, allow_rounding=True)
     else:
         fuses_to(m, "PRelu")

@@ -50,7 +50,7 @@ FORMS: dict[str, Form] = {  # name -> what it mimics, what fuse makes of it
         lambda: em.tf1_leaky_relu_maximum(1.0, identity=False), fused="LeakyRelu"),
     "tf2onnx_tf1_leaky_relu_alpha_2": Form(
         "tf2onnx 1.17.0, TF 1.12 tf.nn.leaky_relu(alpha=2): Max(2*x, x) is 2x for x > 0",
-        lambda: em.tf1_leaky_relu_maximum(2.0, identity=False), reason="slope 2 > 1"),
+        lambda: em.tf1_leaky_relu_maximum(2.0, identity=False), reason="slope 2.0 > 1"),
     "tf_maximum_per_channel": Form(
         "tf2onnx/keras2onnx, tf.maximum(x, alpha * x) with alpha [C] in (0, 1]",
         em.tf_maximum_per_channel, fused="PRelu"),

@@ -108,3 +108,69 @@ def test_verify_progress_counts_runs_with_an_eta_on_a_terminal(big_model):
 def test_no_progress_with_quiet_or_json_even_on_a_terminal(big_model, flag):
     rc, drawn = _stderr_on_a_terminal(["verify", str(big_model), str(big_model), flag])
     assert rc == 0 and drawn == ""
+
+
+class _Recording(progress.Progress):
+    """A progress that draws nothing and notes (label, total, done) at every count."""
+
+    def __init__(self):
+        super().__init__("opshift", enabled=False)
+        self.seen: list[tuple[str, int | None, int]] = []
+
+    def advance(self, n: int = 1) -> None:
+        super().advance(n)
+        p = self._stack[-1]
+        self.seen.append((p.label, p.total, p.done))
+
+
+def _counts(monkeypatch, argv) -> dict[str, list[tuple[int | None, int]]]:
+    """Run the command in-process; its counted phases: label -> [(total, done), ...]."""
+    from opshift.cli import main
+
+    rec = _Recording()
+    monkeypatch.setattr(progress, "_current", rec)
+    with rec.phase("model"):
+        assert main([str(a) for a in argv]) == 0
+    out: dict[str, list[tuple[int | None, int]]] = {}
+    for label, total, done in rec.seen:
+        out.setdefault(label, []).append((total, done))
+    return out
+
+
+@pytest.mark.parametrize("opset", [8, 13])  # the legacy band and the function band
+def test_inline_counts_its_nodes(tmp_path, monkeypatch, opset):
+    import onnx
+    from conftest import block_model
+
+    m = block_model(300, opset)
+    onnx.save(m, tmp_path / "m.onnx")
+    sites = sum(n.op_type in ("PRelu", "LeakyRelu", "Selu") for n in m.graph.node)
+    seen = _counts(monkeypatch, ["inline", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx",
+                                 "-q"])["inline"]
+    assert sites == 100 and {t for t, _ in seen} == {sites}
+    assert [d for _, d in seen] == list(range(1, sites + 1))
+
+
+def test_fuse_counts_the_nodes_it_visits(tmp_path, monkeypatch):
+    import onnx
+    from conftest import block_model
+
+    from opshift import inline
+
+    m = inline(block_model(60, 13))
+    onnx.save(m, tmp_path / "m.onnx")
+    seen = _counts(monkeypatch, ["fuse", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx",
+                                 "-q"])["fuse"]
+    assert {t for t, _ in seen} == {len(m.graph.node)}
+    assert [d for _, d in seen] == list(range(1, len(seen) + 1))
+    assert len(seen) >= len(m.graph.node) - 40  # every node but those fused into others
+
+
+def test_fix_counts_its_repairs(tmp_path, monkeypatch):
+    import onnx
+    from conftest import block_model
+
+    onnx.save(block_model(30, 9), tmp_path / "m.onnx")
+    seen = _counts(monkeypatch, ["fix", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx",
+                                 "-q"])["fix"]
+    assert seen == [(7, k) for k in range(1, 8)]

@@ -18,6 +18,7 @@ from onnx import helper
 
 from .. import opsets
 from ..graph.facts import Facts
+from ..tables import attribute_value
 from .step import Refuse, Step
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
@@ -107,9 +108,11 @@ class SchemaStep:
                 value = helper.get_attribute_value(a)
                 if meaning is not None and same_value(value, meaning):
                     st.del_attr(a.name)
-                    st.note(f"dropped {a.name}={value!r}", f"its default, absent at {op}-{dst}")
+                    st.note(f"dropped {a.name}={attribute_value(value)}",
+                            f"its default, absent at {op}-{dst}")
                     continue
-                raise Refuse(f"attribute {a.name}={value!r} does not exist at {op}-{dst}")
+                raise Refuse(f"attribute {a.name}={attribute_value(value)} does not exist at "
+                             f"{op}-{dst}")
             if t != a.type:
                 raise Refuse(f"attribute {a.name} changes type at {op}-{dst}")
         if self.writes or self.unset_refusals:
@@ -117,9 +120,9 @@ class SchemaStep:
             for name, sd, dd, t in self.writes:
                 if name not in have:
                     st.set_attr(name, sd, attr_type=t)
-                    st.note(f"{name}={sd!r} written explicitly",
-                            f"the default of {name} is {sd!r} in {op}-{self.src} but {dd!r} "
-                            f"in {op}-{dst}")
+                    sd_, dd_ = attribute_value(sd), attribute_value(dd)
+                    st.note(f"{name}={sd_} written explicitly", f"the default of {name} is "
+                            f"{sd_} in {op}-{self.src} but {dd_} in {op}-{dst}")
             for name, message in self.unset_refusals:
                 if name not in have:
                     raise Refuse(message)
@@ -187,7 +190,7 @@ def schema_step(op: str, src: int, dst: int) -> SchemaStep:
                 writes.append((name, sd, dd, spec.type))
         elif dd is not None and name in src_names:
             unset.append((name, f"attribute {name} unset at {op}-{src} has no default there "
-                                f"but defaults to {dd!r} at {op}-{dst}"))
+                                f"but defaults to {attribute_value(dd)} at {op}-{dst}"))
         elif spec.required:
             unset.append((name, f"attribute {name} is required at {op}-{dst}"))
     attrs_inert = not writes and not unset and all(

@@ -14,6 +14,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from .. import progress
 from ..errors import function_label
 from ..graph.scopes import may_hold_subgraphs
 from ..rewriters import rules as _rules
@@ -140,19 +141,24 @@ def _apply(model: ir.Model, rule) -> int:
       constant a fresh name from the rule);
     * constant propagation gives every Constant node's output a type and shape, which
       serialize as new value_info (the checks read Constant nodes' attributes themselves).
-    Returns the number of rewrites."""
+    Returns the number of rewrites. The progress line counts the nodes of the main graph and
+    of the functions (a node holding subgraphs counts once)."""
     functions = list(model.functions.values())  # not those a rewrite might add
-    count = _apply_graph(model, model.graph, rule)
-    for f in functions:
-        count += _apply_graph(model, f, rule)
+    with progress.stage("fuse", len(model.graph) + sum(len(f) for f in functions), "nodes"):
+        count = _apply_graph(model, model.graph, rule, top=True)
+        for f in functions:
+            count += _apply_graph(model, f, rule, top=True)
     return count
 
 
-def _apply_graph(model: ir.Model, graph: ir.Graph | ir.Function, rule) -> int:
+def _apply_graph(model: ir.Model, graph: ir.Graph | ir.Function, rule, *,
+                 top: bool = False) -> int:
     from onnxscript.rewriter import RULE_NAME_TAG
 
     count = 0
     for node in graph:
+        if top:
+            progress.advance()
         delta = rule.try_rewrite(model, graph, node)
         if delta is not None:
             assert not delta.new_initializers  # opshift's rewrites emit nodes only

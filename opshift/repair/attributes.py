@@ -12,6 +12,7 @@ from onnx import helper
 from .. import opsets
 from ..external import tensor_array
 from ..graph.scopes import Scope
+from ..tables import attribute_value
 from .report import node_id
 
 if TYPE_CHECKING:
@@ -128,5 +129,5 @@ def _convert_attribute(a: onnx.AttributeProto, want: int, base_dir=None
     if a.doc_string:
         new.doc_string = a.doc_string
     shown = onnx.helper.get_attribute_value(new)
-    return new, f"value {shown!r}"
+    return new, f"value {attribute_value(shown)}"
 

@@ -7,7 +7,7 @@ import os
 import onnx
 from onnx import helper
 
-from .. import opsets
+from .. import opsets, progress
 from ..errors import ConversionError, function_label
 from ..graph.scopes import iter_scopes, walk_nodes
 from .attributes import fix_attributes
@@ -69,15 +69,24 @@ class Fixer:
         return (opsets.normalize_domain(node.domain), node.op_type) in self._functions
 
     def run(self) -> None:
-        fix_duplicate_functions(self)
-        fix_opset_imports(self)
-        for scope in list(iter_scopes(self.model)):
-            fix_attributes(self, scope)
-        for scope in list(iter_scopes(self.model)):
-            fix_value_names(self, scope)
-        fix_node_names(self)
-        fix_prelu_slopes(self)
-        fix_ir_version(self)
+        """Every repair in order; the progress line counts them."""
+        repairs = (fix_duplicate_functions, fix_opset_imports, _per_scope(fix_attributes),
+                   _per_scope(fix_value_names), fix_node_names, fix_prelu_slopes,
+                   fix_ir_version)
+        with progress.stage("fix", len(repairs), "repairs"):
+            for repair in repairs:
+                repair(self)
+                progress.advance()
+
+
+def _per_scope(repair):
+    """``repair(fx, scope)`` run on every scope of the model (listed before it starts)."""
+
+    def run(fx: Fixer) -> None:
+        for scope in list(iter_scopes(fx.model)):
+            repair(fx, scope)
+
+    return run
 
 
 def fix_duplicate_functions(fx: Fixer) -> None:

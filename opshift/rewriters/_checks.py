@@ -16,6 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..broadcast import numpy_shape
+from ..tables import number
 from ._values import Const, dtype_of, float32_attr, resolve, shape_of
 
 Shape = tuple[int | str | None, ...]
@@ -44,7 +45,7 @@ class Plan:
             return "PRelu"
 
         def fmt(v) -> str:
-            return f"{v:.9g}" if isinstance(v, float) else f"@{v.ref_attr_name}"
+            return number(v) if isinstance(v, float) else f"@{v.ref_attr_name}"
 
         return self.op + "(" + ", ".join(f"{k}={fmt(v)}" for k, v in self.attrs.items()) + ")"
 

@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 from ..broadcast import rule_for_version, slope_shape_for
 from ..errors import EvaluationError
+from ..tables import number
 from . import _checks as ck
 from ._checks import Plan, Refuse, Shape, const_in, fits, fmt_shape, is_float, producers, x_dtype
 from ._values import ref_attr, resolve, shape_of, type_allowed
@@ -97,8 +98,8 @@ def slope_times_zero(arr: np.ndarray) -> str | None:
     neg = np.signbit(arr.astype(np.float64)).ravel()
     if not neg.any():
         return None
-    v = float(arr.ravel()[neg][0])
-    return (f"slope element {v:g} is negative: at x = +0 the pattern gives {v:g}*(+0) = -0 "
+    v = number(arr.ravel()[neg][0])
+    return (f"slope element {v} is negative: at x = +0 the pattern gives {v}*(+0) = -0 "
             "(at x = -0, +0) where PRelu gives x")
 
 

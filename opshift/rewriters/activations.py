@@ -35,6 +35,7 @@ body -0 where Selu gives +0; both are forms ``inline`` writes, and they are fuse
 
 from __future__ import annotations
 
+from ..tables import number
 from . import _checks as ck
 from ._rule import Rule, cmp_alternatives
 from ._selu import selu_plan
@@ -120,11 +121,11 @@ def between_0_and_1(arr) -> None:
     if bool(np.any(np.isnan(v))):
         raise ck.Refuse("the slope contains NaN")
     if bool(np.any(v > 1)):
-        raise ck.Refuse(f"slope {v.ravel()[v.ravel() > 1][0]:g} > 1: Max(x, a*x) is a*x for "
-                        "x > 0, a different function from LeakyRelu")
+        raise ck.Refuse(f"slope {number(arr.ravel()[v.ravel() > 1][0])} > 1: Max(x, a*x) is "
+                        "a*x for x > 0, a different function from LeakyRelu")
     if bool(np.any(v < 0)):
-        raise ck.Refuse(f"slope {v.ravel()[v.ravel() < 0][0]:g} < 0: Max(x, a*x) is a*x for "
-                        "x < 0 only when 0 <= a <= 1")
+        raise ck.Refuse(f"slope {number(arr.ravel()[v.ravel() < 0][0])} < 0: Max(x, a*x) is "
+                        "a*x for x < 0 only when 0 <= a <= 1")
     if bool(np.any(v == 0)):
         raise ck.Refuse("slope 0: Max(x, 0*x) is NaN at x = +inf (0*inf), LeakyRelu(alpha=0) "
                         "is +inf")
@@ -137,8 +138,8 @@ def _at_least_1(arr) -> None:
     if not bool(np.all(np.isfinite(v))):
         raise ck.Refuse("the slope is not finite: Min(x, a*x) at x = 0 is NaN for a = inf")
     if bool(np.any(v < 1)):
-        raise ck.Refuse(f"slope {v.ravel()[v.ravel() < 1][0]:g} < 1: Min(x, a*x) is LeakyRelu "
-                        "only for a >= 1")
+        raise ck.Refuse(f"slope {number(arr.ravel()[v.ravel() < 1][0])} < 1: Min(x, a*x) is "
+                        "LeakyRelu only for a >= 1")
 
 
 class MaxSlope(Rule):

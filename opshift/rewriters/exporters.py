@@ -33,6 +33,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..opsets import since_version
+from ..tables import number
 from . import _checks as ck
 from ._rule import Rule, cmp_alternatives
 from ._selu import selu_plan
@@ -236,7 +237,7 @@ class WhereEluSelu(Rule):
         zc = ck.zero(z, x)
         elu_alpha = elu.producer().attributes.get_float("alpha", 1.0)
         if elu_alpha != 1.0:
-            raise ck.Refuse(f"Elu's alpha is {elu_alpha:g}, not 1")
+            raise ck.Refuse(f"Elu's alpha is {number(elu_alpha)}, not 1")
         plan = selu_plan(x, graph_opset(context), [a], [g], extra=zc.producers)
         if not self.allow_rounding:
             raise ck.Refuse(f"gamma*Where(x > 0, Elu(x), alpha*Elu(x)) {_ROUNDS}")

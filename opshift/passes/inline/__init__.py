@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from ... import opsets, validate
+from ... import opsets, progress, validate
 from ...errors import OpshiftError
 from ...external import tensor_array
 from ...graph.names import Names
@@ -129,12 +129,12 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     names = Names.from_used(census.names)
     facts = Facts(model, census, base_dir)
     forms: dict[tuple, Form] = {}
-    # Deepest scopes first: a graph's new node list holds copies of its nodes, so a subgraph
-    # is edited before the graph that holds it; the main graph (work[0]) comes last.
-    for w in reversed(work):
-        opset = w.opsets.get("")
-        if w.sites and opset is not None:
-            _inline_scope(w, opset, names, facts, forms, result, keep_before,
+    todo = [w for w in work if w.sites and w.opsets.get("") is not None]
+    with progress.stage("inline", sum(len(w.sites) for w in todo), "nodes"):
+        # Deepest scopes first: a graph's new node list holds copies of its nodes, so a
+        # subgraph is edited before the graph that holds it; the main graph comes last.
+        for w in reversed(todo):
+            _inline_scope(w, w.opsets[""], names, facts, forms, result, keep_before,
                           allow_nonfinite_slope)
     return result
 
@@ -154,7 +154,12 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     consts: dict[str, onnx.TensorProto] | None = None
     versions: dict[str, int] = {}  # 0: the op does not exist at this opset
     chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how, note)
+    # The progress line counts a site where its work is: choosing its decomposition in the
+    # legacy band (it reads the slope), writing its bound template in the others.
+    legacy = b == LEGACY
     for i, node, op, name, ins, outs in w.sites:
+        if legacy:
+            progress.advance()
         version = versions.get(op)
         if version is None:
             version = versions[op] = opsets.since_version(op, opset) or 0
@@ -180,6 +185,8 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
                                 allow_nonfinite_slope)
         chosen.append((i, node, op, version, base, ins[0], outs[0],
                        ins[1] if op == "PRelu" else None, how, note))
+    if not legacy and len(chosen) < len(w.sites):
+        progress.advance(len(w.sites) - len(chosen))  # sites of ops absent at this opset
     if not chosen:
         return
     fkey = None if w.function is None else (w.function.domain, w.function.name)
@@ -205,6 +212,8 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
                      w.opsets, fkey, note))
         if note:
             result.notes.append(note)
+        if not legacy:
+            progress.advance()
     nodes.extend(old[prev:])
 
 
