@@ -49,11 +49,6 @@ def test_convert_writes_changed_defaults_in_float32_digits():
     assert repr(d1["alpha"]) not in text and repr(d6["gamma"]) not in text
 
 
-def test_convert_notes_a_rounded_bfloat16_attribute_in_float32_digits():
-    text = _messages(_activation("LeakyRelu", 16, T.BFLOAT16, alpha=0.2), 15)
-    assert "alpha rounded to bfloat16 (0.20019531)" in text  # bfloat16(0.2) = 0.2001953125
-
-
 def test_fuse_describes_the_fused_attribute_in_float32_digits():
     m = model([const("a", 0.2), helper.make_node("Mul", ["x", "a"], ["ax"]),
                helper.make_node("Max", ["x", "ax"], ["y"])])

@@ -27,7 +27,8 @@ Every command that reads a model (convert, inline, fuse, fix, inspect, verify) r
 ``error``        null, or ``message``, ``file``, ``node``, ``op`` (null when not known)
 ``details``      what only this command has (convert: ``source_opset``, ``target_opset``,
                  ``ir_version``, ``relabelled``, ``fused``; inspect: its whole report;
-                 ops: ``ops``, one object per op: ``domain``, ``op``, ``versions``, ``sources`` (version -> kernel source),
+                 ops: ``ops``, one object per op: ``domain``, ``op``, ``versions``,
+                 ``sources`` (version -> kernel source),
                  ``no_kernel``, ``convert`` (null outside the default domain, else
                  ``below`` and ``steps``, one per version boundary: ``from``, ``to``,
                  ``refused``, ``functions`` (``name``, ``module``, ``doc``, ``when``,
