@@ -1,0 +1,81 @@
+"""What one graph declares about its values, read on demand.
+
+A shape-inferred model holds a value_info entry for every intermediate value, and IR-3 models
+list every weight as a graph input as well: reading every entry to answer for a few values
+(the X of each PRelu) would cost more than the rest of a command's check. :class:`Declared`
+indexes the names once (a list of names is read in one pass) and reads an entry's type only
+when that value is asked for.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+Shape = tuple[int | str | None, ...]
+
+
+def _positions(names: list[str]) -> dict[str, int]:
+    """name -> the position of its last entry."""
+    return dict(zip(names, range(len(names))))
+
+
+class Declared:
+    """The element types and shapes graph ``g`` declares in its initializers and in its
+    entries (the last of its graph input, graph output and value_info entries for a name).
+    Valid while ``g`` is not edited."""
+
+    def __init__(self, g: onnx.GraphProto):
+        self.graph = g
+        self._inits: dict[str, int] | None = None
+        self._infos: list[tuple[object, dict[str, int]]] | None = None
+
+    def _initializers(self) -> dict[str, int]:
+        if self._inits is None:
+            self._inits = _positions([t.name for t in self.graph.initializer])
+        return self._inits
+
+    def _entries(self) -> list[tuple[object, dict[str, int]]]:
+        if self._infos is None:
+            g = self.graph
+            # the last list wins: value_info over outputs over inputs
+            self._infos = [(infos, _positions([vi.name for vi in infos]))
+                           for infos in (g.value_info, g.output, g.input)]
+        return self._infos
+
+    def initializer(self, name: str) -> onnx.TensorProto | None:
+        """The initializer ``name`` of this graph, or None."""
+        i = self._initializers().get(name)
+        return None if i is None else self.graph.initializer[i]
+
+    def value_info(self, name: str) -> onnx.ValueInfoProto | None:
+        """The entry declaring ``name`` (value_info, else graph output, else graph input)."""
+        for infos, pos in self._entries():
+            i = pos.get(name)
+            if i is not None:
+                return infos[i]  # type: ignore[index]
+        return None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._initializers() or any(name in pos for _, pos in self._entries())
+
+    def elem_type(self, name: str) -> int:
+        """The declared element type of ``name`` (0: not declared or not a tensor)."""
+        t = self.initializer(name)
+        if t is not None:
+            return t.data_type
+        vi = self.value_info(name)
+        if vi is None or not vi.type.HasField("tensor_type"):
+            return 0
+        return vi.type.tensor_type.elem_type
+
+    def shape(self, name: str) -> Shape | None:
+        """The declared shape of ``name`` (ints, symbolic names, None for unknown dims): its
+        entry's, else its initializer's dims; None when no rank is declared."""
+        vi = self.value_info(name)
+        if vi is not None and vi.type.HasField("tensor_type"):
+            tt = vi.type.tensor_type
+            if tt.HasField("shape"):
+                return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                             for d in tt.shape.dim)
+        t = self.initializer(name)
+        return None if t is None else tuple(t.dims)
