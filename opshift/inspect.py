@@ -13,7 +13,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,8 +24,8 @@ from . import opsets, progress
 from .broadcast import SlopeClass, classify, rule_for_version
 from .errors import OpshiftError, function_id
 from .external import tensor_array
-from .graph.facts import static_shapes
-from .graph.scopes import iter_scopes, subgraphs
+from .graph.facts import Facts
+from .graph.scopes import iter_scopes
 from .modelio import ModelLike, to_proto
 from .tables import number
 
@@ -86,10 +86,13 @@ class ActivationRow:
     conversion: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["attributes"] = {a.name: {"value": _json_value(a.value), "default": a.default,
-                                    "valid": a.valid} for a in self.attributes}
-        return d
+        return {"node": self.node, "op": self.op, "scope": self.scope, "opset": self.opset,
+                "version": self.version, "dtype": self.dtype,
+                "attributes": {a.name: {"value": _json_value(a.value), "default": a.default,
+                                        "valid": a.valid} for a in self.attributes},
+                "x_shape": self.x_shape, "slope_shape": self.slope_shape,
+                "slope_class": self.slope_class, "at_target": self.at_target,
+                "conversion": self.conversion}
 
 
 @dataclass
@@ -180,24 +183,20 @@ def inspect(model: ModelLike, opset: int | None = None, *,
     ``base_dir``: the folder of a ModelProto's external data."""
     proto, _, folder = to_proto(model)
     base_dir = folder if base_dir is None else base_dir
-    work = onnx.ModelProto()
-    work.CopyFrom(proto)  # fix/convert dry runs and shape inference never touch the input
     functions = [function_id(f) for f in proto.functions]
-    total = sum(len(sc.nodes) for sc in iter_scopes(proto))
+    facts = Facts(proto)  # what the rows need of types and shapes, found on demand
+    total = sum(len(sc.nodes) for sc in facts.scopes())
     report = InspectReport(
         ir_version=proto.ir_version,
         opsets={opsets.normalize_domain(i.domain): i.version for i in proto.opset_import},
         node_count=total, graph_node_count=len(proto.graph.node), functions=functions,
         ops=op_counts(proto))
-    with progress.stage("shapes and types"):
-        shapes = static_shapes(proto)
-        dtypes = _elem_types(proto)
     with progress.stage("activations", total, "nodes"):
-        for sc in iter_scopes(proto):
+        for sc in facts.scopes():
             for i, node in enumerate(sc.nodes):
                 if node.op_type in opsets.ACTIVATIONS and not opsets.normalize_domain(
                         node.domain):
-                    report.rows.append(_row(node, i, sc, shapes, dtypes, base_dir))
+                    report.rows.append(_row(node, i, sc, facts, base_dir))
             progress.advance(len(sc.nodes))
     from .passes.fix import fix_proto
 
@@ -207,23 +206,26 @@ def inspect(model: ModelLike, opset: int | None = None, *,
         report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
     if opset is not None:
         report.target_opset = opset
+        work = onnx.ModelProto()
+        work.CopyFrom(proto)  # the dry run never touches the input
         with progress.stage(f"convert to opset {opset} (dry run)"):
             _dry_convert(work, opset, report)
     return report
 
 
-def _row(node, index, sc, shapes, dtypes, base_dir) -> ActivationRow:
+def _row(node, index, sc, facts: Facts, base_dir) -> ActivationRow:
     ver = opsets.since_version(node.op_type, sc.opset) if sc.opset else None
     name = node.name or f"<{node.op_type} #{index}>"
+    elem = facts.elem_type(node.input[0]) if node.input else None
     row = ActivationRow(name, node.op_type, sc.label, sc.opset, ver,
-                        dtypes.get(node.input[0]) if node.input else None)
+                        opsets.tensor_type_name(elem) if elem else None)
     row.attributes = _attributes(node, ver, base_dir)
     if node.op_type == "PRelu" and len(node.input) >= 2:
         if sc.function is not None:  # function bodies are their own namespace
             t = _constant_dims(sc, node.input[1])
             xs, ss = None, t
         else:
-            xs, ss = shapes.get(node.input[0]), shapes.get(node.input[1])
+            xs, ss = facts.shape(node.input[0]), facts.shape(node.input[1])
         row.x_shape = None if xs is None else list(xs)
         row.slope_shape = None if ss is None else list(ss)
         if sc.function is not None:
@@ -276,36 +278,6 @@ def _attr_value(a: onnx.AttributeProto, base_dir) -> Any:
     if isinstance(v, (list, tuple)):
         return list(v)
     return v
-
-
-def _elem_types(model: onnx.ModelProto) -> dict[str, str]:
-    """Value name -> numpy-style dtype name, from declared and inferred types."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    try:
-        m = onnx.shape_inference.infer_shapes(m, strict_mode=False)
-    except Exception:  # best effort: declared types only
-        m = model
-    out: dict[str, str] = {}
-
-    def graph(g: onnx.GraphProto) -> None:
-        for vi in (*g.input, *g.output, *g.value_info):
-            tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-            if tt is not None and tt.elem_type:
-                out[vi.name] = opsets.tensor_type_name(tt.elem_type)
-        for t in g.initializer:
-            out[t.name] = opsets.tensor_type_name(t.data_type)
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                graph(sg)
-
-    graph(m.graph)
-    for f in m.functions:
-        for vi in getattr(f, "value_info", []):
-            tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-            if tt is not None and tt.elem_type:
-                out.setdefault(vi.name, opsets.tensor_type_name(tt.elem_type))
-    return out
 
 
 def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport) -> None:

@@ -22,41 +22,42 @@ def _positions(names: list[str]) -> dict[str, int]:
 class Declared:
     """The element types and shapes graph ``g`` declares in its initializers and in its
     entries (the last of its graph input, graph output and value_info entries for a name).
-    Valid while ``g`` is not edited."""
+    An edit that moves or removes entries is noticed at the next lookup, which indexes the
+    names again (entries added later are not seen)."""
 
     def __init__(self, g: onnx.GraphProto):
         self.graph = g
         self._inits: dict[str, int] | None = None
         self._infos: list[tuple[object, dict[str, int]]] | None = None
 
-    def _initializers(self) -> dict[str, int]:
+    def initializer(self, name: str) -> onnx.TensorProto | None:
+        """The initializer ``name`` of this graph, or None."""
         if self._inits is None:
             self._inits = _positions([t.name for t in self.graph.initializer])
-        return self._inits
+        i = self._inits.get(name)
+        if i is None:
+            return None
+        inits = self.graph.initializer
+        if i < len(inits) and inits[i].name == name:
+            return inits[i]
+        self._inits = None  # the graph was edited
+        return self.initializer(name)
 
-    def _entries(self) -> list[tuple[object, dict[str, int]]]:
+    def value_info(self, name: str) -> onnx.ValueInfoProto | None:
+        """The entry declaring ``name`` (value_info, else graph output, else graph input)."""
         if self._infos is None:
             g = self.graph
             # the last list wins: value_info over outputs over inputs
             self._infos = [(infos, _positions([vi.name for vi in infos]))
                            for infos in (g.value_info, g.output, g.input)]
-        return self._infos
-
-    def initializer(self, name: str) -> onnx.TensorProto | None:
-        """The initializer ``name`` of this graph, or None."""
-        i = self._initializers().get(name)
-        return None if i is None else self.graph.initializer[i]
-
-    def value_info(self, name: str) -> onnx.ValueInfoProto | None:
-        """The entry declaring ``name`` (value_info, else graph output, else graph input)."""
-        for infos, pos in self._entries():
+        for infos, pos in self._infos:
             i = pos.get(name)
             if i is not None:
-                return infos[i]  # type: ignore[index]
+                if i < len(infos) and infos[i].name == name:  # type: ignore[arg-type]
+                    return infos[i]  # type: ignore[index]
+                self._infos = None  # the graph was edited
+                return self.value_info(name)
         return None
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._initializers() or any(name in pos for _, pos in self._entries())
 
     def elem_type(self, name: str) -> int:
         """The declared element type of ``name`` (0: not declared or not a tensor)."""
