@@ -72,8 +72,6 @@ def process(args, job) -> Outcome:
 
 
 def _fix(args, src) -> _rewrite.Rewritten:
-    from dataclasses import asdict
-
     from ..passes.fix import fix_with_result, verify_fix
 
     original = src.model
@@ -96,7 +94,7 @@ def _fix(args, src) -> _rewrite.Rewritten:
         return verify_fix(*with_external_data(src, original, fixed)[0], seed=args.seed)
 
     return _rewrite.Rewritten(
-        fixed, [asdict(c) for c in result.changes], summary,
+        fixed, [c.to_dict() for c in result.changes], summary,
         details={"dry_run": bool(args.dry_run),
-                 "left_alone": [asdict(c) for c in result.left_alone]},
+                 "left_alone": [c.to_dict() for c in result.left_alone]},
         lines=lines, check=check, write=not args.dry_run)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import onnx
 
 from ..graph.names import Names
-from ..graph.scopes import Scope, iter_scopes, subgraphs
+from ..graph.scopes import Scope, subgraphs
 from .report import node_id
 
 if TYPE_CHECKING:
@@ -26,6 +26,9 @@ def fix_value_names(fx: Fixer, scope: Scope) -> None:
         defined = set(f.input)
         outputs = set(f.output)
     defined.discard("")
+    outs = [o for n in scope.nodes for o in n.output if o]
+    if len(set(outs)) == len(outs) and defined.isdisjoint(outs):
+        return  # each value is defined once (the common case: one look at every name)
     rename: dict[str, str] = {}
     names: Names | None = None
     for i, node in enumerate(scope.nodes):
@@ -60,14 +63,18 @@ def fix_value_names(fx: Fixer, scope: Scope) -> None:
                         "violation); later nodes read the latest definition")
 
 
-def fix_node_names(fx: Fixer) -> None:
+def fix_node_names(fx: Fixer, scopes: list[Scope]) -> None:
     """Node names are unique per graph tree (main graph with its subgraphs) and per
     function body; later duplicates get fresh names."""
     names: Names | None = None
     seen: dict[str, set[str]] = {}
-    for scope in iter_scopes(fx.model):
+    for scope in scopes:
         root = scope.label.split("/", 1)[0]  # the main graph, or the function
         used = seen.setdefault(root, set())
+        given = [x for x in (n.name for n in scope.nodes) if x]
+        if len(set(given)) == len(given) and used.isdisjoint(given):
+            used.update(given)  # no name repeats (the common case)
+            continue
         for i, n in enumerate(scope.nodes):
             if not n.name:
                 continue
