@@ -178,9 +178,11 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
 # ------------------------------------------------------------------------------------------
 
 def inspect(model: ModelLike, opset: int | None = None, *,
-            base_dir: str | os.PathLike | None = None) -> InspectReport:
-    """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it.
-    ``base_dir``: the folder of a ModelProto's external data."""
+            base_dir: str | os.PathLike | None = None, scratch: bool = False
+            ) -> InspectReport:
+    """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it unless
+    ``scratch``: then the fix dry run edits a ModelProto given (a caller done with it spares
+    a copy). ``base_dir``: the folder of a ModelProto's external data."""
     proto, _, folder = to_proto(model)
     base_dir = folder if base_dir is None else base_dir
     functions = [function_id(f) for f in proto.functions]
@@ -198,18 +200,22 @@ def inspect(model: ModelLike, opset: int | None = None, *,
                         node.domain):
                     report.rows.append(_row(node, i, sc, facts, base_dir))
             progress.advance(len(sc.nodes))
-    from .passes.fix import fix_proto
-
-    with progress.stage("defects (fix dry run)"):
-        fixed = onnx.ModelProto()
-        fixed.CopyFrom(proto)
-        report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
     if opset is not None:
         report.target_opset = opset
         work = onnx.ModelProto()
         work.CopyFrom(proto)  # the dry run never touches the input
         with progress.stage(f"convert to opset {opset} (dry run)"):
             _dry_convert(work, opset, report)
+        del work
+    from .passes.fix import fix_proto
+
+    with progress.stage("defects (fix dry run)"):
+        if scratch and proto is model:
+            fixed = proto
+        else:
+            fixed = onnx.ModelProto()
+            fixed.CopyFrom(proto)
+        report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
     return report
 
 

@@ -72,12 +72,16 @@ def process(args, job) -> Outcome:
 
 
 def _fix(args, src) -> _rewrite.Rewritten:
-    from ..passes.fix import fix_with_result, verify_fix
+    from ..passes.fix import fix_proto, fix_with_result, verify_fix
 
     original = src.model
     try:
-        fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
-                                        base_dir=src.folder)
+        if args.verify:  # the check compares with the original
+            fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
+                                            base_dir=src.folder)
+        else:  # nothing reads the original again: repaired in place, no copy
+            fixed, result = original, fix_proto(original, prelu_slope=args.prelu_slope,
+                                                base_dir=src.folder)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise
