@@ -193,12 +193,13 @@ def inspect(model: ModelLike, opset: int | None = None, *,
         opsets={opsets.normalize_domain(i.domain): i.version for i in proto.opset_import},
         node_count=total, graph_node_count=len(proto.graph.node), functions=functions,
         ops=op_counts(proto))
+    seen: dict = {}
     with progress.stage("activations", total, "nodes"):
         for sc in facts.scopes():
             for i, node in enumerate(sc.nodes):
                 if node.op_type in opsets.ACTIVATIONS and not opsets.normalize_domain(
                         node.domain):
-                    report.rows.append(_row(node, i, sc, facts, base_dir))
+                    report.rows.append(_row(node, i, sc, facts, base_dir, seen))
             progress.advance(len(sc.nodes))
     if opset is not None:
         report.target_opset = opset
@@ -219,17 +220,25 @@ def inspect(model: ModelLike, opset: int | None = None, *,
     return report
 
 
-def _row(node, index, sc, facts: Facts, base_dir) -> ActivationRow:
+def _row(node, index, sc, facts: Facts, base_dir, seen: dict) -> ActivationRow:
+    """The row of activation ``node``; ``seen`` holds what rows judged before (defaults per
+    op version, slope classes per pair of shapes), each judged once."""
     ver = opsets.since_version(node.op_type, sc.opset) if sc.opset else None
     name = node.name or f"<{node.op_type} #{index}>"
     elem = facts.elem_type(node.input[0]) if node.input else None
     row = ActivationRow(name, node.op_type, sc.label, sc.opset, ver,
                         opsets.tensor_type_name(elem) if elem else None)
-    row.attributes = _attributes(node, ver, base_dir)
+    if node.attribute:
+        row.attributes = _attributes(node, ver, base_dir)
+    else:
+        key = (node.op_type, ver)
+        if key not in seen:
+            seen[key] = _attributes(node, ver, base_dir)
+        row.attributes = list(seen[key])
     if node.op_type == "PRelu" and len(node.input) >= 2:
         if sc.function is not None:  # function bodies are their own namespace
-            t = _constant_dims(sc, node.input[1])
-            xs, ss = None, t
+            c = facts.constant(sc, node.input[1])
+            xs, ss = None, None if c is None else tuple(c.tensor.dims)
         else:
             xs, ss = facts.shape(node.input[0]), facts.shape(node.input[1])
         row.x_shape = None if xs is None else list(xs)
@@ -239,20 +248,18 @@ def _row(node, index, sc, facts: Facts, base_dir) -> ActivationRow:
         elif xs is None or ss is None or ver is None:
             row.slope_class = "unknown (shapes not inferred)"
         else:
-            try:
-                row.slope_class = slope_class_text(classify(xs, ss, rule_for_version(ver)),
-                                                   ver, ss)
-            except OpshiftError as e:
-                row.slope_class = f"does not broadcast: {e}"
+            key = (xs, ss, ver)
+            if key not in seen:
+                seen[key] = _slope_class(xs, ss, ver)
+            row.slope_class = seen[key]
     return row
 
 
-def _constant_dims(sc, name: str) -> tuple[int, ...] | None:
-    for n in sc.nodes:
-        if (n.op_type == "Constant" and list(n.output) == [name] and len(n.attribute) == 1
-                and n.attribute[0].type == onnx.AttributeProto.TENSOR):
-            return tuple(n.attribute[0].t.dims)
-    return None
+def _slope_class(xs: tuple, ss: tuple, ver: int) -> str:
+    try:
+        return slope_class_text(classify(xs, ss, rule_for_version(ver)), ver, ss)
+    except OpshiftError as e:
+        return f"does not broadcast: {e}"
 
 
 def _attributes(node: onnx.NodeProto, ver: int | None, base_dir) -> list[Attr]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import onnx
 
 Shape = tuple[int | str | None, ...]
+_UNREAD = object()
 
 
 def _positions(names: list[str]) -> dict[str, int]:
@@ -29,6 +30,7 @@ class Declared:
         self.graph = g
         self._inits: dict[str, int] | None = None
         self._infos: list[tuple[object, dict[str, int]]] | None = None
+        self._shapes: dict[bytes, Shape | None] = {}  # serialized TypeProto -> its shape
 
     def initializer(self, name: str) -> onnx.TensorProto | None:
         """The initializer ``name`` of this graph, or None."""
@@ -73,10 +75,19 @@ class Declared:
         """The declared shape of ``name`` (ints, symbolic names, None for unknown dims): its
         entry's, else its initializer's dims; None when no rank is declared."""
         vi = self.value_info(name)
-        if vi is not None and vi.type.HasField("tensor_type"):
-            tt = vi.type.tensor_type
-            if tt.HasField("shape"):
-                return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                             for d in tt.shape.dim)
+        if vi is not None:
+            data = vi.type.SerializeToString()  # a few distinct types, each read once
+            shape = self._shapes.get(data, _UNREAD)
+            if shape is _UNREAD:
+                shape = self._shapes[data] = _shape(vi.type)
+            if shape is not None:
+                return shape  # type: ignore[return-value]
         t = self.initializer(name)
         return None if t is None else tuple(t.dims)
+
+
+def _shape(tp: onnx.TypeProto) -> Shape | None:
+    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                 for d in tp.tensor_type.shape.dim)
