@@ -68,7 +68,7 @@ def _ir_needed(m: onnx.ModelProto) -> tuple[int, str]:
     undatable = ""
     if len(m.functions):
         need = max(need, 8)  # model-local functions (IR 8)
-    seen = _Features(m)
+    seen = _Features(m, initializers=need < 4)
     if seen.initializer_not_input:
         need = max(need, 4)  # initializers that are not graph inputs (IR 4)
     if seen.node_overload or any(getattr(f, "overload", "") for f in m.functions):
@@ -101,7 +101,10 @@ class _Features:
     included) and function body: element types (initializers, declared values, tensor
     attributes, type attributes), and the features later IR versions introduced."""
 
-    def __init__(self, m: onnx.ModelProto):
+    def __init__(self, m: onnx.ModelProto, *, initializers: bool):
+        """``initializers``: look for an initializer that is not a graph input (IR 4);
+        not needed when the imports already need IR 4."""
+        self._initializers = initializers
         self.types: dict[int, None] = {}  # in the order met
         self.initializer_not_input = self.non_tensor = self.odd_attribute = False
         self.node_overload = self.node_metadata = self.device_configurations = False
@@ -110,9 +113,9 @@ class _Features:
             self._nodes(f.node)
 
     def _graph(self, g: onnx.GraphProto) -> None:
-        names = [t.name for t in g.initializer]
-        if not self.initializer_not_input and names:
-            self.initializer_not_input = not set(names) <= {v.name for v in g.input}
+        if self._initializers and not self.initializer_not_input and len(g.initializer):
+            self.initializer_not_input = not {t.name for t in g.initializer} <= {
+                v.name for v in g.input}
         self.types.update(dict.fromkeys(t.data_type for t in g.initializer))
         for infos in (g.input, g.output, g.value_info):
             for data in {vi.type.SerializeToString() for vi in infos}:  # each type once
