@@ -12,7 +12,6 @@ from __future__ import annotations
 import onnx
 
 Shape = tuple[int | str | None, ...]
-_UNREAD = object()
 
 
 def _positions(names: list[str]) -> dict[str, int]:
@@ -30,7 +29,8 @@ class Declared:
         self.graph = g
         self._inits: dict[str, int] | None = None
         self._infos: list[tuple[object, dict[str, int]]] | None = None
-        self._shapes: dict[bytes, Shape | None] = {}  # serialized TypeProto -> its shape
+        #: serialized TypeProto -> (its shape, whether every dim is a known int)
+        self._shapes: dict[bytes, tuple[Shape | None, bool]] = {}
 
     def initializer(self, name: str) -> onnx.TensorProto | None:
         """The initializer ``name`` of this graph, or None."""
@@ -74,16 +74,26 @@ class Declared:
     def shape(self, name: str) -> Shape | None:
         """The declared shape of ``name`` (ints, symbolic names, None for unknown dims): its
         entry's, else its initializer's dims; None when no rank is declared."""
+        return self._shape(name)[0]
+
+    def static_shape(self, name: str) -> tuple[int, ...] | None:
+        """:meth:`shape` when every dim is a known int, else None."""
+        shape, static = self._shape(name)
+        return shape if static else None  # type: ignore[return-value]
+
+    def _shape(self, name: str) -> tuple[Shape | None, bool]:
         vi = self.value_info(name)
         if vi is not None:
             data = vi.type.SerializeToString()  # a few distinct types, each read once
-            shape = self._shapes.get(data, _UNREAD)
-            if shape is _UNREAD:
-                shape = self._shapes[data] = _shape(vi.type)
-            if shape is not None:
-                return shape  # type: ignore[return-value]
+            known = self._shapes.get(data)
+            if known is None:
+                shape = _shape(vi.type)
+                known = self._shapes[data] = (
+                    shape, shape is not None and all(type(d) is int for d in shape))
+            if known[0] is not None:
+                return known
         t = self.initializer(name)
-        return None if t is None else tuple(t.dims)
+        return (None, False) if t is None else (tuple(t.dims), True)
 
 
 def _shape(tp: onnx.TypeProto) -> Shape | None:

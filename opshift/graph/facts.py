@@ -246,8 +246,7 @@ class Facts:
         to it, so none is run for it."""
         if self._declared is None:
             self._declared = Declared(self.model.graph)
-        s = self._declared.shape(name)
-        return s if s is not None and all(type(d) is int for d in s) else None
+        return self._declared.static_shape(name)
 
     def _infer(self) -> Inferred:
         if self._inferred is None:
