@@ -266,10 +266,9 @@ class _Walker:
 
     def declared(self, graph: onnx.GraphProto) -> Declared:
         """What ``graph`` declares, indexed once."""
-        d = self._declared.get(id(graph))
-        if d is None:
-            d = self._declared[id(graph)] = Declared(graph)
-        return d
+        if id(graph) not in self._declared:
+            self._declared[id(graph)] = Declared(graph)
+        return self._declared[id(graph)]
 
     def op(self, n: onnx.NodeProto, opsets: dict[str, int], label: str) -> int:
         """Check the op exists once per (domain, op); return what else its nodes need."""
@@ -308,10 +307,9 @@ def _judge(declared: Declared, x: str, slope: onnx.TensorProto | None,
     shape, or None)."""
     elem = declared.elem_type(x)
     x_shape = declared.shape(x) if slope is not None and rule is not None else None
-    if x_shape is None:
-        return elem, None
     try:
-        slope_shape_for(x_shape, tuple(slope.dims), rule)
+        if x_shape is not None:
+            slope_shape_for(x_shape, tuple(slope.dims), rule)
     except EvaluationError as e:
         return elem, str(e)
     return elem, None
