@@ -9,7 +9,7 @@ from onnx import helper
 
 from .. import opsets
 from ..errors import ConversionError, function_label
-from ..graph.scopes import Scope, iter_scopes
+from ..graph.scopes import iter_scopes
 from .attributes import fix_attributes
 from .ir_version import fix_ir_version
 from .names import fix_node_names, fix_value_names
@@ -70,13 +70,12 @@ class Fixer:
 
     def run(self) -> None:
         fix_duplicate_functions(self)
-        scopes = list(iter_scopes(self.model))  # the repairs below add and remove no node
-        fix_opset_imports(self, scopes)
-        for scope in scopes:
+        fix_opset_imports(self)
+        for scope in list(iter_scopes(self.model)):
             fix_attributes(self, scope)
-        for scope in scopes:
+        for scope in list(iter_scopes(self.model)):
             fix_value_names(self, scope)
-        fix_node_names(self, scopes)
+        fix_node_names(self)
         fix_prelu_slopes(self)
         fix_ir_version(self)
 
@@ -101,9 +100,10 @@ def fix_duplicate_functions(fx: Fixer) -> None:
         del fx.model.functions[i]
 
 
-def fix_opset_imports(fx: Fixer, scopes: list[Scope]) -> None:
+def fix_opset_imports(fx: Fixer) -> None:
     """Add the opset imports the graph and the function bodies use but do not declare."""
     m = fx.model
+    scopes = list(iter_scopes(m))
     fdomains = {opsets.normalize_domain(f.domain) for f in m.functions}
     imported = {opsets.normalize_domain(i.domain) for i in m.opset_import}
     used: dict[int, set[str]] = {}  # root scope -> the domains its nodes use

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import onnx
 
 from ..graph.names import Names
-from ..graph.scopes import Scope, subgraphs
+from ..graph.scopes import Scope, iter_scopes, subgraphs
 from .report import node_id
 
 if TYPE_CHECKING:
@@ -63,12 +63,12 @@ def fix_value_names(fx: Fixer, scope: Scope) -> None:
                         "violation); later nodes read the latest definition")
 
 
-def fix_node_names(fx: Fixer, scopes: list[Scope]) -> None:
+def fix_node_names(fx: Fixer) -> None:
     """Node names are unique per graph tree (main graph with its subgraphs) and per
     function body; later duplicates get fresh names."""
     names: Names | None = None
     seen: dict[str, set[str]] = {}
-    for scope in scopes:
+    for scope in iter_scopes(fx.model):
         root = scope.label.split("/", 1)[0]  # the main graph, or the function
         used = seen.setdefault(root, set())
         given = [x for x in (n.name for n in scope.nodes) if x]
