@@ -13,7 +13,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,8 +24,8 @@ from . import opsets, progress
 from .broadcast import SlopeClass, classify, rule_for_version
 from .errors import OpshiftError, function_id
 from .external import tensor_array
-from .graph.facts import static_shapes
-from .graph.scopes import iter_scopes, subgraphs
+from .graph.facts import Facts
+from .graph.scopes import iter_scopes
 from .modelio import ModelLike, to_proto
 from .tables import number
 
@@ -86,10 +86,13 @@ class ActivationRow:
     conversion: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["attributes"] = {a.name: {"value": _json_value(a.value), "default": a.default,
-                                    "valid": a.valid} for a in self.attributes}
-        return d
+        return {"node": self.node, "op": self.op, "scope": self.scope, "opset": self.opset,
+                "version": self.version, "dtype": self.dtype,
+                "attributes": {a.name: {"value": _json_value(a.value), "default": a.default,
+                                        "valid": a.valid} for a in self.attributes},
+                "x_shape": self.x_shape, "slope_shape": self.slope_shape,
+                "slope_class": self.slope_class, "at_target": self.at_target,
+                "conversion": self.conversion}
 
 
 @dataclass
@@ -175,55 +178,69 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
 # ------------------------------------------------------------------------------------------
 
 def inspect(model: ModelLike, opset: int | None = None, *,
-            base_dir: str | os.PathLike | None = None) -> InspectReport:
-    """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it.
-    ``base_dir``: the folder of a ModelProto's external data."""
+            base_dir: str | os.PathLike | None = None, scratch: bool = False
+            ) -> InspectReport:
+    """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it unless
+    ``scratch``: then the fix dry run edits a ModelProto given (a caller done with it spares
+    a copy). ``base_dir``: the folder of a ModelProto's external data."""
     proto, _, folder = to_proto(model)
     base_dir = folder if base_dir is None else base_dir
-    work = onnx.ModelProto()
-    work.CopyFrom(proto)  # fix/convert dry runs and shape inference never touch the input
     functions = [function_id(f) for f in proto.functions]
-    total = sum(len(sc.nodes) for sc in iter_scopes(proto))
+    facts = Facts(proto)  # what the rows need of types and shapes, found on demand
+    total = sum(len(sc.nodes) for sc in facts.scopes())
     report = InspectReport(
         ir_version=proto.ir_version,
         opsets={opsets.normalize_domain(i.domain): i.version for i in proto.opset_import},
         node_count=total, graph_node_count=len(proto.graph.node), functions=functions,
         ops=op_counts(proto))
-    with progress.stage("shapes and types"):
-        shapes = static_shapes(proto)
-        dtypes = _elem_types(proto)
+    seen: dict = {}
     with progress.stage("activations", total, "nodes"):
-        for sc in iter_scopes(proto):
+        for sc in facts.scopes():
             for i, node in enumerate(sc.nodes):
                 if node.op_type in opsets.ACTIVATIONS and not opsets.normalize_domain(
                         node.domain):
-                    report.rows.append(_row(node, i, sc, shapes, dtypes, base_dir))
+                    report.rows.append(_row(node, i, sc, facts, base_dir, seen))
             progress.advance(len(sc.nodes))
+    if opset is not None:
+        report.target_opset = opset
+        work = onnx.ModelProto()
+        work.CopyFrom(proto)  # the dry run never touches the input
+        with progress.stage(f"convert to opset {opset} (dry run)"):
+            _dry_convert(work, opset, report)
+        del work
     from .passes.fix import fix_proto
 
     with progress.stage("defects (fix dry run)"):
-        fixed = onnx.ModelProto()
-        fixed.CopyFrom(proto)
+        if scratch and proto is model:
+            fixed = proto
+        else:
+            fixed = onnx.ModelProto()
+            fixed.CopyFrom(proto)
         report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
-    if opset is not None:
-        report.target_opset = opset
-        with progress.stage(f"convert to opset {opset} (dry run)"):
-            _dry_convert(work, opset, report)
     return report
 
 
-def _row(node, index, sc, shapes, dtypes, base_dir) -> ActivationRow:
+def _row(node, index, sc, facts: Facts, base_dir, seen: dict) -> ActivationRow:
+    """The row of activation ``node``; ``seen`` holds what rows judged before (defaults per
+    op version, slope classes per pair of shapes), each judged once."""
     ver = opsets.since_version(node.op_type, sc.opset) if sc.opset else None
     name = node.name or f"<{node.op_type} #{index}>"
+    elem = facts.elem_type(node.input[0]) if node.input else None
     row = ActivationRow(name, node.op_type, sc.label, sc.opset, ver,
-                        dtypes.get(node.input[0]) if node.input else None)
-    row.attributes = _attributes(node, ver, base_dir)
+                        opsets.tensor_type_name(elem) if elem else None)
+    if node.attribute:
+        row.attributes = _attributes(node, ver, base_dir)
+    else:
+        key = (node.op_type, ver)
+        if key not in seen:
+            seen[key] = _attributes(node, ver, base_dir)
+        row.attributes = list(seen[key])
     if node.op_type == "PRelu" and len(node.input) >= 2:
         if sc.function is not None:  # function bodies are their own namespace
-            t = _constant_dims(sc, node.input[1])
-            xs, ss = None, t
+            c = facts.constant(sc, node.input[1])
+            xs, ss = None, None if c is None else tuple(c.tensor.dims)
         else:
-            xs, ss = shapes.get(node.input[0]), shapes.get(node.input[1])
+            xs, ss = facts.shape(node.input[0]), facts.shape(node.input[1])
         row.x_shape = None if xs is None else list(xs)
         row.slope_shape = None if ss is None else list(ss)
         if sc.function is not None:
@@ -231,20 +248,18 @@ def _row(node, index, sc, shapes, dtypes, base_dir) -> ActivationRow:
         elif xs is None or ss is None or ver is None:
             row.slope_class = "unknown (shapes not inferred)"
         else:
-            try:
-                row.slope_class = slope_class_text(classify(xs, ss, rule_for_version(ver)),
-                                                   ver, ss)
-            except OpshiftError as e:
-                row.slope_class = f"does not broadcast: {e}"
+            key = (xs, ss, ver)
+            if key not in seen:
+                seen[key] = _slope_class(xs, ss, ver)
+            row.slope_class = seen[key]
     return row
 
 
-def _constant_dims(sc, name: str) -> tuple[int, ...] | None:
-    for n in sc.nodes:
-        if (n.op_type == "Constant" and list(n.output) == [name] and len(n.attribute) == 1
-                and n.attribute[0].type == onnx.AttributeProto.TENSOR):
-            return tuple(n.attribute[0].t.dims)
-    return None
+def _slope_class(xs: tuple, ss: tuple, ver: int) -> str:
+    try:
+        return slope_class_text(classify(xs, ss, rule_for_version(ver)), ver, ss)
+    except OpshiftError as e:
+        return f"does not broadcast: {e}"
 
 
 def _attributes(node: onnx.NodeProto, ver: int | None, base_dir) -> list[Attr]:
@@ -276,36 +291,6 @@ def _attr_value(a: onnx.AttributeProto, base_dir) -> Any:
     if isinstance(v, (list, tuple)):
         return list(v)
     return v
-
-
-def _elem_types(model: onnx.ModelProto) -> dict[str, str]:
-    """Value name -> numpy-style dtype name, from declared and inferred types."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    try:
-        m = onnx.shape_inference.infer_shapes(m, strict_mode=False)
-    except Exception:  # best effort: declared types only
-        m = model
-    out: dict[str, str] = {}
-
-    def graph(g: onnx.GraphProto) -> None:
-        for vi in (*g.input, *g.output, *g.value_info):
-            tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-            if tt is not None and tt.elem_type:
-                out[vi.name] = opsets.tensor_type_name(tt.elem_type)
-        for t in g.initializer:
-            out[t.name] = opsets.tensor_type_name(t.data_type)
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                graph(sg)
-
-    graph(m.graph)
-    for f in m.functions:
-        for vi in getattr(f, "value_info", []):
-            tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-            if tt is not None and tt.elem_type:
-                out.setdefault(vi.name, opsets.tensor_type_name(tt.elem_type))
-    return out
 
 
 def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport) -> None:

@@ -20,6 +20,7 @@ from . import typerules, wellformed
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .census import Census, CensusScope
 from .errors import EvaluationError, ModelLoadError, function_label, where
+from .graph.declared import Declared
 from .opsets import (
     ACTIVATIONS,
     activation_attribute_types,
@@ -55,7 +56,9 @@ class _Walker:
         self.model = model
         self.functions = {(normalize_domain(f.domain), f.name) for f in model.functions}
         self.problems: list[tuple[str, str]] = []
-        self._shapes: dict[int, tuple[dict[str, tuple], dict[str, tuple]]] = {}
+        self._declared: dict[int, Declared] = {}
+        #: (op, version, X's declared type, slope dims) -> (X's element type, slope problem)
+        self._judged: dict[tuple, tuple[int, str | None]] = {}
         self.census = census
         self.full = census is not None and census.full  # names, scopes, sites, types
         self._scope: CensusScope | None = None
@@ -121,7 +124,6 @@ class _Walker:
         flags_by_op: dict[str, int] = {}
         flags_by_key: dict[tuple[str, str], int] = {}
         specs: dict[str, tuple] = {}
-        declared_x: dict[str, tuple] | None = None  # X shapes declared in ``graph``
         census, full = self.census, self.full
         sites = self._scope.sites if full else None
         types = None
@@ -163,19 +165,13 @@ class _Walker:
                         types_setdefault(outs[0], t)
             elif flags:  # an activation, subgraphs, tensors or a type rule
                 if flags & _ACTIVATION:
-                    # inline fast path of self.activation: nothing to check for a node
-                    # without attributes whose X has no declared shape (the common case)
+                    # in a function body only attributes and arity can be wrong
                     spec = specs.get(op)
                     if spec is None:
                         spec = specs[op] = _activation_spec(op, opsets.get("", 0))
-                    check = bool(n.attribute) or len(ins) != spec[3] or len(outs) != 1 \
-                        or "" in ins or not outs[0]
-                    if not check and graph is not None:
-                        if declared_x is None:
-                            declared_x = self._declared(graph)[2]
-                        check = ins[0] in declared_x
-                    if check:
-                        self.activation(n, ins, opsets.get("", 0), label, graph)
+                    if graph is not None or n.attribute or len(ins) != spec[3] \
+                            or len(outs) != 1 or "" in ins or not outs[0]:
+                        self.activation(n, ins, outs, opsets.get("", 0), label, graph)
                     if sites is not None:
                         sites.append((i, n, op, node_name, ins, outs))
                 if flags & _TENSORS:
@@ -211,13 +207,13 @@ class _Walker:
             census.kinds.update(("", op) for op in flags_by_op)
             census.kinds.update(flags_by_key)
 
-    def activation(self, n: onnx.NodeProto, ins: list[str], opset: int, label: str,
-                   graph: onnx.GraphProto | None) -> None:
-        """Attributes against the schema in force; a constant PRelu slope against X's
-        declared shape (graph input, output or value_info: no shape inference here)."""
+    def activation(self, n: onnx.NodeProto, ins: list[str], outs: list[str], opset: int,
+                   label: str, graph: onnx.GraphProto | None) -> None:
+        """Arity and attributes against the schema in force; X's declared element type; a
+        constant PRelu slope against X's declared shape (no shape inference here)."""
         version, types, rule, arity, numeric = _activation_spec(n.op_type, opset)
-        self.attribute_names(n, label)
-        outs = n.output[:]
+        if n.attribute:
+            self.attribute_names(n, label)
         if len(ins) != arity or "" in ins or len(outs) != 1 or not outs[0]:
             self.add(MALFORMED, f"{label}: {where(n, version=version)}: takes {arity} "
                                 f"input{'s' if arity > 1 else ''} and 1 output, has inputs "
@@ -228,22 +224,24 @@ class _Walker:
                 self.attribute(n, a, version, label)
         if graph is None:
             return
-        declared, inits, elems = self._declared(graph)
-        elem = elems.get(ins[0])
-        if elem and f"tensor({tensor_type_name(elem)})" not in numeric:
-            self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {ins[0]!r} is "
+        declared = self.declared(graph)
+        x, slope = ins[0], declared.initializer(ins[1]) if rule is not None else None
+        entry = declared.value_info(x) if declared.initializer(x) is None else None
+        if entry is None:  # a constant X, or one nothing declares: its type alone
+            elem, problem = declared.elem_type(x), None
+        else:  # judged once per distinct (declared type, slope dims)
+            key = (n.op_type, version, entry.type.SerializeToString(),
+                   None if slope is None else tuple(slope.dims))
+            verdict = self._judged.get(key)
+            if verdict is None:
+                verdict = self._judged[key] = _judge(declared, x, slope, rule)
+            elem, problem = verdict
+        if elem and elem not in numeric and elem in wellformed.KNOWN_ELEM_TYPES:
+            self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {x!r} is "
                                 f"{tensor_type_name(elem)}, which no version of "
                                 f"{n.op_type} takes")
-        if rule is None:
-            return
-        x_shape = declared.get(ins[0])
-        slope_shape = inits.get(ins[1])
-        if x_shape is None or slope_shape is None:
-            return
-        try:
-            slope_shape_for(x_shape, slope_shape, rule)
-        except EvaluationError as e:
-            self.add(SLOPE, f"{label}: {where(n, version=version)}: {e}")
+        if problem is not None:
+            self.add(SLOPE, f"{label}: {where(n, version=version)}: {problem}")
 
     def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
         """Names of ``n``'s attributes that are not text. Read only for the nodes the walk
@@ -266,25 +264,11 @@ class _Walker:
             self.add(ATTRIBUTE, f"{label}: {where(n, version=version)}: attribute {a.name!r} "
                                 f"is {got}, the schema wants {spec.type.name}")
 
-    def _declared(self, graph: onnx.GraphProto
-                  ) -> tuple[dict[str, tuple], dict[str, tuple], dict[str, int]]:
-        """(declared value shapes, initializer shapes, declared element types) of ``graph``,
-        built once."""
-        cached = self._shapes.get(id(graph))
-        if cached is None:
-            shapes: dict[str, tuple] = {}
-            elems = {t.name: t.data_type for t in graph.initializer}
-            for vi in (*graph.input, *graph.output, *graph.value_info):
-                if vi.type.HasField("tensor_type"):
-                    tt = vi.type.tensor_type
-                    elems.setdefault(vi.name, tt.elem_type)
-                    if tt.HasField("shape"):
-                        shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value")
-                                                else (d.dim_param or None)
-                                                for d in tt.shape.dim)
-            cached = shapes, {t.name: tuple(t.dims) for t in graph.initializer}, elems
-            self._shapes[id(graph)] = cached
-        return cached
+    def declared(self, graph: onnx.GraphProto) -> Declared:
+        """What ``graph`` declares, indexed once."""
+        if id(graph) not in self._declared:
+            self._declared[id(graph)] = Declared(graph)
+        return self._declared[id(graph)]
 
     def op(self, n: onnx.NodeProto, opsets: dict[str, int], label: str) -> int:
         """Check the op exists once per (domain, op); return what else its nodes need."""
@@ -317,6 +301,20 @@ _RULE_SHIFT = 4  # the bits above hold the node's type rule when the census type
 _FIRST_TYPE = typerules.FIRST << _RULE_SHIFT
 
 
+def _judge(declared: Declared, x: str, slope: onnx.TensorProto | None,
+           rule: SlopeRule | None) -> tuple[int, str | None]:
+    """(X's declared element type, why a constant slope cannot broadcast to X's declared
+    shape, or None)."""
+    elem = declared.elem_type(x)
+    x_shape = declared.shape(x) if slope is not None and rule is not None else None
+    try:
+        if x_shape is not None:
+            slope_shape_for(x_shape, tuple(slope.dims), rule)
+    except EvaluationError as e:
+        return elem, str(e)
+    return elem, None
+
+
 def _type_rule(key: tuple[str, str], functions: set[tuple[str, str]]) -> int:
     """:func:`opshift.typerules.rule` for a node's (domain, op); 0 off the default domain
     and for calls of model-local functions."""
@@ -339,9 +337,9 @@ def _holds_external_data(n: onnx.NodeProto) -> bool:
 
 @functools.cache
 def _activation_spec(op: str, opset: int
-                     ) -> tuple[int, dict[str, int], SlopeRule | None, int, frozenset[str]]:
+                     ) -> tuple[int, dict[str, int], SlopeRule | None, int, frozenset[int]]:
     """(version in force, attribute name -> AttributeProto type, PRelu slope rule or None,
-    number of inputs, the types any version of the op takes for X).
+    number of inputs, the element types any version of the op takes for X).
 
     ``consumed_inputs`` maps to its type even where the version no longer defines it, so a
     stale one is left for ``fix`` (it is not bad input for the rewrites)."""
@@ -349,7 +347,10 @@ def _activation_spec(op: str, opset: int
     types = dict(types)
     types.setdefault("consumed_inputs", onnx.AttributeProto.INTS)
     rule = rule_for_version(version) if op == "PRelu" else None
-    return version, types, rule, schema(op, version).max_input, x_types_of_any_version(op)
+    takes = x_types_of_any_version(op)
+    numeric = frozenset(e for e in wellformed.KNOWN_ELEM_TYPES
+                        if e and f"tensor({tensor_type_name(e)})" in takes)
+    return version, types, rule, schema(op, version).max_input, numeric
 
 
 def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple[str, str]]:

@@ -107,37 +107,46 @@ def tensor_problem(t: onnx.TensorProto, what: str) -> str | None:
     reading every raw field here would copy every weight of the model."""
     if not isinstance(t.name, str):
         return not_text("tensor name", t.name)
-    p = _elem_problem(t.data_type, what, undefined_ok=False)
-    if p is not None:
-        return p
+    tail = _tensor_tail(t)
+    return None if tail is None else what + tail
+
+
+def _tensor_tail(t: onnx.TensorProto) -> str | None:
+    """:func:`tensor_problem` of a tensor whose name is text, as the message after its
+    subject ("initializer 'w'")."""
+    elem = t.data_type
+    if elem not in KNOWN_ELEM_TYPES or elem == _T.UNDEFINED:
+        return _elem_problem(elem, "", undefined_ok=False)
     dims = t.dims
     if dims and min(dims) < 0:
-        return f"{what} has a negative dimension: dims {list(dims)}"
+        return f" has a negative dimension: dims {list(dims)}"
     n = math.prod(dims)
     if t.data_location == _T.EXTERNAL:
         if n > MAX_ELEMENTS:
-            return f"{what} declares {n} elements (dims {list(dims)}), more than can be addressed"
+            return f" declares {n} elements (dims {list(dims)}), more than can be addressed"
         return None
     if n > MAX_IN_FILE:
-        return (f"{what} declares {n} elements (dims {list(dims)}), more than a model file "
+        return (f" declares {n} elements (dims {list(dims)}), more than a model file "
                 "can hold (protobuf's limit is 2 GiB)")
     if t.HasField("raw_data"):
-        if n * 16 <= RAW_CHECK_LIMIT:  # (16: the widest element, complex128)
-            return _raw_problem(t, what)
-        return None
-    field = _FIELD.get(t.data_type)
+        itemsize = _ITEMSIZE.get(elem)
+        if itemsize is None or n * 16 > RAW_CHECK_LIMIT:  # (16: complex128's size)
+            return None
+        got = len(t.raw_data)
+        return None if got == n * itemsize else _raw_message(got, n * itemsize, t)
+    field = _FIELD.get(elem)
     if field is None:
         return None
     got, want = len(getattr(t, field[0])), n * field[1]
     if got != want:
-        return (f"{what} holds {got} value{'s' if got != 1 else ''} in {field[0]} for dims "
+        return (f" holds {got} value{'s' if got != 1 else ''} in {field[0]} for dims "
                 f"{list(dims)} ({want} expected)")
-    if t.data_type == _T.STRING:
+    if elem == _T.STRING:
         for i, v in enumerate(t.string_data):
             try:
                 v.decode("utf-8")
             except UnicodeDecodeError:
-                return f"{what}: string element {i} ({v[:20]!r}) is not valid UTF-8"
+                return f": string element {i} ({v[:20]!r}) is not valid UTF-8"
     return None
 
 
@@ -165,7 +174,8 @@ def opset_import_problem(imports: Sequence[onnx.OperatorSetIdProto]) -> str | No
 
 def header_problems(g: onnx.GraphProto, label: str) -> Iterator[str]:
     """Names, declared types and initializers of graph ``g`` (labelled ``label``): what must
-    hold before its nodes mean anything."""
+    hold before its nodes mean anything. Each distinct declared type is checked once (a
+    model declares a few types for thousands of values)."""
     if not isinstance(g.name, str):
         yield not_text("graph name", g.name)
         return
@@ -173,14 +183,31 @@ def header_problems(g: onnx.GraphProto, label: str) -> Iterator[str]:
         bad = text_problem([vi.name for vi in infos])
         if bad is not None:
             yield f"{label}: {not_text(f'{kind} name', bad)}"
-        for vi in infos:
-            p = type_problem(vi.type, f"{kind} {vi.name!r}", undefined_ok=kind != "input")
-            if p is not None:
-                yield f"{label}: {p}"
-    for t in g.initializer:
-        p = tensor_problem(t, f"initializer {t.name!r}")
+        p = _types_problem(infos, kind)
         if p is not None:
             yield f"{label}: {p}"
+    bad = text_problem([t.name for t in g.initializer])
+    if bad is not None:
+        yield f"{label}: {not_text('tensor name', bad)}"
+        return
+    for t in g.initializer:
+        tail = _tensor_tail(t)
+        if tail is not None:
+            yield f"{label}: initializer {t.name!r}{tail}"
+
+
+def _types_problem(infos: Sequence[onnx.ValueInfoProto], kind: str) -> str | None:
+    """:func:`type_problem` of the first entry of ``infos`` whose type has one, checking
+    each distinct type (by its serialized form) once."""
+    first: dict[bytes, int] = {}
+    for i, vi in enumerate(infos):
+        first.setdefault(vi.type.SerializeToString(), i)
+    for i in first.values():
+        vi = infos[i]
+        p = type_problem(vi.type, f"{kind} {vi.name!r}", undefined_ok=kind != "input")
+        if p is not None:
+            return p
+    return None
 
 
 def attribute_tensor_problem(n: onnx.NodeProto) -> str | None:
@@ -277,12 +304,33 @@ def undecodable(t: onnx.TensorProto, e: Exception) -> str:
     return why
 
 
+def _itemsizes() -> dict[int, int]:
+    """data_type -> bytes per element, for the types stored one element per item."""
+    out = {}
+    for t in KNOWN_ELEM_TYPES - _PACKED - {_T.UNDEFINED}:
+        try:
+            out[t] = onnx.helper.tensor_dtype_to_np_dtype(t).itemsize
+        except (KeyError, ValueError, TypeError):  # a type numpy cannot hold
+            continue
+    return out
+
+
+_ITEMSIZE = _itemsizes()
+
+
 def _raw_problem(t: onnx.TensorProto, what: str) -> str | None:
-    if not t.HasField("raw_data") or t.data_type in _PACKED:
+    tail = _raw_tail(t)
+    return None if tail is None else what + tail
+
+
+def _raw_tail(t: onnx.TensorProto) -> str | None:
+    itemsize = _ITEMSIZE.get(t.data_type)
+    if itemsize is None or not t.HasField("raw_data"):
         return None
-    itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
     got, want = len(t.raw_data), math.prod(t.dims) * itemsize
-    if got == want:
-        return None
-    return (f"{what} has {got} bytes of raw data for dims {list(t.dims)} of "
+    return None if got == want else _raw_message(got, want, t)
+
+
+def _raw_message(got: int, want: int, t: onnx.TensorProto) -> str:
+    return (f" has {got} bytes of raw data for dims {list(t.dims)} of "
             f"{onnx.TensorProto.DataType.Name(t.data_type)} ({want} expected)")

@@ -156,3 +156,29 @@ def test_cli_bad_opset(tmp_path, capsys):
     onnx.save(_slopes_model(), src)
     assert main(["inspect", str(src), "--opset", "99"]) == 2
     assert "outside" in capsys.readouterr().err
+
+
+def test_prelu_rows_in_a_function_and_through_inference():
+    """A slope held by a Constant node in a function body is read per body (its value_floats
+    form too); X's shape inside a function is not guessed. In the main graph X's shape comes
+    from shape inference where nothing declares it, and PRelus judged alike share nothing
+    mutable."""
+    body = [h.make_node("Constant", [], ["s"], value_floats=[0.5, 0.25, 0.125]),
+            h.make_node("PRelu", ["a", "s"], ["b"], name="fp")]
+    f = h.make_function("local", "F", ["a"], ["b"], body, [h.make_opsetid("", 13)])
+    slope = nh.from_array(np.full((3, 1), 0.5, np.float32), "slope")
+    nodes = [h.make_node("Identity", ["x"], ["t"]),  # t: no value_info
+             h.make_node("PRelu", ["t", "slope"], ["p1"], name="p1"),
+             h.make_node("PRelu", ["t", "slope"], ["p2"], name="p2"),
+             h.make_node("F", ["p2"], ["y"], domain="local", name="call")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [2, 3, 4])],
+                   [vi("p1", T.FLOAT, [2, 3, 4]), vi("y", T.FLOAT, [2, 3, 4])], opset=13,
+                   functions=[f], initializers=[slope],
+                   extra_opsets=[h.make_opsetid("local", 1)], ir_version=8)
+    rows = {row.node: row for row in inspect(m).rows}
+    assert rows["fp"].slope_shape == [3] and rows["fp"].x_shape is None
+    assert rows["fp"].slope_class.startswith("unknown (inside a function")
+    assert rows["p1"].x_shape == [2, 3, 4] and rows["p1"].slope_shape == [3, 1]
+    assert rows["p1"].slope_class.startswith("per-channel axis 1")
+    assert rows["p1"].attributes is not rows["p2"].attributes
+    assert rows["p1"].to_dict()["slope_class"] == rows["p2"].slope_class

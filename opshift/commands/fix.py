@@ -72,14 +72,16 @@ def process(args, job) -> Outcome:
 
 
 def _fix(args, src) -> _rewrite.Rewritten:
-    from dataclasses import asdict
-
-    from ..passes.fix import fix_with_result, verify_fix
+    from ..passes.fix import fix_proto, fix_with_result, verify_fix
 
     original = src.model
     try:
-        fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
-                                        base_dir=src.folder)
+        if args.verify:  # the check compares with the original
+            fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
+                                            base_dir=src.folder)
+        else:  # nothing reads the original again: repaired in place, no copy
+            fixed, result = original, fix_proto(original, prelu_slope=args.prelu_slope,
+                                                base_dir=src.folder)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise
@@ -96,7 +98,7 @@ def _fix(args, src) -> _rewrite.Rewritten:
         return verify_fix(*with_external_data(src, original, fixed)[0], seed=args.seed)
 
     return _rewrite.Rewritten(
-        fixed, [asdict(c) for c in result.changes], summary,
+        fixed, [c.to_dict() for c in result.changes], summary,
         details={"dry_run": bool(args.dry_run),
-                 "left_alone": [asdict(c) for c in result.left_alone]},
+                 "left_alone": [c.to_dict() for c in result.left_alone]},
         lines=lines, check=check, write=not args.dry_run)

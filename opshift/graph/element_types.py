@@ -129,11 +129,9 @@ def uniform_types(model: onnx.ModelProto, source: int,
         return None
     elems: set[int] = {t.data_type for t in g.initializer}
     for vis in (g.input, g.output, g.value_info):
-        for vi in vis:
-            if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.elem_type:
-                return None
-            elems.add(vi.type.tensor_type.elem_type)
-    if len(elems) != 1:
+        # (a value that is not a tensor reads element type 0 here, as an untyped one does)
+        elems.update([vi.type.tensor_type.elem_type for vi in vis])
+    if len(elems) != 1 or 0 in elems:
         return None
     for op, dom in kinds if kinds is not None else {(n.op_type, n.domain) for n in g.node}:
         if dom not in ("", "ai.onnx") or op in CONTROL_FLOW or op == "Constant":

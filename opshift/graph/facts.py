@@ -7,7 +7,8 @@ before anything is written):
   functions once per tuple of call-site input types); onnx shape inference as the last
   resort;
 * shapes and ranks (symbolic dims kept): declared shapes, constants, then onnx shape
-  inference -- run at most once, on a copy, only when some shape is asked for;
+  inference -- run at most once, on a copy, only when a shape is asked for that the main
+  graph does not declare in full;
 * constants per scope (initializers that cannot be fed, Constant nodes), seen from nested
   subgraphs too;
 * use counts per root (the main graph with its subgraphs, or a function);
@@ -24,6 +25,7 @@ from itertools import chain
 import onnx
 
 from .. import opsets
+from .declared import Declared
 from .element_types import (
     ALL_TYPES,
     Uniform,
@@ -132,6 +134,7 @@ class Facts:
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
         self._inferred: Inferred | None = None
+        self._declared: Declared | None = None
         self._possible: frozenset[str] | None = None
         self._names: Names | None = None
         self._consts: dict[int, dict[str, Constant]] = {}
@@ -235,7 +238,15 @@ class Facts:
             return s
         if self.local is not None:
             return self.local_shapes.get(name)
-        return self._infer().shape(name)
+        s = self._declared_static(name)
+        return s if s is not None else self._infer().shape(name)
+
+    def _declared_static(self, name: str) -> tuple[int, ...] | None:
+        """A shape of ints the main graph declares for ``name``: inference can add nothing
+        to it, so none is run for it."""
+        if self._declared is None:
+            self._declared = Declared(self.model.graph)
+        return self._declared.static_shape(name)
 
     def _infer(self) -> Inferred:
         if self._inferred is None:

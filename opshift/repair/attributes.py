@@ -19,19 +19,23 @@ if TYPE_CHECKING:
     from .fixer import Fixer
 
 _A = onnx.AttributeProto
+_UNSET = object()
 
 
 def fix_attributes(fx: Fixer, scope: Scope) -> None:
     """Drop ``consumed_inputs`` the version in force does not define; convert attributes of the
     wrong type to the schema's when the value is exactly representable."""
+    schemas: dict[tuple[str, str], onnx.defs.OpSchema | None] = {}  # per (domain, op)
     for i, node in enumerate(scope.nodes):
-        d = opsets.normalize_domain(node.domain)
-        if fx.is_function_call(node):
+        if not node.attribute:
             continue
-        opset = scope.opsets.get(d)
-        if opset is None:
-            continue
-        s = opsets.schema(node.op_type, opset, d)
+        key = (node.domain, node.op_type)
+        s = schemas.get(key, _UNSET)
+        if s is _UNSET:
+            d = opsets.normalize_domain(node.domain)
+            opset = scope.opsets.get(d)
+            s = schemas[key] = None if opset is None or fx.is_function_call(node) else \
+                opsets.schema(node.op_type, opset, d)
         if s is None:
             continue
         ver = s.since_version

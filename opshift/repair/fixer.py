@@ -9,7 +9,7 @@ from onnx import helper
 
 from .. import opsets, progress
 from ..errors import ConversionError, function_label
-from ..graph.scopes import iter_scopes, walk_nodes
+from ..graph.scopes import iter_scopes
 from .attributes import fix_attributes
 from .ir_version import fix_ir_version
 from .names import fix_node_names, fix_value_names
@@ -112,16 +112,21 @@ def fix_duplicate_functions(fx: Fixer) -> None:
 def fix_opset_imports(fx: Fixer) -> None:
     """Add the opset imports the graph and the function bodies use but do not declare."""
     m = fx.model
+    scopes = list(iter_scopes(m))
     fdomains = {opsets.normalize_domain(f.domain) for f in m.functions}
     imported = {opsets.normalize_domain(i.domain) for i in m.opset_import}
-    used = {opsets.normalize_domain(n.domain) for n in walk_nodes(m.graph.node)}
-    for d in sorted(used - imported):
+    used: dict[int, set[str]] = {}  # root scope -> the domains its nodes use
+    for sc in scopes:
+        used.setdefault(id(sc.root), set()).update(
+            opsets.normalize_domain(d) for d in {d for _, d in sc.kinds})
+    for d in sorted(used.get(id(scopes[0]), set()) - imported):
         _add_import(fx, m, d, fdomains, "model", f"graph {m.graph.name!r}")
         imported.add(d)
+    roots = {id(sc.function): sc for sc in scopes if sc.function is not None and sc.root is sc}
     for f in m.functions:
         label = function_label(f)
         fimported = {opsets.normalize_domain(i.domain) for i in f.opset_import}
-        fused = {opsets.normalize_domain(n.domain) for n in walk_nodes(f.node)}
+        fused = used.get(id(roots[id(f)]), set())
         for d in sorted(fused - fimported):
             v = opsets.opset_of(m, d)
             if v is not None:

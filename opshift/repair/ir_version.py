@@ -4,14 +4,12 @@ a feature whose IR version opshift cannot date)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import onnx
 from onnx import helper
 
 from .. import opsets
-from ..graph.scopes import subgraphs, walk_nodes
 
 if TYPE_CHECKING:
     from .fixer import Fixer
@@ -70,66 +68,88 @@ def _ir_needed(m: onnx.ModelProto) -> tuple[int, str]:
     undatable = ""
     if len(m.functions):
         need = max(need, 8)  # model-local functions (IR 8)
-    for g in _all_graphs(m):
-        inputs = {v.name for v in g.input}
-        if any(t.name not in inputs for t in g.initializer):
-            need = max(need, 4)  # initializers that are not graph inputs (IR 4)
-            break
-    if any(getattr(f, "overload", "") for f in m.functions) or any(
-            getattr(n, "overload", "") for n in _all_nodes(m)):
+    seen = _Features(m, initializers=need < 4)
+    if seen.initializer_not_input:
+        need = max(need, 4)  # initializers that are not graph inputs (IR 4)
+    if seen.node_overload or any(getattr(f, "overload", "") for f in m.functions):
         need = max(need, 10)
     if len(m.training_info) or m.graph.sparse_initializer:
         undatable = "training info or sparse initializers"
-    for t in _all_types(m):
+    for t in seen.types:
         if t not in _IR3_TYPES:
             undatable = undatable or f"element type {onnx.TensorProto.DataType.Name(t)}"
-    odd = (_A.SPARSE_TENSOR, _A.SPARSE_TENSORS, _A.TYPE_PROTO, _A.TYPE_PROTOS)
-    if any(a.type in odd for n in _all_nodes(m) for a in n.attribute):
+    if seen.odd_attribute:
         undatable = undatable or "sparse tensor or type attributes"
-    if _has_non_tensor_types(m):
+    if seen.non_tensor:
         undatable = undatable or "sequence, map or optional types"
-    if any(len(getattr(n, "metadata_props", [])) for n in _all_nodes(m)) or any(
+    if seen.node_metadata or any(
             len(getattr(f, "value_info", [])) or len(getattr(f, "metadata_props", []))
             for f in m.functions):
         need = max(need, 10)  # node metadata, function value_info/metadata (IR 10)
-    if len(getattr(m, "configuration", [])) or any(
-            len(getattr(n, "device_configurations", [])) for n in _all_nodes(m)):
+    if len(getattr(m, "configuration", [])) or seen.device_configurations:
         undatable = undatable or "device configurations"
     return need, undatable
 
 
-def _all_nodes(m: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    yield from walk_nodes(m.graph.node)
-    for f in m.functions:
-        yield from walk_nodes(f.node)
+_NODE_FIELDS = onnx.NodeProto.DESCRIPTOR.fields_by_name
+_ODD = (_A.SPARSE_TENSOR, _A.SPARSE_TENSORS, _A.TYPE_PROTO, _A.TYPE_PROTOS)
+_TYPE_ATTRIBUTES = ("to", "dtype", "output_dtype")
 
 
-def _all_graphs(m: onnx.ModelProto) -> Iterator[onnx.GraphProto]:
-    yield m.graph
-    for n in _all_nodes(m):
-        for _, g in subgraphs(n):
-            yield g
+class _Features:
+    """What the IR version depends on, found in one walk of every graph (subgraphs
+    included) and function body: element types (initializers, declared values, tensor
+    attributes, type attributes), and the features later IR versions introduced."""
 
+    def __init__(self, m: onnx.ModelProto, *, initializers: bool):
+        """``initializers``: look for an initializer that is not a graph input (IR 4);
+        not needed when the imports already need IR 4."""
+        self._initializers = initializers
+        self.types: dict[int, None] = {}  # in the order met
+        self.initializer_not_input = self.non_tensor = self.odd_attribute = False
+        self.node_overload = self.node_metadata = self.device_configurations = False
+        self._graph(m.graph)
+        for f in m.functions:
+            self._nodes(f.node)
 
-def _all_types(m: onnx.ModelProto) -> Iterator[int]:
-    for g in _all_graphs(m):
-        for t in g.initializer:
-            yield t.data_type
-        for vi in (*g.input, *g.output, *g.value_info):
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-                yield vi.type.tensor_type.elem_type
-    for n in _all_nodes(m):
-        for a in n.attribute:
-            if a.type == _A.TENSOR:
-                yield a.t.data_type
-            elif a.type == _A.INT and a.name in ("to", "dtype", "output_dtype") and a.i:
-                yield a.i
+    def _graph(self, g: onnx.GraphProto) -> None:
+        if self._initializers and not self.initializer_not_input and len(g.initializer):
+            self.initializer_not_input = not {t.name for t in g.initializer} <= {
+                v.name for v in g.input}
+        self.types.update(dict.fromkeys(t.data_type for t in g.initializer))
+        for infos in (g.input, g.output, g.value_info):
+            for data in {vi.type.SerializeToString() for vi in infos}:  # each type once
+                tp = onnx.TypeProto.FromString(data)
+                kind = tp.WhichOneof("value")
+                if kind == "tensor_type":
+                    if tp.tensor_type.elem_type:
+                        self.types[tp.tensor_type.elem_type] = None
+                elif kind is not None:
+                    self.non_tensor = True
+        self._nodes(g.node)
 
-
-def _has_non_tensor_types(m: onnx.ModelProto) -> bool:
-    for g in _all_graphs(m):
-        for vi in (*g.input, *g.output, *g.value_info):
-            if vi.type.WhichOneof("value") not in (None, "tensor_type"):
-                return True
-    return False
-
+    def _nodes(self, nodes) -> None:
+        overload = "overload" in _NODE_FIELDS
+        metadata = "metadata_props" in _NODE_FIELDS
+        devices = "device_configurations" in _NODE_FIELDS
+        for n in nodes:
+            for a in n.attribute:
+                t = a.type
+                if t == _A.TENSOR:
+                    self.types[a.t.data_type] = None
+                elif t == _A.INT:
+                    if a.i and a.name in _TYPE_ATTRIBUTES:
+                        self.types[a.i] = None
+                elif t == _A.GRAPH:
+                    self._graph(a.g)
+                elif t == _A.GRAPHS:
+                    for g in a.graphs:
+                        self._graph(g)
+                elif t in _ODD:
+                    self.odd_attribute = True
+            if overload and n.overload:
+                self.node_overload = True
+            if metadata and len(n.metadata_props):
+                self.node_metadata = True
+            if devices and len(n.device_configurations):
+                self.device_configurations = True

@@ -26,6 +26,9 @@ def fix_value_names(fx: Fixer, scope: Scope) -> None:
         defined = set(f.input)
         outputs = set(f.output)
     defined.discard("")
+    outs = [o for n in scope.nodes for o in n.output if o]
+    if len(set(outs)) == len(outs) and defined.isdisjoint(outs):
+        return  # each value is defined once (the common case: one look at every name)
     rename: dict[str, str] = {}
     names: Names | None = None
     for i, node in enumerate(scope.nodes):
@@ -68,6 +71,10 @@ def fix_node_names(fx: Fixer) -> None:
     for scope in iter_scopes(fx.model):
         root = scope.label.split("/", 1)[0]  # the main graph, or the function
         used = seen.setdefault(root, set())
+        given = [x for x in (n.name for n in scope.nodes) if x]
+        if len(set(given)) == len(given) and used.isdisjoint(given):
+            used.update(given)  # no name repeats (the common case)
+            continue
         for i, n in enumerate(scope.nodes):
             if not n.name:
                 continue

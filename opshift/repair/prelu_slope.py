@@ -22,6 +22,7 @@ def fix_prelu_slopes(fx: Fixer) -> None:
     """Reshape every PRelu slope that only makes sense per channel to ``[C, 1, ..., 1]``."""
     facts = Facts(fx.model)
     edits = Edits(facts)
+    seen: dict = {}  # (X shape, slope shape, version) -> its reading, judged once
     for scope in facts.scopes():
         if scope.opset is None:
             continue
@@ -31,11 +32,12 @@ def fix_prelu_slopes(fx: Fixer) -> None:
         for i, node in enumerate(scope.nodes):
             if (node.op_type == "PRelu" and opsets.normalize_domain(node.domain) == ""
                     and len(node.input) >= 2):
-                _prelu_slope(fx, facts, edits, scope, i, node, ver)
+                _prelu_slope(fx, facts, edits, scope, i, node, ver, seen)
     edits.write()
 
+
 def _prelu_slope(fx: Fixer, facts: Facts, edits: Edits, scope: Scope, i: int,
-                 node: onnx.NodeProto, ver: int) -> None:
+                 node: onnx.NodeProto, ver: int, seen: dict) -> None:
     slope = node.input[1]
     const = facts.constant(scope, slope)
     if const is not None and const.scope is not scope:
@@ -54,39 +56,20 @@ def _prelu_slope(fx: Fixer, facts: Facts, edits: Edits, scope: Scope, i: int,
     ss = tuple(const.tensor.dims) if const is not None else facts.shape(slope)
     if xs is None or ss is None:
         return
-    if (all(isinstance(d, int) for d in (*xs, *ss))
-            and broadcast.numpy_shape(xs, ss) is None
-            and not broadcast.legacy_is_per_channel(xs, ss)):
-        fx.refuse("prelu_slope", scope.label, nid, f"slope {slope!r} {list(ss)} does "
-                    f"not broadcast to X {list(xs)}", "no reading (numpy, or per channel "
-                    "on axis 1) fits, so there is nothing exact to repair")
+    key = (xs, ss, ver)
+    verdict = seen.get(key, _UNSET)
+    if verdict is _UNSET:
+        verdict = seen[key] = _reading(xs, ss, ver, fx.prelu_slope)
+    if verdict is None:
         return
-    if len(ss) != 1 or len(xs) < 3:
+    action, what, why, target = verdict
+    if action == "refuse":
+        fx.refuse("prelu_slope", scope.label, nid, f"slope {slope!r} {what}", why)
         return
-    c = ss[0]
-    if not isinstance(c, int) or c == 1 or xs[1] != c:
+    if action == "leave":
+        fx.leave("prelu_slope", scope.label, nid, what, why)
         return
-    if not broadcast.legacy_is_per_channel(xs, ss):
-        return
-    last = xs[-1]
-    target = [c] + [1] * (len(xs) - 2)
-    what = f"slope {slope!r} {list(ss)} -> {target} so it applies per channel on axis 1"
-    if last == c or not isinstance(last, int):
-        amb = (f"X {list(xs)}: the 1-D slope of {c} fits both axis 1 (per channel, "
-               "legacy PRelu <= 6) and the last axis (numpy)")
-        if fx.prelu_slope == "numpy":
-            fx.leave("prelu_slope", scope.label, nid, "kept the numpy (last-axis) "
-                       "reading", amb + "; --prelu-slope=numpy")
-            return
-        if fx.prelu_slope != "channel":
-            fx.leave("prelu_slope", scope.label, nid, "ambiguous slope; choose with "
-                       "--prelu-slope=channel|numpy", amb)
-            return
-        why = amb + "; --prelu-slope=channel"
-    else:
-        why = (f"X {list(xs)}: numpy broadcasting (PRelu-{ver}) cannot apply a slope of "
-               f"{c} to a last axis of {last}; it only makes sense per channel on axis 1 "
-               "(as PRelu <= 6 read it)")
+    what = f"slope {slope!r} {what}"
     new = onnx.NodeProto()
     new.CopyFrom(node)
     prefix: list[onnx.NodeProto] = []
@@ -104,3 +87,43 @@ def _prelu_slope(fx: Fixer, facts: Facts, edits: Edits, scope: Scope, i: int,
         how = f"Unsqueeze {prefix[-1].name!r} inserted (axes {axes})"
     edits.replace(scope, i, [*prefix, new])
     fx.change("prelu_slope", scope.label, nid, f"{what} ({how})", why)
+
+
+_UNSET = object()
+
+
+def _reading(xs: tuple, ss: tuple, ver: int, choice: str | None
+             ) -> tuple[str, str, str, list[int]] | None:
+    """What to do with a slope of shape ``ss`` on X of shape ``xs`` at PRelu-``ver`` (the
+    user's ``choice`` of reading for an ambiguous one): None (nothing), or (``"refuse"``,
+    ``"leave"`` or ``"change"``, what (after the slope's name for refuse and change), why,
+    the slope's new shape)."""
+    if (all(isinstance(d, int) for d in (*xs, *ss))
+            and broadcast.numpy_shape(xs, ss) is None
+            and not broadcast.legacy_is_per_channel(xs, ss)):
+        return ("refuse", f"{list(ss)} does not broadcast to X {list(xs)}",
+                "no reading (numpy, or per channel on axis 1) fits, so there is nothing "
+                "exact to repair", [])
+    if len(ss) != 1 or len(xs) < 3:
+        return None
+    c = ss[0]
+    if not isinstance(c, int) or c == 1 or xs[1] != c:
+        return None
+    if not broadcast.legacy_is_per_channel(xs, ss):
+        return None
+    last = xs[-1]
+    target = [c] + [1] * (len(xs) - 2)
+    what = f"{list(ss)} -> {target} so it applies per channel on axis 1"
+    if last == c or not isinstance(last, int):
+        amb = (f"X {list(xs)}: the 1-D slope of {c} fits both axis 1 (per channel, "
+               "legacy PRelu <= 6) and the last axis (numpy)")
+        if choice == "numpy":
+            return ("leave", "kept the numpy (last-axis) reading",
+                    amb + "; --prelu-slope=numpy", target)
+        if choice != "channel":
+            return ("leave", "ambiguous slope; choose with --prelu-slope=channel|numpy", amb,
+                    target)
+        return "change", what, amb + "; --prelu-slope=channel", target
+    return ("change", what, f"X {list(xs)}: numpy broadcasting (PRelu-{ver}) cannot apply a "
+            f"slope of {c} to a last axis of {last}; it only makes sense per channel on "
+            "axis 1 (as PRelu <= 6 read it)", target)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import onnx
@@ -24,6 +24,11 @@ class FixChange:
     node: str  # node name, '<Op #i>' when unnamed, '' for model-level changes
     what: str
     why: str
+
+    def to_dict(self) -> dict[str, str]:
+        """kind, scope, node, what, why."""
+        return {"kind": self.kind, "scope": self.scope, "node": self.node, "what": self.what,
+                "why": self.why}
 
     def line(self) -> str:
         loc = f"{self.scope}" + (f", node {self.node}" if self.node else "")
@@ -47,9 +52,9 @@ class FixResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"modified": self.modified,
-                "changes": [asdict(c) for c in self.changes],
-                "left_alone": [asdict(c) for c in self.left_alone],
-                "refused": [asdict(c) for c in self.refused]}
+                "changes": [c.to_dict() for c in self.changes],
+                "left_alone": [c.to_dict() for c in self.left_alone],
+                "refused": [c.to_dict() for c in self.refused]}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)

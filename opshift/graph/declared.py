@@ -1,0 +1,103 @@
+"""What one graph declares about its values, read on demand.
+
+A shape-inferred model holds a value_info entry for every intermediate value, and IR-3 models
+list every weight as a graph input as well: reading every entry to answer for a few values
+(the X of each PRelu) would cost more than the rest of a command's check. :class:`Declared`
+indexes the names once (a list of names is read in one pass) and reads an entry's type only
+when that value is asked for.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+Shape = tuple[int | str | None, ...]
+
+
+def _positions(names: list[str]) -> dict[str, int]:
+    """name -> the position of its last entry."""
+    return dict(zip(names, range(len(names))))
+
+
+class Declared:
+    """The element types and shapes graph ``g`` declares in its initializers and in its
+    entries (the last of its graph input, graph output and value_info entries for a name).
+    An edit that moves or removes entries is noticed at the next lookup, which indexes the
+    names again (entries added later are not seen)."""
+
+    def __init__(self, g: onnx.GraphProto):
+        self.graph = g
+        self._inits: dict[str, int] | None = None
+        self._infos: list[tuple[object, dict[str, int]]] | None = None
+        #: serialized TypeProto -> (its shape, whether every dim is a known int)
+        self._shapes: dict[bytes, tuple[Shape | None, bool]] = {}
+
+    def initializer(self, name: str) -> onnx.TensorProto | None:
+        """The initializer ``name`` of this graph, or None."""
+        if self._inits is None:
+            self._inits = _positions([t.name for t in self.graph.initializer])
+        i = self._inits.get(name)
+        if i is None:
+            return None
+        inits = self.graph.initializer
+        if i < len(inits) and inits[i].name == name:
+            return inits[i]
+        self._inits = None  # the graph was edited
+        return self.initializer(name)
+
+    def value_info(self, name: str) -> onnx.ValueInfoProto | None:
+        """The entry declaring ``name`` (value_info, else graph output, else graph input)."""
+        if self._infos is None:
+            g = self.graph
+            # the last list wins: value_info over outputs over inputs
+            self._infos = [(infos, _positions([vi.name for vi in infos]))
+                           for infos in (g.value_info, g.output, g.input)]
+        for infos, pos in self._infos:
+            i = pos.get(name)
+            if i is not None:
+                if i < len(infos) and infos[i].name == name:  # type: ignore[arg-type]
+                    return infos[i]  # type: ignore[index]
+                self._infos = None  # the graph was edited
+                return self.value_info(name)
+        return None
+
+    def elem_type(self, name: str) -> int:
+        """The declared element type of ``name`` (0: not declared or not a tensor)."""
+        t = self.initializer(name)
+        if t is not None:
+            return t.data_type
+        vi = self.value_info(name)
+        if vi is None or not vi.type.HasField("tensor_type"):
+            return 0
+        return vi.type.tensor_type.elem_type
+
+    def shape(self, name: str) -> Shape | None:
+        """The declared shape of ``name`` (ints, symbolic names, None for unknown dims): its
+        entry's, else its initializer's dims; None when no rank is declared."""
+        return self._shape(name)[0]
+
+    def static_shape(self, name: str) -> tuple[int, ...] | None:
+        """:meth:`shape` when every dim is a known int, else None."""
+        shape, static = self._shape(name)
+        return shape if static else None  # type: ignore[return-value]
+
+    def _shape(self, name: str) -> tuple[Shape | None, bool]:
+        vi = self.value_info(name)
+        if vi is not None:
+            data = vi.type.SerializeToString()  # a few distinct types, each read once
+            known = self._shapes.get(data)
+            if known is None:
+                shape = _shape(vi.type)
+                known = self._shapes[data] = (
+                    shape, shape is not None and all(type(d) is int for d in shape))
+            if known[0] is not None:
+                return known
+        t = self.initializer(name)
+        return (None, False) if t is None else (tuple(t.dims), True)
+
+
+def _shape(tp: onnx.TypeProto) -> Shape | None:
+    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                 for d in tp.tensor_type.shape.dim)

@@ -1,0 +1,41 @@
+"""graph.declared: what a graph declares of its values, read on demand."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from opshift.graph.declared import Declared
+
+
+def _graph():
+    inits = [nh.from_array(np.zeros(k + 1, np.float32), f"w{k}") for k in range(3)]
+    return h.make_graph(
+        [h.make_node("Identity", ["x"], ["t"]), h.make_node("Identity", ["t"], ["y"])], "g",
+        [h.make_tensor_value_info("x", T.FLOAT, ["N", 3]),
+         h.make_tensor_value_info("w1", T.FLOAT, [7])],
+        [h.make_tensor_value_info("y", T.DOUBLE, [2, None])], inits,
+        value_info=[h.make_tensor_value_info("t", T.FLOAT16, [2, 3]),
+                    h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+
+
+def test_types_and_shapes_by_precedence():
+    d = Declared(_graph())
+    assert d.shape("x") == ("N", 3) and d.elem_type("x") == T.FLOAT
+    assert d.shape("t") == (2, 3) and d.elem_type("t") == T.FLOAT16
+    assert d.shape("y") == (2, 3) and d.elem_type("y") == T.FLOAT  # value_info wins
+    assert d.shape("w0") == (1,) and d.initializer("w0").name == "w0"
+    assert d.shape("w1") == (7,)  # its graph input's declared shape (it may be fed)
+    assert d.elem_type("nothing") == 0 and d.shape("nothing") is None
+
+
+def test_an_edit_that_moves_entries_is_noticed():
+    g = _graph()
+    d = Declared(g)
+    assert d.initializer("w2").dims == [3] and d.shape("t") == (2, 3)
+    del g.initializer[0]
+    del g.value_info[0]
+    assert d.initializer("w2").dims == [3] and d.initializer("w0") is None
+    assert d.shape("t") is None and d.shape("y") == (2, 3)
