@@ -6,8 +6,10 @@ before anything is written):
 * element types: declared, then propagated through each node's schema (model-local
   functions once per tuple of call-site input types); onnx shape inference as the last
   resort;
-* shapes and ranks (symbolic dims kept): declared shapes, constants, then onnx shape
-  inference -- run at most once, on a copy, only when some shape is asked for;
+* shapes and ranks (symbolic dims kept): declared shapes, constants and onnx shape
+  inference -- run at most once, on a copy, only when some shape is asked for -- completed
+  by each op's own rules (:mod:`.shape_rules`: Gemm's output is 2-D whatever onnx can
+  infer), worked out backwards from the value asked for, each value at most once;
 * constants per scope (initializers that cannot be fed, Constant nodes), seen from nested
   subgraphs too;
 * use counts per root (the main graph with its subgraphs, or a function);
@@ -24,6 +26,7 @@ from itertools import chain
 import onnx
 
 from .. import opsets
+from ..external import plain_array
 from .element_types import (
     ALL_TYPES,
     Uniform,
@@ -37,6 +40,7 @@ from .element_types import (
 )
 from .names import Names
 from .scopes import Scope, constant_tensor, held_tensor, iter_scopes, subgraphs
+from .shape_rules import RULES, ShapeWalk
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +65,15 @@ class Inferred:
     inference cannot say is absent. Indexed once; each answer is read from the protobuf
     when first asked for (a big model has a value_info per node)."""
 
-    def __init__(self, model: onnx.ModelProto):
-        m = onnx.ModelProto()
-        m.CopyFrom(model)
-        try:
-            m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
-        except Exception:  # best effort: what inference cannot say stays unknown
-            m = model
+    def __init__(self, model: onnx.ModelProto, annotated: onnx.ModelProto | None = None):
+        m = annotated
+        if m is None:
+            m = onnx.ModelProto()
+            m.CopyFrom(model)
+            try:
+                m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+            except Exception:  # best effort: what inference cannot say stays unknown
+                m = model
         self._model = m  # the index points into it
         #: name -> the ValueInfoProto or TensorProto that says it (the last one wins)
         self._src: dict[str, object] = {}
@@ -122,16 +128,22 @@ class Facts:
     """Lazily computed facts about ``model`` (see the module docstring).
 
     While a model-local function is planned, :meth:`enter_function` makes type and shape
-    lookups answer for that function's body (its names are its own).
+    lookups answer for that function's body (its names are its own). ``inferred``: the
+    model as onnx shape inference annotated it, when the caller already ran it.
     """
 
-    def __init__(self, model: onnx.ModelProto, source: int | None = None):
+    def __init__(self, model: onnx.ModelProto, source: int | None = None,
+                 inferred: onnx.ModelProto | None = None):
         self.model = model
         self.source = source if source is not None else (opsets.opset_of(model) or 0)
         self._scopes: list[Scope] | None = None
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
+        self._annotated = inferred
         self._inferred: Inferred | None = None
+        #: rule shapes per root: None for the main graph, else the function's id
+        self._walks: dict[int | None, ShapeWalk] = {}
+        self._function: onnx.FunctionProto | None = None
         self._possible: frozenset[str] | None = None
         self._names: Names | None = None
         self._consts: dict[int, dict[str, Constant]] = {}
@@ -192,6 +204,7 @@ class Facts:
         """Answer for the body of ``f`` with ``types`` (None, None: for the model again)."""
         self.local = types
         self.local_shapes = {}
+        self._function = f
         if f is not None:
             take_value_infos(getattr(f, "value_info", ()), {}, self.local_shapes)
 
@@ -234,13 +247,57 @@ class Facts:
         if s is not None:
             return s
         if self.local is not None:
-            return self.local_shapes.get(name)
-        return self._infer().shape(name)
+            return self._walk(self._function).shape(name)
+        return self._walk(None).shape(name)
 
     def _infer(self) -> Inferred:
         if self._inferred is None:
-            self._inferred = Inferred(self.model)
+            self._inferred = Inferred(self.model, self._annotated)
         return self._inferred
+
+    def _walk(self, f: onnx.FunctionProto | None) -> ShapeWalk:
+        """The shape rules for the main graph (with its subgraphs) or for ``f``'s body, over
+        the shapes other sources give; the producers are indexed when first needed."""
+        key = None if f is None else id(f)
+        walk = self._walks.get(key)
+        if walk is not None:
+            return walk
+        producers: dict[str, tuple] | None = None
+
+        def producer(name: str):
+            nonlocal producers
+            if producers is None:
+                producers = {}
+                for sc in self.scopes():
+                    if sc.root.function is f:
+                        source = self.source if f is None else (sc.opset or 0)
+                        for n in sc.nodes:
+                            if n.output and n.output[0]:
+                                producers[n.output[0]] = (n, sc, source)
+            found = producers.get(name)
+            if found is None or found[0].op_type not in RULES:
+                return None
+            n, sc, source = found
+            version = (opsets.since_version(n.op_type, source)
+                       if opsets.normalize_domain(n.domain) == "" else None)
+            if version is None:
+                return None
+            return n, version, lambda v: self._small_int_constant(sc, v)
+
+        if f is None:
+            base = self._infer().shape
+        else:
+            def base(name: str) -> tuple | None:
+                return self.local_shapes.get(name)
+        walk = self._walks[key] = ShapeWalk(base, producer)
+        return walk
+
+    def _small_int_constant(self, scope: Scope, name: str):
+        """The value of constant ``name`` when it is small and in memory (a shape, axes)."""
+        c = self.constant(scope, name)
+        if c is None or len(c.tensor.dims) > 1 or sum(c.tensor.dims) > 64:
+            return None
+        return plain_array(c.tensor)
 
     # -- constants
     def constant(self, scope: Scope, name: str) -> Constant | None:
