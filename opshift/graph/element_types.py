@@ -253,6 +253,13 @@ def declared_and_propagated(model: onnx.ModelProto, source: int
     return types, {key: list(v.items()) for key, v in p.variants.items()}
 
 
+def untyped_body(model: onnx.ModelProto, source: int, f: onnx.FunctionProto
+                 ) -> dict[str, int]:
+    """The types of ``f``'s body with its inputs untyped: from its value_info, constants
+    and the nodes they feed."""
+    return Propagation(model, source).function((f.domain, f.name), (0,) * len(f.input))
+
+
 @functools.cache
 def _free_output_types(domain: str, op: str, opset: int) -> frozenset[str]:
     """Types an op can output that none of its inputs determines (Shape -> int64, Cast-like

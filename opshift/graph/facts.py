@@ -37,6 +37,7 @@ from .element_types import (
     rule_type,
     take_value_infos,
     uniform_types,
+    untyped_body,
 )
 from .names import Names
 from .scopes import Scope, constant_tensor, held_tensor, iter_scopes, subgraphs
@@ -139,6 +140,7 @@ class Facts:
         self._scopes: list[Scope] | None = None
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
+        self._body_types: dict[tuple[str, str], dict[str, int]] = {}
         self._annotated = inferred
         self._inferred: Inferred | None = None
         #: rule shapes per root: None for the main graph, else the function's id
@@ -170,10 +172,14 @@ class Facts:
         return self._names
 
     # -- element types
-    def elem_type(self, name: str) -> int | None:
-        """Element type of ``name``: declared or propagated, else from shape inference."""
+    def elem_type(self, name: str, function: onnx.FunctionProto | None = None) -> int | None:
+        """Element type of ``name``: declared or propagated, else from shape inference.
+        With ``function``: of the value ``name`` of that function's body, the type all its
+        typed variants agree on (see :meth:`body_elem_type`)."""
         if not name:
             return None
+        if function is not None:
+            return self.body_elem_type(function, name)
         t = self.extra_types.get(name)
         if t:
             return t
@@ -198,6 +204,26 @@ class Facts:
         calls of ``f`` pass (in the main graph, subgraphs, and functions called from them)."""
         self.propagated()
         return self._variants.get((f.domain, f.name), [])
+
+    def body_elem_type(self, f: onnx.FunctionProto, name: str) -> int | None:
+        """The element type of ``name`` in ``f``'s body that every typed variant giving it
+        a type agrees on (None when they disagree or none types it); a function never called
+        is typed from its own declarations and constants."""
+        key = (f.domain, f.name)
+        found = self._body_types.get(key)
+        if found is None:
+            variants = self.function_variants(f)
+            if not variants:
+                variants = [((), untyped_body(self.model, self.source, f))]
+            found = self._body_types[key] = {}
+            clash: set[str] = set()
+            for _, types in variants:
+                for v, t in types.items():
+                    if t and found.setdefault(v, t) != t:
+                        clash.add(v)
+            for v in clash:
+                del found[v]
+        return found.get(name)
 
     def enter_function(self, f: onnx.FunctionProto | None, types: dict[str, int] | None
                        ) -> None:
