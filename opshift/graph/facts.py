@@ -130,12 +130,15 @@ class Facts:
 
     While a model-local function is planned, :meth:`enter_function` makes type and shape
     lookups answer for that function's body (its names are its own). ``inferred``: the
-    model as onnx shape inference annotated it, when the caller already ran it.
+    model as onnx shape inference annotated it, when the caller already ran it. ``types``:
+    element types of graph values the caller's own walk already propagated by the same
+    rules (:class:`opshift.validate.Census`), asked first.
     """
 
     def __init__(self, model: onnx.ModelProto, source: int | None = None,
-                 inferred: onnx.ModelProto | None = None):
+                 inferred: onnx.ModelProto | None = None, types: dict[str, int] | None = None):
         self.model = model
+        self._known = types or None
         self.source = source if source is not None else (opsets.opset_of(model) or 0)
         self._scopes: list[Scope] | None = None
         self._types: dict[str, int] | None = None
@@ -185,6 +188,10 @@ class Facts:
             return t
         if self.local is not None:
             return self.local.get(name) or None
+        if self._known is not None:
+            t = self._known.get(name)
+            if t:
+                return t
         t = self.propagated().get(name)
         if t:
             return t

@@ -128,7 +128,7 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     if not any(w.sites for w in work):
         return result
     names = Names.from_used(census.names)
-    facts = Facts(model)
+    facts = Facts(model, types=census.types)
     forms: dict[tuple, Form] = {}
     # Deepest scopes first: a graph's new node list holds copies of its nodes, so a subgraph
     # is edited before the graph that holds it; the main graph (work[0]) comes last.
