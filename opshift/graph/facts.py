@@ -4,8 +4,8 @@ One :class:`Facts` object answers, for the model as it was given (rewrites plan 
 before anything is written):
 
 * element types: declared, then propagated through each node's schema (model-local
-  functions once per tuple of call-site input types); onnx shape inference as the last
-  resort;
+  functions once per tuple of call-site input types; a body value's type is the one every
+  typed call agrees on); onnx shape inference as the last resort (for call sites too);
 * shapes and ranks (symbolic dims kept): declared shapes, constants and onnx shape
   inference -- run at most once, on a copy, only when some shape is asked for -- completed
   by each op's own rules (:mod:`.shape_rules`: Gemm's output is 2-D whatever onnx can
@@ -18,6 +18,7 @@ before anything is written):
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -39,9 +40,11 @@ from .element_types import (
     uniform_types,
     untyped_body,
 )
+from .inferred import Inferred
 from .names import Names
-from .scopes import Scope, constant_tensor, held_tensor, iter_scopes, subgraphs
-from .shape_rules import RULES, ShapeWalk
+from .scopes import Scope, constant_tensor, held_tensor, iter_scopes
+from .shape_rules import RULES
+from .shape_walk import ShapeWalk
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,69 +58,17 @@ class Constant:
     editable: bool
 
 
-def _dims(tt) -> tuple:
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                 for d in tt.shape.dim)
-
-
-class Inferred:
-    """Element types and shapes (ints, symbolic names, or None) from one run of onnx shape
-    inference on a copy, for the main graph, subgraphs and function value_info; what
-    inference cannot say is absent. Indexed once; each answer is read from the protobuf
-    when first asked for (a big model has a value_info per node)."""
-
-    def __init__(self, model: onnx.ModelProto, annotated: onnx.ModelProto | None = None):
-        m = annotated
-        if m is None:
-            m = onnx.ModelProto()
-            m.CopyFrom(model)
-            try:
-                m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
-            except Exception:  # best effort: what inference cannot say stays unknown
-                m = model
-        self._model = m  # the index points into it
-        #: name -> the ValueInfoProto or TensorProto that says it (the last one wins)
-        self._src: dict[str, object] = {}
-        self._graph(m.graph)
-        for f in m.functions:
-            self._src.update((vi.name, vi) for vi in getattr(f, "value_info", ()))
-
-    def _graph(self, g: onnx.GraphProto) -> None:
-        for vis in (g.input, g.output, g.value_info):
-            self._src.update((vi.name, vi) for vi in vis)
-        self._src.update((t.name, t) for t in g.initializer)
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                self._graph(sg)
-            if n.op_type == "Constant":
-                c = constant_tensor(n)
-                if c is not None:
-                    self._src[n.output[0]] = c
-
-    def elem_type(self, name: str) -> int | None:
-        src = self._src.get(name)
-        if isinstance(src, onnx.TensorProto):
-            return src.data_type or None
-        if src is None or not src.type.HasField("tensor_type"):
-            return None
-        return src.type.tensor_type.elem_type or None
-
-    def shape(self, name: str) -> tuple | None:
-        src = self._src.get(name)
-        if isinstance(src, onnx.TensorProto):
-            return tuple(src.dims)
-        if src is None or not src.type.HasField("tensor_type"):
-            return None
-        tt = src.type.tensor_type
-        return _dims(tt) if tt.HasField("shape") else None
-
-    def shapes(self) -> dict[str, tuple]:
-        out = {}
-        for name in self._src:
-            s = self.shape(name)
-            if s is not None:
-                out[name] = s
-        return out
+def _agreed(variants) -> dict[str, int]:
+    """Value -> the element type every variant that types it agrees on."""
+    found: dict[str, int] = {}
+    clash: set[str] = set()
+    for _, types in variants:
+        for v, t in types.items():
+            if t and found.setdefault(v, t) != t:
+                clash.add(v)
+    for v in clash:
+        del found[v]
+    return found
 
 
 def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | str | None, ...]]:
@@ -132,18 +83,23 @@ class Facts:
     lookups answer for that function's body (its names are its own). ``inferred``: the
     model as onnx shape inference annotated it, when the caller already ran it. ``types``:
     element types of graph values the caller's own walk already propagated by the same
-    rules (:class:`opshift.validate.Census`), asked first.
+    rules (:class:`opshift.validate.Census`), asked first. ``base_dir``: the model's folder.
     """
 
     def __init__(self, model: onnx.ModelProto, source: int | None = None,
-                 inferred: onnx.ModelProto | None = None, types: dict[str, int] | None = None):
+                 inferred: onnx.ModelProto | None = None, types: dict[str, int] | None = None,
+                 base_dir: str | os.PathLike | None = None):
         self.model = model
+        #: the model's folder, where its external data is
+        self.base_dir = base_dir
         self._known = types or None
         self.source = source if source is not None else (opsets.opset_of(model) or 0)
         self._scopes: list[Scope] | None = None
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
         self._body_types: dict[tuple[str, str], dict[str, int]] = {}
+        self._body_inferred: set[tuple[str, str]] = set()
+        self._inferred_variants: dict | None = None
         self._annotated = inferred
         self._inferred: Inferred | None = None
         #: rule shapes per root: None for the main graph, else the function's id
@@ -222,15 +178,18 @@ class Facts:
             variants = self.function_variants(f)
             if not variants:
                 variants = [((), untyped_body(self.model, self.source, f))]
-            found = self._body_types[key] = {}
-            clash: set[str] = set()
-            for _, types in variants:
-                for v, t in types.items():
-                    if t and found.setdefault(v, t) != t:
-                        clash.add(v)
-            for v in clash:
-                del found[v]
-        return found.get(name)
+            found = self._body_types[key] = _agreed(variants)
+        t = found.get(name)
+        if t is None and key not in self._body_inferred:
+            # call sites only onnx's inference types: their variants fill what is missing
+            self._body_inferred.add(key)
+            if self._inferred_variants is None:
+                _, self._inferred_variants = declared_and_propagated(
+                    self.model, self.source, self._infer().elem_types())
+            more = _agreed(self._inferred_variants.get(key, []))
+            found.update((v, t) for v, t in more.items() if v not in found)
+            t = found.get(name)
+        return t
 
     def enter_function(self, f: onnx.FunctionProto | None, types: dict[str, int] | None
                        ) -> None:

@@ -5,10 +5,8 @@ version in force, its inputs' shapes and small constants -- and returns the shap
 node's first output: a tuple of dims (an int, a symbolic name, or None for a dim it cannot be
 sure of), or None when even the rank is unknown. A rule says only what the op's definition
 fixes: ``Gemm`` is 2-D whatever its inputs, ``Flatten`` too, ``Reshape`` has as many dims as
-its shape has entries. :class:`ShapeWalk` applies the rules backwards from the value asked
-for, each value at most once, stopping where another source (declared shapes, constants,
-onnx shape inference) already knows every dim; :func:`merge` takes the more informative of
-two answers and never contradicts the first.
+its shape has entries. :func:`merge` takes the more informative of two answers and never
+contradicts the first; :class:`~opshift.graph.shape_walk.ShapeWalk` applies the rules.
 """
 
 from __future__ import annotations
@@ -386,46 +384,3 @@ def output_shape(node: onnx.NodeProto, version: int, shape_of, const_of) -> Shap
         return fn(Ask(node, version, shape_of, const_of))
     except (IndexError, TypeError, ValueError, StopIteration):
         return None  # a malformed node: what the rule reads does not fit the definition
-
-
-class ShapeWalk:
-    """Rule shapes merged into ``base`` shapes, for the values of one root (a graph with its
-    subgraphs, or a function body), each value worked out at most once; a value whose
-    base shape has every dim (an int or a name) is taken as it is.
-
-    ``base(name)``: what other sources say; ``producer(name)``: (node, its op's version,
-    constant lookup for its scope) for a value that is a node's first output.
-    """
-
-    def __init__(self, base: Callable[[str], Shape | None],
-                 producer: Callable[[str], tuple[onnx.NodeProto, int, Callable] | None]):
-        self._base = base
-        self._producer = producer
-        self._memo: dict[str, Shape | None] = {}
-
-    def shape(self, name: str) -> Shape | None:
-        memo = self._memo
-        if name in memo:
-            return memo[name]
-        stack, opened = [name], set()
-        while stack:
-            v = stack[-1]
-            if v in memo:
-                stack.pop()
-                continue
-            base = self._base(v)
-            p = None if known(base) else self._producer(v)
-            if p is None:
-                memo[v] = base
-                stack.pop()
-                continue
-            node, version, const_of = p
-            if v not in opened:  # first visit: the inputs first (a cycle is cut here)
-                opened.add(v)
-                todo = [i for i in node.input if i and i not in memo]
-                if todo:
-                    stack.extend(todo)
-                    continue
-            memo[v] = merge(base, output_shape(node, version, memo.get, const_of))
-            stack.pop()
-        return memo[name]

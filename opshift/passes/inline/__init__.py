@@ -128,7 +128,7 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     if not any(w.sites for w in work):
         return result
     names = Names.from_used(census.names)
-    facts = Facts(model, types=census.types)
+    facts = Facts(model, types=census.types, base_dir=base_dir)
     forms: dict[tuple, Form] = {}
     # Deepest scopes first: a graph's new node list holds copies of its nodes, so a subgraph
     # is edited before the graph that holds it; the main graph (work[0]) comes last.
@@ -136,13 +136,13 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
         opset = w.opsets.get("")
         if w.sites and opset is not None:
             _inline_scope(w, opset, names, facts, forms, result, keep_before,
-                          allow_nonfinite_slope, base_dir)
+                          allow_nonfinite_slope)
     return result
 
 
 def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[tuple, Form],
                   result: InlineResult, keep_before: bool,
-                  allow_nonfinite_slope: bool = False, base_dir=None) -> None:
+                  allow_nonfinite_slope: bool = False) -> None:
     """Replace the sites of one scope. First every site's replacement is chosen (and refused,
     ConversionError, before anything changes); then the scope's node list is emptied and
     refilled, the kept nodes copied back (a node removed from a list stays readable) and
@@ -177,7 +177,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             if consts is None and op == "PRelu":
                 consts = _scope_constants(w)
             how, note = _legacy(w, node, op, version, opset, et, base, names, facts, consts,
-                                allow_nonfinite_slope, base_dir)
+                                allow_nonfinite_slope)
         chosen.append((i, node, op, version, base, ins[0], outs[0],
                        ins[1] if op == "PRelu" else None, how, note))
     if not chosen:
@@ -210,8 +210,8 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
 
 def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, et: int,
             base: str, names: Names, facts: Facts,
-            consts: dict[str, onnx.TensorProto] | None, allow_nonfinite_slope: bool,
-            base_dir) -> tuple[list[onnx.NodeProto], str]:
+            consts: dict[str, onnx.TensorProto] | None, allow_nonfinite_slope: bool
+            ) -> tuple[list[onnx.NodeProto], str]:
     """A node's replacement in the legacy band (opsets 1..8), where a PRelu's decomposition
     also depends on its slope's value and shape and on X's shape; and the note
     :func:`.decompose.decompose` made of it ("" for none)."""
@@ -220,7 +220,7 @@ def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, e
     if op == "PRelu":
         t = consts.get(node.input[1])
         if t is not None:
-            site.slope_value = tensor_array(t, base_dir)
+            site.slope_value = tensor_array(t, facts.base_dir)
             site.slope_shape = tuple(site.slope_value.shape)
         if opset <= 6:
             site.x_shape = facts.shape(node.input[0])
