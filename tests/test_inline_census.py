@@ -266,7 +266,7 @@ def test_census_types_agree_with_forward_propagation(name):
     """Below opset 15 the census's walk propagates element types (opshift.typerules); every
     type it gives is the one inline's whole-model propagation gives, and it types every
     activation's X in the bundled models."""
-    from opshift.passes.inline.facts import Facts
+    from opshift.graph.facts import Facts
 
     for opset, m in bundled_at_every_opset(name):
         if opset >= 15:

@@ -240,15 +240,24 @@ class Propagation:
                 types[o] = t
 
 
-def declared_and_propagated(model: onnx.ModelProto, source: int
+def declared_and_propagated(model: onnx.ModelProto, source: int,
+                            seed: dict[str, int] | None = None
                             ) -> tuple[dict[str, int], dict[FunctionKey, list[Variant]]]:
     """The main graph's (and its subgraphs') types, and each function's typed variants (one
     per distinct tuple of input types its call sites pass; none for a function never called
-    from the model)."""
+    from the model). ``seed``: types known before (onnx's inference), which declarations
+    and propagation override."""
     p = Propagation(model, source)
-    types: dict[str, int] = {}
+    types: dict[str, int] = dict(seed or {})
     p.graph(model.graph, types, source)
     return types, {key: list(v.items()) for key, v in p.variants.items()}
+
+
+def untyped_body(model: onnx.ModelProto, source: int, f: onnx.FunctionProto
+                 ) -> dict[str, int]:
+    """The types of ``f``'s body with its inputs untyped: from its value_info, constants
+    and the nodes they feed."""
+    return Propagation(model, source).function((f.domain, f.name), (0,) * len(f.input))
 
 
 @functools.cache

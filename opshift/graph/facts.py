@@ -4,11 +4,13 @@ One :class:`Facts` object answers, for the model as it was given (rewrites plan 
 before anything is written):
 
 * element types: declared, then propagated through each node's schema (model-local
-  functions once per tuple of call-site input types); onnx shape inference as the last
-  resort;
-* shapes and ranks (symbolic dims kept): declared shapes, constants, then onnx shape
+  functions once per tuple of call-site input types; a body value's type is the one every
+  typed call agrees on); onnx shape inference as the last resort (for call sites too);
+* shapes and ranks (symbolic dims kept): declared shapes, constants and onnx shape
   inference -- run at most once, on a copy, only when a shape is asked for that the main
-  graph does not declare in full;
+  graph does not declare in full -- completed
+  by each op's own rules (:mod:`.shape_rules`: Gemm's output is 2-D whatever onnx can
+  infer), worked out backwards from the value asked for, each value at most once;
 * constants per scope (initializers that cannot be fed, Constant nodes), seen from nested
   subgraphs too;
 * use counts per root (the main graph with its subgraphs, or a function);
@@ -17,6 +19,7 @@ before anything is written):
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from itertools import chain
 import onnx
 
 from .. import opsets
+from ..external import plain_array
 from .declared import Declared
 from .element_types import (
     ALL_TYPES,
@@ -36,9 +40,13 @@ from .element_types import (
     rule_type,
     take_value_infos,
     uniform_types,
+    untyped_body,
 )
+from .inferred import Inferred
 from .names import Names
-from .scopes import Scope, constant_tensor, held_tensor, iter_scopes, subgraphs
+from .scopes import Scope, constant_tensor, held_tensor, iter_scopes
+from .shape_rules import RULES
+from .shape_walk import ShapeWalk
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,67 +60,17 @@ class Constant:
     editable: bool
 
 
-def _dims(tt) -> tuple:
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                 for d in tt.shape.dim)
-
-
-class Inferred:
-    """Element types and shapes (ints, symbolic names, or None) from one run of onnx shape
-    inference on a copy, for the main graph, subgraphs and function value_info; what
-    inference cannot say is absent. Indexed once; each answer is read from the protobuf
-    when first asked for (a big model has a value_info per node)."""
-
-    def __init__(self, model: onnx.ModelProto):
-        m = onnx.ModelProto()
-        m.CopyFrom(model)
-        try:
-            m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
-        except Exception:  # best effort: what inference cannot say stays unknown
-            m = model
-        self._model = m  # the index points into it
-        #: name -> the ValueInfoProto or TensorProto that says it (the last one wins)
-        self._src: dict[str, object] = {}
-        self._graph(m.graph)
-        for f in m.functions:
-            self._src.update((vi.name, vi) for vi in getattr(f, "value_info", ()))
-
-    def _graph(self, g: onnx.GraphProto) -> None:
-        for vis in (g.input, g.output, g.value_info):
-            self._src.update((vi.name, vi) for vi in vis)
-        self._src.update((t.name, t) for t in g.initializer)
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                self._graph(sg)
-            if n.op_type == "Constant":
-                c = constant_tensor(n)
-                if c is not None:
-                    self._src[n.output[0]] = c
-
-    def elem_type(self, name: str) -> int | None:
-        src = self._src.get(name)
-        if isinstance(src, onnx.TensorProto):
-            return src.data_type or None
-        if src is None or not src.type.HasField("tensor_type"):
-            return None
-        return src.type.tensor_type.elem_type or None
-
-    def shape(self, name: str) -> tuple | None:
-        src = self._src.get(name)
-        if isinstance(src, onnx.TensorProto):
-            return tuple(src.dims)
-        if src is None or not src.type.HasField("tensor_type"):
-            return None
-        tt = src.type.tensor_type
-        return _dims(tt) if tt.HasField("shape") else None
-
-    def shapes(self) -> dict[str, tuple]:
-        out = {}
-        for name in self._src:
-            s = self.shape(name)
-            if s is not None:
-                out[name] = s
-        return out
+def _agreed(variants) -> dict[str, int]:
+    """Value -> the element type every variant that types it agrees on."""
+    found: dict[str, int] = {}
+    clash: set[str] = set()
+    for _, types in variants:
+        for v, t in types.items():
+            if t and found.setdefault(v, t) != t:
+                clash.add(v)
+    for v in clash:
+        del found[v]
+    return found
 
 
 def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | str | None, ...]]:
@@ -124,17 +82,32 @@ class Facts:
     """Lazily computed facts about ``model`` (see the module docstring).
 
     While a model-local function is planned, :meth:`enter_function` makes type and shape
-    lookups answer for that function's body (its names are its own).
+    lookups answer for that function's body (its names are its own). ``inferred``: the
+    model as onnx shape inference annotated it, when the caller already ran it. ``types``:
+    element types of graph values the caller's own walk already propagated by the same
+    rules (:class:`opshift.validate.Census`), asked first. ``base_dir``: the model's folder.
     """
 
-    def __init__(self, model: onnx.ModelProto, source: int | None = None):
+    def __init__(self, model: onnx.ModelProto, source: int | None = None,
+                 inferred: onnx.ModelProto | None = None, types: dict[str, int] | None = None,
+                 base_dir: str | os.PathLike | None = None):
         self.model = model
+        #: the model's folder, where its external data is
+        self.base_dir = base_dir
+        self._known = types or None
         self.source = source if source is not None else (opsets.opset_of(model) or 0)
         self._scopes: list[Scope] | None = None
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
+        self._body_types: dict[tuple[str, str], dict[str, int]] = {}
+        self._body_inferred: set[tuple[str, str]] = set()
+        self._inferred_variants: dict | None = None
+        self._annotated = inferred
         self._inferred: Inferred | None = None
         self._declared: Declared | None = None
+        #: rule shapes per root: None for the main graph, else the function's id
+        self._walks: dict[int | None, ShapeWalk] = {}
+        self._function: onnx.FunctionProto | None = None
         self._possible: frozenset[str] | None = None
         self._names: Names | None = None
         self._consts: dict[int, dict[str, Constant]] = {}
@@ -161,15 +134,23 @@ class Facts:
         return self._names
 
     # -- element types
-    def elem_type(self, name: str) -> int | None:
-        """Element type of ``name``: declared or propagated, else from shape inference."""
+    def elem_type(self, name: str, function: onnx.FunctionProto | None = None) -> int | None:
+        """Element type of ``name``: declared or propagated, else from shape inference.
+        With ``function``: of the value ``name`` of that function's body, the type all its
+        typed variants agree on (see :meth:`body_elem_type`)."""
         if not name:
             return None
+        if function is not None:
+            return self.body_elem_type(function, name)
         t = self.extra_types.get(name)
         if t:
             return t
         if self.local is not None:
             return self.local.get(name) or None
+        if self._known is not None:
+            t = self._known.get(name)
+            if t:
+                return t
         t = self.propagated().get(name)
         if t:
             return t
@@ -190,11 +171,35 @@ class Facts:
         self.propagated()
         return self._variants.get((f.domain, f.name), [])
 
+    def body_elem_type(self, f: onnx.FunctionProto, name: str) -> int | None:
+        """The element type of ``name`` in ``f``'s body that every typed variant giving it
+        a type agrees on (None when they disagree or none types it); a function never called
+        is typed from its own declarations and constants."""
+        key = (f.domain, f.name)
+        found = self._body_types.get(key)
+        if found is None:
+            variants = self.function_variants(f)
+            if not variants:
+                variants = [((), untyped_body(self.model, self.source, f))]
+            found = self._body_types[key] = _agreed(variants)
+        t = found.get(name)
+        if t is None and key not in self._body_inferred:
+            # call sites only onnx's inference types: their variants fill what is missing
+            self._body_inferred.add(key)
+            if self._inferred_variants is None:
+                _, self._inferred_variants = declared_and_propagated(
+                    self.model, self.source, self._infer().elem_types())
+            more = _agreed(self._inferred_variants.get(key, []))
+            found.update((v, t) for v, t in more.items() if v not in found)
+            t = found.get(name)
+        return t
+
     def enter_function(self, f: onnx.FunctionProto | None, types: dict[str, int] | None
                        ) -> None:
         """Answer for the body of ``f`` with ``types`` (None, None: for the model again)."""
         self.local = types
         self.local_shapes = {}
+        self._function = f
         if f is not None:
             take_value_infos(getattr(f, "value_info", ()), {}, self.local_shapes)
 
@@ -237,9 +242,8 @@ class Facts:
         if s is not None:
             return s
         if self.local is not None:
-            return self.local_shapes.get(name)
-        s = self._declared_static(name)
-        return s if s is not None else self._infer().shape(name)
+            return self._walk(self._function).shape(name)
+        return self._walk(None).shape(name)
 
     def _declared_static(self, name: str) -> tuple[int, ...] | None:
         """A shape of ints the main graph declares for ``name``: inference can add nothing
@@ -250,8 +254,54 @@ class Facts:
 
     def _infer(self) -> Inferred:
         if self._inferred is None:
-            self._inferred = Inferred(self.model)
+            self._inferred = Inferred(self.model, self._annotated)
         return self._inferred
+
+    def _walk(self, f: onnx.FunctionProto | None) -> ShapeWalk:
+        """The shape rules for the main graph (with its subgraphs) or for ``f``'s body, over
+        the shapes other sources give; the producers are indexed when first needed."""
+        key = None if f is None else id(f)
+        walk = self._walks.get(key)
+        if walk is not None:
+            return walk
+        producers: dict[str, tuple] | None = None
+
+        def producer(name: str):
+            nonlocal producers
+            if producers is None:
+                producers = {}
+                for sc in self.scopes():
+                    if sc.root.function is f:
+                        source = self.source if f is None else (sc.opset or 0)
+                        for n in sc.nodes:
+                            if n.output and n.output[0]:
+                                producers[n.output[0]] = (n, sc, source)
+            found = producers.get(name)
+            if found is None or found[0].op_type not in RULES:
+                return None
+            n, sc, source = found
+            version = (opsets.since_version(n.op_type, source)
+                       if opsets.normalize_domain(n.domain) == "" else None)
+            if version is None:
+                return None
+            return n, version, lambda v: self._small_int_constant(sc, v)
+
+        if f is None:
+            def base(name: str) -> tuple | None:
+                s = self._declared_static(name)
+                return s if s is not None else self._infer().shape(name)
+        else:
+            def base(name: str) -> tuple | None:
+                return self.local_shapes.get(name)
+        walk = self._walks[key] = ShapeWalk(base, producer)
+        return walk
+
+    def _small_int_constant(self, scope: Scope, name: str):
+        """The value of constant ``name`` when it is small and in memory (a shape, axes)."""
+        c = self.constant(scope, name)
+        if c is None or len(c.tensor.dims) > 1 or sum(c.tensor.dims) > 64:
+            return None
+        return plain_array(c.tensor)
 
     # -- constants
     def constant(self, scope: Scope, name: str) -> Constant | None:

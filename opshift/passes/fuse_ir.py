@@ -259,8 +259,10 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
                _unused_out: Unused | None = None) -> FuseResult:
     """:func:`fuse_ir` on ``ir_model`` with the types onnx shape inference finds for
     ``proto`` (the same model as a ModelProto): value types of the main graph and its
-    subgraphs, and of function bodies from their call sites. Nothing inferred is written into
-    ``ir_model``."""
+    subgraphs, and of function bodies from their call sites; shapes of the main graph and
+    its subgraphs from :class:`~opshift.graph.facts.Facts` (inference completed by each op's
+    rules). Nothing inferred is written into ``ir_model``."""
+    from ..graph.facts import Facts
     from ..rewriters._values import INFERRED_TYPES
 
     types: dict[str, onnx.TypeProto] = {}
@@ -270,7 +272,8 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
         graph_types(inferred.graph, types)
     typed = (annotate_functions(ir_model, function_types(inferred))
              if proto.functions else None)
-    token = INFERRED_TYPES.set((types, function_graphs(ir_model)))
+    facts = Facts(proto, inferred=inferred)
+    token = INFERRED_TYPES.set((types, function_graphs(ir_model), facts.shape))
     try:
         return fuse_ir(ir_model, allow_rounding=allow_rounding,
                        capture_regions=capture_regions, only=only, _unused_out=_unused_out)

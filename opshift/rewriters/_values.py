@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ import onnx
 import onnx_ir as ir
 
 from ..external import plain_array
+from ..graph.shape_rules import merge
 from ..opsets import allowed_types, since_version, tensor_type_name
 
 #: True while matching in a model whose IR version is < 4 (set by the rules' checks).
@@ -259,22 +261,25 @@ def ref_attr(value: ir.Value | None) -> tuple[str, tuple[ir.Node, ...]] | None:
 
 
 #: (value name -> inferred onnx.TypeProto, ids of the graphs it does NOT describe: function
-#: bodies) for values whose IR carries no type. Set by opshift.passes.fuse from onnx shape
-#: inference of the main graph and its subgraphs, so that the inferred value_info need not be
+#: bodies, value name -> shape) for values whose IR carries no type or an incomplete shape.
+#: Set by opshift.passes.fuse from onnx shape inference of the main graph and its subgraphs
+#: (shapes completed by opshift.graph.facts), so that the inferred value_info need not be
 #: deserialized into the IR.
-INFERRED_TYPES: contextvars.ContextVar[tuple[dict, set[int]] | None] = contextvars.ContextVar(
-    "opshift_inferred_types", default=None)
+INFERRED_TYPES: contextvars.ContextVar[tuple[dict, set[int], Callable] | None] = \
+    contextvars.ContextVar("opshift_inferred_types", default=None)
 
 
 def _inferred(value: ir.Value):
+    """(the inferred TypeProto or None, the shape lookup) for ``value``, None where the
+    table does not describe it."""
     entry = INFERRED_TYPES.get()
     if entry is None or not value.name:
         return None
-    table, excluded = entry
+    table, excluded, shapes = entry
     g = value.graph
     if g is None or id(g) in excluded:
         return None
-    return table.get(value.name)
+    return table.get(value.name), shapes
 
 
 _DATA_TYPES = {int(t): t for t in ir.DataType}  # the enum's call costs ~1 us
@@ -284,7 +289,8 @@ def dtype_of(value: ir.Value | None) -> ir.DataType | None:
     if value is None:
         return None
     if value.type is None:
-        t = _inferred(value)
+        found = _inferred(value)
+        t = found[0] if found is not None else None
         if t is None or not t.HasField("tensor_type") or not t.tensor_type.elem_type:
             return None
         elem = t.tensor_type.elem_type
@@ -299,19 +305,14 @@ def shape_of(value: ir.Value | None) -> tuple[int | str | None, ...] | None:
     """Static shape with ints for known dims, names for symbolic ones, None for unknown."""
     if value is None:
         return None
-    if value.shape is None:
-        t = _inferred(value)
-        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-            return None
-        return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                     for d in t.tensor_type.shape.dim)
-    out: list[int | str | None] = []
-    for d in value.shape:
-        if isinstance(d, int):
-            out.append(d)
-        else:
-            out.append(getattr(d, "value", None))
-    return tuple(out)
+    own: tuple | None = None
+    if value.shape is not None:
+        own = tuple(d if isinstance(d, int) else getattr(d, "value", None)
+                    for d in value.shape)
+        if None not in own:
+            return own
+    found = _inferred(value)
+    return merge(own, found[1](value.name)) if found is not None else own
 
 
 def graph_opset(context) -> int:

@@ -4,8 +4,9 @@
 If/Loop/Scan subgraphs, model-local functions): each node to inline is replaced by the nodes
 of its template (:mod:`.templates`), chosen per node by :mod:`.decompose` from the opset in
 force in its scope; every other node stays as it is. Model-local functions are inlined
-first when asked (:mod:`.functions`). :mod:`.facts` gives the element types and shapes a
-node's decomposition needs; :mod:`.verify` checks the replacements (``inline --verify``).
+first when asked (:mod:`.functions`). The model's :class:`~opshift.graph.facts.Facts` give
+the element types and shapes a node's decomposition needs; :mod:`.verify` checks the
+replacements (``inline --verify``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import onnx
 from ... import opsets, progress, validate
 from ...errors import OpshiftError
 from ...external import tensor_array
+from ...graph.facts import Facts
 from ...graph.names import Names
 from ...modelio import ModelLike, from_proto, to_proto
 from ...opsets import normalize_domain
 from ..ir_pass import lazy_attribute, run_as_ir_pass
 from . import decompose as dec
-from .facts import Facts
 from .functions import inline_functions
 from .result import InlinedNode, InlineResult
 from .templates import FUNCTION, LEGACY, OPS, Form, band, form
@@ -127,7 +128,7 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     if not any(w.sites for w in work):
         return result
     names = Names.from_used(census.names)
-    facts = Facts(model, census, base_dir)
+    facts = Facts(model, types=census.types, base_dir=base_dir)
     forms: dict[tuple, Form] = {}
     todo = [w for w in work if w.sites and w.opsets.get("") is not None]
     with progress.stage("inline", sum(len(w.sites) for w in todo), "nodes"):
@@ -167,7 +168,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             continue
         base = name or f"{op.lower()}_{i}"
         # (the function band's CastLike body needs X's type only where 16 bits need Casts)
-        et = 0 if function_band and op == "PRelu" else facts.elem_type(ins[0], w.function)
+        et = 0 if function_band and op == "PRelu" else facts.elem_type(ins[0], w.function) or 0
         if b != LEGACY:
             attrs = node.attribute
             key = (b, op, version, et, *[(a.name, a.f, a.ref_attr_name) for a in attrs]) \

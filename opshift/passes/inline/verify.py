@@ -6,9 +6,9 @@ from __future__ import annotations
 import onnx
 
 from ...errors import OpshiftError
+from ...graph.facts import Facts
 from ...graph.scopes import subgraphs
 from ...opsets import normalize_domain
-from .facts import Facts
 from .result import InlineResult
 
 

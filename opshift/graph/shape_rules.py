@@ -1,0 +1,386 @@
+"""Output shapes by each op's own definition, and the walk that applies them lazily.
+
+A rule (one per op, in :data:`RULES`) receives an :class:`Ask` -- the node, the op's schema
+version in force, its inputs' shapes and small constants -- and returns the shape of the
+node's first output: a tuple of dims (an int, a symbolic name, or None for a dim it cannot be
+sure of), or None when even the rank is unknown. A rule says only what the op's definition
+fixes: ``Gemm`` is 2-D whatever its inputs, ``Flatten`` too, ``Reshape`` has as many dims as
+its shape has entries. :func:`merge` takes the more informative of two answers and never
+contradicts the first; :class:`~opshift.graph.shape_walk.ShapeWalk` applies the rules.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper
+
+Dim = int | str | None
+Shape = tuple[Dim, ...]
+Rule = Callable[["Ask"], Shape | None]
+
+#: op -> rule, for default-domain ops
+RULES: dict[str, Rule] = {}
+
+
+def rule(*ops: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for op in ops:
+            RULES[op] = fn
+        return fn
+    return register
+
+
+@dataclass(slots=True)
+class Ask:
+    """What a rule reads: ``node`` at schema ``version``; ``shape_of`` and ``const_of`` answer
+    for value names (a constant: its array, None when computed or not loaded)."""
+
+    node: onnx.NodeProto
+    version: int
+    shape_of: Callable[[str], Shape | None]
+    const_of: Callable[[str], np.ndarray | None]
+
+    def attr(self, name: str, default=None):
+        for a in self.node.attribute:
+            if a.name == name:
+                return helper.get_attribute_value(a)
+        return default
+
+    def shape(self, i: int) -> Shape | None:
+        ins = self.node.input
+        return self.shape_of(ins[i]) if i < len(ins) and ins[i] else None
+
+    def ints(self, i: int, attr: str | None = None) -> list[int] | None:
+        """Integers from attribute ``attr`` if the node has it, else from constant input ``i``
+        (None when that input is computed, [] when there is neither)."""
+        v = self.attr(attr) if attr else None
+        if v is not None:
+            return [int(a) for a in v]
+        ins = self.node.input
+        if i >= len(ins) or not ins[i]:
+            return []
+        c = self.const_of(ins[i])
+        return None if c is None else [int(a) for a in np.asarray(c).ravel()]
+
+
+def merge(a: Shape | None, b: Shape | None) -> Shape | None:
+    """``a`` with each dim it does not know taken from ``b`` (an int over a name over None);
+    ``a`` as it is where the two disagree on the rank or on a known dim."""
+    if a is None:
+        return b
+    if b is None or len(a) != len(b):
+        return a
+    return tuple(x if isinstance(x, int) or (x is not None and not isinstance(y, int))
+                 else y for x, y in zip(a, b))
+
+
+def complete(s: Shape | None) -> bool:
+    """Every dim an int."""
+    return s is not None and all(isinstance(d, int) for d in s)
+
+
+def known(s: Shape | None) -> bool:
+    """Every dim an int or a name (what the rules add is for dims nothing else knows)."""
+    return s is not None and None not in s
+
+
+def _axis(axis: int, rank: int) -> int | None:
+    a = axis + rank if axis < 0 else axis
+    return a if 0 <= a < rank else None
+
+
+def _broadcast_dim(dims: list[Dim]) -> Dim:
+    """numpy's rule: a dim other than 1 wins; a name only when no other name or None is
+    there (a name or None may stand for 1)."""
+    ints = {d for d in dims if isinstance(d, int) and d != 1}
+    if ints:
+        return ints.pop() if len(ints) == 1 else None
+    others = {d for d in dims if not isinstance(d, int)}
+    if not others:
+        return 1
+    return others.pop() if len(others) == 1 and None not in others else None
+
+
+def broadcast(shapes: list[Shape | None]) -> Shape | None:
+    """The multidirectional (numpy) broadcast of ``shapes``."""
+    if not shapes or any(s is None for s in shapes):
+        return None
+    r = max(len(s) for s in shapes)
+    return tuple(_broadcast_dim([s[k - r + len(s)] for s in shapes if k - r + len(s) >= 0])
+                 for k in range(r))
+
+
+def _same(shapes: list[Shape | None]) -> Shape | None:
+    """Inputs that must have one shape: what any of them says."""
+    out = None
+    for s in shapes:
+        out = merge(out, s)
+    return out
+
+
+def _product(dims) -> Dim:
+    """The product of ``dims``: an int when all are, the one name when it is alone among
+    1s."""
+    rest = [d for d in dims if d != 1]
+    if not rest:
+        return 1
+    if all(isinstance(d, int) for d in rest):
+        return int(np.prod(rest, dtype=np.int64))
+    if 0 in rest:
+        return 0
+    return rest[0] if len(rest) == 1 else None
+
+
+def _quotient(total: Shape, part: list[Dim]) -> Dim:
+    """prod(total) / prod(part) where names cancel; None if it cannot be told."""
+    if any(d is None for d in (*total, *part)):
+        return None
+    names = Counter(d for d in total if isinstance(d, str))
+    names.subtract(d for d in part if isinstance(d, str))
+    if any(v < 0 for v in names.values()):
+        return None
+    num = int(np.prod([d for d in total if isinstance(d, int)], dtype=np.int64))
+    den = int(np.prod([d for d in part if isinstance(d, int)], dtype=np.int64))
+    if den == 0 or num % den:
+        return None
+    left = [n for n, v in names.items() for _ in range(v)]
+    if not left:
+        return num // den
+    return left[0] if len(left) == 1 and num == den else None
+
+
+_UNARY = (
+    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BatchNormalization",
+    "BitwiseNot", "Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "Dropout", "Elu",
+    "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish", "Hardmax", "Identity",
+    "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu", "Log",
+    "LogSoftmax", "LpNormalization", "LRN", "MeanVarianceNormalization", "Mish", "Neg", "Not",
+    "PRelu", "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh",
+    "Softmax", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu",
+)
+
+
+@rule(*_UNARY)
+def _like_input(a: Ask) -> Shape | None:
+    # PRelu: the slope broadcasts to X (unidirectionally); normalizations: output 0 is X's
+    return a.shape(0)
+
+
+_LEGACY_BROADCAST = (  # a ``broadcast`` attribute before version 7
+    "Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less",
+)
+
+
+@rule(*_LEGACY_BROADCAST, "BitShift", "Mod", "GreaterOrEqual", "LessOrEqual", "Where")
+def _binary(a: Ask) -> Shape | None:
+    shapes = [a.shape(i) for i in range(len(a.node.input))]
+    if a.node.op_type in _LEGACY_BROADCAST and a.version < 7:
+        if a.attr("broadcast", 0):
+            return shapes[0]  # B broadcasts to A
+        return _same(shapes)
+    return broadcast(shapes)
+
+
+@rule("Max", "Min", "Sum", "Mean")
+def _variadic(a: Ask) -> Shape | None:
+    shapes = [a.shape(i) for i in range(len(a.node.input))]
+    return _same(shapes) if a.version < 8 else broadcast(shapes)
+
+
+@rule("Gemm")
+def _gemm(a: Ask) -> Shape:
+    sa, sb, sc = a.shape(0), a.shape(1), a.shape(2)
+    m = sa[1 if a.attr("transA", 0) else 0] if sa is not None and len(sa) == 2 else None
+    n = sb[0 if a.attr("transB", 0) else 1] if sb is not None and len(sb) == 2 else None
+    out = [m, n]
+    if sc is not None and len(sc) <= 2:  # C broadcasts to (M, N): a dim other than 1 is it
+        for k, d in zip(range(2 - len(sc), 2), sc):
+            if isinstance(d, int) and d != 1 and out[k] is None:
+                out[k] = d
+    return tuple(out)
+
+
+@rule("MatMul")
+def _matmul(a: Ask) -> Shape | None:
+    sa, sb = a.shape(0), a.shape(1)
+    if not sa or not sb:
+        return None
+    xa = (1, *sa) if len(sa) == 1 else sa
+    xb = (*sb, 1) if len(sb) == 1 else sb
+    batch = broadcast([xa[:-2], xb[:-2]]) or ()
+    return (*batch, *(() if len(sa) == 1 else (xa[-2],)), *(() if len(sb) == 1 else (xb[-1],)))
+
+
+@rule("Flatten")
+def _flatten(a: Ask) -> Shape | None:
+    axis = a.attr("axis", 1)
+    x = a.shape(0)
+    if x is None:
+        return (1, None) if axis == 0 else (None, None)
+    k = axis + len(x) if axis < 0 else axis
+    if not 0 <= k <= len(x):
+        return None
+    return _product(x[:k]), _product(x[k:])
+
+
+@rule("Reshape")
+def _reshape(a: Ask) -> Shape | None:
+    target = a.attr("shape") if a.version < 5 else a.ints(1)
+    if target is None or (a.version >= 5 and len(a.node.input) < 2):
+        s = a.shape(1)  # a computed shape: as many dims as it has entries
+        return (None,) * s[0] if s is not None and len(s) == 1 and isinstance(s[0], int) \
+            else None
+    target = [int(d) for d in target]
+    if target.count(-1) > 1:
+        return None
+    x = a.shape(0)
+    zero_copies = not (a.version >= 14 and a.attr("allowzero", 0))
+    out: list[Dim] = []
+    for i, d in enumerate(target):
+        if d == 0 and zero_copies:
+            out.append(x[i] if x is not None and i < len(x) else None)
+        else:
+            out.append(d)
+    if -1 in out:
+        k = out.index(-1)
+        out[k] = _quotient(x, out[:k] + out[k + 1:]) if x is not None else None
+    return tuple(out)
+
+
+@rule("Transpose")
+def _transpose(a: Ask) -> Shape | None:
+    x, perm = a.shape(0), a.attr("perm")
+    if perm is None:
+        return None if x is None else tuple(reversed(x))
+    if x is None:
+        return (None,) * len(perm)
+    if sorted(perm) != list(range(len(x))):
+        return None
+    return tuple(x[p] for p in perm)
+
+
+@rule("Squeeze")
+def _squeeze(a: Ask) -> Shape | None:
+    x, axes = a.shape(0), a.ints(1, "axes")
+    if x is None or axes is None:
+        return None
+    if not axes:  # every dim of size 1: known only when every dim is
+        return tuple(d for d in x if d != 1) if complete(x) else None
+    ks = {_axis(k, len(x)) for k in axes}
+    return None if None in ks else tuple(d for i, d in enumerate(x) if i not in ks)
+
+
+@rule("Unsqueeze")
+def _unsqueeze(a: Ask) -> Shape | None:
+    x, axes = a.shape(0), a.ints(1, "axes")
+    if x is None or not axes:
+        return None
+    r = len(x) + len(axes)
+    ks = {_axis(k, r) for k in axes}
+    if None in ks or len(ks) != len(axes):
+        return None
+    rest = iter(x)
+    return tuple(1 if i in ks else next(rest) for i in range(r))
+
+
+@rule("Concat")
+def _concat(a: Ask) -> Shape | None:
+    shapes = [a.shape(i) for i in range(len(a.node.input))]
+    known = [s for s in shapes if s is not None]
+    if not known or any(len(s) != len(known[0]) for s in known):
+        return None
+    k = _axis(a.attr("axis", 1), len(known[0]))
+    if k is None:
+        return None
+    out = list(_same([s[:k] + (None,) + s[k + 1:] for s in known]) or ())
+    along = [s[k] if s is not None else None for s in shapes]
+    out[k] = sum(along) if all(isinstance(d, int) for d in along) else None
+    return tuple(out)
+
+
+@rule("Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "AveragePool", "MaxPool",
+      "LpPool")
+def _window(a: Ask) -> Shape | None:
+    """Rank kept; batch from X, channels from W (or X for pooling); spatial dims unknown."""
+    op = a.node.op_type
+    x = a.shape(0)
+    w = a.shape(3 if op == "QLinearConv" else 1) if "Conv" in op else None
+    rank = len(x) if x is not None else len(w) if w is not None else None
+    if rank is None or rank < 2:
+        return None
+    n = x[0] if x is not None else None
+    if "Conv" not in op:
+        c = x[1] if x is not None else None
+    elif w is None:
+        c = None
+    elif op == "ConvTranspose":
+        c = w[1] * a.attr("group", 1) if isinstance(w[1], int) else None
+    else:
+        c = w[0]
+    return (n, c, *(None,) * (rank - 2))
+
+
+@rule("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def _global_pool(a: Ask) -> Shape | None:
+    x = a.shape(0)
+    return None if x is None or len(x) < 2 else (x[0], x[1], *(1,) * (len(x) - 2))
+
+
+@rule("Shape")
+def _shape(a: Ask) -> Shape:
+    x = a.shape(0)
+    if x is None:
+        return (None,)
+    start, end = a.attr("start", 0), a.attr("end", len(x))
+    lo, hi = (min(max(v + len(x) if v < 0 else v, 0), len(x)) for v in (start, end))
+    return (max(hi - lo, 0),)
+
+
+@rule("Size")
+def _size(a: Ask) -> Shape:
+    return ()
+
+
+@rule("Gather")
+def _gather(a: Ask) -> Shape | None:
+    x, idx = a.shape(0), a.shape(1)
+    if x is None or idx is None:
+        return None
+    k = _axis(a.attr("axis", 0), len(x))
+    return None if k is None else (*x[:k], *idx, *x[k + 1:])
+
+
+@rule("ConstantOfShape")
+def _constant_of_shape(a: Ask) -> Shape | None:
+    dims = a.ints(0)
+    if dims is not None:
+        return tuple(dims)
+    s = a.shape(0)
+    return (None,) * s[0] if s is not None and len(s) == 1 and isinstance(s[0], int) else None
+
+
+@rule("Expand")
+def _expand(a: Ask) -> Shape | None:
+    dims = a.ints(1)
+    if dims is not None:
+        return broadcast([a.shape(0), tuple(dims)])
+    x, s = a.shape(0), a.shape(1)
+    if x is None or s is None or len(s) != 1 or not isinstance(s[0], int):
+        return None
+    return (None,) * max(len(x), s[0])
+
+
+def output_shape(node: onnx.NodeProto, version: int, shape_of, const_of) -> Shape | None:
+    """The shape of ``node``'s first output by its op's rule (None: no rule, or unknown)."""
+    fn = RULES.get(node.op_type)
+    if fn is None:
+        return None
+    try:
+        return fn(Ask(node, version, shape_of, const_of))
+    except (IndexError, TypeError, ValueError, StopIteration):
+        return None  # a malformed node: what the rule reads does not fit the definition

@@ -1,0 +1,54 @@
+"""The shape rules applied lazily: backwards from the value asked for, each value at most
+once, stopping where another source (declared shapes, constants, onnx shape inference)
+already knows every dim (see :mod:`.shape_rules`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx
+
+from .shape_rules import Shape, known, merge, output_shape
+
+
+class ShapeWalk:
+    """Rule shapes merged into ``base`` shapes, for the values of one root (a graph with its
+    subgraphs, or a function body), each value worked out at most once; a value whose
+    base shape has every dim (an int or a name) is taken as it is.
+
+    ``base(name)``: what other sources say; ``producer(name)``: (node, its op's version,
+    constant lookup for its scope) for a value that is a node's first output.
+    """
+
+    def __init__(self, base: Callable[[str], Shape | None],
+                 producer: Callable[[str], tuple[onnx.NodeProto, int, Callable] | None]):
+        self._base = base
+        self._producer = producer
+        self._memo: dict[str, Shape | None] = {}
+
+    def shape(self, name: str) -> Shape | None:
+        memo = self._memo
+        if name in memo:
+            return memo[name]
+        stack, opened = [name], set()
+        while stack:
+            v = stack[-1]
+            if v in memo:
+                stack.pop()
+                continue
+            base = self._base(v)
+            p = None if known(base) else self._producer(v)
+            if p is None:
+                memo[v] = base
+                stack.pop()
+                continue
+            node, version, const_of = p
+            if v not in opened:  # first visit: the inputs first (a cycle is cut here)
+                opened.add(v)
+                todo = [i for i in node.input if i and i not in memo]
+                if todo:
+                    stack.extend(todo)
+                    continue
+            memo[v] = merge(base, output_shape(node, version, memo.get, const_of))
+            stack.pop()
+        return memo[name]

@@ -1,0 +1,254 @@
+"""Shapes and ranks by each op's own rules (opshift.graph.shape_rules) and how Facts uses
+them: symbolic dims kept, unknown dims None, onnx's inference never contradicted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import init, make_model, vi
+from onnx import helper
+
+from opshift.graph.facts import Facts
+from opshift.graph.shape_rules import broadcast, merge, output_shape
+
+
+def shape_by_rule(op: str, shapes: list, version: int = 18, consts: dict | None = None,
+                  **attrs):
+    """The rule's output shape for ``op`` with inputs ``i0, i1, ...`` of ``shapes`` (None:
+    rank unknown) and constant inputs ``consts`` (name -> array)."""
+    names = [f"i{k}" for k in range(len(shapes))]
+    node = helper.make_node(op, names, ["y"], **attrs)
+    table = dict(zip(names, shapes))
+    consts = consts or {}
+    return output_shape(node, version, table.get, lambda n: consts.get(n))
+
+
+@pytest.mark.parametrize("ta,tb,a,b,want", [
+    (0, 0, ("N", 48), (48, 10), ("N", 10)),
+    (0, 1, ("N", 48), (10, 48), ("N", 10)),
+    (1, 0, (48, "N"), (48, 10), ("N", 10)),
+    (0, 1, None, (10, 48), (None, 10)),  # A's rank unknown: still 2-D
+    (0, 0, None, None, (None, None)),
+])
+def test_gemm_is_2d_with_dims_from_a_and_b(ta, tb, a, b, want):
+    assert shape_by_rule("Gemm", [a, b], transA=ta, transB=tb) == want
+
+
+def test_gemm_takes_a_dim_from_c_only_where_c_is_not_1():
+    assert shape_by_rule("Gemm", [None, None, (10,)], 11) == (None, 10)
+    assert shape_by_rule("Gemm", [None, None, (1,)], 11) == (None, None)
+    assert shape_by_rule("Gemm", [None, None, (4, 1)], 11) == (4, None)
+
+
+@pytest.mark.parametrize("axis,x,want", [
+    (1, ("N", 3, 4, 4), ("N", 48)),
+    (2, ("N", 3, 4, 4), (None, 16)),  # N * 3 is no name
+    (0, ("N", 3), (1, None)),
+    (-1, (2, "C", 5), (None, 5)),
+    (4, (2, 3, 1, 1), (6, 1)),
+    (1, None, (None, None)),
+    (0, None, (1, None)),
+    (1, ("N", 3, 1, 1), ("N", 3)),
+])
+def test_flatten(axis, x, want):
+    assert shape_by_rule("Flatten", [x], 13, axis=axis) == want
+
+
+@pytest.mark.parametrize("x,target,want", [
+    (("N", 3, 4, 4), [0, -1], ("N", 48)),  # 0 copies, -1 cancels the name
+    ((2, 3, 4), [-1, 4], (6, 4)),
+    ((2, 3, 4), [4, 0, -1], (4, 3, 2)),
+    (("N", 3, 4), [-1, 12], ("N", 12)),  # N*12 / 12
+    (("N", 3, 4), [-1], (None,)),  # N*12 is no single name
+    (("N", "M"), [-1, 0], ("N", "M")),  # N*M / M
+    (("N", "M"), [-1, 1, 0], (None, 1, None)),  # index 2 is past the rank
+    (None, [0, -1], (None, None)),
+    ((2, None, 4), [2, -1], (2, None)),
+])
+def test_reshape_constant_shape_zero_and_minus_one(x, target, want):
+    got = shape_by_rule("Reshape", [x, (len(target),)], 13,
+                        {"i1": np.array(target, np.int64)})
+    assert got == want
+
+
+def test_reshape_allowzero_and_attribute_form():
+    shape = {"i1": np.array([0, 3], np.int64)}
+    assert shape_by_rule("Reshape", [(0, 3), (2,)], 14, shape, allowzero=1) == (0, 3)
+    assert shape_by_rule("Reshape", [(5, 3), (2,)], 14, shape) == (5, 3)
+    assert shape_by_rule("Reshape", [("N", 6)], 1, shape=[0, 2, 3]) == ("N", 2, 3)
+
+
+def test_reshape_to_a_computed_shape_has_its_length_as_rank():
+    assert shape_by_rule("Reshape", [("N", 3, 4), (2,)], 13) == (None, None)
+    assert shape_by_rule("Reshape", [("N", 3, 4), (None,)], 13) is None
+
+
+@pytest.mark.parametrize("a,b,want", [
+    ((3, 4), (4,), (3,)),
+    ((4,), (4, 5), (5,)),
+    ((4,), (4,), ()),
+    (("B", 1, 3, 4), (7, 4, 5), ("B", 7, 3, 5)),
+    ((3, 4), None, None),
+])
+def test_matmul(a, b, want):
+    assert shape_by_rule("MatMul", [a, b]) == want
+
+
+@pytest.mark.parametrize("shapes,want", [
+    ([(2, 3, 4), (4,)], (2, 3, 4)),
+    ([("N", 1), (1, 5)], ("N", 5)),
+    ([("N",), (5,)], (5,)),  # N must be 1 or 5
+    ([("N",), ("M",)], (None,)),  # either may be 1
+    ([("N",), ("N",)], ("N",)),
+    ([(None,), (1,)], (None,)),
+    ([(1,), (1, 1)], (1, 1)),
+    ([(3,), None], None),
+])
+def test_numpy_broadcast(shapes, want):
+    assert broadcast(shapes) == want
+
+
+def test_binary_ops_broadcast_from_7_and_follow_a_before():
+    assert shape_by_rule("Add", [(2, 3, 4), (3, 1)], 14) == (2, 3, 4)
+    assert shape_by_rule("Add", [(2, 3, 4), (3,)], 6, broadcast=1, axis=1) == (2, 3, 4)
+    # without broadcast=1 legacy inputs have one shape: what either says
+    assert shape_by_rule("Mul", [(2, None), (None, 5)], 6) == (2, 5)
+    assert shape_by_rule("Sum", [(2, 1), (1, 3)], 8) == (2, 3)
+    assert shape_by_rule("Sum", [(2, None), (None, 3)], 6) == (2, 3)
+    assert shape_by_rule("Where", [(1, 3), (2, 1), ()], 16) == (2, 3)
+
+
+def test_same_shape_ops():
+    for op in ("Relu", "Softmax", "Cast", "Identity", "BatchNormalization", "PRelu", "Sigmoid"):
+        assert shape_by_rule(op, [("N", 3), (3,)]) == ("N", 3), op
+    assert shape_by_rule("Relu", [None]) is None
+
+
+@pytest.mark.parametrize("perm,x,want", [
+    ([0, 2, 1], ("N", 3, 4), ("N", 4, 3)),
+    (None, ("N", 3, 4), (4, 3, "N")),
+    ([1, 0], None, (None, None)),
+])
+def test_transpose(perm, x, want):
+    kw = {} if perm is None else {"perm": perm}
+    assert shape_by_rule("Transpose", [x], **kw) == want
+
+
+def test_squeeze_and_unsqueeze_by_attribute_and_by_constant_input():
+    axes = {"i1": np.array([0, -1], np.int64)}
+    assert shape_by_rule("Squeeze", [(1, "N", 1), (2,)], 13, axes) == ("N",)
+    assert shape_by_rule("Squeeze", [(1, "N", 1)], 11, axes=[0]) == ("N", 1)
+    assert shape_by_rule("Squeeze", [(1, 3, 1)], 11) == (3,)
+    assert shape_by_rule("Squeeze", [(1, "N", 1)], 11) is None  # N may be 1
+    assert shape_by_rule("Squeeze", [(1, "N"), (1,)], 13) is None  # computed axes
+    assert shape_by_rule("Unsqueeze", [("N", 3), (2,)], 13, axes) == (1, "N", 3, 1)
+    assert shape_by_rule("Unsqueeze", [("N",)], 1, axes=[1]) == ("N", 1)
+    assert shape_by_rule("Unsqueeze", [None], 1, axes=[1]) is None
+
+
+def test_concat_sums_the_axis_and_keeps_the_rest():
+    assert shape_by_rule("Concat", [("N", 2), ("N", 3)], 13, axis=1) == ("N", 5)
+    assert shape_by_rule("Concat", [("N", 2), None], 13, axis=-1) == ("N", None)
+    assert shape_by_rule("Concat", [(1,), (1,)], 4, axis=0) == (2,)
+
+
+def test_conv_and_pooling_keep_the_rank():
+    assert shape_by_rule("Conv", [("N", 3, 8, 8), (16, 3, 3, 3)]) == ("N", 16, None, None)
+    assert shape_by_rule("Conv", [None, (16, 3, 3)]) == (None, 16, None)
+    assert shape_by_rule("ConvTranspose", [("N", 4, 5), (4, 2, 3)], group=2) == ("N", 4, None)
+    assert shape_by_rule("MaxPool", [("N", 3, 8, 8)], kernel_shape=[2, 2]) == ("N", 3, None,
+                                                                                None)
+    assert shape_by_rule("GlobalAveragePool", [("N", 3, 8, 8)]) == ("N", 3, 1, 1)
+
+
+def test_shape_gather_and_constant_of_shape():
+    assert shape_by_rule("Shape", [("N", 3, 4)]) == (3,)
+    assert shape_by_rule("Shape", [("N", 3, 4)], 15, start=1) == (2,)
+    assert shape_by_rule("Shape", [None]) == (None,)
+    assert shape_by_rule("Gather", [(4,), ()], axis=0) == ()
+    assert shape_by_rule("Gather", [("N", 5, 6), (2, 3)], axis=1) == ("N", 2, 3, 6)
+    assert shape_by_rule("ConstantOfShape", [(2,)], 9, {"i0": np.array([2, 5])}) == (2, 5)
+    assert shape_by_rule("ConstantOfShape", [(2,)], 9) == (None, None)
+    assert shape_by_rule("ConstantOfShape", [(0,)], 9, {"i0": np.zeros(0, np.int64)}) == ()
+
+
+def test_malformed_nodes_give_no_shape():
+    assert shape_by_rule("Transpose", [(2, 3)], perm=[0, 5]) is None
+    assert shape_by_rule("Concat", [(2, 3), (2,)], axis=0) is None
+    assert shape_by_rule("Flatten", [(2, 3)], axis=5) is None
+    assert shape_by_rule("Unknown", [(2, 3)]) is None
+
+
+def test_merge_fills_unknown_dims_and_never_contradicts():
+    assert merge(("N", None, 3), (None, 4, 5)) == ("N", 4, 3)
+    assert merge(("N", 3), (2, 3)) == (2, 3)  # an int says more than a name
+    assert merge((2, 3), (2, 3, 4)) == (2, 3)  # ranks disagree: the first stands
+    assert merge(None, (2,)) == (2,)
+    assert merge((2,), None) == (2,)
+
+
+def _ir3(nodes, inputs, outputs, inits, opset=7):
+    m = make_model(nodes, inputs, outputs, opset=opset, initializers=inits, ir_version=3)
+    for t in inits:
+        m.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, t.dims))
+    return m
+
+
+def test_facts_rank_where_onnx_inference_has_none():
+    """An opset-7 classifier head: onnx's inference leaves Gemm's output without a shape; the
+    rules give it (1, 10) and Softmax's output the same."""
+    nodes = [helper.make_node("Flatten", ["x"], ["f"]),
+             helper.make_node("Gemm", ["f", "w", "b"], ["g"], transB=1),
+             helper.make_node("Softmax", ["g"], ["y"])]
+    m = _ir3(nodes, [vi("x", shape=[1, 3, 4, 4])], [vi("y")],
+             [init("w", np.ones((10, 48), np.float32)), init("b", np.ones(10, np.float32))])
+    facts = Facts(m)
+    assert facts.shape("y") == (1, 10)
+    assert facts.shape("g") == (1, 10)
+    assert facts.shape("f") == (1, 48)
+
+
+def test_facts_keeps_declared_symbolic_dims_and_fills_unknown_ones():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("CustomOp", ["r"], ["c"], domain="custom"),
+             helper.make_node("Gemm", ["c", "w"], ["y"])]
+    m = make_model(nodes, [vi("x", shape=["N", 4])], [vi("y", shape=["N", None])], opset=13,
+                   initializers=[init("w", np.ones((4, 6), np.float32))],
+                   extra_opsets=[helper.make_opsetid("custom", 1)])
+    facts = Facts(m)
+    assert facts.shape("r") == ("N", 4)
+    assert facts.shape("c") is None  # a custom op: nothing known
+    assert facts.shape("y") == ("N", 6)
+
+
+def test_facts_walks_a_long_chain_without_recursion():
+    n = 5000
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["h0"], name="gemm")]
+    nodes += [helper.make_node("Relu", [f"h{i}"], [f"h{i + 1}"]) for i in range(n)]
+    m = _ir3(nodes, [vi("x", shape=["N", 4])], [vi(f"h{n}")],
+             [init("w", np.ones((4, 6), np.float32))])
+    m.graph.input[0].type.tensor_type.ClearField("shape")  # no inference of anything
+    assert Facts(m).shape(f"h{n}") == (None, 6)
+
+
+def test_facts_cycle_does_not_hang():
+    nodes = [helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])]
+    m = make_model(nodes, [vi("x", shape=None)], [vi("b")], opset=13)
+    assert Facts(m).shape("b") is None
+
+
+def test_facts_rules_in_a_function_body():
+    body = [helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("Softmax", ["f"], ["y"])]
+    f = helper.make_function("local", "Head", ["x"], ["y"], body,
+                             [helper.make_opsetid("", 11)])
+    m = make_model([helper.make_node("Head", ["x"], ["y"], domain="local")],
+                   [vi("x", shape=["N", 3, 2])], [vi("y")], opset=11, functions=[f],
+                   extra_opsets=[helper.make_opsetid("local", 1)])
+    facts = Facts(m)
+    facts.enter_function(m.functions[0], {})
+    try:
+        assert facts.shape("f") == (None, None)
+        assert facts.shape("y") == (None, None)
+    finally:
+        facts.enter_function(None, None)
+    assert facts.shape("f") is None  # not a name of the main graph
