@@ -44,18 +44,45 @@ def _vi(name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
 def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
                   *, seed: int = 0):
     """Check each inlined node against its replacement with the evaluator (a small region
-    model each, real constants, generated inputs with special values), then the whole model
-    when the evaluator runs all of it. Signed zeros are compared except for the replacements
-    the decompose table documents. Returns ``(VerifyReport, notes)``; notes say what could
-    not be checked and why. ``result`` must come from ``inline_proto(..., keep_before=True)``.
+    model each, real constants, generated inputs with special values; identical regions
+    once), then the whole model when the evaluator runs all of it. Signed zeros are compared
+    except for the replacements the decompose table documents. Returns
+    ``(VerifyReport, notes)``; notes say what could not be checked and why. ``result`` must
+    come from ``inline_proto(..., keep_before=True)``.
     """
-    from ...verify import VerifyReport, evaluator_supports, region_model, verify, verify_rewrites
+    from ...verify import VerifyReport, check_rewrites, evaluator_supports, verify
 
     report = VerifyReport(seed=seed)
     notes: list[str] = []
+    checked = 0
+    for label, part in check_rewrites(_regions(original, inlined, result, notes), seed=seed):
+        if isinstance(part, OpshiftError):
+            notes.append(f"{label}: not verified locally: {part}")
+        else:
+            report.merge(part, label)
+            checked += 1
+    if checked < len(result.nodes):
+        notes.append(f"{checked} of {len(result.nodes)} replacements verified locally")
+    why = evaluator_supports(original) or evaluator_supports(inlined)
+    if why is not None:
+        notes.append(f"whole model: not verified: {why}")
+    else:
+        exact = all(n.signed_zero_exact for n in result.nodes)
+        try:
+            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact))
+        except OpshiftError as e:
+            notes.append(f"whole model: not verified: {e}")
+    return report, notes
+
+
+def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
+             notes: list[str]):
+    """The region models of each inlined node that can be checked alone; a note for each
+    that cannot."""
+    from ...verify import Rewrite, region_model
+
     facts, facts2 = Facts(original), Facts(inlined)
     consts = _all_constants(inlined)
-    checked = 0
     for n in result.nodes:
         if n.before is None:
             raise OpshiftError("verify_inline needs inline_proto(..., keep_before=True)")
@@ -95,26 +122,6 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
         ins.insert(0, _vi(x, et, xs))
         outs = [_vi(y, et, None)]
         imports = {"": n.opset}
-        before = region_model(pre + [n.before], ins, outs, opset_imports=imports)
-        after = region_model(pre + n.after, ins, outs, opset_imports=imports)
-        try:
-            part = verify_rewrites([(n.label, before, after)], seed=seed,
-                                   signed_zeros=n.signed_zero_exact)
-        except OpshiftError as e:
-            notes.append(f"{n.label}: not verified locally: {e}")
-            continue
-        report.merge(part)
-        checked += 1
-    if checked < len(result.nodes):
-        notes.append(f"{checked} of {len(result.nodes)} replacements verified locally")
-    why = evaluator_supports(original) or evaluator_supports(inlined)
-    if why is not None:
-        notes.append(f"whole model: not verified: {why}")
-    else:
-        exact = all(n.signed_zero_exact for n in result.nodes)
-        try:
-            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact))
-        except OpshiftError as e:
-            notes.append(f"whole model: not verified: {e}")
-    return report, notes
-
+        yield Rewrite(n.label, region_model(pre + [n.before], ins, outs, opset_imports=imports),
+                      region_model(pre + n.after, ins, outs, opset_imports=imports),
+                      n.signed_zero_exact)
