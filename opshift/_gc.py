@@ -1,4 +1,4 @@
-"""Pausing Python's cyclic garbage collector around allocation-heavy rewrites."""
+"""Pausing Python's cyclic garbage collector around allocation-heavy rewrites and checks."""
 
 from __future__ import annotations
 
