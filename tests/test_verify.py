@@ -567,6 +567,7 @@ def test_check_rewrites_gives_each_rewrite_of_a_group_its_own_error():
     out = dict(check_rewrites([Rewrite(f"r{i}", frob[i], frob[i]) for i in range(2)]))
     assert [type(e).__name__ for e in out.values()] == ["UnsupportedError"] * 2
     assert str(out["r1"]).startswith("cannot verify rewrite r1: before:")
+    assert str(out["r1"]).endswith("(found checking the identical region of r0)")
 
 
 def test_verify_rewrites_refuses_regions_the_evaluator_cannot_run():

@@ -215,7 +215,6 @@ def _check_given(inputs: Mapping[str, np.ndarray], ref: onnx.ModelProto,
     return out
 
 
-
 @dataclass(frozen=True)
 class Rewrite:
     """One rewrite to check locally: its ``before`` and ``after`` region models (see
@@ -266,11 +265,14 @@ class _Checked:
 
     def as_for(self, label: str, names: dict[str, int]) -> VerifyReport | OpshiftError:
         """The outcome as the rewrite ``label`` with value names ``names`` would have had."""
-        if label == self.label:
+        if names is self.names:
             return self.outcome
         if isinstance(self.outcome, OpshiftError):
             e = copy.copy(self.outcome)
-            e.args = (str(self.outcome).replace(self.label, label),)
+            text = str(self.outcome)
+            for role in ("rewrite", "before", "after"):
+                text = text.replace(f"{role} {self.label}:", f"{role} {label}:")
+            e.args = (f"{text} (found checking the identical region of {self.label})",)
             return e
         theirs = {i: n for n, i in names.items()}
         rename = {n: theirs.get(i, n) for n, i in self.names.items()}
