@@ -1,4 +1,4 @@
-"""Pausing Python's cyclic garbage collector around allocation-heavy rewrites and checks."""
+"""Pausing Python's cyclic garbage collector around allocation-heavy rewrites."""
 
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ from typing import Any
 import onnx
 
 from .. import progress
-from .._gc import no_cyclic_gc
 from ..errors import OpshiftError
 from ..tables import plural
 from ._batch import Job
@@ -68,9 +67,7 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
                     e.args = (f"{e} (--input-shape NAME:D0,D1,... gives them)",)
                 raise
         if args.verify and r.check is not None:
-            # a check builds and runs a small model per rewrite: millions of short-lived
-            # objects, and each collection they trigger would walk every live one
-            with progress.stage("verify", r.check_total or None, "rewrites"), no_cyclic_gc():
+            with progress.stage("verify", r.check_total or None, "rewrites"):
                 report, notes = r.check()
             if args.backend == "onnxruntime" and not report.rows and notes:
                 raise OpshiftError(f"{src.origin}: --backend onnxruntime could check nothing "
