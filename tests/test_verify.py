@@ -20,9 +20,12 @@ from opshift import cli
 from opshift.errors import OpshiftError, VerificationError
 from opshift.verify import (
     DEFAULT_DIM,
+    Rewrite,
+    check_rewrites,
     compare,
     evaluator_supports,
     make_inputs,
+    region_key,
     region_model,
     verify,
     verify_rewrites,
@@ -512,6 +515,59 @@ def test_verify_rewrites_feeds_special_values_even_to_tiny_inputs():
     assert not r.ok and r.rounds > 1 and "NaN vs number" in r.rows[0].reason
     r = verify_rewrites([("leaky->selu", leaky, selu)])
     assert not r.ok
+
+
+def _leaky_rewrite(i: int, alpha: float = 0.2, alpha_after: float = 0.2, name=None):
+    """LeakyRelu(x_i) -> PRelu(x_i, constant alpha), values and nodes named per ``i``."""
+    x = helper.make_tensor_value_info(f"x{i}", T.FLOAT, [3, 4])
+    y = helper.make_tensor_value_info(f"y{i}", T.FLOAT, [3, 4])
+    slope = numpy_helper.from_array(np.array([alpha_after], np.float32), f"s{i}")
+    before = region_model([helper.make_node("LeakyRelu", [f"x{i}"], [f"y{i}"], alpha=alpha,
+                                            name=name or f"n{i}")], [x], [y],
+                          opset_imports={"": 16})
+    after = region_model([helper.make_node("Constant", [], [f"s{i}"], value=slope),
+                          helper.make_node("PRelu", [f"x{i}", f"s{i}"], [f"y{i}"])], [x], [y],
+                         opset_imports={"": 16})
+    return Rewrite(f"r{i}", before, after)
+
+
+def test_check_rewrites_checks_identical_regions_once(monkeypatch):
+    v = sys.modules["opshift.verify"]  # the package (opshift.verify is also the function)
+    runs: list[str] = []
+    real = v._run
+    monkeypatch.setattr(v, "_run", lambda proto, feeds, who: runs.append(who) or
+                        real(proto, feeds, who))
+    # five rewrites alike but for their value and node names, one with another constant
+    rewrites = [_leaky_rewrite(i) for i in range(4)] + [_leaky_rewrite(4, alpha_after=0.3)]
+    out = dict(check_rewrites(rewrites))
+    assert sorted({w.split()[-1] for w in runs}) == ["r0", "r4"]  # one check per group
+    assert [(r.label, r.output, r.ok) for i in range(5) for r in out[f"r{i}"].rows] == [
+        ("r0", "y0", True), ("r1", "y1", True), ("r2", "y2", True), ("r3", "y3", True),
+        ("r4", "y4", False)]
+    assert list(out["r2"].inputs) == ["x2"]
+    r = verify_rewrites([(rw.label, rw.before, rw.after) for rw in rewrites])
+    assert not r.ok and [f.label for f in r.failures] == ["r4"]
+    # an attribute differing in the node itself (alpha) is its own group, and is caught
+    runs.clear()
+    out = dict(check_rewrites([_leaky_rewrite(0), _leaky_rewrite(1, alpha=0.25)]))
+    assert sorted({w.split()[-1] for w in runs}) == ["r0", "r1"]
+    assert out["r0"].ok and not out["r1"].ok
+    # names alone never make a region differ; shapes do
+    a, b = _leaky_rewrite(0), _leaky_rewrite(1)
+    assert region_key(a.before, {}) == region_key(b.before, {})
+    b.before.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 5
+    assert region_key(a.before, {}) != region_key(b.before, {})
+
+
+def test_check_rewrites_gives_each_rewrite_of_a_group_its_own_error():
+    frob = [region_model([helper.make_node("Frob", [f"x{i}"], [f"y{i}"], domain="acme")],
+                         [helper.make_tensor_value_info(f"x{i}", T.FLOAT, [2])],
+                         [helper.make_tensor_value_info(f"y{i}", T.FLOAT, [2])],
+                         opset_imports={"": 16, "acme": 1}) for i in range(2)]
+    out = dict(check_rewrites([Rewrite(f"r{i}", frob[i], frob[i]) for i in range(2)]))
+    assert [type(e).__name__ for e in out.values()] == ["UnsupportedError"] * 2
+    assert str(out["r1"]).startswith("cannot verify rewrite r1: before:")
+    assert str(out["r1"]).endswith("(found checking the identical region of r0)")
 
 
 def test_verify_rewrites_refuses_regions_the_evaluator_cannot_run():

@@ -124,7 +124,14 @@ _WHOLE_MODEL_EXTERNAL_LIMIT = 256 << 20
 
 def _verify(original, converted, result, src, seed: int):
     """Each rewritten region, then the whole model."""
-    from ..verify import VerifyReport, evaluator_supports, verify, verify_rewrites
+    from ..verify import (
+        Rewrite,
+        VerifyReport,
+        check_rewrites,
+        evaluator_supports,
+        verify,
+        verify_rewrites,
+    )
 
     report, notes = VerifyReport(seed=seed), []
     for r in result.fused_regions:  # fused before converting: checked as fuse checks them
@@ -134,17 +141,16 @@ def _verify(original, converted, result, src, seed: int):
     if not signed_zeros:
         notes.append("signs of zeros not compared on the whole model: a fused region's "
                      "pattern fixes the sign of zero differently from the op (fuse's policy)")
-    for ch in result.changes:
-        models = ch.region_models()
-        label = f"{ch.node} ({ch.label})"
-        if models is None:
-            continue
-        try:
-            report.merge(verify_rewrites([(label, *models)], seed=seed))
-        except VerificationError:
-            raise
-        except OpshiftError as e:  # an op it lacks, a shape computed at run time: left to
-            notes.append(f"{label}: not checked on its own: {e}")  # the whole-model check
+    regions = ((f"{ch.node} ({ch.label})", ch.region_models()) for ch in result.changes)
+    for label, part in check_rewrites((Rewrite(label, *models) for label, models in regions
+                                       if models is not None), seed=seed):
+        if isinstance(part, VerificationError):
+            raise part
+        if isinstance(part, OpshiftError):
+            # an op it lacks, a shape computed at run time: left to the whole-model check
+            notes.append(f"{label}: not checked on its own: {part}")
+        else:
+            report.merge(part, label)
     why = evaluator_supports(original) or evaluator_supports(converted)
     if why is None:
         (original, converted), why = with_external_data(src, original, converted,

@@ -68,27 +68,28 @@ def kernels(model: onnx.ModelProto) -> KernelTable:
             domain = opsets.normalize_domain(node.domain)
             if (domain, node.op_type) in local:
                 continue
-            version, why = _version_and_refusal(node, domain, sc.opsets)
+            version, src, why = _version_and_source(node, domain, sc.opsets)
             if why is None:
-                table.sources[label(domain, node.op_type, version)] = source(
-                    domain, node.op_type, version)
+                table.sources[label(domain, node.op_type, version)] = src
             elif table.missing is None:
                 table.missing = (f"{where(node, version=version, domain=domain)} in "
                                  f"{sc.label}: {why}")
     return table
 
 
-def _version_and_refusal(node: onnx.NodeProto, domain: str, scope_opsets
-                         ) -> tuple[int | None, str | None]:
-    """The schema version in force for ``node`` and why it has no kernel (None: it has)."""
+def _version_and_source(node: onnx.NodeProto, domain: str, scope_opsets
+                        ) -> tuple[int | None, str | None, str | None]:
+    """The schema version in force for ``node``, where its kernel comes from, and why it
+    has none (None: it has)."""
     opset = scope_opsets.get(domain)
     if opset is None:
-        return None, f"no opset import for domain {domain or 'ai.onnx'!r}"
+        return None, None, f"no opset import for domain {domain or 'ai.onnx'!r}"
     s = opsets.schema(node.op_type, opset, domain)
     if s is None:
-        return None, f"no such op at opset {opset}"
+        return None, None, f"no such op at opset {opset}"
     v = s.since_version
-    return v, choose(domain, node.op_type, v)[2]
+    _, src, why = choose(domain, node.op_type, v)
+    return v, src, why
 
 
 def every_op() -> dict[tuple[str, str], dict[int, str | None]]:

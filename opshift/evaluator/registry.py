@@ -47,4 +47,12 @@ def supported() -> dict[tuple[str, str], tuple[int, ...]]:
 
 
 def _load_all() -> None:
-    from . import ops  # noqa: F401  (registers every op module)
+    """Import every op module (each registers its kernels) the first time it is called."""
+    global _loaded
+    if not _loaded:
+        from . import ops  # noqa: F401
+
+        _loaded = True
+
+
+_loaded = False

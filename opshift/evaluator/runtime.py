@@ -105,6 +105,20 @@ def _defaults(op: str, version: int, domain: str) -> dict[str, Any]:
     return out
 
 
+class _Where:
+    """A node's location in error messages (``node 'n' (PRelu-6, graph 'g')``), formatted
+    only when a message is: most nodes never need it."""
+
+    __slots__ = ("node", "version", "domain", "graph")
+
+    def __init__(self, node: onnx.NodeProto, version: int, domain: str, graph: str) -> None:
+        self.node, self.version, self.domain, self.graph = node, version, domain, graph
+
+    def __str__(self) -> str:
+        return where(self.node, version=self.version, domain=self.domain,
+                     graph=self.graph or None)
+
+
 class Runtime:
     """Evaluates one model. Initializer arrays are converted once and cached."""
 
@@ -232,7 +246,7 @@ class Runtime:
                                    f"{node.op_type!r} in domain {domain or 'ai.onnx'!r} at "
                                    f"opset {opset}")
         version = s.since_version
-        loc = where(node, version=version, domain=domain, graph=graph_name or None)
+        loc = _Where(node, version, domain, graph_name)
         impl, source, why = kernels.choose(domain, node.op_type, version)
         if impl is None:
             raise UnsupportedError(f"{loc}: {why} (see 'opshift ops')")
@@ -275,7 +289,7 @@ class Runtime:
         return results
 
     @staticmethod
-    def _attributes(node, version: int, domain: str, sig: _Sig, loc: str,
+    def _attributes(node, version: int, domain: str, sig: _Sig, loc: _Where,
                     fattrs) -> dict[str, Any]:
         attrs = dict(_defaults(node.op_type, version, domain))
         for a in node.attribute:
@@ -306,7 +320,7 @@ class Runtime:
         return attrs
 
     @staticmethod
-    def _check_types(sig: _Sig, inputs: list[Value], loc: str) -> dict[str, np.dtype]:
+    def _check_types(sig: _Sig, inputs: list[Value], loc: _Where) -> dict[str, np.dtype]:
         binding: dict[str, np.dtype] = {}
         formal = sig.inputs
         for i, v in enumerate(inputs):

@@ -196,16 +196,17 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
     Returns ``(VerifyReport, notes)``.
     """
     from ..errors import OpshiftError
-    from ..verify import VerifyReport, evaluator_supports, verify, verify_rewrites
+    from ..verify import Rewrite, VerifyReport, check_rewrites, evaluator_supports, verify
 
     report = VerifyReport(seed=seed)
     notes: list[str] = []
-    for r in result.regions:
-        try:
-            report.merge(verify_rewrites([(r.label, r.before, r.after)], seed=seed,
-                                         signed_zeros=r.signed_zero_exact))
-        except OpshiftError as e:
-            notes.append(f"{r.label}: not verified locally: {e}")
+    for label, part in check_rewrites((Rewrite(r.label, r.before, r.after,
+                                               r.signed_zero_exact) for r in result.regions),
+                                      seed=seed):
+        if isinstance(part, OpshiftError):
+            notes.append(f"{label}: not verified locally: {part}")
+        else:
+            report.merge(part, label)
     missing = len(result.fused) - len(result.regions)
     if missing:
         notes.append(f"{missing} of {len(result.fused)} fusions not verified locally (no "

@@ -18,8 +18,11 @@ force). This module runs the models and pairs their outputs.
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import warnings
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,13 +43,13 @@ from .inputs import (
     make_inputs,
     special_values,
 )
-from .region import region_model
+from .region import region_key, region_model
 from .report import Row, VerifyReport
 
 __all__ = [
-    "DEFAULT_DIM", "ULP_TOLERANCE", "Comparison", "Row", "VerifyReport", "compare",
-    "evaluator_supports", "make_inputs", "region_model", "special_values", "verify",
-    "verify_rewrites",
+    "DEFAULT_DIM", "ULP_TOLERANCE", "Comparison", "Rewrite", "Row", "VerifyReport",
+    "check_rewrites", "compare", "evaluator_supports", "make_inputs", "region_key",
+    "region_model", "special_values", "verify", "verify_rewrites",
 ]
 
 
@@ -136,8 +139,8 @@ def _load(model: ModelLike, role: str) -> tuple[onnx.ModelProto, str]:
 
 def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str,
                inputs: Mapping[str, np.ndarray] | None, dims, seed: int, label: str,
-               signed_zeros: bool, report: VerifyReport, finite: Collection[str] = ()
-               ) -> list[Row]:
+               signed_zeros: bool, report: VerifyReport, finite: Collection[str] = (),
+               tables=None) -> list[Row]:
     if inputs is not None:
         rounds = [dict(inputs)]
         report.inputs.update(_describe(inputs, "given"))
@@ -153,10 +156,12 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
         report.rounds = max(report.rounds, n)
         rounds = [_generate_round(specs, seed, p) for p in range(n)]
         report.inputs.update(_describe(rounds[0], "generated", finite))
-    from ..evaluator.kernels import kernels
+    if tables is None:
+        from ..evaluator.kernels import kernels
 
-    for m in (ref, cand):
-        report.kernels.update(kernels(m).sources)
+        tables = [kernels(ref), kernels(cand)]
+    for t in tables:
+        report.kernels.update(t.sources)
     rows: list[Row] | None = None
     # a whole-model check (no label) can take minutes: count its runs on the progress line
     with progress.stage("whole model", 2 * len(rounds), "runs") if not label else \
@@ -212,6 +217,98 @@ def _check_given(inputs: Mapping[str, np.ndarray], ref: onnx.ModelProto,
     return out
 
 
+@dataclass(frozen=True)
+class Rewrite:
+    """One rewrite to check locally: its ``before`` and ``after`` region models (see
+    :func:`region_model`), compared with signed zeros told apart or not, ``finite`` naming
+    inputs given no +-inf or NaN."""
+
+    label: str
+    before: ModelLike
+    after: ModelLike
+    signed_zeros: bool = True
+    finite: tuple[str, ...] = ()
+
+
+def check_rewrites(rewrites: Iterable[Rewrite], *, seed: int = 0,
+                   dims: Mapping[str, int] | None = None
+                   ) -> Iterator[tuple[str, VerifyReport | OpshiftError]]:
+    """Check each rewrite on generated inputs; yield, in order, ``(label, its report)`` or
+    ``(label, the OpshiftError that kept it from being checked)``.
+
+    Rewrites whose regions compute the same thing up to value names (the same ops, versions,
+    attributes, types, shapes and constants, see :func:`region_key`) are checked once: each
+    of them gets that check's rows under its own label and output names.
+    """
+    _check_seed(seed)
+    done: dict[tuple, _Checked] = {}
+    for rw in rewrites:
+        try:
+            before, _ = _load(rw.before, "before")
+            after, _ = _load(rw.after, "after")
+        except OpshiftError as e:
+            yield rw.label, e
+            continue
+        names: dict[str, int] = {}
+        key = (rw.signed_zeros, region_key(before, names), region_key(after, names))
+        key += (tuple(sorted(names.get(n, -1) for n in rw.finite)),)
+        first = done.get(key)
+        if first is None:
+            first = done[key] = _Checked(rw.label, names, _check_region(
+                rw.label, before, after, seed, dims, rw.signed_zeros, rw.finite))
+        progress.advance()
+        yield rw.label, first.as_for(rw.label, names)
+
+
+@dataclass
+class _Checked:
+    """The outcome of one region check, and the value names it was made with."""
+
+    label: str
+    names: dict[str, int]
+    outcome: VerifyReport | OpshiftError
+
+    def as_for(self, label: str, names: dict[str, int]) -> VerifyReport | OpshiftError:
+        """The outcome as the rewrite ``label`` with value names ``names`` would have had."""
+        if names is self.names:
+            return self.outcome
+        if isinstance(self.outcome, OpshiftError):
+            e = copy.copy(self.outcome)
+            text = str(self.outcome)
+            for role in ("rewrite", "before", "after"):
+                text = text.replace(f"{role} {self.label}:", f"{role} {label}:")
+            e.args = (f"{text} (found checking the identical region of {self.label})",)
+            return e
+        theirs = {i: n for n, i in names.items()}
+        rename = {n: theirs.get(i, n) for n, i in self.names.items()}
+        src = self.outcome
+        out = VerifyReport(seed=src.seed, signed_zeros=src.signed_zeros, policy=src.policy)
+        out.rows = [dataclasses.replace(r, output=rename.get(r.output, r.output), label=label)
+                    for r in src.rows]
+        out.inputs = {rename.get(k, k): v for k, v in src.inputs.items()}
+        out.rounds, out.kernels = src.rounds, dict(src.kernels)
+        return out
+
+
+def _check_region(label: str, before: onnx.ModelProto, after: onnx.ModelProto, seed: int,
+                  dims, signed_zeros: bool, finite: Collection[str] = ()
+                  ) -> VerifyReport | OpshiftError:
+    from ..evaluator.kernels import kernels
+
+    report = VerifyReport(seed=seed, signed_zeros=signed_zeros)
+    try:
+        tables = [kernels(before), kernels(after)]
+        if _policy.current().backend != "onnxruntime":
+            for t, role in zip(tables, ("before", "after")):
+                if t.missing is not None:
+                    raise UnsupportedError(f"cannot verify rewrite {label}: {role}: "
+                                           f"{t.missing}")
+        report.rows = _pair_rows(before, after, f"before {label}", f"after {label}", None,
+                                 dims, seed, label, signed_zeros, report, finite, tables)
+    except OpshiftError as e:
+        return e
+    return report
+
 
 def verify_rewrites(rewrites: Iterable[tuple[str, onnx.ModelProto, onnx.ModelProto]], *,
                     seed: int = 0, dims: Mapping[str, int] | None = None,
@@ -219,26 +316,16 @@ def verify_rewrites(rewrites: Iterable[tuple[str, onnx.ModelProto, onnx.ModelPro
     """Check each ``(label, before, after)`` region pair on the same generated inputs
     (``finite``: inputs given no +-inf or NaN).
 
-    One row per output per rewrite, with the label in the row. A region the evaluator cannot
-    run raises :class:`UnsupportedError` naming the label (nothing can be verified there).
+    One row per output per rewrite, with the label in the row; identical regions are checked
+    once (see :func:`check_rewrites`). A region the evaluator cannot run raises
+    :class:`UnsupportedError` naming the label (nothing can be verified there).
     """
     report = VerifyReport(seed=seed, signed_zeros=signed_zeros)
-    for label, before, after in rewrites:
-        before, _ = _load(before, "before")
-        after, _ = _load(after, "after")
-        for m, role in ((before, "before"), (after, "after")):
-            why = evaluator_supports(m)
-            if why is not None:
-                raise UnsupportedError(f"cannot verify rewrite {label}: {role}: {why}")
-        part = VerifyReport(seed=seed)
-        part.rows = _pair_rows(before, after, f"before {label}", f"after {label}", None, dims,
-                               seed, label, signed_zeros, part, finite)
-        report.rows.extend(part.rows)
-        report.rounds = max(report.rounds, part.rounds)
-        report.kernels.update(part.kernels)
-        progress.advance()
-        for k, v in part.inputs.items():
-            report.inputs.setdefault(f"{label}: {k}", v)
+    for label, part in check_rewrites((Rewrite(label, b, a, signed_zeros, tuple(finite))
+                                       for label, b, a in rewrites), seed=seed, dims=dims):
+        if isinstance(part, OpshiftError):
+            raise part
+        report.merge(part, label)
     return report
 
 

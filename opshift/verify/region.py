@@ -48,3 +48,49 @@ def _copy(msg):
     out.CopyFrom(msg)
     return out
 
+
+
+def region_key(model: onnx.ModelProto, names: dict[str, int]) -> tuple:
+    """What ``model`` computes, with its value names replaced by their order of first use in
+    ``names`` (shared by the models of one rewrite): equal keys, equal computations on
+    inputs in the same positions. Node names and doc strings do not count. A model whose
+    nodes hold subgraphs keeps its names (a subgraph may refer to an outer value by name)."""
+    g = model.graph
+    raw = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+              for n in g.node for a in n.attribute)
+
+    def name(v: str):
+        return v if raw or not v else names.setdefault(v, len(names))
+
+    key: list = [model.ir_version,
+                 tuple(sorted((normalize_domain(i.domain), i.version)
+                              for i in model.opset_import)),
+                 tuple(f.SerializeToString(deterministic=True) for f in model.functions)]
+    key += [(name(vi.name), vi.type.SerializeToString(deterministic=True)) for vi in g.input]
+    key += [(name(t.name), _tensor_bytes(t)) for t in g.initializer]
+    key += [t.SerializeToString(deterministic=True) for t in g.sparse_initializer]
+    for n in g.node:
+        key.append((n.op_type, normalize_domain(n.domain), getattr(n, "overload", ""),
+                    tuple(name(v) for v in n.input), tuple(name(v) for v in n.output),
+                    tuple(_attribute_bytes(a) for a in n.attribute)))
+    key += [(name(vi.name), vi.type.SerializeToString(deterministic=True)) for vi in g.output]
+    return tuple(key)
+
+
+def _tensor_bytes(t: onnx.TensorProto) -> bytes:
+    """``t`` without its name."""
+    anon = onnx.TensorProto()
+    anon.CopyFrom(t)
+    anon.name = ""
+    return anon.SerializeToString(deterministic=True)
+
+
+def _attribute_bytes(a: onnx.AttributeProto) -> bytes:
+    """``a``, a tensor value without its name (a Constant's tensor keeps the name of the
+    initializer it was made from)."""
+    if a.type == onnx.AttributeProto.TENSOR and a.t.name:
+        anon = onnx.AttributeProto()
+        anon.CopyFrom(a)
+        anon.t.name = ""
+        a = anon
+    return a.SerializeToString(deterministic=True)

@@ -67,11 +67,12 @@ class VerifyReport:
     def failures(self) -> list[Row]:
         return [r for r in self.rows if not r.ok]
 
-    def merge(self, other: VerifyReport) -> VerifyReport:
-        """Append ``other``'s rows (and input descriptions) to this report; return self."""
+    def merge(self, other: VerifyReport, label: str = "") -> VerifyReport:
+        """Append ``other``'s rows (and input descriptions, named ``label: input`` when a
+        ``label`` is given) to this report; return self."""
         self.rows.extend(other.rows)
         for k, v in other.inputs.items():
-            self.inputs.setdefault(k, v)
+            self.inputs.setdefault(f"{label}: {k}" if label else k, v)
         self.rounds = max(self.rounds, other.rounds)
         self.kernels.update(other.kernels)
         return self

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided
 
 from ..registry import op
 from ._common import compute_dtype, is_float
@@ -70,19 +70,20 @@ def _window_geometry(ctx, spatial, kernel, ceil_mode=False):
 def _windows(xp, kernel, strides, dil, out):
     """View (N, C, *out, *kernel) of the padded input ``xp``."""
     n = len(kernel)
-    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
-    v = sliding_window_view(xp, eff, axis=tuple(range(2, 2 + n)))
-    idx = ((slice(None), slice(None))
-           + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides))
-           + tuple(slice(None, None, d) for d in dil))
-    return v[idx]
+    st = xp.strides
+    return as_strided(xp, xp.shape[:2] + tuple(out) + tuple(kernel),
+                      st[:2] + tuple(st[2 + i] * strides[i] for i in range(n))
+                      + tuple(st[2 + i] * dil[i] for i in range(n)), writeable=False)
 
 
 def _pad_spatial(x, pb, pe, value, dtype=None):
     """``x`` with ``value`` added before/after its spatial axes, as ``dtype`` (x's own by
     default)."""
+    dtype = x.dtype if dtype is None else dtype
+    if not any(pb) and not any(pe):
+        return x.astype(dtype, copy=False)
     shape = x.shape[:2] + tuple(d + b + e for d, b, e in zip(x.shape[2:], pb, pe))
-    out = np.full(shape, value, x.dtype if dtype is None else dtype)
+    out = np.full(shape, value, dtype)
     out[(slice(None), slice(None)) + tuple(slice(b, b + d) for b, d in zip(pb, x.shape[2:]))] = x
     return out
 

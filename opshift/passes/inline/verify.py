@@ -76,22 +76,67 @@ def _vi(name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
 def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
                   *, seed: int = 0):
     """Check each inlined node against its replacement with the evaluator (a small region
-    model each, real constants, generated inputs with special values), then the whole model
-    when the evaluator runs all of it. Signed zeros are compared except for the replacements
-    the decompose table documents. A PRelu inlined although its slope is not a constant
-    (``allow_nonfinite_slope``: its form differs where the slope is +-inf or NaN) is checked
-    on finite slopes: its region's slope, and the graph inputs its slope is computed from in
-    the whole model, are generated without +-inf and NaN (a note says so). Returns
+    model each, real constants, generated inputs with special values; identical regions
+    once), then the whole model when the evaluator runs all of it. Signed zeros are compared
+    except for the replacements the decompose table documents. A PRelu inlined although its
+    slope is not a constant (``allow_nonfinite_slope``: its form differs where the slope is
+    +-inf or NaN) is checked on finite slopes: its region's slope, and the graph inputs its
+    slope is computed from in the whole model, are generated without +-inf and NaN (a note
+    says so). Returns
     ``(VerifyReport, notes)``; notes say what could not be checked and why. ``result`` must
     come from ``inline_proto(..., keep_before=True)``.
     """
-    from ...verify import VerifyReport, evaluator_supports, region_model, verify, verify_rewrites
+    from ...verify import VerifyReport, check_rewrites, evaluator_supports, verify
 
     report = VerifyReport(seed=seed)
     notes: list[str] = []
+    checked = 0
+    finite_slopes: dict[str, str] = {}
+    for label, part in check_rewrites(_regions(original, inlined, result, notes, finite_slopes),
+                                      seed=seed):
+        if isinstance(part, OpshiftError):
+            notes.append(f"{label}: not verified locally: {part}")
+            continue
+        report.merge(part, label)
+        checked += 1
+        if label in finite_slopes:
+            notes.append(f"{label}: slope {finite_slopes[label]!r} generated without +-inf and "
+                         f"NaN ({_ACCEPTED})")
+    if checked < len(result.nodes):
+        notes.append(f"{checked} of {len(result.nodes)} replacements verified locally")
+    why = evaluator_supports(original) or evaluator_supports(inlined)
+    if why is not None:
+        notes.append(f"whole model: not verified: {why}")
+    else:
+        exact = all(n.signed_zero_exact for n in result.nodes)
+        accepted = [n for n in result.nodes if n.note and n.op == "PRelu"]
+        finite = _slope_sources(original, accepted) if accepted else []
+        try:
+            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact,
+                                finite=finite))
+        except OpshiftError as e:
+            notes.append(f"whole model: not verified: {e}")
+        else:
+            if finite:
+                notes.append(f"whole model: input(s) {', '.join(map(repr, finite))} generated "
+                             "without +-inf and NaN: the slope of "
+                             f"{', '.join(repr(n.label) for n in accepted)} is computed from "
+                             f"them ({_ACCEPTED})")
+    return report, notes
+
+
+_ACCEPTED = "non-finite slopes accepted with --allow-nonfinite-slope / allow_nonfinite_slope"
+
+
+def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
+             notes: list[str], finite_slopes: dict[str, str]):
+    """The region models of each inlined node that can be checked alone; a note for each
+    that cannot; ``finite_slopes``: label -> the slope generated finite (see
+    :func:`verify_inline`)."""
+    from ...verify import Rewrite, region_model
+
     facts, facts2 = Facts(original), Facts(inlined)
     consts = _all_constants(inlined)
-    checked = 0
     for n in result.nodes:
         if n.before is None:
             raise OpshiftError("verify_inline needs inline_proto(..., keep_before=True)")
@@ -129,46 +174,12 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
                     xs = ss
                 if n.note:
                     finite.append(s)
+                    finite_slopes[n.label] = s
         elif xs is None:
             xs = (8,)
         ins.insert(0, _vi(x, et, xs))
         outs = [_vi(y, et, None)]
         imports = {"": n.opset}
-        before = region_model(pre + [n.before], ins, outs, opset_imports=imports)
-        after = region_model(pre + n.after, ins, outs, opset_imports=imports)
-        try:
-            part = verify_rewrites([(n.label, before, after)], seed=seed,
-                                   signed_zeros=n.signed_zero_exact, finite=finite)
-        except OpshiftError as e:
-            notes.append(f"{n.label}: not verified locally: {e}")
-            continue
-        report.merge(part)
-        if finite:
-            notes.append(f"{n.label}: slope {finite[0]!r} generated without +-inf and NaN "
-                         f"({_ACCEPTED})")
-        checked += 1
-    if checked < len(result.nodes):
-        notes.append(f"{checked} of {len(result.nodes)} replacements verified locally")
-    why = evaluator_supports(original) or evaluator_supports(inlined)
-    if why is not None:
-        notes.append(f"whole model: not verified: {why}")
-    else:
-        exact = all(n.signed_zero_exact for n in result.nodes)
-        accepted = [n for n in result.nodes if n.note and n.op == "PRelu"]
-        finite = _slope_sources(original, accepted) if accepted else []
-        try:
-            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact,
-                                finite=finite))
-        except OpshiftError as e:
-            notes.append(f"whole model: not verified: {e}")
-        else:
-            if finite:
-                notes.append(f"whole model: input(s) {', '.join(map(repr, finite))} generated "
-                             "without +-inf and NaN: the slope of "
-                             f"{', '.join(repr(n.label) for n in accepted)} is computed from "
-                             f"them ({_ACCEPTED})")
-    return report, notes
-
-
-_ACCEPTED = "non-finite slopes accepted with --allow-nonfinite-slope / allow_nonfinite_slope"
-
+        yield Rewrite(n.label, region_model(pre + [n.before], ins, outs, opset_imports=imports),
+                      region_model(pre + n.after, ins, outs, opset_imports=imports),
+                      n.signed_zero_exact, tuple(finite))
