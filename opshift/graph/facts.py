@@ -6,8 +6,9 @@ before anything is written):
 * element types: declared, then propagated through each node's schema (model-local
   functions once per tuple of call-site input types); onnx shape inference as the last
   resort;
-* shapes and ranks (symbolic dims kept): declared shapes, constants, then onnx shape
-  inference -- run at most once, on a copy, only when some shape is asked for;
+* shapes and ranks (symbolic dims kept): declared shapes whose every dim is a number,
+  constants, then onnx shape inference -- run at most once, on a copy, only when a shape
+  the model does not fully declare is asked for;
 * constants per scope (initializers that cannot be fed, Constant nodes), seen from nested
   subgraphs too;
 * use counts per root (the main graph with its subgraphs, or a function);
@@ -36,7 +37,14 @@ from .element_types import (
     uniform_types,
 )
 from .names import Names
-from .scopes import Scope, constant_tensor, held_tensor, iter_scopes, subgraphs
+from .scopes import (
+    Scope,
+    constant_tensor,
+    held_tensor,
+    iter_scopes,
+    may_hold_subgraphs,
+    subgraphs,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,30 +63,27 @@ def _dims(tt) -> tuple:
                  for d in tt.shape.dim)
 
 
-class Inferred:
-    """Element types and shapes (ints, symbolic names, or None) from one run of onnx shape
-    inference on a copy, for the main graph, subgraphs and function value_info; what
-    inference cannot say is absent. Indexed once; each answer is read from the protobuf
-    when first asked for (a big model has a value_info per node)."""
+class Declared:
+    """Element types and shapes (ints, symbolic names, or None) as the model's graphs,
+    subgraphs and function value_info declare them, and of constants; indexed once (the
+    last declaration of a name wins), each answer read from the protobuf when first asked
+    for (a big model has a value_info per node)."""
 
     def __init__(self, model: onnx.ModelProto):
-        m = onnx.ModelProto()
-        m.CopyFrom(model)
-        try:
-            m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
-        except Exception:  # best effort: what inference cannot say stays unknown
-            m = model
-        self._model = m  # the index points into it
+        self._model = model  # the index points into it
         #: name -> the ValueInfoProto or TensorProto that says it (the last one wins)
         self._src: dict[str, object] = {}
-        self._graph(m.graph)
-        for f in m.functions:
+        self._graph(model.graph)
+        for f in model.functions:
             self._src.update((vi.name, vi) for vi in getattr(f, "value_info", ()))
 
     def _graph(self, g: onnx.GraphProto) -> None:
         for vis in (g.input, g.output, g.value_info):
             self._src.update((vi.name, vi) for vi in vis)
         self._src.update((t.name, t) for t in g.initializer)
+        kinds = {(n.op_type, n.domain) for n in g.node}
+        if not any(op == "Constant" or may_hold_subgraphs(dom, op) for op, dom in kinds):
+            return
         for n in g.node:
             for _, sg in subgraphs(n):
                 self._graph(sg)
@@ -104,6 +109,22 @@ class Inferred:
         tt = src.type.tensor_type
         return _dims(tt) if tt.HasField("shape") else None
 
+    def known_shape(self, name: str) -> tuple[int, ...] | None:
+        """The shape of ``name`` when every dim is a number; onnx shape inference cannot
+        change it (it keeps a declared dim value, or fails on a different one)."""
+        src = self._src.get(name)
+        if isinstance(src, onnx.TensorProto):
+            return tuple(src.dims)
+        if src is None or not src.type.HasField("tensor_type"):
+            return None
+        tt = src.type.tensor_type
+        if not tt.HasField("shape"):
+            return None
+        dims = tt.shape.dim
+        if not all(d.HasField("dim_value") for d in dims):
+            return None
+        return tuple(d.dim_value for d in dims)
+
     def shapes(self) -> dict[str, tuple]:
         out = {}
         for name in self._src:
@@ -111,6 +132,20 @@ class Inferred:
             if s is not None:
                 out[name] = s
         return out
+
+
+class Inferred(Declared):
+    """:class:`Declared` of a copy of the model after one run of onnx shape inference: what
+    inference cannot say is absent."""
+
+    def __init__(self, model: onnx.ModelProto):
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        try:
+            m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+        except Exception:  # best effort: what inference cannot say stays unknown
+            m = model
+        super().__init__(m)
 
 
 def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | str | None, ...]]:
@@ -131,6 +166,7 @@ class Facts:
         self._scopes: list[Scope] | None = None
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
+        self._declared: Declared | None = None
         self._inferred: Inferred | None = None
         self._possible: frozenset[str] | None = None
         self._names: Names | None = None
@@ -235,7 +271,10 @@ class Facts:
             return s
         if self.local is not None:
             return self.local_shapes.get(name)
-        return self._infer().shape(name)
+        if self._declared is None:
+            self._declared = Declared(self.model)
+        s = self._declared.known_shape(name)
+        return s if s is not None else self._infer().shape(name)
 
     def _infer(self) -> Inferred:
         if self._inferred is None:
