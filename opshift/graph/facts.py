@@ -47,11 +47,12 @@ from .scopes import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Constant:
     """A constant value: its tensor, the scope that holds it, and whether an edit may change
     the tensor itself (an initializer or a Constant node's ``value``, not a tensor made from
-    ``value_floats``)."""
+    ``value_floats``). Read-only (not frozen: a model has one per initializer, and a frozen
+    dataclass is several times slower to make)."""
 
     tensor: onnx.TensorProto
     scope: Scope
@@ -66,21 +67,35 @@ def _dims(tt) -> tuple:
 class Declared:
     """Element types and shapes (ints, symbolic names, or None) as the model's graphs,
     subgraphs and function value_info declare them, and of constants; indexed once (the
-    last declaration of a name wins), each answer read from the protobuf when first asked
-    for (a big model has a value_info per node)."""
+    last declaration of a name wins), each answer read from the protobuf when asked for.
+
+    The index holds a position per name, not the declaration: a big model has a value_info
+    per node, and a Python object for each would cost more memory than the index."""
+
+    _BITS = 24  # position = index << _BITS | box (a tuple past 2**_BITS boxes)
 
     def __init__(self, model: onnx.ModelProto):
         self._model = model  # the index points into it
-        #: name -> the ValueInfoProto or TensorProto that says it (the last one wins)
+        #: repeated fields of ValueInfoProto or TensorProto
+        self._boxes: list = []
+        #: name -> the position of the ValueInfoProto or TensorProto that says it (the last
+        #: one wins), or a Constant node's tensor
         self._src: dict[str, object] = {}
         self._graph(model.graph)
         for f in model.functions:
-            self._src.update((vi.name, vi) for vi in getattr(f, "value_info", ()))
+            self._box(getattr(f, "value_info", ()))
+
+    def _box(self, box) -> None:
+        b = len(self._boxes)
+        self._boxes.append(box)
+        if b >> self._BITS:
+            self._src.update({x.name: (box, i) for i, x in enumerate(box)})
+        else:
+            self._src.update({x.name: i << self._BITS | b for i, x in enumerate(box)})
 
     def _graph(self, g: onnx.GraphProto) -> None:
-        for vis in (g.input, g.output, g.value_info):
-            self._src.update((vi.name, vi) for vi in vis)
-        self._src.update((t.name, t) for t in g.initializer)
+        for box in (g.input, g.output, g.value_info, g.initializer):
+            self._box(box)
         kinds = {(n.op_type, n.domain) for n in g.node}
         if not any(op == "Constant" or may_hold_subgraphs(dom, op) for op, dom in kinds):
             return
@@ -92,8 +107,21 @@ class Declared:
                 if c is not None:
                     self._src[n.output[0]] = c
 
+    def _decl(self, name: str):
+        """The ValueInfoProto or TensorProto that declares ``name``, or None (also once an
+        edit moved it: the index answers for the model as it was given)."""
+        at = self._src.get(name)
+        if type(at) is int:
+            box, i = self._boxes[at & ((1 << self._BITS) - 1)], at >> self._BITS
+        elif type(at) is tuple:
+            box, i = at
+        else:
+            return at
+        x = box[i] if i < len(box) else None
+        return x if x is not None and x.name == name else None
+
     def elem_type(self, name: str) -> int | None:
-        src = self._src.get(name)
+        src = self._decl(name)
         if isinstance(src, onnx.TensorProto):
             return src.data_type or None
         if src is None or not src.type.HasField("tensor_type"):
@@ -101,7 +129,7 @@ class Declared:
         return src.type.tensor_type.elem_type or None
 
     def shape(self, name: str) -> tuple | None:
-        src = self._src.get(name)
+        src = self._decl(name)
         if isinstance(src, onnx.TensorProto):
             return tuple(src.dims)
         if src is None or not src.type.HasField("tensor_type"):
@@ -112,17 +140,18 @@ class Declared:
     def known_shape(self, name: str) -> tuple[int, ...] | None:
         """The shape of ``name`` when every dim is a number; onnx shape inference cannot
         change it (it keeps a declared dim value, or fails on a different one)."""
-        src = self._src.get(name)
-        if isinstance(src, onnx.TensorProto):
-            return tuple(src.dims)
-        if src is None or not src.type.HasField("tensor_type"):
+        src = self._decl(name)
+        if src is None:
             return None
-        tt = src.type.tensor_type
+        if type(src) is onnx.TensorProto:
+            return tuple(src.dims)
+        tt = src.type.tensor_type  # empty when the value is not a tensor
         if not tt.HasField("shape"):
             return None
         dims = tt.shape.dim
-        if not all(d.HasField("dim_value") for d in dims):
-            return None
+        for d in dims:
+            if not d.HasField("dim_value"):
+                return None
         return tuple(d.dim_value for d in dims)
 
     def shapes(self) -> dict[str, tuple]:
@@ -170,7 +199,7 @@ class Facts:
         self._inferred: Inferred | None = None
         self._possible: frozenset[str] | None = None
         self._names: Names | None = None
-        self._consts: dict[int, dict[str, Constant]] = {}
+        self._consts: dict[int, dict[str, Constant | int]] = {}
         self._inputs: dict[int, frozenset[str]] = {}
         self._uses: dict[int, Counter] = {}
         #: the types (and declared shapes) of the function body being planned, else None
@@ -287,7 +316,10 @@ class Facts:
         or None when it is computed or fed at run time."""
         s: Scope | None = scope
         while s is not None and name:
-            found = self._scope_constants(s).get(name)
+            consts = self._scope_constants(s)
+            found = consts.get(name)
+            if type(found) is int:  # an initializer's position: made a Constant when read
+                found = consts[name] = Constant(s.graph.initializer[found], s, True)
             if found is not None:
                 return found
             if name in self._graph_inputs(s):
@@ -299,17 +331,19 @@ class Facts:
         """Make a constant a rewrite adds visible to later lookups in ``scope``."""
         self._scope_constants(scope)[name] = Constant(tensor, scope, False)
 
-    def _scope_constants(self, scope: Scope) -> dict[str, Constant]:
+    def _scope_constants(self, scope: Scope) -> dict[str, Constant | int]:
+        """Name -> Constant, or the position of an initializer (a model has thousands, and
+        a rewrite reads few of them)."""
         d = self._consts.get(id(scope))
         if d is None:
             d = self._consts[id(scope)] = {}
             if scope.graph is not None:
-                # from IR 4 an initializer that is also a graph input can be fed
-                fed = self._graph_inputs(scope) if self.model.ir_version >= 4 else ()
-                for t in scope.graph.initializer:
-                    if t.name not in fed:
-                        d[t.name] = Constant(t, scope, True)
-            for n in scope.nodes:
+                d.update({t.name: i for i, t in enumerate(scope.graph.initializer)})
+                if self.model.ir_version >= 4:
+                    # from IR 4 an initializer that is also a graph input can be fed
+                    for name in self._graph_inputs(scope):
+                        d.pop(name, None)
+            for n in scope.nodes if any(op == "Constant" for op, _ in scope.kinds) else ():
                 if n.op_type != "Constant":
                     continue
                 held = held_tensor(n)
