@@ -11,12 +11,14 @@ versions and scope) leaves the model untouched. Then the opset imports and the I
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 
 import onnx
 from onnx import helper
 
 from .. import opsets
+from .._gc import no_cyclic_gc
 from ..errors import ArgumentTypeError, ConversionError, OpshiftError, function_id
 from ..graph.edit import Edits
 from ..graph.facts import Facts
@@ -107,10 +109,11 @@ class _Planner:
                                walk=walk)
         whats = [w for w, _ in state.notes]
         whys = [y for _, y in state.notes if y]
+        # interned: thousands of nodes of one op often get the same words
         change = Change(name, n.op_type, sc.label, walk.v_from, walk.v_to,
                         "rewrite" if new is not None else "relabel",
-                        "; ".join(whats) or "relabel",
-                        "; ".join(whys) or ("" if whats else RELABEL))
+                        sys.intern("; ".join(whats)) or "relabel",
+                        sys.intern("; ".join(whys)) or ("" if whats else RELABEL))
         if self.record and (new is not None or whats):
             dims = {id(c.tensor): s for c, s in state.pending.dims}
             change.region = record_region(self.ctx.facts, sc, n, new if new is not None
@@ -249,8 +252,9 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
         return result
     ir = needed_ir(model, target)
     ir = ir if target < source else max(ir_before, ir)
-    result.entries = _Planner(model, source, target, frozenset(), record, base_dir,
-                              Facts(model, source)).run()
+    with no_cyclic_gc():  # a plan makes objects per node; none in cycles worth a pass
+        result.entries = _Planner(model, source, target, frozenset(), record, base_dir,
+                                  Facts(model, source)).run()
     if verbose_log is not None:
         for c in all_changes(result.entries):
             log(f"{c.scope}: {c.node} ({c.label}): {c.what} -- {c.why}")
