@@ -148,11 +148,12 @@ class Declared:
         tt = src.type.tensor_type  # empty when the value is not a tensor
         if not tt.HasField("shape"):
             return None
-        dims = tt.shape.dim
-        for d in dims:
+        out = []
+        for d in tt.shape.dim:
             if not d.HasField("dim_value"):
                 return None
-        return tuple(d.dim_value for d in dims)
+            out.append(d.dim_value)
+        return tuple(out)
 
     def shapes(self) -> dict[str, tuple]:
         out = {}
