@@ -57,6 +57,7 @@ class _Planner:
         #: Changes in scope and node order; relabels as (node, op, scope, from, to) tuples
         self.entries: list = []
 
+    @no_cyclic_gc()  # a plan makes objects per node, none in cycles worth a pass
     def run(self) -> list:
         facts = self.ctx.facts
         model_opset = opsets.opset_of(self.ctx.model)
@@ -252,9 +253,8 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
         return result
     ir = needed_ir(model, target)
     ir = ir if target < source else max(ir_before, ir)
-    with no_cyclic_gc():  # a plan makes objects per node; none in cycles worth a pass
-        result.entries = _Planner(model, source, target, frozenset(), record, base_dir,
-                                  Facts(model, source)).run()
+    result.entries = _Planner(model, source, target, frozenset(), record, base_dir,
+                              Facts(model, source)).run()
     if verbose_log is not None:
         for c in all_changes(result.entries):
             log(f"{c.scope}: {c.node} ({c.label}): {c.what} -- {c.why}")

@@ -54,12 +54,9 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
     """Walk one node from ``v_from`` to ``v_to``; its replacement (None: the node stays as it
     is) and its plan. Raises :class:`ConversionError` naming node, versions and scope."""
     op = n.op_type
-
-    def loc() -> str:
-        return f"node {name!r} ({op}-{v_from} -> {v_to}, {sc.label})"
-
+    loc = f"node {name!r} ({op}-{v_from} -> {v_to}, {sc.label})"
     if v_from is None:
-        raise ConversionError(f"{loc()}: {op} does not exist at opset {src}")
+        raise ConversionError(f"{loc}: {op} does not exist at opset {src}")
     if walk is None:
         walk = walk_for(ctx.facts, op, v_from, v_to)
     walk_to = v_to if v_to is not None else opsets.versions(op)[0]
@@ -78,7 +75,7 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
                 schema.check(st)
         except Refuse as e:
             raise ConversionError(
-                f"{loc()}: step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
+                f"{loc}: step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
             ) from None
     if (state.finisher is None or state.removed) and (v_to is not None or state.removed):
         return _result(n, state), state
@@ -87,7 +84,7 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
         try:
             state.finisher(end)
         except Refuse as e:
-            raise ConversionError(f"{loc()}: at {op}-{walk_to}: {e}") from None
+            raise ConversionError(f"{loc}: at {op}-{walk_to}: {e}") from None
     if v_to is None and not state.removed:
         replace = replacement_for(op)
         try:
@@ -98,7 +95,7 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
 
                 write_function_body(end, src, depth)
         except Refuse as e:
-            raise ConversionError(f"{loc()}: {op} does not exist at opset {ctx.target} and no "
+            raise ConversionError(f"{loc}: {op} does not exist at opset {ctx.target} and no "
                                   f"exact decomposition applies: {e}") from None
     return _result(n, state), state
 
