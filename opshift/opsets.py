@@ -42,18 +42,25 @@ def since_version(op: str, opset: int, domain: str = "") -> int | None:
 
 
 @functools.cache
-def _history() -> dict[tuple[str, str], tuple[onnx.defs.OpSchema, ...]]:
-    """(domain, op) -> every schema of the op in the installed onnx, oldest first."""
-    out: dict[tuple[str, str], list[onnx.defs.OpSchema]] = {}
-    for s in onnx.defs.get_all_schemas_with_history():
-        out.setdefault((normalize_domain(s.domain), s.name), []).append(s)
-    return {k: tuple(sorted(v, key=lambda s: s.since_version)) for k, v in out.items()}
+def _schemas(op: str, domain: str = "") -> tuple[onnx.defs.OpSchema, ...]:
+    """Every schema of ``op`` in the installed onnx, oldest first: asked version by version
+    down from the newest (loading the whole history would cost every process its time and
+    memory)."""
+    dom = normalize_domain(domain)
+    try:
+        s = onnx.defs.get_schema(op, dom)
+    except onnx.defs.SchemaError:
+        return ()
+    out = [s]
+    while s.since_version > 1 and (s := schema(op, s.since_version - 1, dom)) is not None:
+        out.append(s)
+    return tuple(reversed(out))
 
 
 @functools.cache
 def versions(op: str, domain: str = "") -> tuple[int, ...]:
     """All since_versions of ``op`` known to the installed onnx, ascending."""
-    return tuple(s.since_version for s in _history().get((normalize_domain(domain), op), ()))
+    return tuple(s.since_version for s in _schemas(op, domain))
 
 
 @functools.cache
@@ -143,8 +150,7 @@ _TENSOR_KINDS = _GRAPH_KINDS | {onnx.defs.OpSchema.AttrType.TENSOR,
 
 
 def _has_attribute_of(op: str, kinds: frozenset) -> bool:
-    return any(a.type in kinds for s in _history().get(("", op), ())
-               for a in s.attributes.values())
+    return any(a.type in kinds for s in _schemas(op) for a in s.attributes.values())
 
 
 @functools.cache

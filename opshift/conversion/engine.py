@@ -13,12 +13,14 @@ are fused first, and the fused model is planned instead (:mod:`.fuse_first`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 
 import onnx
 from onnx import helper
 
 from .. import opsets
+from .._gc import no_cyclic_gc
 from ..errors import (
     ArgumentTypeError,
     ConversionError,
@@ -68,6 +70,7 @@ class _Planner:
         #: Changes in scope and node order; relabels as (node, op, scope, from, to) tuples
         self.entries: list = []
 
+    @no_cyclic_gc()  # a plan makes objects per node, none in cycles worth a pass
     def run(self) -> list:
         facts = self.ctx.facts
         model_opset = opsets.opset_of(self.ctx.model)
@@ -139,10 +142,11 @@ class _Planner:
                                walk=walk)
         whats = [w for w, _ in state.notes]
         whys = [y for _, y in state.notes if y]
+        # interned: thousands of nodes of one op often get the same words
         change = Change(name, n.op_type, sc.label, walk.v_from, walk.v_to,
                         "rewrite" if new is not None else "relabel",
-                        "; ".join(whats) or "relabel",
-                        "; ".join(whys) or ("" if whats else RELABEL))
+                        sys.intern("; ".join(whats)) or "relabel",
+                        sys.intern("; ".join(whys)) or ("" if whats else RELABEL))
         if self.record and (new is not None or whats):
             dims = {id(c.tensor): s for c, s in state.pending.dims}
             change.region = record_region(self.ctx.facts, sc, n, new if new is not None

@@ -90,6 +90,21 @@ class SchemaStep:
         return (not self.refused and self.attrs_inert and self.counts_inert
                 and not (self.narrowed and self.narrowed & facts.possible_types()))
 
+    @functools.cached_property
+    def plain(self) -> bool:
+        """No node can need a refusal, a default written or its inputs, outputs and types
+        checked at this step: only its attributes can matter (see :meth:`passes`)."""
+        return (not self.refused and not self.writes and not self.unset_refusals
+                and self.counts_inert and not self.narrowed)
+
+    def passes(self, node: onnx.NodeProto) -> bool:
+        """:meth:`check` would leave ``node`` as it is: the step is :attr:`plain` and each
+        attribute of the node exists at ``dst`` with its type."""
+        if not self.plain:
+            return False
+        get = self.dst_attrs.get
+        return all(get(a.name) == a.type for a in node.attribute)
+
     def check(self, st: Step) -> None:
         """Accept the node at ``st.dst`` when the two schemas say it is unaffected."""
         if self.refused:

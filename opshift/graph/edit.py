@@ -54,7 +54,8 @@ class Edits:
 
     # -- planning
     def commit(self, p: Pending) -> None:
-        self._accepted.absorb(p)
+        if p.initializers or p.dims or p.copies or p.consumed or p.unused:
+            self._accepted.absorb(p)
 
     def replace(self, scope: Scope, index: int, nodes: list[onnx.NodeProto]) -> None:
         """Replace node ``index`` of ``scope`` by ``nodes`` (written by :meth:`write`)."""
@@ -143,7 +144,7 @@ def _set_dims(g: onnx.GraphProto | None, reshaped: list[tuple[Constant, tuple[in
         new[t.name] = shape
     if g is None:
         return
-    for vi in (*g.input, *g.value_info, *g.output):
+    for vi in chain(g.input, g.value_info, g.output):
         shape = new.get(vi.name)
         if shape is not None and vi.type.HasField("tensor_type"):
             vi.type.tensor_type.ClearField("shape")

@@ -49,11 +49,12 @@ from .shape_rules import RULES
 from .shape_walk import ShapeWalk
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Constant:
     """A constant value: its tensor, the scope that holds it, and whether an edit may change
     the tensor itself (an initializer or a Constant node's ``value``, not a tensor made from
-    ``value_floats``)."""
+    ``value_floats``). Read-only (not frozen: a model has one per initializer, and a frozen
+    dataclass is several times slower to make)."""
 
     tensor: onnx.TensorProto
     scope: Scope
@@ -110,7 +111,7 @@ class Facts:
         self._function: onnx.FunctionProto | None = None
         self._possible: frozenset[str] | None = None
         self._names: Names | None = None
-        self._consts: dict[int, dict[str, Constant]] = {}
+        self._consts: dict[int, dict[str, Constant | int]] = {}
         self._inputs: dict[int, frozenset[str]] = {}
         self._uses: dict[int, Counter] = {}
         #: the types (and declared shapes) of the function body being planned, else None
@@ -309,7 +310,10 @@ class Facts:
         or None when it is computed or fed at run time."""
         s: Scope | None = scope
         while s is not None and name:
-            found = self._scope_constants(s).get(name)
+            consts = self._scope_constants(s)
+            found = consts.get(name)
+            if type(found) is int:  # an initializer's position: made a Constant when read
+                found = consts[name] = Constant(s.graph.initializer[found], s, True)
             if found is not None:
                 return found
             if name in self._graph_inputs(s):
@@ -321,17 +325,19 @@ class Facts:
         """Make a constant a rewrite adds visible to later lookups in ``scope``."""
         self._scope_constants(scope)[name] = Constant(tensor, scope, False)
 
-    def _scope_constants(self, scope: Scope) -> dict[str, Constant]:
+    def _scope_constants(self, scope: Scope) -> dict[str, Constant | int]:
+        """Name -> Constant, or the position of an initializer (a model has thousands, and
+        a rewrite reads few of them)."""
         d = self._consts.get(id(scope))
         if d is None:
             d = self._consts[id(scope)] = {}
             if scope.graph is not None:
-                # from IR 4 an initializer that is also a graph input can be fed
-                fed = self._graph_inputs(scope) if self.model.ir_version >= 4 else ()
-                for t in scope.graph.initializer:
-                    if t.name not in fed:
-                        d[t.name] = Constant(t, scope, True)
-            for n in scope.nodes:
+                d.update({t.name: i for i, t in enumerate(scope.graph.initializer)})
+                if self.model.ir_version >= 4:
+                    # from IR 4 an initializer that is also a graph input can be fed
+                    for name in self._graph_inputs(scope):
+                        d.pop(name, None)
+            for n in scope.nodes if any(op == "Constant" for op, _ in scope.kinds) else ():
                 if n.op_type != "Constant":
                     continue
                 held = held_tensor(n)
