@@ -108,9 +108,10 @@ def run_case(op, opset, elem, x, attrs=None, slope=None, slope_input=False, form
              slope_node=False):
     m = build(op, opset, elem, list(x.shape), attrs, slope, slope_input, slope_node)
     before = m.SerializeToString()
-    # a slope a caller may change (graph input, IR < 4 initializer-input) at opsets 1..8:
-    # refused unless asked for, as its form is exact only for finite slopes (all are here)
-    runtime = op == "PRelu" and dec.band(opset) == dec.LEGACY and not slope_node
+    # a slope a caller may change (a graph input) at opsets 1..8: refused unless asked for,
+    # as its form is exact only for finite slopes (all are here); an IR < 4 initializer
+    # listed as an input is the model's weight, a constant
+    runtime = op == "PRelu" and dec.band(opset) == dec.LEGACY and slope_input
     if runtime:
         with pytest.raises(ConversionError, match="slope is not a constant"):
             inline(m)
@@ -236,8 +237,8 @@ def test_legacy_prelu_slope_placement(opset, slope, slope_node):
     x = _x4()
     m, out, feeds, ref = run_case("PRelu", opset, TP.FLOAT, x, slope=slope,
                                   slope_node=slope_node)
-    if slope.shape == (3, 1, 1):  # reshaped to the span (3,): a Constant, or Squeeze
-        want = "Constant" if slope_node else "Squeeze"
+    if slope.shape == (3, 1, 1):  # reshaped to the span (3,): a Constant
+        want = "Constant"  # a Constant node, or an IR 3 initializer: both weights
         assert want in [n.op_type for n in out.graph.node if n.name.startswith("act/Slope")]
     if slope.shape == (3,):
         muls = [n for n in out.graph.node if n.op_type == "Mul"]
@@ -282,9 +283,15 @@ def test_legacy_prelu_forms(opset, lo, hi, form):
     s = np.random.default_rng(6).uniform(lo, hi, (3, 1, 1)).astype(np.float32)
     _, out, _, _ = run_case("PRelu", opset, TP.FLOAT, x, slope=s, slope_node=True)
     assert out.graph.node[-1].op_type == form
-    # an IR 3 initializer is also a graph input: a caller may override it, so no Max/Min
+    # an IR 3 initializer must be listed as an input too, and is the model's weight
     _, out, _, _ = run_case("PRelu", opset, TP.FLOAT, x, slope=s)
-    assert out.graph.node[-1].op_type == "Sub"
+    assert out.graph.node[-1].op_type == form
+    # from IR 4 an initializer listed as an input may be fed: no Max/Min, refused unless asked
+    m = build("PRelu", opset, TP.FLOAT, list(x.shape), None, s, False, False)
+    m.ir_version = 4
+    with pytest.raises(ConversionError, match="slope is not a constant"):
+        inline(m)
+    assert inline(m, allow_nonfinite_slope=True).graph.node[-1].op_type == "Sub"
 
 
 # -- onnxruntime agrees --------------------------------------------------------------------------

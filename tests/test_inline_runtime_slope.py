@@ -49,7 +49,7 @@ def _feeds(slope: str, s=S) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("opset", [1, 6, 7, 8])
-@pytest.mark.parametrize("slope", ["input", "ir3", "computed"])
+@pytest.mark.parametrize("slope", ["input", "computed"])
 def test_refused_by_default(opset, slope):
     m = _model(opset, slope)
     before = m.SerializeToString()
@@ -64,7 +64,7 @@ def test_refused_by_default(opset, slope):
 
 
 @pytest.mark.parametrize("opset", [6, 7, 8])
-@pytest.mark.parametrize("slope", ["input", "ir3", "computed"])
+@pytest.mark.parametrize("slope", ["input", "computed"])
 def test_accepted_on_request_with_a_note_and_the_same_numbers(opset, slope):
     m = _model(opset, slope)
     out = onnx.ModelProto()

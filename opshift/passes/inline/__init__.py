@@ -77,13 +77,15 @@ def _work_from_census(census: validate.Census, wanted: frozenset[str]) -> list[_
     return work
 
 
-def _scope_constants(w: _Work) -> dict[str, onnx.TensorProto]:
-    """Values fixed in the scope: Constant outputs and initializers that are not also graph
-    inputs (an initializer that is an input, as IR < 4 requires, is only a default that a
-    caller may override, so its value must not choose a decomposition)."""
+def _scope_constants(w: _Work, ir_version: int) -> dict[str, onnx.TensorProto]:
+    """Values fixed in the scope: Constant outputs and initializers, as
+    :meth:`opshift.graph.facts.Facts.constant` reads them. From IR 4 an initializer that is
+    also a graph input is only a default a caller may override, so its value must not
+    choose a decomposition; below IR 4 every initializer must be listed as an input and is
+    the model's weight."""
     out: dict[str, onnx.TensorProto] = {}
     if isinstance(w.owner, onnx.GraphProto):
-        inputs = {v.name for v in w.owner.input}
+        inputs = {v.name for v in w.owner.input} if ir_version >= 4 else set()
         for t in w.owner.initializer:
             if t.name not in inputs:
                 out[t.name] = t
@@ -181,7 +183,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             note = ""
         else:
             if consts is None and op == "PRelu":
-                consts = _scope_constants(w)
+                consts = _scope_constants(w, facts.model.ir_version)
             how, note = _legacy(w, node, op, version, opset, et, base, names, facts, consts,
                                 allow_nonfinite_slope)
         chosen.append((i, node, op, version, base, ins[0], outs[0],
