@@ -267,29 +267,66 @@ def read_through_opshift(ir_model, base_dir: str | os.PathLike | None) -> None:
 
 # -- copying ----------------------------------------------------------------------------------
 
+#: Bytes a copy asks the kernel for at a time: large enough that the calls cost nothing next
+#: to the copy, small enough that a signal is acted on within milliseconds.
+_CHUNK = 8 << 20
+
+#: errno values meaning "the kernel cannot copy between these two files this way".
+_NO_KERNEL_COPY = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF,
+                   errno.ETXTBSY)
+
+
 def copy_file(src: Path, dst_fd: int, loc: str) -> None:
-    """Copy regular file ``src`` (a resolved path inside the model's folder) into the open
-    file ``dst_fd``, through the kernel (sendfile: the data never passes through Python), in
-    chunks so that a signal is acted on within milliseconds."""
+    """Copy regular file ``src`` (a resolved path inside the model's folder) into the open,
+    empty file ``dst_fd``, as ``cp`` does: ``copy_file_range``, which shares the blocks
+    (reflink) or copies on the server where the file system can, else copies inside the
+    kernel; ``sendfile`` where it is refused; a plain copy where neither works. The data
+    never passes through Python when the kernel copies it."""
     with _open_regular(src, loc, None) as f:
         fd = f.fileno()
         size = os.fstat(fd).st_size
         offset = 0
-        try:
-            while offset < size and hasattr(os, "sendfile"):
-                n = os.sendfile(dst_fd, fd, offset, min(size - offset, 8 << 20))
-                if n == 0:
-                    break
-                offset += n
-        except OSError as e:
-            if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP) or offset:
-                raise
-        if offset < size:  # no sendfile here, or not for this file system: a plain copy
+        for kernel_copy in _KERNEL_COPIES:
+            try:
+                offset = kernel_copy(fd, dst_fd, size)
+                break
+            except OSError as e:  # (the next way starts again from the first byte)
+                if e.errno not in _NO_KERNEL_COPY:
+                    raise
+        if offset < size:  # a file that grew, or no kernel copy here: the rest, plainly
+            os.lseek(dst_fd, offset, os.SEEK_SET)
             f.seek(offset)
             while chunk := f.read(1 << 20):
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(dst_fd, view):]
+
+
+def _copy_range(src_fd: int, dst_fd: int, size: int) -> int:
+    """Bytes copied by ``copy_file_range``, from the start of both files."""
+    offset = 0
+    while offset < size:
+        n = os.copy_file_range(src_fd, dst_fd, min(size - offset, _CHUNK), offset, offset)
+        if n == 0:
+            break
+        offset += n
+    return offset
+
+
+def _send(src_fd: int, dst_fd: int, size: int) -> int:
+    """Bytes copied by ``sendfile``, from the start of both files (``dst_fd`` is at 0)."""
+    offset = 0
+    while offset < size:
+        n = os.sendfile(dst_fd, src_fd, offset, min(size - offset, _CHUNK))
+        if n == 0:
+            break
+        offset += n
+    return offset
+
+
+#: The kernel's ways to copy that this platform has, best first.
+_KERNEL_COPIES = tuple(way for way, call in ((_copy_range, "copy_file_range"),
+                                             (_send, "sendfile")) if hasattr(os, call))
 
 
 def same_bytes(a: Path, b: Path) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import onnx
 import pytest
 
 from opshift.cli import COMMANDS, main
@@ -86,3 +87,35 @@ def test_commands_but_fuse_never_import_onnx_ir(tmp_path):
                         str(out)], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+_FUSE = """
+import sys
+from opshift.cli import main
+assert main(["fuse", *sys.argv[1:], "-q"]) == 0
+print("onnx_ir" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("decomposed", [False, True])
+def test_fuse_loads_onnx_ir_only_for_a_model_that_may_hold_a_pattern(tmp_path, decomposed):
+    """A model with none of the ops every fuse rule needs one of (no Mul, no Cast) has nothing
+    to fuse: fuse writes it unchanged without loading onnx_ir; an inlined one is fused."""
+    import subprocess
+    import sys
+
+    from conftest import MODELS, ROOT
+
+    src = MODELS / "small_cnn.onnx"
+    if decomposed:
+        assert main(["inline", str(src), "-o", str(tmp_path / "i.onnx"), "-q"]) == 0
+        src = tmp_path / "i.onnx"
+    out = tmp_path / "o.onnx"
+    p = subprocess.run([sys.executable, "-c", _FUSE, str(src), "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(decomposed)
+    kinds = {n.op_type for n in onnx.load(out).graph.node}
+    assert "PRelu" in kinds and "Mul" not in kinds
+    if not decomposed:
+        assert out.read_bytes() == src.read_bytes()

@@ -5,6 +5,7 @@ with nothing left behind."""
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import shutil
@@ -270,3 +271,41 @@ def test_a_full_disk_is_a_one_line_error_with_nothing_left(tmp_path, command, ex
     assert r.stdout.split() == ["rc=2"], (r.stdout, r.stderr)  # exit 2, the folder empty
     assert r.stderr.strip() == f"opshift {command}: error: {failed}: cannot write: No space " \
                                "left on device"
+
+
+def _refuse(real, after: int, calls: list):
+    """``real`` (os.copy_file_range or os.sendfile) that fails with EXDEV from its
+    ``after``-th call on (None: never), each call recorded in ``calls``."""
+    def call(*a):
+        calls.append(a)
+        if after is not None and len(calls) > after:
+            raise OSError(errno.EXDEV, "refused")
+        return real(*a)
+    return call
+
+
+@pytest.mark.parametrize("range_after,send_after,way", [
+    (None, None, "copy_file_range"), (0, None, "sendfile"), (2, None, "sendfile"),
+    (0, 0, "plain"), (3, 1, "plain")])
+def test_the_data_copy_is_exact_whichever_way_the_kernel_allows(
+        tmp_path, monkeypatch, range_after, send_after, way):
+    """copy_file_range first; a refusal, even part way, starts sendfile again from the first
+    byte, and a refusal of that a plain copy; the copy is the source, byte for byte."""
+    from opshift import external
+
+    data = np.random.default_rng(0).bytes(10 * 4096 + 123)
+    (tmp_path / "w.bin").write_bytes(data)
+    monkeypatch.setattr(external, "_CHUNK", 4096)
+    ranges, sends = [], []
+    monkeypatch.setattr(os, "copy_file_range", _refuse(os.copy_file_range, range_after,
+                                                       ranges))
+    monkeypatch.setattr(os, "sendfile", _refuse(os.sendfile, send_after, sends))
+    fd = os.open(tmp_path / "out.bin", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        external.copy_file(tmp_path / "w.bin", fd, "w.bin")
+    finally:
+        os.close(fd)
+    assert (tmp_path / "out.bin").read_bytes() == data
+    assert ranges and bool(sends) == (way != "copy_file_range")
+    if way == "copy_file_range":
+        assert len(ranges) == 11  # every byte through the kernel, a chunk a call

@@ -207,3 +207,18 @@ def test_rules_commute_lazily_and_their_filters_hold_for_every_operand_order():
             assert sorted(child[0] for _, child in skel[1]) == rule._needs, rule.name
         assert rule._variants is variants  # listed once
         assert rule._variant_rule(variants[-1]) is variants[-1][2]  # built once
+
+
+@pytest.mark.parametrize("allow_rounding", [False, True])
+def test_every_rule_needs_an_anchor_op(allow_rounding):
+    """fuse skips a model with no Mul and no Cast without building the rules: every rule's
+    pattern must hold one of them, in every operand order."""
+    from opshift.passes.fuse_anchors import ANCHORS, may_hold_patterns
+    from opshift.passes.fuse_ir import _rule_ops
+
+    needs = _rule_ops(allow_rounding)
+    assert len(needs) == len(rules(allow_rounding=allow_rounding).rules)
+    for need in needs:
+        assert need & ANCHORS, sorted(need)
+        assert may_hold_patterns(need)
+    assert not may_hold_patterns({"Conv", "PRelu", "LeakyRelu", "Selu", "Relu", "Exp"})

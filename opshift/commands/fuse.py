@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+import onnx
+
 from ..tables import plural
 from . import _batch, _rewrite
 from ._options import add_model_options, add_verify_options
@@ -59,9 +61,17 @@ def process(args, job) -> Outcome:
 
 
 def _fuse(args, src, census) -> _rewrite.Rewritten:
-    from ..passes.fuse import fuse_proto, verify_fuse
+    from ..passes.fuse_anchors import may_hold_patterns
 
     original = src.model
+    if not may_hold_patterns(op for _, op in census.kinds):
+        # no rule can match: the output is the input, and the rules and the IR are not built
+        same = onnx.ModelProto()
+        same.CopyFrom(original)
+        return _rewrite.Rewritten(same, [], f"fused {plural(0, 'pattern')}",
+                                  details={"refused": []}, check=_nothing_fused)
+    from ..passes.fuse import fuse_proto, verify_fuse
+
     model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
                                capture_regions=args.verify, census=census,
                                base_dir=src.source_dir)
@@ -76,12 +86,16 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
 
     def check():
         if not result.modified:  # nothing fused: the output is the input
-            from ..verify import VerifyReport
-
-            return VerifyReport(), ["nothing was fused, so there is nothing to check"]
+            return _nothing_fused()
         return verify_fuse(original, model, result, seed=args.seed)
 
     return _rewrite.Rewritten(
         model, changes, summary, details={"refused": result.to_dict()["refused"]},
         lines=lambda: result.lines() if args.verbose else (), check=check,
         check_total=len(result.regions))
+
+
+def _nothing_fused():
+    from ..verify import VerifyReport
+
+    return VerifyReport(), ["nothing was fused, so there is nothing to check"]
