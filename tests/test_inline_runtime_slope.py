@@ -283,3 +283,16 @@ def test_legacy_slope_legacy_mul_cannot_place_is_refused_naming_the_node():
     assert "slope shape [3, 1, 5] placed as [1, 3, 1, 5]" in msg
     assert "legacy Mul broadcasting cannot express it" in msg and "dim 2 is 1 against 4" in msg
     assert m.SerializeToString() == before
+
+
+@pytest.mark.parametrize(("x_shape", "s_shape"), [([1, None, 4], [None]),
+                                                  ([2, None, 4], [None, 1])])
+def test_legacy_slope_over_unknown_dims_is_refused(x_shape, s_shape):
+    """Two unknown dims are not known to be equal: legacy Mul's ``axis`` placement of the
+    slope could fail at run time where PRelu-6 computes, so inline refuses it."""
+    node = onnx.helper.make_node("PRelu", ["x", "s"], ["y"], name="act")
+    m = make_model([node], [vi("x", shape=x_shape), vi("s", shape=s_shape)],
+                   [vi("y", shape=x_shape)], opset=6)
+    with pytest.raises(ConversionError, match=r"node 'act' .*legacy Mul broadcasting cannot "
+                       r"express it \(dim 1 is None against None"):
+        inline(m, allow_nonfinite_slope=True)

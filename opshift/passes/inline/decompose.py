@@ -10,7 +10,8 @@ the non-1 span of the placed slope becomes the Mul's B with ``broadcast=1`` and 
 constant by a new ``<node>/Slope`` Constant; a value that may change at run time (a graph
 input, including an IR < 4 initializer that is also an input) by ``<node>/Slope =
 Squeeze(slope, axes=<its 1-dims outside the span>)``. A placement legacy Mul cannot express
-(1-dim expansion inside the span) raises ConversionError.
+(:func:`opshift.broadcast.legacy_placement`: a 1 against a larger dim, or an unknown dim,
+inside the span) raises ConversionError.
 
 Only a slope that cannot change at run time (a Constant node, or an initializer that is not
 a graph input) chooses the Max/Min forms by its values. Any other slope (a graph input, an
