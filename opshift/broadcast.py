@@ -11,13 +11,16 @@ Three semantics describe how a slope tensor meets X (see ``shared/specs``):
   along the last axis.
 
 :func:`slope_shape_for` answers "to which shape of rank ``len(x_shape)`` must the slope be
-reshaped so that plain numpy broadcasting computes the op", for any of them.
+reshaped so that plain numpy broadcasting computes the op", for any of them;
+:func:`legacy_placement` answers how legacy binary-op broadcasting (opset <= 6
+``broadcast``/``axis``) reads an operand placed that way, or why it cannot.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .errors import EvaluationError
 
@@ -123,3 +126,39 @@ def legacy_is_per_channel(x_shape: Sequence[Dim], slope_shape: Sequence[Dim]) ->
     if len(slope_shape) != 1 or _size(slope_shape) == 1 or len(x_shape) < 3:
         return False
     return slope_shape[0] == x_shape[1]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How legacy broadcasting (opset <= 6) reads one operand for the other the way numpy
+    broadcasting does: the operand in ``shape`` with ``broadcast=1`` and ``axis`` (None:
+    suffix matching, or an operand of size 1, which legacy broadcasting takes whole)."""
+
+    shape: tuple
+    axis: int | None
+    drop: tuple[int, ...] = ()  # the operand's own axes (all 1) left out of ``shape``
+
+
+def legacy_placement(big: tuple, small: tuple) -> Placement | str:
+    """Where legacy broadcasting places ``small`` for ``big`` as numpy broadcasting does
+    (the output keeps ``big``'s shape), or why it cannot.
+
+    The legacy rule: B of size 1, or B's shape a contiguous run of A's shape, equal dim by
+    dim, starting at ``axis`` (suffix matching without it). So numpy's B, padded with
+    leading 1s to A's rank, fits when its dims other than 1 lie in one run over which it
+    equals A; B is then read as that run (outer 1s dropped).
+    """
+    r, k = len(big), len(small)
+    if k > r:
+        return f"rank {k} > rank {r}: numpy broadcasting makes the output larger"
+    padded = (1,) * (r - k) + tuple(small)
+    non1 = [i for i, d in enumerate(padded) if d != 1]
+    if not non1:
+        return Placement(tuple(small), None)
+    lo, hi = non1[0], non1[-1]
+    for i in range(lo, hi + 1):
+        if padded[i] is None or big[i] != padded[i]:
+            return (f"dim {i} is {padded[i]} against {big[i]}: legacy broadcasting needs "
+                    f"dims {lo}..{hi} equal (a contiguous run of {list(big)})")
+    drop = tuple(j for j in range(k) if not lo <= j + r - k <= hi)
+    return Placement(padded[lo:hi + 1], None if hi == r - 1 else lo, drop)

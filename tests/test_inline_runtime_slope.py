@@ -246,3 +246,53 @@ def test_cli_inline_verify_with_the_option_passes_and_says_why(tmp_path, capsys)
     assert v["ok"] and v["checks"]["whole_model"]
     assert any(n.startswith("whole model: input(s) 't' generated without +-inf and NaN")
                for n in v["notes"]), v["notes"]
+
+
+@pytest.mark.parametrize("opset", [1, 6])
+def test_legacy_run_time_slope_read_without_its_outer_1s(opset):
+    """A run-time slope [3, 1] on X [2, 3, 4]: legacy Mul reads it as [3] with axis=1, so a
+    Squeeze of its axis 1 (an attribute at these opsets) feeds the Mul."""
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)
+    s = np.array([[0.5], [-2.0], [4.0]], np.float32)
+    node = onnx.helper.make_node("PRelu", ["x", "s"], ["y"], name="act")
+    m = make_model([node], [vi("x", shape=[2, 3, 4]), vi("s", shape=[3, 1])],
+                   [vi("y", shape=[2, 3, 4])], opset=opset)
+    out = inline(m, allow_nonfinite_slope=True)
+    squeeze = [n for n in out.graph.node if n.op_type == "Squeeze"]
+    assert len(squeeze) == 1 and list(squeeze[0].input) == ["s"]
+    assert onnx.helper.get_attribute_value(squeeze[0].attribute[0]) == [1]
+    muls = [n for n in out.graph.node if n.op_type == "Mul" and squeeze[0].output[0] in n.input]
+    assert len(muls) == 1
+    assert {a.name: a.i for a in muls[0].attribute} == {"broadcast": 1, "axis": 1}
+    feeds = {"x": x, "s": s}
+    c = compare(evaluate(m, feeds)["y"], evaluate(out, feeds)["y"], ulp=0)
+    assert c.ok, c.reason
+
+
+def test_legacy_slope_legacy_mul_cannot_place_is_refused_naming_the_node():
+    """A slope [3, 1, 5] on X [2, 3, 4, 5] spans dims 1..3 with a 1 against 4 inside: legacy
+    Mul broadcasting cannot express that, and inline says so."""
+    node = onnx.helper.make_node("PRelu", ["x", "s"], ["y"], name="act")
+    m = make_model([node], [vi("x", shape=[2, 3, 4, 5])], [vi("y", shape=[2, 3, 4, 5])],
+                   opset=6, initializers=[init("s", np.ones((3, 1, 5), np.float32))])
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError) as e:
+        inline(m)
+    msg = str(e.value)
+    assert "\n" not in msg and "node 'act' (PRelu-6, graph 'g')" in msg
+    assert "slope shape [3, 1, 5] placed as [1, 3, 1, 5]" in msg
+    assert "legacy Mul broadcasting cannot express it" in msg and "dim 2 is 1 against 4" in msg
+    assert m.SerializeToString() == before
+
+
+@pytest.mark.parametrize(("x_shape", "s_shape"), [([1, None, 4], [None]),
+                                                  ([2, None, 4], [None, 1])])
+def test_legacy_slope_over_unknown_dims_is_refused(x_shape, s_shape):
+    """Two unknown dims are not known to be equal: legacy Mul's ``axis`` placement of the
+    slope could fail at run time where PRelu-6 computes, so inline refuses it."""
+    node = onnx.helper.make_node("PRelu", ["x", "s"], ["y"], name="act")
+    m = make_model([node], [vi("x", shape=x_shape), vi("s", shape=s_shape)],
+                   [vi("y", shape=x_shape)], opset=6)
+    with pytest.raises(ConversionError, match=r"node 'act' .*legacy Mul broadcasting cannot "
+                       r"express it \(dim 1 is None against None"):
+        inline(m, allow_nonfinite_slope=True)

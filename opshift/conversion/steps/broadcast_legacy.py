@@ -2,22 +2,22 @@
 
 * Add/Sub/Mul/Div/Pow/And/Or/Xor/Equal/Greater/Less **7**: legacy ``broadcast``/``axis``
   (<= 6) vs numpy broadcasting. Down: equal shapes stay; else B is placed by ``broadcast=1``
-  and ``axis`` when its dims other than 1 form one run equal to A's (:func:`legacy_placement`;
-  B read without its outer 1s: a constant reshaped once per tensor, copied when shared,
-  anything else through Squeeze). When only A broadcasts to B the operands trade places:
-  Add/Mul/And/Or/Xor/Equal as they are, Greater/Less as Less/Greater, Sub as
-  ``Add(Neg(B), A)``; Div and Pow are refused. Up reshapes B for ``axis``.
+  and ``axis`` when its dims other than 1 form one run equal to A's
+  (:func:`opshift.broadcast.legacy_placement`; B read without its outer 1s: a constant
+  reshaped once per tensor, copied when shared, anything else through Squeeze). When only A
+  broadcasts to B the operands trade places: Add/Mul/And/Or/Xor/Equal as they are,
+  Greater/Less as Less/Greater, Sub as ``Add(Neg(B), A)``; Div and Pow are refused. Up
+  reshapes B for ``axis``.
 * Sum/Max/Min/Mean **8**: all inputs had to share one shape before 8.
 * Gemm **7**: ``broadcast`` of C (<= 6); Gemm **11**: C optional (made an explicit zero down).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from onnx import TensorProto
 
+from ...broadcast import Placement, legacy_placement
 from ..registry import at
 from ..step import Refuse, Step, is_suffix, known_shape, norm_axis, np_dtype
 
@@ -58,42 +58,6 @@ def legacy_broadcast(st: Step) -> None:
         st.note(f"B reshaped with {trailing} trailing 1s for legacy axis={axis}")
         return
     _to_legacy(st)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """How legacy broadcasting (opset <= 6) reads one operand for the other the way numpy
-    broadcasting does: the operand in ``shape`` with ``broadcast=1`` and ``axis`` (None:
-    suffix matching, or an operand of size 1, which legacy broadcasting takes whole)."""
-
-    shape: tuple
-    axis: int | None
-    drop: tuple[int, ...] = ()  # the operand's own axes (all 1) left out of ``shape``
-
-
-def legacy_placement(big: tuple, small: tuple) -> Placement | str:
-    """Where legacy broadcasting places ``small`` for ``big`` as numpy broadcasting does
-    (the output keeps ``big``'s shape), or why it cannot.
-
-    The legacy rule: B of size 1, or B's shape a contiguous run of A's shape, equal dim by
-    dim, starting at ``axis`` (suffix matching without it). So numpy's B, padded with
-    leading 1s to A's rank, fits when its dims other than 1 lie in one run over which it
-    equals A; B is then read as that run (outer 1s dropped).
-    """
-    r, k = len(big), len(small)
-    if k > r:
-        return f"rank {k} > rank {r}: numpy broadcasting makes the output larger"
-    padded = (1,) * (r - k) + tuple(small)
-    non1 = [i for i, d in enumerate(padded) if d != 1]
-    if not non1:
-        return Placement(tuple(small), None)
-    lo, hi = non1[0], non1[-1]
-    for i in range(lo, hi + 1):
-        if padded[i] is None or big[i] != padded[i]:
-            return (f"dim {i} is {padded[i]} against {big[i]}: legacy broadcasting needs "
-                    f"dims {lo}..{hi} equal (a contiguous run of {list(big)})")
-    drop = tuple(j for j in range(k) if not lo <= j + r - k <= hi)
-    return Placement(padded[lo:hi + 1], None if hi == r - 1 else lo, drop)
 
 
 #: ops whose operands can trade places: the op written with them swapped (IEEE addition and

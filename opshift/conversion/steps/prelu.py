@@ -24,13 +24,12 @@ import math
 from onnx import TensorProto, helper
 
 from ... import opsets
-from ...broadcast import NUMPY_SINCE, SlopeRule, slope_shape_for
+from ...broadcast import NUMPY_SINCE, SlopeRule, legacy_placement, slope_shape_for
 from ...errors import EvaluationError
 from ...graph.facts import Constant
 from ..registry import at
 from ..step import Refuse, Step
 from .bfloat16 import dropped_types_possible, x_type_going_down
-from .broadcast_legacy import legacy_placement
 
 _UNSIGNED = (TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
 

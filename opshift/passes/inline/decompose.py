@@ -10,7 +10,8 @@ the non-1 span of the placed slope becomes the Mul's B with ``broadcast=1`` and 
 constant by a new ``<node>/Slope`` Constant; a value that may change at run time (a graph
 input, including an IR < 4 initializer that is also an input) by ``<node>/Slope =
 Squeeze(slope, axes=<its 1-dims outside the span>)``. A placement legacy Mul cannot express
-(1-dim expansion inside the span) raises ConversionError.
+(:func:`opshift.broadcast.legacy_placement`: a 1 against a larger dim, or an unknown dim,
+inside the span) raises ConversionError.
 
 Only a slope that cannot change at run time (a Constant node, or an initializer that is not
 a graph input) chooses the Max/Min forms by its values. Any other slope (a graph input, an
@@ -37,9 +38,10 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ... import opsets
-from ...broadcast import SlopeRule, slope_shape_for
+from ...broadcast import SlopeRule, legacy_placement, slope_shape_for
 from ...errors import ConversionError, EvaluationError, where
 from ...graph.cast import cast_supports
+from ...graph.edit import axes_nodes
 from ...graph.names import Names
 from .templates import (
     FUNCTION,
@@ -256,25 +258,21 @@ def _legacy_slope(site: Site, base: str, names
         placed = slope_shape_for(x_shape, s_shape, SlopeRule.LEGACY)
     except EvaluationError as e:
         raise ConversionError(f"{site.where()}: cannot inline: {e}") from None
-    non1 = [i for i, d in enumerate(placed) if d != 1]
-    lo, hi = non1[0], non1[-1] + 1
-    span = tuple(placed[lo:hi])
-    if span != tuple(x_shape[lo:hi]):
+    p = legacy_placement(x_shape, placed)
+    if isinstance(p, str):
         raise ConversionError(
             f"{site.where()}: cannot inline at opset {site.opset}: slope shape "
-            f"{list(s_shape)} placed as {list(placed)} on X {list(x_shape)} needs a 1-dim "
-            "expansion, which legacy Mul broadcasting cannot express")
-    axis = lo if hi != len(x_shape) else None
-    if tuple(s_shape) == span:
-        return [], node.input[1], axis, True
-    if site.slope_value is None:  # at run time: Squeeze-1 drops the 1-dims outside the span
-        pad = len(x_shape) - len(s_shape)
-        axes = [i for i in range(len(s_shape)) if not lo <= i + pad < hi]
-        name = names.fresh(f"{base}/Slope")
-        squeeze = helper.make_node("Squeeze", [node.input[1]], [name], name=name, axes=axes)
-        return [squeeze], name, axis, True
-    value = np.asarray(site.slope_value).reshape(span)
+            f"{list(s_shape)} placed as {list(placed)} on X {list(x_shape)}: legacy Mul "
+            f"broadcasting cannot express it ({p})")
+    if tuple(s_shape) == p.shape:
+        return [], node.input[1], p.axis, True
     name = names.fresh(f"{base}/Slope")
+    if site.slope_value is None:  # at run time: Squeeze drops the 1-dims outside the run
+        pad = len(placed) - len(s_shape)  # placed is the slope with leading 1s here
+        axes = [j - pad for j in p.drop if j >= pad]
+        return axes_nodes("Squeeze", node.input[1], name, axes, site.opset, names), name, \
+            p.axis, True
+    value = np.asarray(site.slope_value).reshape(p.shape)
     const = helper.make_node("Constant", [], [name], name=name,
                              value=numpy_helper.from_array(value))
-    return [const], name, axis, True
+    return [const], name, p.axis, True
