@@ -174,3 +174,17 @@ def test_fix_counts_its_repairs(tmp_path, monkeypatch):
     seen = _counts(monkeypatch, ["fix", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx",
                                  "-q"])["fix"]
     assert seen == [(7, k) for k in range(1, 8)]
+
+
+def test_convert_counts_the_nodes_it_plans(tmp_path, monkeypatch):
+    import onnx
+    from conftest import block_model
+
+    m = block_model(1000, 6)  # PRelu's slope step plans node by node
+    onnx.save(m, tmp_path / "m.onnx")
+    seen = _counts(monkeypatch, ["convert", tmp_path / "m.onnx", "--opset", "17", "-o",
+                                 tmp_path / "o.onnx", "-q"])["convert"]
+    total = len(m.graph.node)
+    assert total > 512 and {t for t, _ in seen} == {total}
+    done = [d for _, d in seen]
+    assert done == sorted(done) and done[-1] == total and len(done) >= total // 256

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 import onnx
 from onnx import helper
 
-from .. import opsets
+from .. import opsets, progress
 from .._gc import no_cyclic_gc
 from ..errors import (
     ArgumentTypeError,
@@ -53,6 +53,9 @@ def _scope_source(scope: Scope, source: int, model_opset: int | None) -> int:
     return v if v is not None and v != model_opset else source
 
 
+_COUNT_EVERY = 256  # nodes per progress update
+
+
 class _Planner:
     """Plans every node of every scope into :class:`Edits`, then writes them."""
 
@@ -73,52 +76,64 @@ class _Planner:
     @no_cyclic_gc()  # a plan makes objects per node, none in cycles worth a pass
     def run(self) -> list:
         facts = self.ctx.facts
-        model_opset = opsets.opset_of(self.ctx.model)
-        target = self.ctx.target
-        for sc in facts.scopes():
-            src = _scope_source(sc, self.source, model_opset)
-            if src == target:
-                continue
-            walks: dict[str, tuple[Walk, bool]] = {}
-            for op, dom in sc.kinds:
-                walk = self._walk(op, src) if dom in ("", "ai.onnx") else None
-                if walk is not None:
-                    walks[op] = (walk, walk.inert(facts))
-            if all(inert for _, inert in walks.values()):
-                if walks:  # every node of the scope is relabelled: listed when asked for
-                    self.entries.append(Relabels(sc, {op: w for op, (w, _) in walks.items()}))
-                continue
-            f = sc.root.function
-            variants = facts.function_variants(f) if f is not None else None
-            for i, n in enumerate(sc.nodes):
-                known = walks.get(n.op_type)
-                if known is None:
-                    continue
-                dom = n.domain
-                if dom and dom != "ai.onnx":
-                    continue
-                walk, inert = known
-                name = n.name or f"<{n.op_type} #{i}>"
-                if inert:
-                    self.entries.append((name, n.op_type, sc.label, walk.v_from, walk.v_to))
-                    continue
-                try:
-                    if f is None:
-                        self._plan(sc, i, n, src, walk, name)
-                    else:
-                        self._plan_in_function(sc, i, n, src, walk, name, f, variants)
-                except ConversionError as e:
-                    self._refused(e, (n, name, sc.label, walk.v_from))
-                except Exception:
-                    if self.refused:  # planning on after a refusal: the refusal it is
-                        raise self.refused[0][-1] from None
-                    raise
+        scopes = facts.scopes()
+        with progress.stage("convert", sum(len(sc.nodes) for sc in scopes), "nodes"):
+            for sc in scopes:
+                progress.advance(len(sc.nodes) - self._plan_scope(sc))
         if self.refused:
             if any(isinstance(r[-1], MissingOpError) for r in self.refused):
                 raise MissingOps(self.refused)
             raise self.refused[0][-1]
         self.ctx.edits.write()
         return self.entries
+
+    def _plan_scope(self, sc: Scope) -> int:
+        """Plan the nodes of ``sc``; returns how many of them it counted as done."""
+        facts = self.ctx.facts
+        model_opset = opsets.opset_of(self.ctx.model)
+        target = self.ctx.target
+        src = _scope_source(sc, self.source, model_opset)
+        if src == target:
+            return 0
+        walks: dict[str, tuple[Walk, bool]] = {}
+        for op, dom in sc.kinds:
+            walk = self._walk(op, src) if dom in ("", "ai.onnx") else None
+            if walk is not None:
+                walks[op] = (walk, walk.inert(facts))
+        if all(inert for _, inert in walks.values()):
+            if walks:  # every node of the scope is relabelled: listed when asked for
+                self.entries.append(Relabels(sc, {op: w for op, (w, _) in walks.items()}))
+            return 0
+        f = sc.root.function
+        variants = facts.function_variants(f) if f is not None else None
+        counted = 0
+        for i, n in enumerate(sc.nodes):
+            if i - counted == _COUNT_EVERY:  # a call per node would show in 1M-node runs
+                progress.advance(_COUNT_EVERY)
+                counted = i
+            known = walks.get(n.op_type)
+            if known is None:
+                continue
+            dom = n.domain
+            if dom and dom != "ai.onnx":
+                continue
+            walk, inert = known
+            name = n.name or f"<{n.op_type} #{i}>"
+            if inert:
+                self.entries.append((name, n.op_type, sc.label, walk.v_from, walk.v_to))
+                continue
+            try:
+                if f is None:
+                    self._plan(sc, i, n, src, walk, name)
+                else:
+                    self._plan_in_function(sc, i, n, src, walk, name, f, variants)
+            except ConversionError as e:
+                self._refused(e, (n, name, sc.label, walk.v_from))
+            except Exception:
+                if self.refused:  # planning on after a refusal: the refusal it is
+                    raise self.refused[0][-1] from None
+                raise
+        return counted
 
     def _refused(self, e: ConversionError, node: tuple) -> None:
         """Raise ``e``, or when collecting, keep it with its node (node, name, scope label,
