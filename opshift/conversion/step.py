@@ -252,6 +252,20 @@ class Step:
             self.edit().input[i] = new
         return how
 
+    def broadcast_constant_input(self, i: int, shape: tuple[int, ...]) -> str | None:
+        """Make input ``i``, a constant of this node's scope, read as a new constant of its
+        data broadcast to ``shape`` (the old one dropped when nothing else reads it); None
+        when input ``i`` is no such constant."""
+        name = self.input(i)
+        const = self.constant(name)
+        value = self.const(name)
+        if const is None or value is None or const.scope is not self.scope:
+            return None
+        new = self.add_const(f"{name}_broadcast", np.broadcast_to(value, shape).copy())
+        self.ctx.edits.release(self.state.pending, self.scope, name, const)
+        self.edit().input[i] = new
+        return f"written broadcast to {list(shape)} as {new!r}"
+
     def read_input_as(self, i: int, shape: tuple, op: str, axes: list[int], suffix: str
                       ) -> str:
         """Make input ``i`` read the same data in ``shape``: a constant of this node's scope

@@ -79,8 +79,7 @@ class Edits:
         if const.editable and left == 1:
             p.dims.append((const, shape))
             return name, f"reshaped in place to {list(shape)}"
-        p.consumed[ukey] = p.consumed.get(ukey, 0) + 1
-        p.unused.append((const.scope, name))
+        self.release(p, scope, name, const)
         key = (id(scope), id(const.tensor), shape)
         copy = p.copies.get(key) or self._accepted.copies.get(key)
         if copy is not None:
@@ -100,6 +99,12 @@ class Edits:
         p.copies[key] = new_name
         return new_name, (f"copied to {new_name!r} with shape {list(shape)} ({name!r} has "
                           "other readers)")
+
+    def release(self, p: Pending, scope: Scope, name: str, const: Constant) -> None:
+        """One reader in ``scope`` stops reading constant ``name``: dropped when none is left."""
+        ukey = (id(scope.root), name)
+        p.consumed[ukey] = p.consumed.get(ukey, 0) + 1
+        p.unused.append((const.scope, name))
 
     # -- writing
     def write(self) -> None:
