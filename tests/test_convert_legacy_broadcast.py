@@ -124,17 +124,19 @@ def test_refused_where_legacy_broadcasting_cannot_express_it():
     with pytest.raises(ConversionError, match=r"node '/Add' \(Add-13 -> 6.*dim 1 is 4 "
                                               r"against C"):
         convert(m, 6)
-    # a constant dividend broadcast to X: Div cannot trade its operands
+    # a constant dividend broadcast to a dynamic X: Div cannot trade its operands, and A
+    # cannot be widened to an output shape that is not static
     m = make_model([helper.make_node("Div", ["b", "x"], ["y"], name="/Div")],
                    [vi("x", F, ["N", 4, "H", "W"])], [vi("y", F, 4)], opset=13,
                    initializers=[numpy_helper.from_array(np.ones((1, 4, 1, 1), np.float32),
                                                          "b")])
-    with pytest.raises(ConversionError, match=r"node '/Div'.*cannot swap"):
+    with pytest.raises(ConversionError, match=r"node '/Div'.*cannot swap.*not static"):
         convert(m, 6)
-    # both operands broadcast (numpy widens each): no legacy form
+    # both operands broadcast to a dynamic output: no legacy form
     m = make_model([helper.make_node("Mul", ["x", "z"], ["y"], name="/Mul")],
-                   [vi("x", F, [2, 1, 3]), vi("z", F, [1, 4, 3])], [vi("y", F, 3)], opset=13)
-    with pytest.raises(ConversionError, match=r"node '/Mul'.*cannot express"):
+                   [vi("x", F, ["N", 1, 3]), vi("z", F, [1, 4, 3])], [vi("y", F, 3)],
+                   opset=13)
+    with pytest.raises(ConversionError, match=r"node '/Mul'.*cannot express.*not static"):
         convert(m, 6)
 
 
@@ -223,3 +225,105 @@ def test_every_run_shaped_constant_converts_exactly(op, first):
             out = convert(m, target)
             assert_outputs_exact(evaluate(m, {"x": x}), evaluate(out, {"x": x}),
                                  f"{op} {c_shape} at {target}")
+
+
+def _special(shape: tuple, seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    v.flat[:5] = [np.nan, np.inf, -np.inf, -0.0, 0.0][:v.size]
+    return v
+
+
+@pytest.mark.parametrize("op", ["Div", "Pow"])
+@pytest.mark.parametrize("computed", [False, True])
+@pytest.mark.parametrize("source,target", [(13, 6), (13, 1), (7, 6), (7, 1)])
+def test_div_pow_with_a_broadcast_first_operand_widen_it(op, computed, source, target):
+    # A [1, C, 1, 1] broadcasts to x [2, C, 4, 5]: neither op trades its operands, so A is
+    # given the static output shape (a constant rewritten, a computed A multiplied by ones)
+    a = _special((1, C, 1, 1), 1)
+    inits = [] if computed else [numpy_helper.from_array(a, "a")]
+    ins = [vi("x", F, [2, C, 4, 5])] + ([vi("a", F, [1, C, 1, 1])] if computed else [])
+    m = make_model([helper.make_node(op, ["a", "x"], ["y"], name="/n")], ins, [vi("y", F, 4)],
+                   opset=source, initializers=inits)
+    out = convert(m, target)
+    onnx.checker.check_model(out, full_check=True)
+    n = node(out, "/n")
+    assert n.op_type == op and n.input[1] == "x" and attrs(n) == {}
+    if computed:
+        mul = next(k for k in out.graph.node if k.op_type == "Mul")
+        assert attrs(mul) == {"broadcast": 1, "axis": 1} and n.input[0] == mul.output[0]
+        assert dims(out, mul.input[0]) == [2, C, 4, 5]
+    else:
+        assert [k.op_type for k in out.graph.node] == [op]
+        assert dims(out, n.input[0]) == [2, C, 4, 5] and "a" not in {
+            t.name for t in out.graph.initializer}
+    f = {"x": _special((2, C, 4, 5), 2)} | ({"a": a} if computed else {})
+    got = evaluate(out, f)
+    assert_outputs_exact(evaluate(m, f), got, f"{op} {source} -> {target}")
+    assert np.isnan(got["y"]).any()  # the special values reached the output
+
+
+def test_shared_constant_first_operand_is_copied_when_widened():
+    a = numpy_helper.from_array(_special((1, C, 1, 1), 3), "a")
+    m = make_model([helper.make_node("Div", ["a", "x"], ["y"], name="/Div"),
+                    helper.make_node("Add", ["x", "a"], ["z"], name="/Add")],
+                   [vi("x", F, [2, C, 4, 5])], [vi("y", F, 4), vi("z", F, 4)], opset=13,
+                   initializers=[a])
+    out = convert(m, 6)
+    assert node(out, "/Div").input[0] != "a" and dims(out, node(out, "/Div").input[0]) == [
+        2, C, 4, 5]
+    assert dims(out, node(out, "/Add").input[1]) == [C]
+    f = {"x": _special((2, C, 4, 5), 4)}
+    assert_outputs_exact(evaluate(m, f), evaluate(out, f))
+
+
+@pytest.mark.parametrize("const_b", [False, True])
+def test_both_operands_broadcast_to_a_static_shape(const_b):
+    # [2, 1, 4, 1] + [1, 3, 1, 5]: A widened to [2, 3, 4, 5] by Mul with ones; B is not one
+    # run of it, so B is widened too (a constant rewritten, a computed B multiplied by ones)
+    b = _special((1, 3, 1, 5), 5)
+    inits = [numpy_helper.from_array(b, "b")] if const_b else []
+    ins = [vi("a", F, [2, 1, 4, 1])] + ([] if const_b else [vi("b", F, [1, 3, 1, 5])])
+    m = make_model([helper.make_node("Add", ["a", "b"], ["y"], name="/Add")], ins,
+                   [vi("y", F, 4)], opset=13, initializers=inits)
+    out = convert(m, 6)
+    onnx.checker.check_model(out, full_check=True)
+    muls = [k for k in out.graph.node if k.op_type == "Mul"]
+    assert len(muls) == (1 if const_b else 2) and attrs(node(out, "/Add")) == {}
+    # A's dims 0 and 2 are no run of [2, 3, 4, 5]: ones [3, 5, 2, 4] * A[2, 4], transposed back
+    tr = next(k for k in out.graph.node if k.op_type == "Transpose")
+    assert attrs(tr) == {"perm": [2, 0, 3, 1]} and dims(out, muls[0].input[0]) == [3, 5, 2, 4]
+    f = {"a": _special((2, 1, 4, 1), 6)} | ({} if const_b else {"b": b})
+    assert_outputs_exact(evaluate(m, f), evaluate(out, f))
+
+
+def test_both_broadcast_with_b_placed_after_widening_a():
+    # [2, 1, 5] * [3, 1]: out [2, 3, 5]; after A is widened B [3, 1] is not a run either,
+    # but [2, 1, 1] / [3, 5] places B as the trailing run [3, 5]
+    m = make_model([helper.make_node("Div", ["a", "b"], ["y"], name="/Div")],
+                   [vi("a", F, [2, 1, 1]), vi("b", F, [3, 5])], [vi("y", F, 3)], opset=13)
+    out = convert(m, 6)
+    assert attrs(node(out, "/Div")) == {"broadcast": 1}
+    f = {"a": _special((2, 1, 1), 7), "b": _special((3, 5), 8)}
+    assert_outputs_exact(evaluate(m, f), evaluate(out, f))
+
+
+def test_bool_operand_that_needs_widening_by_mul_is_refused():
+    # And on bool: A [1, 3, 1, 1] and B [2, 1, 4, 5] both broadcast; Mul has no bool
+    B = TensorProto.BOOL
+    m = make_model([helper.make_node("And", ["a", "b"], ["y"], name="/And")],
+                   [vi("a", B, [1, 3, 1, 1]), vi("b", B, [2, 1, 4, 5])], [vi("y", B, 4)],
+                   opset=13)
+    with pytest.raises(ConversionError, match=r"node '/And'.*Mul-6 accepts, not bool"):
+        convert(m, 6)
+
+
+def test_integer_div_widens_a_computed_first_operand_at_6():
+    # Mul-6 takes int32: A [3, 1] widened to [2, 3, 5] by ones; integer division truncates
+    I = TensorProto.INT32
+    m = make_model([helper.make_node("Div", ["a", "x"], ["y"], name="/Div")],
+                   [vi("a", I, [3, 1]), vi("x", I, [2, 3, 5])], [vi("y", I, 3)], opset=13)
+    out = convert(m, 6)
+    rng = np.random.default_rng(9)
+    f = {"a": rng.integers(-50, 50, (3, 1)).astype(np.int32),
+         "x": rng.choice([-7, -3, -1, 1, 2, 5], (2, 3, 5)).astype(np.int32)}
+    assert_outputs_exact(evaluate(m, f), evaluate(out, f))

@@ -290,13 +290,18 @@ def test_binary_broadcast_commutative_swap_and_refusal():
                    [vi("y", F, [2, 3, 4])], opset=13, initializers=[a])
     roundtrip(m, 13, 6, {"x": X234})
     assert list(m.graph.node[0].input) == ["x", "a"]
+    # Div cannot swap: its constant dividend is written broadcast to the static output shape
     m = make_model([one("Div", ["a", "x"], ["y"])], [vi("x", F, [2, 3, 4])],
                    [vi("y", F, [2, 3, 4])], opset=13, initializers=[a])
+    roundtrip(m, 13, 6, {"x": X234})
+    assert [i.dims for i in m.graph.initializer] == [[2, 3, 4]]
+    m = make_model([one("Div", ["a", "x"], ["y"])], [vi("x", F, ["N", 3, 4])],
+                   [vi("y", F, ["N", 3, 4])], opset=13, initializers=[a])
     with pytest.raises(ConversionError, match=r"node 'n_div' \(Div-13 -> 6.*Div-7 -> Div-6.*"
                                               r"legacy broadcasting.*cannot swap"):
         convert_other_ops(m, 13, 6)
-    m = make_model([one("Mul", ["x", "z"], ["y"])], [vi("x", F, [3, 1]), vi("z", F, [1, 4])],
-                   [vi("y", F, [3, 4])], opset=13)
+    m = make_model([one("Mul", ["x", "z"], ["y"])], [vi("x", F, ["N", 1]), vi("z", F, [1, 4])],
+                   [vi("y", F, ["N", 4])], opset=13)
     with pytest.raises(ConversionError, match="cannot express"):
         convert_other_ops(m, 13, 5)
 

@@ -6,8 +6,10 @@
   (:func:`opshift.broadcast.legacy_placement`; B read without its outer 1s: a constant
   reshaped once per tensor, copied when shared, anything else through Squeeze). When only A
   broadcasts to B the operands trade places: Add/Mul/And/Or/Xor/Equal as they are,
-  Greater/Less as Less/Greater, Sub as ``Add(Neg(B), A)``; Div and Pow are refused. Up
-  reshapes B for ``axis``.
+  Greater/Less as Less/Greater, Sub as ``Add(Neg(B), A)`` (signed types). Otherwise
+  (Div, Pow, unsigned Sub, both operands broadcast) a static output shape lets A be widened to
+  it: a constant written broadcast, a computed A as ``Mul(ones, A, broadcast=1)`` (exact:
+  ``x * 1`` is ``x``); B is then placed, or widened too. Up reshapes B for ``axis``.
 * Sum/Max/Min/Mean **8**: all inputs had to share one shape before 8.
 * Gemm **7**: ``broadcast`` of C (<= 6); Gemm **11**: C optional (made an explicit zero down).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
+from ... import opsets
 from ...broadcast import Placement, legacy_placement
 from ..registry import at
 from ..step import Refuse, Step, is_suffix, known_shape, norm_axis, np_dtype
@@ -92,12 +95,77 @@ def _to_legacy(st: Step) -> None:
                     f"legacy broadcasting places only B; A {sa} broadcasts to B {sb}")
             _place(st, 1, swapped)
             return
-        if st.op == "Sub":
-            _sub_as_negated_add(st, swapped, sa)
+        if st.op == "Sub" and st.elem_type(b) not in (None, *_UNSIGNED):
+            _sub_as_negated_add(st, swapped)
             return
         why = f"{why}, and {st.op} cannot swap its operands"
-    raise Refuse(f"shapes {sa} and {sb}: legacy broadcasting (opset < 7) cannot express this "
-                 f"numpy broadcast (B {why})")
+    out = _static_broadcast(sa, sb)
+    if out is None:
+        raise Refuse(f"shapes {sa} and {sb}: legacy broadcasting (opset < 7) cannot express "
+                     f"this numpy broadcast (B {why}) and the output shape is not static")
+    if sa != out:
+        _widen(st, 0, out)
+    placed = legacy_placement(out, sb)
+    if isinstance(placed, Placement) and sb != out:
+        _place(st, 1, placed)
+    elif sb != out:
+        _widen(st, 1, out)
+
+
+def _static_broadcast(sa: tuple, sb: tuple) -> tuple[int, ...] | None:
+    """The numpy broadcast of two shapes of integer dims, None when either has a symbolic or
+    unknown dim (or they do not broadcast)."""
+    if not all(isinstance(d, int) for d in (*sa, *sb)):
+        return None
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(sa, sb))
+    except ValueError:
+        return None
+
+
+def _widen(st: Step, i: int, out: tuple[int, ...]) -> None:
+    """Input ``i`` read in the output's shape ``out``: a constant written broadcast, anything
+    else multiplied by ones of ``out`` (``x * 1`` is ``x`` bit for bit: NaN, infinities and -0
+    included; integers too). Legacy broadcasting places x when its dims other than 1 are one
+    run of ``out``; otherwise the ones come first and a Transpose (data movement, exact)
+    puts the dims back in order."""
+    name = st.input(i)
+    how = st.broadcast_constant_input(i, out)
+    if how is not None:
+        st.note(f"{name!r} {how}", "legacy broadcasting widens only B: a constant operand "
+                "is given the output's shape")
+        return
+    t = st.elem_type(name)
+    if t is None or f"tensor({opsets.tensor_type_name(t)})" not in opsets.allowed_types(
+            "Mul", st.target):
+        raise Refuse(f"{name!r} broadcasts to {list(out)}: widening it as Mul by ones needs a "
+                     f"type Mul-{opsets.since_version('Mul', st.target)} accepts, not "
+                     f"{'unknown' if t is None else opsets.tensor_type_name(t)}")
+    shape = st.shape(name)
+    p = legacy_placement(out, shape)
+    if isinstance(p, Placement):
+        order = list(range(len(out)))
+    else:  # the dims x spreads over first, then x's own dims, in order
+        lead = len(out) - len(shape)
+        own = [d for d in range(len(out)) if d >= lead and shape[d - lead] != 1]
+        order = [d for d in range(len(out)) if d not in own] + own
+        p = Placement(tuple(out[d] for d in own), None,
+                      tuple(j for j in range(len(shape)) if j + lead not in own))
+    if p.drop:
+        st.read_input_as(i, p.shape, "Squeeze", list(p.drop), "legacy")
+    ones = st.add_const("ones", np.ones([out[d] for d in order], np_dtype(t)))
+    attrs = {"broadcast": 1} if p.axis is None else {"broadcast": 1, "axis": p.axis}
+    wide = st.add_node("Mul", [ones, st.input(i)], f"{name}_widened", **attrs)
+    st.state.shapes[wide] = tuple(out[d] for d in order)
+    how = f"Mul(ones, {name!r})"
+    if order != sorted(order):
+        wide = st.add_node("Transpose", [wide], f"{name}_widened_t",
+                           perm=[order.index(d) for d in range(len(out))])
+        st.state.shapes[wide] = out
+        how = f"Transpose(Mul(ones, {name!r}))"
+    st.edit().input[i] = wide
+    st.note(f"{name!r} widened to {list(out)} as {how}", "legacy broadcasting widens only "
+            "B; x * 1 is x bit for bit")
 
 
 def _place(st: Step, i: int, p: Placement) -> None:
@@ -114,14 +182,10 @@ def _place(st: Step, i: int, p: Placement) -> None:
             f"legacy broadcasting of {list(p.shape)} equals numpy broadcasting here")
 
 
-def _sub_as_negated_add(st: Step, p: Placement, shape: tuple) -> None:
+def _sub_as_negated_add(st: Step, p: Placement) -> None:
     """``c - x`` with ``c`` broadcast to ``x``: ``Neg(x) + c`` (IEEE subtraction is the
     addition of the negation, signed zeros included; integers wrap the same)."""
     a, b = st.input(0), st.input(1)
-    t = st.elem_type(b)
-    if t is None or t in _UNSIGNED:
-        raise Refuse(f"A {shape} broadcasts to B: Sub is written as Neg(B) + A, which needs "
-                     "a signed element type (Neg has no unsigned types)")
     neg = st.add_node("Neg", [b], "negated")
     st.set_inputs([neg, a])
     st.edit().op_type = "Add"
