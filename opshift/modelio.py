@@ -216,7 +216,7 @@ def save(model: onnx.ModelProto, path: str | os.PathLike,
 
     Tensors that still refer to external data (relative to ``source_dir``) get their data
     files placed beside ``path`` at the same relative locations
-    (:func:`opshift.external.stage_data_files`): a file already there with the same bytes
+    (:func:`opshift.output.stage_data_files`): a file already there with the same bytes
     is kept, a different one replaced only with ``force``.
     """
     from . import output
@@ -229,7 +229,7 @@ def save(model: onnx.ModelProto, path: str | os.PathLike,
         raise OpshiftError(f"{path}: model too large to serialize: {e}") from e
     with output.staging() as st:
         if source_dir is not None:  # only the tensors still referring to it are placed
-            from .external import stage_data_files
+            from .output import stage_data_files
 
             stage_data_files(model, Path(source_dir), path, st, force=force)
         output.write_all(st.create(path, replace=True), data, path)

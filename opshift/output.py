@@ -14,13 +14,18 @@ temp escapes the clean-up and no output is half published.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import OpshiftError
+import onnx
+
+from .errors import ModelLoadError, OpshiftError
+from .external import external_files, open_regular
 
 #: How temp files are created: new (never an existing file), never through a link.
 _CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
@@ -166,8 +171,6 @@ def _link_new(tmp: Path, final: Path) -> bool | None:
     """Publish ``tmp`` at ``final`` only if that name is free: a hard link, then the temp
     name removed (True); False when ``final`` already holds the same bytes (the temp is
     removed); None when the file system has no hard links (the caller renames instead)."""
-    from .external import same_bytes
-
     try:
         os.link(tmp, final)
     except FileExistsError:
@@ -192,3 +195,165 @@ def staging() -> Iterator[Staging]:
     except BaseException:
         st.discard()
         raise
+
+
+# -- external data files beside the output, one kernel-side copy each ----------------------
+
+#: Bytes a copy asks the kernel for at a time: large enough that the calls cost nothing next
+#: to the copy, small enough that a signal is acted on within milliseconds.
+_CHUNK = 8 << 20
+
+#: errno values meaning "the kernel cannot copy between these two files this way".
+_NO_KERNEL_COPY = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF,
+                   errno.ETXTBSY)
+
+
+def copy_file(src: Path, dst_fd: int, loc: str) -> None:
+    """Copy regular file ``src`` (a resolved path inside the model's folder) into the open,
+    empty file ``dst_fd``, as ``cp`` does: ``copy_file_range``, which shares the blocks
+    (reflink) or copies on the server where the file system can, else copies inside the
+    kernel; ``sendfile`` where it is refused; a plain copy where neither works. The data
+    never passes through Python when the kernel copies it."""
+    with open_regular(src, loc, None) as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        offset = 0
+        for kernel_copy in _KERNEL_COPIES:
+            try:
+                offset = kernel_copy(fd, dst_fd, size)
+                break
+            except OSError as e:  # (the next way starts again from the first byte)
+                if e.errno not in _NO_KERNEL_COPY:
+                    raise
+        if offset < size:  # a file that grew, or no kernel copy here: the rest, plainly
+            os.lseek(dst_fd, offset, os.SEEK_SET)
+            f.seek(offset)
+            while chunk := f.read(1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(dst_fd, view):]
+
+
+def _copy_range(src_fd: int, dst_fd: int, size: int) -> int:
+    """Bytes copied by ``copy_file_range``, from the start of both files."""
+    offset = 0
+    while offset < size:
+        n = os.copy_file_range(src_fd, dst_fd, min(size - offset, _CHUNK), offset, offset)
+        if n == 0:
+            break
+        offset += n
+    return offset
+
+
+def _send(src_fd: int, dst_fd: int, size: int) -> int:
+    """Bytes copied by ``sendfile``, from the start of both files (``dst_fd`` is at 0)."""
+    offset = 0
+    while offset < size:
+        n = os.sendfile(dst_fd, src_fd, offset, min(size - offset, _CHUNK))
+        if n == 0:
+            break
+        offset += n
+    return offset
+
+
+#: The kernel's ways to copy that this platform has, best first.
+_KERNEL_COPIES = tuple(way for way, call in ((_copy_range, "copy_file_range"),
+                                             (_send, "sendfile")) if hasattr(os, call))
+
+
+def same_bytes(a: Path, b: Path) -> bool:
+    """Whether regular files ``a`` and ``b`` hold the same bytes, compared a MiB at a time
+    (neither followed if it is a link: a link is never the same)."""
+    try:
+        with open_regular(a, str(a), None) as fa, open_regular(b, str(b), None) as fb:
+            if os.fstat(fa.fileno()).st_size != os.fstat(fb.fileno()).st_size:
+                return False
+            while True:
+                x, y = fa.read(1 << 20), fb.read(1 << 20)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except ModelLoadError:
+        return False
+
+
+def stage_data_files(model: onnx.ModelProto, source_dir: Path, out: Path, staging, *,
+                     force: bool = False) -> None:
+    """Stage, in ``staging`` (an :class:`opshift.output.Staging`), a copy of each external
+    data file of ``model`` (relative to ``source_dir``) at its location beside ``out``.
+
+    The model's own folder: nothing to copy. A file already there that holds the same bytes
+    is kept; a different file, or a link, is replaced only with ``force``, else a one-line
+    error that says so. Folders on the way are made (never followed if they are links).
+    """
+    from .output import write_error
+
+    files = external_files(model, source_dir)
+    dest = out.parent
+    target = dest.resolve() / out.name
+    if target in files.values():
+        raise OpshiftError(f"{out}: is an external data file of the input model; write the "
+                           "output elsewhere (the input is never modified)")
+    if dest.resolve() == source_dir.resolve():
+        return
+    placed: set[str] = set()
+    for loc, src in files.items():
+        rel = os.path.normpath(loc)
+        if rel == ".." or rel.startswith(f"..{os.sep}"):
+            raise OpshiftError(f"{out}: external data location {loc!r} leads out of the "
+                               "output folder")
+        if rel in placed:
+            continue
+        placed.add(rel)
+        dst = dest / rel
+        if dest.resolve() / rel == target:
+            raise OpshiftError(f"{out}: the output model and its external data file {loc!r} "
+                               "would be the same file")
+        _make_folders(dest, Path(rel).parent, staging)
+        replace = _existing(dst, src, force)
+        if replace is None:
+            continue
+        fd = staging.create(dst, replace=replace)
+        try:
+            copy_file(src, fd, loc)
+        except OSError as e:
+            raise write_error(dst, e) from e
+
+
+def _make_folders(dest: Path, rel: Path, staging) -> None:
+    path = dest
+    for part in rel.parts:
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            staging.make_folder(path)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise OpshiftError(f"{path}: is a symbolic link; opshift does not write through "
+                               "links")
+        if not stat.S_ISDIR(st.st_mode):
+            raise OpshiftError(f"{path}: exists and is not a folder")
+
+
+def _existing(dst: Path, src: Path, force: bool) -> bool | None:
+    """What is at ``dst`` now: None (a file with the same bytes as ``src``: keep it), False
+    (nothing: a new file), True (a file or link to replace, given ``force``)."""
+    try:
+        st = os.lstat(dst)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        if not force:
+            raise OpshiftError(f"{dst}: exists and is a symbolic link; opshift does not write "
+                               "through links (--force replaces the link)")
+        return True
+    if not stat.S_ISREG(st.st_mode):
+        raise OpshiftError(f"{dst}: exists and is not a regular file")
+    if os.path.samestat(st, os.stat(src)) or same_bytes(src, dst):
+        return None
+    if not force:
+        raise OpshiftError(f"{dst}: a different external data file is already there; "
+                           "--force replaces it")
+    return True

@@ -291,18 +291,18 @@ def test_the_data_copy_is_exact_whichever_way_the_kernel_allows(
         tmp_path, monkeypatch, range_after, send_after, way):
     """copy_file_range first; a refusal, even part way, starts sendfile again from the first
     byte, and a refusal of that a plain copy; the copy is the source, byte for byte."""
-    from opshift import external
+    from opshift import output
 
     data = np.random.default_rng(0).bytes(10 * 4096 + 123)
     (tmp_path / "w.bin").write_bytes(data)
-    monkeypatch.setattr(external, "_CHUNK", 4096)
+    monkeypatch.setattr(output, "_CHUNK", 4096)
     ranges, sends = [], []
     monkeypatch.setattr(os, "copy_file_range", _refuse(os.copy_file_range, range_after,
                                                        ranges))
     monkeypatch.setattr(os, "sendfile", _refuse(os.sendfile, send_after, sends))
     fd = os.open(tmp_path / "out.bin", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        external.copy_file(tmp_path / "w.bin", fd, "w.bin")
+        output.copy_file(tmp_path / "w.bin", fd, "w.bin")
     finally:
         os.close(fd)
     assert (tmp_path / "out.bin").read_bytes() == data
