@@ -74,11 +74,6 @@ def _agreed(variants) -> dict[str, int]:
     return found
 
 
-def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | str | None, ...]]:
-    """Value name -> shape (ints, symbolic names, or None) from onnx shape inference."""
-    return Inferred(model).shapes()
-
-
 class Facts:
     """Lazily computed facts about ``model`` (see the module docstring).
 

@@ -72,11 +72,3 @@ class Inferred:
             if t:
                 out[name] = t
         return out
-
-    def shapes(self) -> dict[str, tuple]:
-        out = {}
-        for name in self._src:
-            s = self.shape(name)
-            if s is not None:
-                out[name] = s
-        return out
