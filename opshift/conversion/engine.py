@@ -77,9 +77,10 @@ class _Planner:
     def run(self) -> list:
         facts = self.ctx.facts
         scopes = facts.scopes()
+        model_opset = opsets.opset_of(self.ctx.model)
         with progress.stage("convert", sum(len(sc.nodes) for sc in scopes), "nodes"):
             for sc in scopes:
-                progress.advance(len(sc.nodes) - self._plan_scope(sc))
+                progress.advance(len(sc.nodes) - self._plan_scope(sc, model_opset))
         if self.refused:
             if any(isinstance(r[-1], MissingOpError) for r in self.refused):
                 raise MissingOps(self.refused)
@@ -87,10 +88,9 @@ class _Planner:
         self.ctx.edits.write()
         return self.entries
 
-    def _plan_scope(self, sc: Scope) -> int:
+    def _plan_scope(self, sc: Scope, model_opset: int | None) -> int:
         """Plan the nodes of ``sc``; returns how many of them it counted as done."""
         facts = self.ctx.facts
-        model_opset = opsets.opset_of(self.ctx.model)
         target = self.ctx.target
         src = _scope_source(sc, self.source, model_opset)
         if src == target:
