@@ -100,8 +100,10 @@ def slope_shape_for(x_shape: Sequence[Dim], slope_shape: Sequence[Dim],
                 f"({'last' if rule is SlopeRule.NXC else '1'}) of X with shape {list(x_shape)}")
     shape = numpy_shape(x_shape, slope_shape)
     if shape is None:
+        known = all(isinstance(d, int) for d in x_shape + slope_shape)
         raise EvaluationError(
-            f"slope of shape {list(slope_shape)} does not broadcast to X with shape "
+            f"slope of shape {list(slope_shape)} "
+            f"{'does not' if known else 'is not known to'} broadcast to X with shape "
             f"{list(x_shape)} ({rule.value} rule)")
     return shape
 
