@@ -48,6 +48,16 @@ PY = sys.executable
 #: whole-process floors: the same interpreter running onnx (or onnx_ir) alone
 ONNX_LOAD_SAVE = "import onnx, sys; onnx.save(onnx.load(sys.argv[1]), sys.argv[2])"
 ONNX_LOAD = "import onnx, sys; onnx.load(sys.argv[1])"
+#: load, one Python pass reading what any command must read of every node, value_info entry
+#: and initializer, then save: what bounds a tool that reads the graph once in Python
+ONNX_LOAD_READ_SAVE = (
+    "import onnx, sys; m = onnx.load(sys.argv[1]); g = m.graph\n"
+    "for n in g.node: n.op_type, n.domain, list(n.input), list(n.output), "
+    "[a.name for a in n.attribute]\n"
+    "for v in g.value_info:\n"
+    "    t = v.type.tensor_type; t.elem_type, [d.dim_value for d in t.shape.dim]\n"
+    "for t in g.initializer: t.name, t.data_type, list(t.dims)\n"
+    "onnx.save(m, sys.argv[2])")
 ONNX_IR_LOAD_SAVE = "import onnx_ir, sys; onnx_ir.save(onnx_ir.load(sys.argv[1]), sys.argv[2])"
 
 

@@ -4,7 +4,9 @@ its floor measured in the same rounds: time and peak RSS ratios, and the cost pe
 Cases (bench/cases.py): convert 9->16, 16->9 and 6->17, fix, inspect, inline at opsets 18
 and 9, fuse; targets (issue 17): convert and fix <= 1.5x ``onnx.load`` + ``onnx.save`` of
 the input, in time and in peak RSS; inspect <= 1.2x of it (the ``onnx.load`` alone is shown
-too); inline <= 1.5x ``onnx.load`` + ``onnx.save`` of its own output; fuse <= 2x
+too; so is the load+read+save floor: one Python pass reading every node, value_info entry
+and initializer between load and save, which bounds any command that reads the graph);
+inline <= 1.5x ``onnx.load`` + ``onnx.save`` of its own output; fuse <= 2x
 ``onnx_ir.load`` + ``onnx_ir.save``. A ratio over its target is marked ``!``.
 
 Each case is also run on a model of ``--startup-nodes`` nodes: the cost per node is
@@ -72,6 +74,8 @@ def _size(case: Case, n: int, first: bool, args, trees, out_dir, startup, summar
         floors = {tree.label: name for tree in trees}
     if case.key == "inspect":
         jobs.append(floor_job("load", src, out_dir, "onnx load"))
+    if case.floor == "onnx":
+        jobs.append(floor_job("read", src, out_dir, "onnx load+read+save"))
     jobs += [case.job(tree, src, out_dir) for tree in trees]
     res = h.measure(jobs, args.repeat)
     label = "startup" if first else h.size_label(n)
@@ -87,6 +91,8 @@ def _size(case: Case, n: int, first: bool, args, trees, out_dir, startup, summar
         extra = ""
         if case.key == "inspect":
             extra = f"  (x onnx load {h.verdict(h.ratio(r, res['onnx load']), 99)})"
+        if case.floor == "onnx":
+            extra += f"  (x load+read+save {h.verdict(h.ratio(r, res['onnx load+read+save']), 99)})"
         per_node = ""
         if first and r.ok:
             startup[tree.label] = (r.wall, nodes)

@@ -23,7 +23,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from _harness import ONNX_IR_LOAD_SAVE, ONNX_LOAD, ONNX_LOAD_SAVE, PY, Job, Tree
+from _harness import (
+    ONNX_IR_LOAD_SAVE,
+    ONNX_LOAD,
+    ONNX_LOAD_READ_SAVE,
+    ONNX_LOAD_SAVE,
+    PY,
+    Job,
+    Tree,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,12 +93,15 @@ def select(names: str) -> list[Case]:
 
 def floor_job(kind: str, src: Path, out_dir: Path, name: str) -> Job:
     """A whole-process floor: ``onnx`` / ``onnx_out`` (onnx.load + onnx.save), ``load``
-    (onnx.load) or ``onnx_ir`` (onnx_ir.load + onnx_ir.save) of ``src``."""
+    (onnx.load), ``read`` (onnx.load, one Python pass over every node, value_info entry and
+    initializer, onnx.save) or ``onnx_ir`` (onnx_ir.load + onnx_ir.save) of ``src``."""
     out = out_dir / f"floor-{_safe(name)}.onnx"
     if kind in ("onnx", "onnx_out"):
         return Job(name, [PY, "-c", ONNX_LOAD_SAVE, str(src), str(out)], output=out)
     if kind == "load":
         return Job(name, [PY, "-c", ONNX_LOAD, str(src)])
+    if kind == "read":
+        return Job(name, [PY, "-c", ONNX_LOAD_READ_SAVE, str(src), str(out)], output=out)
     if kind == "onnx_ir":
         return Job(name, [PY, "-c", ONNX_IR_LOAD_SAVE, str(src), str(out)], output=out)
     raise ValueError(kind)
