@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -271,7 +272,7 @@ class AnchoredRule(RewriteRule):
         self._skeleton = skeleton(self._target_pattern.output_node)
         self._root_op = root_op(self._target_pattern)
         # the ops the root's direct inputs need (a multiset; the same for every operand order)
-        self._needs = sorted(child[0] for _, child in self._skeleton[1])
+        self._needs = tuple(Counter(child[0] for _, child in self._skeleton[1]).items())
         self._anchored = (replacement, condition)
         self._commuted: list[list] | None = None
 
@@ -302,18 +303,18 @@ class AnchoredRule(RewriteRule):
         return [self]  # already covers every operand order
 
     def try_rewrite(self, model, graph_or_function, node, *, verbose=None, tracer=None):
-        if node.op_type != self._root_op or node.domain not in ("", "ai.onnx"):
+        if node.op_type != self._root_op or node.domain not in ("", "ai.onnx") \
+                or not self.admits(producer_ops(node)):
             return None
-        if self._needs:
-            have = []
-            for v in node.inputs:
-                p = v.producer() if v is not None else None
-                if p is not None:
-                    have.append(p.op_type)
-            for op in self._needs:
-                if op not in have:
-                    return None
-                have.remove(op)
+        return self.rewrite_at(model, graph_or_function, node, verbose, tracer)
+
+    def admits(self, producers: Counter) -> bool:
+        """Whether the root's inputs are produced by the op types the pattern needs there
+        (``producers``: :func:`producer_ops` of the node)."""
+        return all(producers[op] >= n for op, n in self._needs)
+
+    def rewrite_at(self, model, graph_or_function, node, verbose, tracer):
+        """The rewrite at ``node`` (of the root op, admitted), or None."""
         for entry in self._variants:
             if not fits_skeleton(node, entry[0]):
                 continue
@@ -322,6 +323,12 @@ class AnchoredRule(RewriteRule):
             if delta is not None:
                 return delta
         return None
+
+
+def producer_ops(node: ir.Node) -> Counter:
+    """The op types producing ``node``'s inputs, with multiplicity."""
+    return Counter(p.op_type for v in node.inputs
+                   if v is not None and (p := v.producer()) is not None)
 
 
 class ByRootOp:
@@ -351,12 +358,14 @@ class ByRootOp:
 
     def try_rewrite(self, model, graph_or_function, node, *, verbose=None, tracer=None):
         rules = self._by_op.get(node.op_type)
-        if rules is None:
+        if rules is None or node.domain not in ("", "ai.onnx"):
             return None
+        producers = producer_ops(node)  # once for all the rules rooted at this op
         found = None
         for rule in rules:
-            delta = rule.try_rewrite(model, graph_or_function, node, verbose=verbose,
-                                     tracer=tracer)
+            if not rule.admits(producers):
+                continue
+            delta = rule.rewrite_at(model, graph_or_function, node, verbose, tracer)
             if delta is not None and found is None:
                 found = delta
                 self.name = rule.name
