@@ -84,6 +84,7 @@ the nodes with placeholder names (``$X``, ``$S``, ``$Y``, ``$<Suffix>``);
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -288,11 +289,11 @@ _BOUND = {"$X": 0, "$Y": 1, "$S": 2, "": 3}
 class Form:
     """A template ready to bind, many times: the suffix (``/<Suffix>``) of each internal
     value in order of first appearance, then ``/Y`` (the last node's name), and per node the
-    node without its input, output and name (its op, attributes, domain), the slots of its
-    inputs and the slot of its output (see ``_BOUND``)."""
+    node without its input, output and name (its op, attributes, domain), a getter of its
+    inputs' slots, and the slots of its output and of its name (see ``_BOUND``)."""
 
     suffixes: tuple[str, ...]
-    nodes: tuple[tuple[onnx.NodeProto, tuple[int, ...], int], ...]
+    nodes: tuple[tuple[onnx.NodeProto, Callable[[list], tuple], int, int], ...]
 
     def bind(self, add: Callable[[], onnx.NodeProto], x: str, y: str, slope: str | None,
              base: str, names: Names) -> None:
@@ -301,14 +302,22 @@ class Form:
         ``<base>/<Suffix>``, every node named as its output but the last, named
         ``<base>/Y``."""
         values = [x, y, slope, "", *names.fresh_all(base, self.suffixes)]
-        last = values[-1]
-        for rest, inputs, output in self.nodes:
+        for rest, inputs, output, name in self.nodes:
             n = add()
             n.CopyFrom(rest)
-            n.input[:] = [values[i] for i in inputs]
-            name = values[output]
-            n.output[:] = [name]
-            n.name = last if output == 1 else name
+            n.input.extend(inputs(values))
+            n.output.append(values[output])
+            n.name = values[name]
+
+
+def _getter(slots: tuple[int, ...]) -> Callable[[list], tuple]:
+    """The values at ``slots`` of a list, as a tuple (one C call per node bound)."""
+    if not slots:
+        return lambda values: ()
+    if len(slots) == 1:
+        i = slots[0]
+        return lambda values: (values[i],)
+    return operator.itemgetter(*slots)
 
 
 def _form(template: Template) -> Form:
@@ -325,7 +334,9 @@ def _form(template: Template) -> Form:
         for name in ("input", "output", "name"):
             rest.ClearField(name)
         nodes.append((rest, tuple(slot[v] for v in t.input), slot[o]))
-    return Form((*suffixes, "/Y"), tuple(nodes))
+    last = len(slot)  # the slot of ``/Y``, the last node's name
+    return Form((*suffixes, "/Y"), tuple((rest, _getter(ins), out, last if out == 1 else out)
+                                         for rest, ins, out in nodes))
 
 
 _FORMS: dict[int, tuple[Template, Form]] = {}
