@@ -88,13 +88,13 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import onnx
 import onnx.defs
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ...external import tensor_array
 from ...graph.cast import make_cast
+from ...graph.edit import constant_node, typed_scalar
 from ...graph.names import Names
 
 FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
@@ -121,12 +121,6 @@ Template = tuple[onnx.NodeProto, ...]
 
 def _n(op: str, inputs: Sequence[str], output: str, **attrs) -> onnx.NodeProto:
     return helper.make_node(op, list(inputs), [output], **attrs)
-
-
-def _scalar(value: float, elem_type: int) -> onnx.TensorProto:
-    """A scalar tensor of ``elem_type`` holding float32 ``value`` cast to it."""
-    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
-    return numpy_helper.from_array(np.array(np.float32(value)).astype(dtype))
 
 
 @functools.cache
@@ -183,8 +177,7 @@ def static_template(op: str, attrs: tuple[tuple[str, float], ...], elem_type: in
         if n.op_type == "Constant":
             continue
         if n.op_type == "CastLike" and n.input[0] in consts:
-            out.append(_n("Constant", [], n.output[0],
-                          value=_scalar(consts[n.input[0]], elem_type)))
+            out.append(constant_node(n.output[0], typed_scalar(consts[n.input[0]], elem_type)))
             continue
         out.append(n)
     return tuple(out)
@@ -205,7 +198,7 @@ def legacy_leaky_template(kind: str, alpha: float | None, elem_type: int, opset:
     a = "$S" if alpha is None else f"${prefix}"
     nodes = []
     if alpha is not None:
-        nodes.append(_n("Constant", [], a, value=_scalar(alpha, elem_type)))
+        nodes.append(constant_node(a, typed_scalar(alpha, elem_type)))
     bc = _bc(opset, axis) if broadcast else {}
     if kind in ("max", "min"):
         nodes.append(_n("Mul", ["$X", a], f"${prefix}MulX", **bc))
@@ -226,8 +219,8 @@ def legacy_selu_template(alpha: float, gamma: float, elem_type: int, opset: int)
     """Selu for opsets 1..8: gamma * (Relu(x) + (alpha * exp(min(x, 0)) - alpha))."""
     bc = _bc(opset)
     return (
-        _n("Constant", [], "$Alpha", value=_scalar(alpha, elem_type)),
-        _n("Constant", [], "$Gamma", value=_scalar(gamma, elem_type)),
+        constant_node("$Alpha", typed_scalar(alpha, elem_type)),
+        constant_node("$Gamma", typed_scalar(gamma, elem_type)),
         _n("Neg", ["$X"], "$NegX"),
         _n("Relu", ["$NegX"], "$ReluNegX"),
         _n("Neg", ["$ReluNegX"], "$MinX0"),
