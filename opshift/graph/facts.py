@@ -123,6 +123,11 @@ class Facts:
             self._scopes = list(iter_scopes(self.model))
         return self._scopes
 
+    def scope_of(self, owner: onnx.GraphProto | onnx.FunctionProto) -> Scope:
+        """The scope whose node list is ``owner``'s (a graph, or a function's body)."""
+        return next(s for s in self.scopes()
+                    if (s.graph if s.graph is not None else s.function) is owner)
+
     @property
     def names(self) -> Names:
         if self._names is None:

@@ -5,7 +5,7 @@ If/Loop/Scan subgraphs, model-local functions): each node to inline is replaced 
 of its template (:mod:`.templates`), chosen per node by :mod:`.decompose` from the opset in
 force in its scope; every other node stays as it is. Model-local functions are inlined
 first when asked (:mod:`.functions`). The model's :class:`~opshift.graph.facts.Facts` give
-the element types and shapes a node's decomposition needs; :mod:`.verify` checks the
+the element types, shapes and constants a node's decomposition needs; :mod:`.verify` checks the
 replacements (``inline --verify``).
 """
 
@@ -22,8 +22,8 @@ from ...errors import OpshiftError
 from ...external import tensor_array
 from ...graph.facts import Facts
 from ...graph.names import Names
+from ...graph.scopes import Scope
 from ...modelio import ModelLike, from_proto, to_proto
-from ...opsets import normalize_domain
 from ..ir_pass import lazy_attribute, run_as_ir_pass
 from . import decompose as dec
 from .functions import inline_functions
@@ -75,25 +75,6 @@ def _work_from_census(census: validate.Census, wanted: frozenset[str]) -> list[_
         sites = sc.sites if wanted >= _ALL_OPS else [t for t in sc.sites if t[2] in wanted]
         work.append(_Work(sc.owner, sc.label, gname, sc.opsets, sc.function, sites))
     return work
-
-
-def _scope_constants(w: _Work, ir_version: int) -> dict[str, onnx.TensorProto]:
-    """Values fixed in the scope: Constant outputs and initializers, as
-    :meth:`opshift.graph.facts.Facts.constant` reads them. From IR 4 an initializer that is
-    also a graph input is only a default a caller may override, so its value must not
-    choose a decomposition; below IR 4 every initializer must be listed as an input and is
-    the model's weight."""
-    out: dict[str, onnx.TensorProto] = {}
-    if isinstance(w.owner, onnx.GraphProto):
-        inputs = {v.name for v in w.owner.input} if ir_version >= 4 else set()
-        for t in w.owner.initializer:
-            if t.name not in inputs:
-                out[t.name] = t
-    for n in w.owner.node:
-        if n.op_type == "Constant" and normalize_domain(n.domain) == "" and \
-                len(n.attribute) == 1 and n.attribute[0].name == "value":
-            out[n.output[0]] = n.attribute[0].t
-    return out
 
 
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
@@ -154,7 +135,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     per such key."""
     b = band(opset)
     function_band = b == FUNCTION
-    consts: dict[str, onnx.TensorProto] | None = None
+    scope: Scope | None = None
     versions: dict[str, int] = {}  # 0: the op does not exist at this opset
     chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how, note)
     # The progress line counts a site where its work is: choosing its decomposition in the
@@ -182,9 +163,9 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             how: Form | list[onnx.NodeProto] = f
             note = ""
         else:
-            if consts is None and op == "PRelu":
-                consts = _scope_constants(w, facts.model.ir_version)
-            how, note = _legacy(w, node, op, version, opset, et, base, names, facts, consts,
+            if scope is None and op == "PRelu":
+                scope = facts.scope_of(w.owner)
+            how, note = _legacy(w, node, op, version, opset, et, base, names, facts, scope,
                                 allow_nonfinite_slope)
         chosen.append((i, node, op, version, base, ins[0], outs[0],
                        ins[1] if op == "PRelu" else None, how, note))
@@ -221,18 +202,18 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
 
 
 def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, et: int,
-            base: str, names: Names, facts: Facts,
-            consts: dict[str, onnx.TensorProto] | None, allow_nonfinite_slope: bool
-            ) -> tuple[list[onnx.NodeProto], str]:
+            base: str, names: Names, facts: Facts, scope: Scope | None,
+            allow_nonfinite_slope: bool) -> tuple[list[onnx.NodeProto], str]:
     """A node's replacement in the legacy band (opsets 1..8), where a PRelu's decomposition
-    also depends on its slope's value and shape and on X's shape; and the note
-    :func:`.decompose.decompose` made of it ("" for none)."""
+    also depends on its slope's value (a constant as ``facts`` sees it from ``scope``) and
+    shape and on X's shape; and the note :func:`.decompose.decompose` made of it ("" for
+    none)."""
     site = dec.Site(node, version, opset, et, graph=w.gname,
                     allow_nonfinite_slope=allow_nonfinite_slope)
     if op == "PRelu":
-        t = consts.get(node.input[1])
-        if t is not None:
-            site.slope_value = tensor_array(t, facts.base_dir)
+        c = facts.constant(scope, node.input[1])
+        if c is not None:
+            site.slope_value = tensor_array(c.tensor, facts.base_dir)
             site.slope_shape = tuple(site.slope_value.shape)
         if opset <= 6:
             site.x_shape = facts.shape(node.input[0])
