@@ -20,7 +20,7 @@ import onnx
 from ... import opsets, progress, validate
 from ...errors import OpshiftError
 from ...external import tensor_array
-from ...graph.facts import Facts
+from ...graph.facts import Constant, Facts
 from ...graph.names import Names
 from ...graph.scopes import Scope
 from ...modelio import ModelLike, from_proto, to_proto
@@ -130,14 +130,16 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     ConversionError, before anything changes); then the scope's node list is emptied and
     refilled, the kept nodes copied back (a node removed from a list stays readable) and
     each replacement added in its place. A row of the result holds where in the list its
-    replacement is. In the function and static bands a node's template depends only on
-    (op, version, attributes, X's element type): its :class:`~.templates.Form` is made once
-    per such key."""
+    replacement is, and with ``keep_before`` a PRelu's constant slope (for ``--verify``). In
+    the function and static bands a node's template depends only on (op, version,
+    attributes, X's element type): its :class:`~.templates.Form` is made once per such key.
+    A PRelu's slope is a constant as ``facts`` sees it from the scope (looked up where the
+    legacy band's forms depend on it, or for ``keep_before``)."""
     b = band(opset)
     function_band = b == FUNCTION
     scope: Scope | None = None
     versions: dict[str, int] = {}  # 0: the op does not exist at this opset
-    chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how, note)
+    chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how, note, const)
     # The progress line counts a site where its work is: choosing its decomposition in the
     # legacy band (it reads the slope), writing its bound template in the others.
     legacy = b == LEGACY
@@ -150,6 +152,11 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
         if not version:
             continue
         base = name or f"{op.lower()}_{i}"
+        const: Constant | None = None
+        if op == "PRelu" and (legacy or keep_before):
+            if scope is None:
+                scope = facts.scope_of(w.owner)
+            const = facts.constant(scope, ins[1])
         # (the function band's CastLike body needs X's type only where 16 bits need Casts)
         et = 0 if function_band and op == "PRelu" else facts.elem_type(ins[0], w.function) or 0
         if b != LEGACY:
@@ -163,12 +170,10 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             how: Form | list[onnx.NodeProto] = f
             note = ""
         else:
-            if scope is None and op == "PRelu":
-                scope = facts.scope_of(w.owner)
-            how, note = _legacy(w, node, op, version, opset, et, base, names, facts, scope,
+            how, note = _legacy(w, node, op, version, opset, et, base, names, facts, const,
                                 allow_nonfinite_slope)
         chosen.append((i, node, op, version, base, ins[0], outs[0],
-                       ins[1] if op == "PRelu" else None, how, note))
+                       ins[1] if op == "PRelu" else None, how, note, const))
     if not legacy and len(chosen) < len(w.sites):
         progress.advance(len(w.sites) - len(chosen))  # sites of ops absent at this opset
     if not chosen:
@@ -180,7 +185,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     del nodes[:]
     add = nodes.add
     prev = 0
-    for i, node, op, version, base, x, y, slope, how, note in chosen:
+    for i, node, op, version, base, x, y, slope, how, note, const in chosen:
         nodes.extend(old[prev:i])
         prev = i + 1
         start = len(nodes)
@@ -188,12 +193,13 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             how.bind(add, x, y, slope, base, names)
         else:
             nodes.extend(how)
-        before = None
+        before = slope_value = None
         if keep_before:
             before = onnx.NodeProto()
             before.CopyFrom(node)
+            slope_value = None if const is None else const.tensor
         rows.append((base, op, version, opset, b, w.label, before, (w.owner, start, len(nodes)),
-                     w.opsets, fkey, note))
+                     w.opsets, fkey, note, slope_value))
         if note:
             result.notes.append(note)
         if not legacy:
@@ -202,18 +208,16 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
 
 
 def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, et: int,
-            base: str, names: Names, facts: Facts, scope: Scope | None,
+            base: str, names: Names, facts: Facts, const: Constant | None,
             allow_nonfinite_slope: bool) -> tuple[list[onnx.NodeProto], str]:
     """A node's replacement in the legacy band (opsets 1..8), where a PRelu's decomposition
-    also depends on its slope's value (a constant as ``facts`` sees it from ``scope``) and
-    shape and on X's shape; and the note :func:`.decompose.decompose` made of it ("" for
-    none)."""
+    also depends on its slope's value (``const``, None when it is not a constant) and shape
+    and on X's shape; and the note :func:`.decompose.decompose` made of it ("" for none)."""
     site = dec.Site(node, version, opset, et, graph=w.gname,
                     allow_nonfinite_slope=allow_nonfinite_slope)
     if op == "PRelu":
-        c = facts.constant(scope, node.input[1])
-        if c is not None:
-            site.slope_value = tensor_array(c.tensor, facts.base_dir)
+        if const is not None:
+            site.slope_value = tensor_array(const.tensor, facts.base_dir)
             site.slope_shape = tuple(site.slope_value.shape)
         if opset <= 6:
             site.x_shape = facts.shape(node.input[0])

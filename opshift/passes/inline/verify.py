@@ -112,8 +112,8 @@ def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: Inline
              notes: list[str]):
     """The region model of each inlined node that can be checked alone, its slope in
     ``finite`` when it is generated without +-inf and NaN (see :func:`verify_inline`); a
-    note for each node that cannot be checked alone. A slope is a constant as
-    :meth:`~opshift.graph.facts.Facts.constant` sees it from the node's scope."""
+    note for each node that cannot be checked alone. A constant slope is read as the pass read
+    it (:attr:`~.result.InlinedNode.slope_value`)."""
     from ...verify import Rewrite, region_model
 
     facts, facts2 = Facts(original), Facts(inlined)
@@ -139,11 +139,11 @@ def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: Inline
         xs = facts.shape(x) or facts2.shape(x)
         if n.op == "PRelu":
             s = n.before.input[1]
-            c = facts2.constant(facts2.scope_of(n.span[0]), s)
-            if c is not None:
-                pre.append(constant_node(s, c.tensor))
+            t = n.slope_value
+            if t is not None:
+                pre.append(constant_node(s, t))
                 if xs is None:
-                    xs = tuple(c.tensor.dims)
+                    xs = tuple(t.dims)
             else:
                 ss = facts.shape(s) or facts2.shape(s)
                 if ss is None:
