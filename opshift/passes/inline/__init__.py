@@ -5,8 +5,8 @@ If/Loop/Scan subgraphs, model-local functions): each node to inline is replaced 
 of its template (:mod:`.templates`), chosen per node by :mod:`.decompose` from the opset in
 force in its scope; every other node stays as it is. Model-local functions are inlined
 first when asked (:mod:`.functions`). The model's :class:`~opshift.graph.facts.Facts` give
-the element types, shapes and constants a node's decomposition needs; :mod:`.verify` checks the
-replacements (``inline --verify``).
+the element types, shapes and constants a node's decomposition needs; :mod:`.verify` checks
+the replacements (``inline --verify``).
 """
 
 from __future__ import annotations
@@ -156,7 +156,8 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
         if op == "PRelu" and (legacy or keep_before):
             if scope is None:
                 scope = facts.scope_of(w.owner)
-            const = facts.constant(scope, ins[1])
+            # (a scope Facts does not reach has no constants it could vouch for)
+            const = facts.constant(scope, ins[1]) if scope is not None else None
         # (the function band's CastLike body needs X's type only where 16 bits need Casts)
         et = 0 if function_band and op == "PRelu" else facts.elem_type(ins[0], w.function) or 0
         if b != LEGACY:
