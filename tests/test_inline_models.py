@@ -44,7 +44,7 @@ def _ops(m: onnx.ModelProto) -> set[str]:
 def _check(m: onnx.ModelProto, feeds, label: str) -> None:
     out = onnx.ModelProto()
     out.CopyFrom(m)
-    # converted below opset 9, an IR < 4 initializer-input or a graph input slope is a
+    # converted below opset 9, a graph input slope (an initializer-input from IR 4 on) is a
     # run-time slope, inlined on request; the bundled slopes are finite, so exactly
     result = inline_proto(out, functions="all", allow_nonfinite_slope=True)
     legacy_prelu = sum(n.op == "PRelu" and n.band == "legacy" for n in result.nodes)

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import onnx
 import pytest
-from conftest import MODELS, bundled, const, init, make_model, vi
+from conftest import MODELS, assert_exact, bundled, const, init, make_model, vi
 
 from opshift import convert, evaluate, opsets
 from opshift.cli import main
@@ -296,3 +296,54 @@ def test_legacy_slope_over_unknown_dims_is_refused(x_shape, s_shape):
     with pytest.raises(ConversionError, match=r"node 'act' .*legacy Mul broadcasting cannot "
                        r"express it \(dim 1 is None against None"):
         inline(m, allow_nonfinite_slope=True)
+
+
+# -- what a constant slope is: Facts' answer, seen from the node's scope ----------------------
+
+
+def _in_then_branch(opset: int, slope_init: bool, main_act: bool = False) -> onnx.ModelProto:
+    """PRelu 'act' in the then branch of If 'if'; slope 's' is the main graph's initializer
+    (``slope_init``, not a graph input at IR 4) or its graph input. ``main_act``: a
+    LeakyRelu 'lr' after the If in the main graph too."""
+    branch = onnx.helper.make_graph(
+        [onnx.helper.make_node("PRelu", ["x", "s"], ["yt"], name="act")], "then", [],
+        [vi("yt", shape=[2, 3])])
+    other = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["x"], ["ye"], name="id")], "else", [],
+        [vi("ye", shape=[2, 3])])
+    node = onnx.helper.make_node("If", ["c"], ["y" if not main_act else "z"], name="if",
+                                 then_branch=branch, else_branch=other)
+    after = [onnx.helper.make_node("LeakyRelu", ["z"], ["y"], name="lr")] if main_act else []
+    ins = [vi("x", shape=[2, 3]), vi("c", onnx.TensorProto.BOOL, shape=[])]
+    if not slope_init:
+        ins.append(vi("s", shape=[3]))
+    return make_model([node, *after], ins, [vi("y", shape=[2, 3])], opset=opset, ir_version=4,
+                      initializers=[init("s", np.array([0.25, 0.5, 1.0], np.float32))]
+                      if slope_init else [])
+
+
+@pytest.mark.parametrize("opset", [6, 8])
+def test_enclosing_graph_initializer_slope_is_a_constant(opset):
+    # the main graph's LeakyRelu: its node list is rebuilt after the branch's
+    m = _in_then_branch(opset, slope_init=True, main_act=True)
+    out, result = _inlined(m)  # no option needed: the slope cannot change at run time
+    assert result.notes == [] and [n.scope for n in result.nodes] == [
+        "graph 'g'/node 'if'/then_branch", "graph 'g'"]
+    then = next(a.g for a in out.graph.node[0].attribute if a.name == "then_branch")
+    assert [n.op_type for n in then.node] == ["Mul", "Max"]  # every slope element in (0, 1]
+    for c in (True, False):
+        feeds = {"x": X, "c": np.array(c)}
+        assert_exact(evaluate(m, feeds)["y"], evaluate(out, feeds)["y"])
+    from opshift.passes.inline import verify_inline
+
+    # the region reads the slope the pass read, as a constant
+    report, notes = verify_inline(m, out, result)
+    assert report.ok and {r.label for r in report.rows} >= {"act", "lr", ""}
+    assert "act: s" not in report.inputs and "act: x" in report.inputs
+    assert not any("without +-inf" in n or "not verified" in n for n in notes), notes
+
+
+def test_enclosing_graph_input_slope_is_refused_in_a_branch():
+    m = _in_then_branch(8, slope_init=False)
+    with pytest.raises(ConversionError, match=r"node 'act' .*slope is not a constant"):
+        inline(m)

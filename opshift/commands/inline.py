@@ -17,8 +17,8 @@ Replace every PRelu, LeakyRelu and Selu node (any version, in the main graph, If
 subgraphs and model-local functions) by primitive ops valid at the opset the model declares:
 the ONNX function bodies at opset >= 15, the same with typed constants at 9..14, and exact
 Relu/Neg/Mul/Max/Min/Sub/Exp forms at 1..8 (see opshift/passes/inline/decompose.py). At
-1..8 a PRelu whose slope is not a constant (a graph input, an IR < 4 initializer that is
-also an input, a computed value) is refused: the form there gives NaN where the slope is
+1..8 a PRelu whose slope is not a constant (a graph input, an initializer that is also an
+input from IR 4 on, a computed value) is refused: the form there gives NaN where the slope is
 +-inf or NaN and x >= 0; --allow-nonfinite-slope inlines it anyway, with a note per node. With
 --functions, model-local functions are inlined too (all, or those named), and inlined
 functions nothing calls any more are removed.

@@ -4,7 +4,8 @@ A rewrite plans its edits into a :class:`Pending` (new initializers, constants r
 node replacements); :meth:`Edits.commit` accepts them and :meth:`Edits.write` writes every
 accepted edit into the model at once, so a refusal before that leaves the model untouched.
 Shared helpers make the nodes every rewrite needs: Unsqueeze/Squeeze valid at any opset,
-constants, and reshaped constants (each tensor rewritten once, copied when shared).
+Constant nodes and typed scalars, and reshaped constants (each tensor rewritten once, copied
+when shared).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import chain
 
+import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from .. import opsets
 from .facts import Constant, Facts
@@ -93,9 +95,7 @@ class Edits:
         if scope.graph is not None:
             self.add_initializer(p, scope, new)
         else:
-            prefix.append(helper.make_node("Constant", [], [new_name],
-                                           name=self.names.fresh(f"{new_name}/const"),
-                                           value=new))
+            prefix.append(constant_node(new_name, new, self.names.fresh(f"{new_name}/const")))
         p.copies[key] = new_name
         return new_name, (f"copied to {new_name!r} with shape {list(shape)} ({name!r} has "
                           "other readers)")
@@ -198,8 +198,25 @@ def axes_nodes(op: str, inp: str, out: str, axes: list[int], opset: int, names
     name = names.fresh(f"{out}/{op.lower()}")
     if v is not None and v >= 13:
         axes_name = names.fresh(f"{out}/axes")
-        c = helper.make_node("Constant", [], [axes_name], name=names.fresh(f"{out}/axes_const"),
-                             value=helper.make_tensor(axes_name, TensorProto.INT64,
-                                                      [len(axes)], axes))
+        c = constant_node(axes_name, helper.make_tensor(axes_name, TensorProto.INT64,
+                                                        [len(axes)], axes),
+                          names.fresh(f"{out}/axes_const"))
         return [c, helper.make_node(op, [inp, axes_name], [out], name=name)]
     return [helper.make_node(op, [inp], [out], name=name, axes=axes)]
+
+
+def constant_node(output: str, value: onnx.TensorProto | np.ndarray,
+                  name: str | None = None) -> onnx.NodeProto:
+    """A default-domain Constant node giving ``output`` the tensor ``value`` (an array is
+    made into one), named ``name`` (None: unnamed, e.g. a template's node, named when
+    bound)."""
+    tensor = value if isinstance(value, onnx.TensorProto) else numpy_helper.from_array(
+        np.asarray(value))
+    return helper.make_node("Constant", [], [output], name=name, value=tensor)
+
+
+def typed_scalar(value: float, elem_type: int) -> onnx.TensorProto:
+    """A scalar tensor of ``elem_type`` holding float ``value`` as a float attribute holds it
+    (float32), cast to that type: an op's alpha as the op computes with it."""
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+    return numpy_helper.from_array(np.array(np.float32(value)).astype(dtype))

@@ -123,6 +123,12 @@ class Facts:
             self._scopes = list(iter_scopes(self.model))
         return self._scopes
 
+    def scope_of(self, owner: onnx.GraphProto | onnx.FunctionProto) -> Scope | None:
+        """The scope whose node list is ``owner``'s (this very graph or function object),
+        None when it is none of the model's scopes."""
+        return next((s for s in self.scopes()
+                     if (s.graph if s.graph is not None else s.function) is owner), None)
+
     @property
     def names(self) -> Names:
         if self._names is None:

@@ -5,8 +5,8 @@ If/Loop/Scan subgraphs, model-local functions): each node to inline is replaced 
 of its template (:mod:`.templates`), chosen per node by :mod:`.decompose` from the opset in
 force in its scope; every other node stays as it is. Model-local functions are inlined
 first when asked (:mod:`.functions`). The model's :class:`~opshift.graph.facts.Facts` give
-the element types and shapes a node's decomposition needs; :mod:`.verify` checks the
-replacements (``inline --verify``).
+the element types, shapes and constants a node's decomposition needs; :mod:`.verify` checks
+the replacements (``inline --verify``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import onnx
 from ... import opsets, progress, validate
 from ...errors import OpshiftError
 from ...external import tensor_array
-from ...graph.facts import Facts
+from ...graph.facts import Constant, Facts
 from ...graph.names import Names
+from ...graph.scopes import Scope
 from ...modelio import ModelLike, from_proto, to_proto
-from ...opsets import normalize_domain
 from ..ir_pass import lazy_attribute, run_as_ir_pass
 from . import decompose as dec
 from .functions import inline_functions
@@ -75,25 +75,6 @@ def _work_from_census(census: validate.Census, wanted: frozenset[str]) -> list[_
         sites = sc.sites if wanted >= _ALL_OPS else [t for t in sc.sites if t[2] in wanted]
         work.append(_Work(sc.owner, sc.label, gname, sc.opsets, sc.function, sites))
     return work
-
-
-def _scope_constants(w: _Work, ir_version: int) -> dict[str, onnx.TensorProto]:
-    """Values fixed in the scope: Constant outputs and initializers, as
-    :meth:`opshift.graph.facts.Facts.constant` reads them. From IR 4 an initializer that is
-    also a graph input is only a default a caller may override, so its value must not
-    choose a decomposition; below IR 4 every initializer must be listed as an input and is
-    the model's weight."""
-    out: dict[str, onnx.TensorProto] = {}
-    if isinstance(w.owner, onnx.GraphProto):
-        inputs = {v.name for v in w.owner.input} if ir_version >= 4 else set()
-        for t in w.owner.initializer:
-            if t.name not in inputs:
-                out[t.name] = t
-    for n in w.owner.node:
-        if n.op_type == "Constant" and normalize_domain(n.domain) == "" and \
-                len(n.attribute) == 1 and n.attribute[0].name == "value":
-            out[n.output[0]] = n.attribute[0].t
-    return out
 
 
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
@@ -149,14 +130,16 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     ConversionError, before anything changes); then the scope's node list is emptied and
     refilled, the kept nodes copied back (a node removed from a list stays readable) and
     each replacement added in its place. A row of the result holds where in the list its
-    replacement is. In the function and static bands a node's template depends only on
-    (op, version, attributes, X's element type): its :class:`~.templates.Form` is made once
-    per such key."""
+    replacement is, and with ``keep_before`` a PRelu's constant slope (for ``--verify``). In
+    the function and static bands a node's template depends only on (op, version,
+    attributes, X's element type): its :class:`~.templates.Form` is made once per such key.
+    A PRelu's slope is a constant as ``facts`` sees it from the scope (looked up where the
+    legacy band's forms depend on it, or for ``keep_before``)."""
     b = band(opset)
     function_band = b == FUNCTION
-    consts: dict[str, onnx.TensorProto] | None = None
+    scope: Scope | None = None
     versions: dict[str, int] = {}  # 0: the op does not exist at this opset
-    chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how, note)
+    chosen: list[tuple] = []  # (index, node, op, version, base, X, Y, slope, how, note, const)
     # The progress line counts a site where its work is: choosing its decomposition in the
     # legacy band (it reads the slope), writing its bound template in the others.
     legacy = b == LEGACY
@@ -169,6 +152,12 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
         if not version:
             continue
         base = name or f"{op.lower()}_{i}"
+        const: Constant | None = None
+        if op == "PRelu" and (legacy or keep_before):
+            if scope is None:
+                scope = facts.scope_of(w.owner)
+            # (a scope Facts does not reach has no constants it could vouch for)
+            const = facts.constant(scope, ins[1]) if scope is not None else None
         # (the function band's CastLike body needs X's type only where 16 bits need Casts)
         et = 0 if function_band and op == "PRelu" else facts.elem_type(ins[0], w.function) or 0
         if b != LEGACY:
@@ -182,12 +171,10 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             how: Form | list[onnx.NodeProto] = f
             note = ""
         else:
-            if consts is None and op == "PRelu":
-                consts = _scope_constants(w, facts.model.ir_version)
-            how, note = _legacy(w, node, op, version, opset, et, base, names, facts, consts,
+            how, note = _legacy(w, node, op, version, opset, et, base, names, facts, const,
                                 allow_nonfinite_slope)
         chosen.append((i, node, op, version, base, ins[0], outs[0],
-                       ins[1] if op == "PRelu" else None, how, note))
+                       ins[1] if op == "PRelu" else None, how, note, const))
     if not legacy and len(chosen) < len(w.sites):
         progress.advance(len(w.sites) - len(chosen))  # sites of ops absent at this opset
     if not chosen:
@@ -199,7 +186,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     del nodes[:]
     add = nodes.add
     prev = 0
-    for i, node, op, version, base, x, y, slope, how, note in chosen:
+    for i, node, op, version, base, x, y, slope, how, note, const in chosen:
         nodes.extend(old[prev:i])
         prev = i + 1
         start = len(nodes)
@@ -207,12 +194,13 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             how.bind(add, x, y, slope, base, names)
         else:
             nodes.extend(how)
-        before = None
+        before = slope_value = None
         if keep_before:
             before = onnx.NodeProto()
             before.CopyFrom(node)
+            slope_value = None if const is None else const.tensor
         rows.append((base, op, version, opset, b, w.label, before, (w.owner, start, len(nodes)),
-                     w.opsets, fkey, note))
+                     w.opsets, fkey, note, slope_value))
         if note:
             result.notes.append(note)
         if not legacy:
@@ -221,18 +209,16 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
 
 
 def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, et: int,
-            base: str, names: Names, facts: Facts,
-            consts: dict[str, onnx.TensorProto] | None, allow_nonfinite_slope: bool
-            ) -> tuple[list[onnx.NodeProto], str]:
+            base: str, names: Names, facts: Facts, const: Constant | None,
+            allow_nonfinite_slope: bool) -> tuple[list[onnx.NodeProto], str]:
     """A node's replacement in the legacy band (opsets 1..8), where a PRelu's decomposition
-    also depends on its slope's value and shape and on X's shape; and the note
-    :func:`.decompose.decompose` made of it ("" for none)."""
+    also depends on its slope's value (``const``, None when it is not a constant) and shape
+    and on X's shape; and the note :func:`.decompose.decompose` made of it ("" for none)."""
     site = dec.Site(node, version, opset, et, graph=w.gname,
                     allow_nonfinite_slope=allow_nonfinite_slope)
     if op == "PRelu":
-        t = consts.get(node.input[1])
-        if t is not None:
-            site.slope_value = tensor_array(t, facts.base_dir)
+        if const is not None:
+            site.slope_value = tensor_array(const.tensor, facts.base_dir)
             site.slope_shape = tuple(site.slope_value.shape)
         if opset <= 6:
             site.x_shape = facts.shape(node.input[0])

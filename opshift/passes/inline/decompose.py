@@ -8,14 +8,17 @@ placement is resolved from static shapes: a slope of X's shape is used as is; ot
 the non-1 span of the placed slope becomes the Mul's B with ``broadcast=1`` and ``axis``
 (``axis=1`` for a per-channel slope). A slope of another shape is reshaped to the span: a
 constant by a new ``<node>/Slope`` Constant; a value that may change at run time (a graph
-input, including an IR < 4 initializer that is also an input) by ``<node>/Slope =
+input, including an initializer that is also an input from IR 4 on) by ``<node>/Slope =
 Squeeze(slope, axes=<its 1-dims outside the span>)``. A placement legacy Mul cannot express
 (:func:`opshift.broadcast.legacy_placement`: a 1 against a larger dim, or an unknown dim,
 inside the span) raises ConversionError.
 
-Only a slope that cannot change at run time (a Constant node, or an initializer that is not
-a graph input) chooses the Max/Min forms by its values. Any other slope (a graph input, an
-IR < 4 initializer that is also an input, a computed value) is refused at opsets 1..8: the
+Only a slope that cannot change at run time chooses the Max/Min forms by its values: a
+constant as :meth:`opshift.graph.facts.Facts.constant` sees it from the node's scope (a
+Constant node, or an initializer that is not a graph input, of that scope or an enclosing
+graph; below IR 4 every initializer, which must be listed as an input too). Any other slope
+(a graph input, an initializer that is also an input from IR 4 on, a computed value) is
+refused at opsets 1..8: the
 ``Relu(x) - slope*Relu(-x)`` form gives NaN where the slope is +-inf or NaN and x >= 0
 (``0*inf``), so it is exact only for finite slopes; ``allow_nonfinite_slope`` accepts it, and
 the node's :attr:`Site.note` says so.
@@ -35,13 +38,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ... import opsets
 from ...broadcast import SlopeRule, legacy_placement, slope_shape_for
 from ...errors import ConversionError, EvaluationError, where
 from ...graph.cast import cast_supports
-from ...graph.edit import axes_nodes
+from ...graph.edit import axes_nodes, constant_node
 from ...graph.names import Names
 from .templates import (
     FUNCTION,
@@ -272,7 +275,5 @@ def _legacy_slope(site: Site, base: str, names
         axes = [j - pad for j in p.drop if j >= pad]
         return axes_nodes("Squeeze", node.input[1], name, axes, site.opset, names), name, \
             p.axis, True
-    value = np.asarray(site.slope_value).reshape(p.shape)
-    const = helper.make_node("Constant", [], [name], name=name,
-                             value=numpy_helper.from_array(value))
-    return [const], name, p.axis, True
+    return [constant_node(name, np.asarray(site.slope_value).reshape(p.shape), name)], name, \
+        p.axis, True

@@ -26,6 +26,8 @@ class InlinedNode:
     opsets: dict[str, int] = field(default_factory=dict)
     function: tuple[str, str] | None = None  # (domain, name) when in a function body
     note: str = ""  # why the replacement is exact only for some inputs (accepted on request)
+    #: a PRelu's slope as the pass read it when it is a constant (with ``keep_before``)
+    slope_value: onnx.TensorProto | None = None
 
     @property
     def after(self) -> list[onnx.NodeProto]:

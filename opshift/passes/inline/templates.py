@@ -84,16 +84,17 @@ the nodes with placeholder names (``$X``, ``$S``, ``$Y``, ``$<Suffix>``);
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import onnx
 import onnx.defs
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ...external import tensor_array
 from ...graph.cast import make_cast
+from ...graph.edit import constant_node, typed_scalar
 from ...graph.names import Names
 
 FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
@@ -120,12 +121,6 @@ Template = tuple[onnx.NodeProto, ...]
 
 def _n(op: str, inputs: Sequence[str], output: str, **attrs) -> onnx.NodeProto:
     return helper.make_node(op, list(inputs), [output], **attrs)
-
-
-def _scalar(value: float, elem_type: int) -> onnx.TensorProto:
-    """A scalar tensor of ``elem_type`` holding float32 ``value`` cast to it."""
-    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
-    return numpy_helper.from_array(np.array(np.float32(value)).astype(dtype))
 
 
 @functools.cache
@@ -182,8 +177,7 @@ def static_template(op: str, attrs: tuple[tuple[str, float], ...], elem_type: in
         if n.op_type == "Constant":
             continue
         if n.op_type == "CastLike" and n.input[0] in consts:
-            out.append(_n("Constant", [], n.output[0],
-                          value=_scalar(consts[n.input[0]], elem_type)))
+            out.append(constant_node(n.output[0], typed_scalar(consts[n.input[0]], elem_type)))
             continue
         out.append(n)
     return tuple(out)
@@ -204,7 +198,7 @@ def legacy_leaky_template(kind: str, alpha: float | None, elem_type: int, opset:
     a = "$S" if alpha is None else f"${prefix}"
     nodes = []
     if alpha is not None:
-        nodes.append(_n("Constant", [], a, value=_scalar(alpha, elem_type)))
+        nodes.append(constant_node(a, typed_scalar(alpha, elem_type)))
     bc = _bc(opset, axis) if broadcast else {}
     if kind in ("max", "min"):
         nodes.append(_n("Mul", ["$X", a], f"${prefix}MulX", **bc))
@@ -225,8 +219,8 @@ def legacy_selu_template(alpha: float, gamma: float, elem_type: int, opset: int)
     """Selu for opsets 1..8: gamma * (Relu(x) + (alpha * exp(min(x, 0)) - alpha))."""
     bc = _bc(opset)
     return (
-        _n("Constant", [], "$Alpha", value=_scalar(alpha, elem_type)),
-        _n("Constant", [], "$Gamma", value=_scalar(gamma, elem_type)),
+        constant_node("$Alpha", typed_scalar(alpha, elem_type)),
+        constant_node("$Gamma", typed_scalar(gamma, elem_type)),
         _n("Neg", ["$X"], "$NegX"),
         _n("Relu", ["$NegX"], "$ReluNegX"),
         _n("Neg", ["$ReluNegX"], "$MinX0"),
@@ -288,11 +282,11 @@ _BOUND = {"$X": 0, "$Y": 1, "$S": 2, "": 3}
 class Form:
     """A template ready to bind, many times: the suffix (``/<Suffix>``) of each internal
     value in order of first appearance, then ``/Y`` (the last node's name), and per node the
-    node without its input, output and name (its op, attributes, domain), the slots of its
-    inputs and the slot of its output (see ``_BOUND``)."""
+    node without its input, output and name (its op, attributes, domain), a getter of its
+    inputs' slots, and the slots of its output and of its name (see ``_BOUND``)."""
 
     suffixes: tuple[str, ...]
-    nodes: tuple[tuple[onnx.NodeProto, tuple[int, ...], int], ...]
+    nodes: tuple[tuple[onnx.NodeProto, Callable[[list], tuple], int, int], ...]
 
     def bind(self, add: Callable[[], onnx.NodeProto], x: str, y: str, slope: str | None,
              base: str, names: Names) -> None:
@@ -301,14 +295,22 @@ class Form:
         ``<base>/<Suffix>``, every node named as its output but the last, named
         ``<base>/Y``."""
         values = [x, y, slope, "", *names.fresh_all(base, self.suffixes)]
-        last = values[-1]
-        for rest, inputs, output in self.nodes:
+        for rest, inputs, output, name in self.nodes:
             n = add()
             n.CopyFrom(rest)
-            n.input[:] = [values[i] for i in inputs]
-            name = values[output]
-            n.output[:] = [name]
-            n.name = last if output == 1 else name
+            n.input.extend(inputs(values))
+            n.output.append(values[output])
+            n.name = values[name]
+
+
+def _getter(slots: tuple[int, ...]) -> Callable[[list], tuple]:
+    """The values at ``slots`` of a list, as a tuple (one C call per node bound)."""
+    if not slots:
+        return lambda values: ()
+    if len(slots) == 1:
+        i = slots[0]
+        return lambda values: (values[i],)
+    return operator.itemgetter(*slots)
 
 
 def _form(template: Template) -> Form:
@@ -325,7 +327,9 @@ def _form(template: Template) -> Form:
         for name in ("input", "output", "name"):
             rest.ClearField(name)
         nodes.append((rest, tuple(slot[v] for v in t.input), slot[o]))
-    return Form((*suffixes, "/Y"), tuple(nodes))
+    last = len(slot)  # the slot of ``/Y``, the last node's name
+    return Form((*suffixes, "/Y"), tuple((rest, _getter(ins), out, last if out == 1 else out)
+                                         for rest, ins, out in nodes))
 
 
 _FORMS: dict[int, tuple[Template, Form]] = {}

@@ -3,35 +3,15 @@ model, with the bundled evaluator."""
 
 from __future__ import annotations
 
+from itertools import tee
+
 import onnx
 
 from ...errors import OpshiftError
+from ...graph.edit import constant_node
 from ...graph.facts import Facts
 from ...graph.scopes import subgraphs
-from ...opsets import normalize_domain
 from .result import InlineResult
-
-
-def _all_constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
-    out: dict[str, onnx.TensorProto] = {}
-
-    def graph(g: onnx.GraphProto) -> None:
-        for t in g.initializer:
-            out[t.name] = t
-        nodes(g.node)
-
-    def nodes(ns) -> None:
-        for n in ns:
-            if n.op_type == "Constant" and normalize_domain(n.domain) == "" and \
-                    len(n.attribute) == 1 and n.attribute[0].name == "value":
-                out[n.output[0]] = n.attribute[0].t
-            for _, g in subgraphs(n):
-                graph(g)
-
-    graph(model.graph)
-    for f in model.functions:
-        nodes(f.node)
-    return out
 
 
 def _slope_sources(model: onnx.ModelProto, nodes: list) -> list[str]:
@@ -91,17 +71,17 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
     report = VerifyReport(seed=seed)
     notes: list[str] = []
     checked = 0
-    finite_slopes: dict[str, str] = {}
-    for label, part in check_rewrites(_regions(original, inlined, result, notes, finite_slopes),
-                                      seed=seed):
+    # check_rewrites answers each rewrite, in order, before it takes the next one: the tee
+    # holds one rewrite at a time, for the note its ``finite`` slope needs
+    rewrites, asked = tee(_regions(original, inlined, result, notes))
+    for rw, (label, part) in zip(rewrites, check_rewrites(asked, seed=seed)):
         if isinstance(part, OpshiftError):
             notes.append(f"{label}: not verified locally: {part}")
             continue
         report.merge(part, label)
         checked += 1
-        if label in finite_slopes:
-            notes.append(f"{label}: slope {finite_slopes[label]!r} generated without +-inf and "
-                         f"NaN ({_ACCEPTED})")
+        for s in rw.finite:
+            notes.append(f"{label}: slope {s!r} generated without +-inf and NaN ({_ACCEPTED})")
     if checked < len(result.nodes):
         notes.append(f"{checked} of {len(result.nodes)} replacements verified locally")
     why = evaluator_supports(original) or evaluator_supports(inlined)
@@ -129,14 +109,14 @@ _ACCEPTED = "non-finite slopes accepted with --allow-nonfinite-slope / allow_non
 
 
 def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
-             notes: list[str], finite_slopes: dict[str, str]):
-    """The region models of each inlined node that can be checked alone; a note for each
-    that cannot; ``finite_slopes``: label -> the slope generated finite (see
-    :func:`verify_inline`)."""
+             notes: list[str]):
+    """The region model of each inlined node that can be checked alone, its slope in
+    ``finite`` when it is generated without +-inf and NaN (see :func:`verify_inline`); a
+    note for each node that cannot be checked alone. A constant slope is read as the pass read
+    it (:attr:`~.result.InlinedNode.slope_value`)."""
     from ...verify import Rewrite, region_model
 
     facts, facts2 = Facts(original), Facts(inlined)
-    consts = _all_constants(inlined)
     for n in result.nodes:
         if n.before is None:
             raise OpshiftError("verify_inline needs inline_proto(..., keep_before=True)")
@@ -159,9 +139,9 @@ def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: Inline
         xs = facts.shape(x) or facts2.shape(x)
         if n.op == "PRelu":
             s = n.before.input[1]
-            t = consts.get(s)
+            t = n.slope_value
             if t is not None:
-                pre.append(onnx.helper.make_node("Constant", [], [s], value=t))
+                pre.append(constant_node(s, t))
                 if xs is None:
                     xs = tuple(t.dims)
             else:
@@ -174,7 +154,6 @@ def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: Inline
                     xs = ss
                 if n.note:
                     finite.append(s)
-                    finite_slopes[n.label] = s
         elif xs is None:
             xs = (8,)
         ins.insert(0, _vi(x, et, xs))
