@@ -33,8 +33,10 @@ class Census:
     external: bool = False  # some tensor lives in external data (see modelio)
     #: (domain, op_type) of the nodes anywhere in the model; filled in both modes
     kinds: set[tuple[str, str]] = field(default_factory=set)
-    #: value -> element type in graphs below opset 15 (where inline needs X's type): the
-    #: declared types and what :mod:`opshift.typerules` propagates through the nodes
+    #: below opset 15 (where inline needs X's type): the main graph's declared and
+    #: propagated element types with the functions' typed variants, an
+    #: :class:`opshift.graph.element_types.Typed` made by the one propagation
+    #: (:class:`~opshift.graph.element_types.Propagation`) fed by the walk; else empty
     types: dict[str, int] = field(default_factory=dict)
     #: False: fill only ``external`` and ``kinds`` (for a caller that needs nothing else)
     full: bool = True

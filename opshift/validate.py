@@ -16,11 +16,12 @@ from collections.abc import Iterable
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from . import typerules, wellformed
+from . import wellformed
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .census import Census, CensusScope
 from .errors import EvaluationError, ModelLoadError, function_label, where
 from .graph.declared import Declared
+from .graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
 from .opsets import (
     ACTIVATIONS,
     activation_attribute_types,
@@ -62,6 +63,8 @@ class _Walker:
         self.census = census
         self.full = census is not None and census.full  # names, scopes, sites, types
         self._scope: CensusScope | None = None
+        #: types the main graph's values as the walk goes (see :meth:`Census.types`)
+        self.typing: Propagation | None = None
 
     def add(self, kind: str, msg: str) -> None:
         self.problems.append((kind, msg))
@@ -91,9 +94,9 @@ class _Walker:
         census, parent = self.census, self._scope
         if census is not None and not census.external:
             census.external = any(map(uses_external_data, g.initializer))
+        if self.typing is not None:
+            self.typing.declare(g, census.types)
         if self.full:
-            if opsets.get("", 0) < 15:
-                typerules.declared_types(census.types, g)
             fn = parent.function if parent is not None else None
             self._scope = CensusScope(g, label, opsets, fn)
             census.scopes.append(self._scope)
@@ -126,12 +129,10 @@ class _Walker:
         specs: dict[str, tuple] = {}
         census, full = self.census, self.full
         sites = self._scope.sites if full else None
-        types = None
-        if full and graph is not None and opsets.get("", 0) < 15:
+        typing, types = self.typing, None
+        if typing is not None and graph is not None:  # (function bodies: per call site)
             types = census.types
-        types_get = types_setdefault = None
-        if types is not None:
-            types_get, types_setdefault = types.get, types.setdefault
+        types_get = types.get if types is not None else None
         issuperset, isdisjoint, update = defined.issuperset, defined.isdisjoint, defined.update
         node_name = ""
         node_names = []
@@ -151,18 +152,18 @@ class _Walker:
             flags = flags_by_op.get(op) if not domain else flags_by_key.get((domain, op))
             if flags is None:
                 flags = self.op(n, opsets, label)
-                if types is not None:  # the type rule rides in the same lookup
-                    flags |= _type_rule((domain, op), self.functions) << _RULE_SHIFT
+                if types is not None:  # how its outputs are typed rides in the same lookup
+                    flags |= _type_flag(domain, op, opsets.get("", 0))
                 if domain:
                     flags_by_key[(domain, op)] = flags
                 else:
                     flags_by_op[op] = flags
             outs = n.output[:]
-            if flags == _FIRST_TYPE:  # most nodes below opset 15: typed like input 0
+            if flags == _FIRST:  # most nodes below opset 15: typed like input 0
                 if ins and outs:
                     t = types_get(ins[0])
-                    if t is not None:
-                        types_setdefault(outs[0], t)
+                    if t:
+                        types[outs[0]] = t
             elif flags:  # an activation, subgraphs, tensors or a type rule
                 if flags & _ACTIVATION:
                     # in a function body only attributes and arity can be wrong
@@ -190,9 +191,12 @@ class _Walker:
                         for sg in subs:
                             self.graph(sg, opsets, set(defined),
                                        f"{label}/node {n.name!r}/{a.name}")
-                rule = flags >> _RULE_SHIFT
-                if rule and outs:
-                    typerules.propagate(rule, n, ins, outs[0], types)
+                if flags & _FIRST:
+                    t = types_get(ins[0]) if ins else None
+                    if t and outs:
+                        types[outs[0]] = t
+                elif flags & _TYPED:
+                    typing.outputs(n, output_type_rules(op, opsets.get("", 0)), types)
             if not isdisjoint(outs):
                 for name in outs:
                     if name and name in defined:
@@ -295,10 +299,9 @@ class _Walker:
 
 
 _ACTIVATION, _SUBGRAPHS, _TENSORS = 1, 2, 4
-_RULE_SHIFT = 4  # the bits above hold the node's type rule when the census types values
-#: the flags of a node with nothing to check whose output is typed like its first input
-#: (:data:`opshift.typerules.FIRST`): the walk's hot case below opset 15, done inline
-_FIRST_TYPE = typerules.FIRST << _RULE_SHIFT
+#: when the census types values: a node whose one output is typed like its first input
+#: (the walk's hot case below opset 15, done inline), or one the propagation types
+_FIRST, _TYPED = 8, 16
 
 
 def _judge(declared: Declared, x: str, slope: onnx.TensorProto | None,
@@ -315,13 +318,14 @@ def _judge(declared: Declared, x: str, slope: onnx.TensorProto | None,
     return elem, None
 
 
-def _type_rule(key: tuple[str, str], functions: set[tuple[str, str]]) -> int:
-    """:func:`opshift.typerules.rule` for a node's (domain, op); 0 off the default domain
-    and for calls of model-local functions."""
-    domain, op = key
-    if normalize_domain(domain) != "" or ("", op) in functions:
-        return 0
-    return typerules.rule(op)
+def _type_flag(domain: str, op: str, opset: int) -> int:
+    """How the walk types the outputs of a node: :data:`_FIRST` inline, else through
+    :meth:`Propagation.outputs`, which decides (as it does in its own walk)."""
+    if not isinstance(op, str) or not isinstance(domain, str):
+        return 0  # not text: reported as malformed
+    if not domain and output_type_rules(op, opset) is SAME_AS_FIRST:
+        return _FIRST
+    return _TYPED
 
 
 def _holds_external_data(n: onnx.NodeProto) -> bool:
@@ -358,6 +362,9 @@ def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple
     when given."""
     w = _Walker(model, census)
     ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
+    if w.full and ops.get("", 0) < 15:  # inline needs X's type below opset 15 only
+        w.typing = Propagation(model, ops.get("", 0))
+        census.types = Typed()
     w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
     identities: set[tuple[str, str, str]] = set()
     for f in model.functions:
@@ -387,6 +394,8 @@ def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple
         w.add(MALFORMED, p)
     if w.full:
         census.names.discard("")
+    if w.typing is not None:
+        census.types.variants = w.typing.variant_lists()
     return w.problems
 
 

@@ -263,7 +263,7 @@ def test_census_finds_external_data_where_modelio_does(where_):
 
 @pytest.mark.parametrize("name", BUNDLED)
 def test_census_types_agree_with_forward_propagation(name):
-    """Below opset 15 the census's walk propagates element types (opshift.typerules); every
+    """Below opset 15 the census's walk propagates element types (the one Propagation); every
     type it gives is the one inline's whole-model propagation gives, and it types every
     activation's X in the bundled models."""
     from opshift.graph.facts import Facts
