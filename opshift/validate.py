@@ -20,7 +20,6 @@ from . import wellformed
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
 from .census import Census, CensusScope
 from .errors import EvaluationError, ModelLoadError, function_label, where
-from .graph.declared import Declared
 from .graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
 from .opsets import (
     ACTIVATIONS,
@@ -57,7 +56,8 @@ class _Walker:
         self.model = model
         self.functions = {(normalize_domain(f.domain), f.name) for f in model.functions}
         self.problems: list[tuple[str, str]] = []
-        self._declared: dict[int, Declared] = {}
+        #: what each graph declares, as the check read it
+        self._headers: dict[int, wellformed.Header] = {}
         #: (op, version, X's declared type, slope dims) -> (X's element type, slope problem)
         self._judged: dict[tuple, tuple[int, str | None]] = {}
         self.census = census
@@ -74,20 +74,22 @@ class _Walker:
         if bad is not None:
             self.add(MALFORMED, f"{label}: {wellformed.not_text(what, bad)}")
 
-    def graph_header(self, g: onnx.GraphProto, label: str) -> None:
-        for p in wellformed.header_problems(g, label):
+    def graph_header(self, g: onnx.GraphProto, label: str) -> wellformed.Header:
+        h = self._headers[id(g)] = wellformed.read_header(g, label)
+        for p in h.problems:
             self.add(MALFORMED, p)
         if len(g.sparse_initializer):
             self.add(UNSUPPORTED, f"{label}: sparse initializers are not supported (convert "
                                   "them to dense initializers first)")
+        return h
 
     def graph(self, g: onnx.GraphProto, opsets: dict[str, int], outer: frozenset[str] | set[str],
               label: str) -> None:
         defined: set[str] = set()
-        self.graph_header(g, label)
-        init_names = [t.name for t in g.initializer]
+        header = self.graph_header(g, label)
+        init_names = header.initializer_names
         inits = set(init_names)  # (IR 3 lists every weight as a graph input too)
-        for name in [v.name for v in g.input] + init_names:
+        for name in header.input_names + init_names:
             if name in defined and name not in inits:
                 self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
             defined.add(name)
@@ -228,17 +230,17 @@ class _Walker:
                 self.attribute(n, a, version, label)
         if graph is None:
             return
-        declared = self.declared(graph)
-        x, slope = ins[0], declared.initializer(ins[1]) if rule is not None else None
-        entry = declared.value_info(x) if declared.initializer(x) is None else None
-        if entry is None:  # a constant X, or one nothing declares: its type alone
-            elem, problem = declared.elem_type(x), None
+        header = self._headers[id(graph)]
+        x, slope = ins[0], header.initializer(graph, ins[1]) if rule is not None else None
+        constant = header.initializer(graph, x)
+        declared = header.types.get(x) if constant is None else None
+        if declared is None:  # a constant X, or one nothing declares: its type alone
+            elem, problem = 0 if constant is None else constant.data_type, None
         else:  # judged once per distinct (declared type, slope dims)
-            key = (n.op_type, version, entry.type.SerializeToString(),
-                   None if slope is None else tuple(slope.dims))
+            key = (n.op_type, version, declared, None if slope is None else tuple(slope.dims))
             verdict = self._judged.get(key)
             if verdict is None:
-                verdict = self._judged[key] = _judge(declared, x, slope, rule)
+                verdict = self._judged[key] = _judge(declared, slope, rule)
             elem, problem = verdict
         if elem and elem not in numeric and elem in wellformed.KNOWN_ELEM_TYPES:
             self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {x!r} is "
@@ -267,12 +269,6 @@ class _Walker:
             got = onnx.AttributeProto.AttributeType.Name(a.type)
             self.add(ATTRIBUTE, f"{label}: {where(n, version=version)}: attribute {a.name!r} "
                                 f"is {got}, the schema wants {spec.type.name}")
-
-    def declared(self, graph: onnx.GraphProto) -> Declared:
-        """What ``graph`` declares, indexed once."""
-        if id(graph) not in self._declared:
-            self._declared[id(graph)] = Declared(graph)
-        return self._declared[id(graph)]
 
     def op(self, n: onnx.NodeProto, opsets: dict[str, int], label: str) -> int:
         """Check the op exists once per (domain, op); return what else its nodes need."""
@@ -304,12 +300,18 @@ _ACTIVATION, _SUBGRAPHS, _TENSORS = 1, 2, 4
 _FIRST, _TYPED = 8, 16
 
 
-def _judge(declared: Declared, x: str, slope: onnx.TensorProto | None,
-           rule: SlopeRule | None) -> tuple[int, str | None]:
-    """(X's declared element type, why a constant slope cannot broadcast to X's declared
-    shape, or None)."""
-    elem = declared.elem_type(x)
-    x_shape = declared.shape(x) if slope is not None and rule is not None else None
+def _judge(declared: bytes, slope: onnx.TensorProto | None, rule: SlopeRule | None
+           ) -> tuple[int, str | None]:
+    """(the element type of X's ``declared`` type (a serialized TypeProto), why a constant
+    slope cannot broadcast to X's declared shape, or None)."""
+    tp = onnx.TypeProto.FromString(declared)
+    tensor = tp.tensor_type if tp.HasField("tensor_type") else None
+    elem = tensor.elem_type if tensor is not None else 0
+    x_shape = None
+    if slope is not None and rule is not None and tensor is not None and \
+            tensor.HasField("shape"):
+        x_shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                        for d in tensor.shape.dim)
     try:
         if x_shape is not None:
             slope_shape_for(x_shape, tuple(slope.dims), rule)
