@@ -9,6 +9,7 @@ constants, and reshaped constants (each tensor rewritten once, copied when share
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -202,4 +203,12 @@ def axes_nodes(op: str, inp: str, out: str, axes: list[int], opset: int, names
                              value=helper.make_tensor(axes_name, TensorProto.INT64,
                                                       [len(axes)], axes))
         return [c, helper.make_node(op, [inp, axes_name], [out], name=name)]
-    return [helper.make_node(op, [inp], [out], name=name, axes=axes)]
+    node = onnx.NodeProto(op_type=op, input=[inp], output=[out], name=name)
+    node.attribute.append(_axes_attribute(tuple(axes)))  # (append copies it)
+    return [node]
+
+
+@functools.cache
+def _axes_attribute(axes: tuple[int, ...]) -> onnx.AttributeProto:
+    """The ``axes`` attribute, made once per tuple (rewrites add thousands of Unsqueezes)."""
+    return helper.make_attribute("axes", list(axes))
