@@ -3,6 +3,7 @@ graph or function output) and duplicate node names (renamed)."""
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import onnx
@@ -26,8 +27,11 @@ def fix_value_names(fx: Fixer, scope: Scope) -> None:
         defined = set(f.input)
         outputs = set(f.output)
     defined.discard("")
-    outs = [o for n in scope.nodes for o in n.output if o]
-    if len(set(outs)) == len(outs) and defined.isdisjoint(outs):
+    outs = list(chain.from_iterable(n.output for n in scope.nodes))
+    produced = set(outs)
+    # ("" is an absent optional output, which may repeat)
+    if len(produced) + max(outs.count("") - 1, 0) == len(outs) and \
+            defined.isdisjoint(produced):
         return  # each value is defined once (the common case: one look at every name)
     rename: dict[str, str] = {}
     names: Names | None = None
