@@ -222,25 +222,28 @@ def inspect(model: ModelLike, opset: int | None = None, *,
 
 def _row(node, index, sc, facts: Facts, base_dir, seen: dict) -> ActivationRow:
     """The row of activation ``node``; ``seen`` holds what rows judged before (defaults per
-    op version, slope classes per pair of shapes), each judged once."""
-    ver = opsets.since_version(node.op_type, sc.opset) if sc.opset else None
-    name = node.name or f"<{node.op_type} #{index}>"
-    elem = facts.elem_type(node.input[0]) if node.input else None
-    row = ActivationRow(name, node.op_type, sc.label, sc.opset, ver,
-                        opsets.tensor_type_name(elem) if elem else None)
+    op version, slope classes per pair of shapes, dtype names), each judged once."""
+    op, opset, ins = node.op_type, sc.opset, node.input[:]
+    ver = opsets.since_version(op, opset) if opset else None
+    name = node.name or f"<{op} #{index}>"
+    elem = facts.elem_type(ins[0]) if ins else None
+    dtype = seen.get(elem) if elem else None
+    if elem and dtype is None:
+        dtype = seen[elem] = opsets.tensor_type_name(elem)
+    row = ActivationRow(name, op, sc.label, opset, ver, dtype)
     if node.attribute:
         row.attributes = _attributes(node, ver, base_dir)
     else:
-        key = (node.op_type, ver)
+        key = (op, ver)
         if key not in seen:
             seen[key] = _attributes(node, ver, base_dir)
         row.attributes = list(seen[key])
-    if node.op_type == "PRelu" and len(node.input) >= 2:
+    if op == "PRelu" and len(ins) >= 2:
         if sc.function is not None:  # function bodies are their own namespace
-            c = facts.constant(sc, node.input[1])
+            c = facts.constant(sc, ins[1])
             xs, ss = None, None if c is None else tuple(c.tensor.dims)
         else:
-            xs, ss = facts.shape(node.input[0]), facts.shape(node.input[1])
+            xs, ss = facts.shape(ins[0]), facts.shape(ins[1])
         row.x_shape = None if xs is None else list(xs)
         row.slope_shape = None if ss is None else list(ss)
         if sc.function is not None:

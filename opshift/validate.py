@@ -174,7 +174,7 @@ class _Walker:
                         spec = specs[op] = _activation_spec(op, opsets.get("", 0))
                     if graph is not None or n.attribute or len(ins) != spec[3] \
                             or len(outs) != 1 or "" in ins or not outs[0]:
-                        self.activation(n, ins, outs, opsets.get("", 0), label, graph)
+                        self.activation(n, ins, outs, spec, label, graph)
                     if sites is not None:
                         sites.append((i, n, op, node_name, ins, outs))
                 if flags & _TENSORS:
@@ -213,11 +213,12 @@ class _Walker:
             census.kinds.update(("", op) for op in flags_by_op)
             census.kinds.update(flags_by_key)
 
-    def activation(self, n: onnx.NodeProto, ins: list[str], outs: list[str], opset: int,
+    def activation(self, n: onnx.NodeProto, ins: list[str], outs: list[str], spec: tuple,
                    label: str, graph: onnx.GraphProto | None) -> None:
-        """Arity and attributes against the schema in force; X's declared element type; a
-        constant PRelu slope against X's declared shape (no shape inference here)."""
-        version, types, rule, arity, numeric = _activation_spec(n.op_type, opset)
+        """Arity and attributes against the schema in force (``spec``: the op's
+        :func:`_activation_spec`); X's declared element type; a constant PRelu slope against
+        X's declared shape (no shape inference here)."""
+        version, types, rule, arity, numeric = spec
         if n.attribute:
             self.attribute_names(n, label)
         if len(ins) != arity or "" in ins or len(outs) != 1 or not outs[0]:
