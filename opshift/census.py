@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import onnx
+from onnx.external_data_helper import uses_external_data
 
 
 @dataclass
@@ -40,3 +41,14 @@ class Census:
     types: dict[str, int] = field(default_factory=dict)
     #: False: fill only ``external`` and ``kinds`` (for a caller that needs nothing else)
     full: bool = True
+
+
+def holds_external_data(n: onnx.NodeProto) -> bool:
+    """A tensor attribute of ``n`` lives in external data (subgraphs are walked on their
+    own)."""
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.TENSOR and uses_external_data(a.t):
+            return True
+        if a.type == onnx.AttributeProto.TENSORS and any(map(uses_external_data, a.tensors)):
+            return True
+    return False

@@ -18,8 +18,9 @@ from onnx.external_data_helper import uses_external_data
 
 from . import wellformed
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
-from .census import Census, CensusScope
+from .census import Census, CensusScope, holds_external_data
 from .errors import EvaluationError, ModelLoadError, function_label, where
+from .graph import element_types
 from .graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
 from .opsets import (
     ACTIVATIONS,
@@ -183,7 +184,7 @@ class _Walker:
                     if p is not None:
                         self.add(MALFORMED, f"{label}: {where(n)}: {p}")
                     if census is not None and not census.external:
-                        census.external = _holds_external_data(n)
+                        census.external = holds_external_data(n)
                 if flags & _SUBGRAPHS:
                     if not flags & _TENSORS:
                         self.attribute_names(n, label)
@@ -305,20 +306,17 @@ def _judge(declared: bytes, slope: onnx.TensorProto | None, rule: SlopeRule | No
            ) -> tuple[int, str | None]:
     """(the element type of X's ``declared`` type (a serialized TypeProto), why a constant
     slope cannot broadcast to X's declared shape, or None)."""
-    tp = onnx.TypeProto.FromString(declared)
-    tensor = tp.tensor_type if tp.HasField("tensor_type") else None
-    elem = tensor.elem_type if tensor is not None else 0
-    x_shape = None
-    if slope is not None and rule is not None and tensor is not None and \
-            tensor.HasField("shape"):
-        x_shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                        for d in tensor.shape.dim)
+    types: dict[str, int] = {}
+    shapes: dict[str, tuple] = {}
+    element_types.take_value_infos(
+        [onnx.ValueInfoProto(type=onnx.TypeProto.FromString(declared))], types, shapes)
+    x_shape = shapes.get("") if slope is not None and rule is not None else None
     try:
         if x_shape is not None:
             slope_shape_for(x_shape, tuple(slope.dims), rule)
     except EvaluationError as e:
-        return elem, str(e)
-    return elem, None
+        return types.get("", 0), str(e)
+    return types.get("", 0), None
 
 
 def _type_flag(domain: str, op: str, opset: int) -> int:
@@ -329,17 +327,6 @@ def _type_flag(domain: str, op: str, opset: int) -> int:
     if not domain and output_type_rules(op, opset) is SAME_AS_FIRST:
         return _FIRST
     return _TYPED
-
-
-def _holds_external_data(n: onnx.NodeProto) -> bool:
-    """A tensor attribute of ``n`` lives in external data (subgraphs are walked on their
-    own)."""
-    for a in n.attribute:
-        if a.type == onnx.AttributeProto.TENSOR and uses_external_data(a.t):
-            return True
-        if a.type == onnx.AttributeProto.TENSORS and any(map(uses_external_data, a.tensors)):
-            return True
-    return False
 
 
 @functools.cache
