@@ -5,8 +5,7 @@ multi-line message. These checks are one O(nodes) walk that catches what would m
 meaningless or unsafe -- a cycle or use before definition, a value defined twice, duplicate
 graph outputs, a function defined twice, a domain used without an opset import, an op that
 does not exist at the declared opset -- and report the first one in one line naming graph,
-node and value.
-"""
+node and value."""
 
 from __future__ import annotations
 
@@ -57,15 +56,14 @@ class _Walker:
         self.model = model
         self.functions = {(normalize_domain(f.domain), f.name) for f in model.functions}
         self.problems: list[tuple[str, str]] = []
-        #: what each graph declares, as the check read it
-        self._headers: dict[int, wellformed.Header] = {}
+        self._headers: dict[int, wellformed.Header] = {}  # what each graph declares
         #: (op, version, X's declared type, slope dims) -> (X's element type, slope problem)
         self._judged: dict[tuple, tuple[int, str | None]] = {}
         self.census = census
         self.full = census is not None and census.full  # names, scopes, sites, types
         self._scope: CensusScope | None = None
-        #: types the main graph's values as the walk goes (see :meth:`Census.types`)
-        self.typing: Propagation | None = None
+        self.typing: Propagation | None = None  # types the main graph's values (Census.types)
+        self.slopes = True  # report slope problems
 
     def add(self, kind: str, msg: str) -> None:
         self.problems.append((kind, msg))
@@ -248,13 +246,12 @@ class _Walker:
             self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {x!r} is "
                                 f"{tensor_type_name(elem)}, which no version of "
                                 f"{n.op_type} takes")
-        if problem is not None:
+        if problem is not None and self.slopes:
             self.add(SLOPE, f"{label}: {where(n, version=version)}: {problem}")
 
     def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
-        """Names of ``n``'s attributes that are not text. Read only for the nodes the walk
-        reads attributes of anyway (activations, nodes that hold tensors or graphs): reading
-        every node's would cost several times the rest of the walk."""
+        """Names of ``n``'s attributes that are not text, read only for the nodes whose
+        attributes the walk reads anyway (every node's would cost more than the walk)."""
         bad = wellformed.text_problem([a.name for a in n.attribute])
         if bad is not None:
             self.add(MALFORMED, f"{label}: {where(n)}: "
@@ -297,8 +294,7 @@ class _Walker:
 
 
 _ACTIVATION, _SUBGRAPHS, _TENSORS = 1, 2, 4
-#: when the census types values: a node whose one output is typed like its first input
-#: (the walk's hot case below opset 15, done inline), or one the propagation types
+#: a node whose one output is typed like its first input (inline), or one Propagation types
 _FIRST, _TYPED = 8, 16
 
 
@@ -320,8 +316,7 @@ def _judge(declared: bytes, slope: onnx.TensorProto | None, rule: SlopeRule | No
 
 
 def _type_flag(domain: str, op: str, opset: int) -> int:
-    """How the walk types the outputs of a node: :data:`_FIRST` inline, else through
-    :meth:`Propagation.outputs`, which decides (as it does in its own walk)."""
+    """How the walk types a node's outputs: inline, or by :meth:`Propagation.outputs`."""
     if not isinstance(op, str) or not isinstance(domain, str):
         return 0  # not text: reported as malformed
     if not domain and output_type_rules(op, opset) is SAME_AS_FIRST:
@@ -347,10 +342,13 @@ def _activation_spec(op: str, opset: int
     return version, types, rule, schema(op, version).max_input, numeric
 
 
-def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple[str, str]]:
-    """All structural problems as (kind, one-line message), in graph order; fills ``census``
-    when given."""
+def problems(model: onnx.ModelProto, census: Census | None = None, *,
+             skip: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """All structural problems as (kind, one-line message), in graph order, but for slope
+    problems when ``skip`` holds SLOPE (one per PRelu of a model ``fix`` repairs); fills
+    ``census`` when given."""
     w = _Walker(model, census)
+    w.slopes = SLOPE not in skip
     ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
     if w.full and ops.get("", 0) < 15:  # inline needs X's type below opset 15 only
         w.typing = Propagation(model, ops.get("", 0))
@@ -394,6 +392,6 @@ def check(model: onnx.ModelProto, origin: str = "<model>", *,
     """Raise :class:`ModelLoadError` for the first problem whose kind is not in ``allow``;
     fill ``census`` (see :class:`Census`) when given."""
     allowed = set(allow)
-    for kind, msg in problems(model, census):
+    for kind, msg in problems(model, census, skip=allowed):
         if kind not in allowed:
             raise ModelLoadError(f"{origin}: {msg}")
