@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import onnx
 
 from ..graph.names import Names
-from ..graph.scopes import Scope, iter_scopes, subgraphs
+from ..graph.scopes import Scope, subgraphs
 from .report import node_id
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def fix_node_names(fx: Fixer) -> None:
     function body; later duplicates get fresh names."""
     names: Names | None = None
     seen: dict[str, set[str]] = {}
-    for scope in iter_scopes(fx.model):
+    for scope in fx.scopes():
         root = scope.label.split("/", 1)[0]  # the main graph, or the function
         used = seen.setdefault(root, set())
         given = [x for x in (n.name for n in scope.nodes) if x]
