@@ -155,13 +155,15 @@ _CONTROL = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 def op_counts(model: onnx.ModelProto) -> dict[str, int]:
     """Op type -> nodes, over the main graph, its subgraphs and model-local functions;
     ``domain::Op`` for ops outside ai.onnx. Most frequent first."""
-    counts: Counter[str] = Counter()
+    kinds: Counter[tuple[str, str]] = Counter()
 
     def nodes(ns) -> None:
-        for n in ns:
-            domain = n.domain if n.domain != "ai.onnx" else ""
-            counts[f"{domain}::{n.op_type}" if domain else n.op_type] += 1
-            if domain or n.op_type in _CONTROL:
+        here = Counter((n.domain, n.op_type) for n in ns)  # one C-speed count per list
+        kinds.update(here)
+        holders = {k for k in here if k[0] not in ("", "ai.onnx") or k[1] in _CONTROL}
+        ops = {op for _, op in holders}
+        for n in ns if holders else ():
+            if n.op_type in ops and (n.domain, n.op_type) in holders:
                 for a in n.attribute:
                     if a.type == _GRAPH:
                         nodes(a.g.node)
@@ -172,6 +174,9 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
     nodes(model.graph.node)
     for f in model.functions:
         nodes(f.node)
+    counts: Counter[str] = Counter()
+    for (domain, op), k in kinds.items():
+        counts[op if domain in ("", "ai.onnx") else f"{domain}::{op}"] += k
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
