@@ -48,6 +48,8 @@ def _typed_fields() -> dict[int, tuple[str, int]]:
 
 
 _FIELD = _typed_fields()
+_DEFINED = KNOWN_ELEM_TYPES - {_T.UNDEFINED}
+_EXTERNAL = _T.EXTERNAL
 
 
 def text_problem(values: Iterable[str | bytes]) -> bytes | None:
@@ -116,13 +118,18 @@ def _tensor_tail(t: onnx.TensorProto) -> str | None:
     """:func:`tensor_problem` of a tensor whose name is text, as the message after its
     subject ("initializer 'w'")."""
     elem = t.data_type
-    if elem not in KNOWN_ELEM_TYPES or elem == _T.UNDEFINED:
+    if elem not in _DEFINED:
         return _elem_problem(elem, "", undefined_ok=False)
     dims = t.dims
-    if dims and min(dims) < 0:
+    if len(dims) == 1:  # (most weights: one call fewer)
+        n = dims[0]
+        if n < 0:
+            return f" has a negative dimension: dims {list(dims)}"
+    elif dims and min(dims) < 0:
         return f" has a negative dimension: dims {list(dims)}"
-    n = math.prod(dims)
-    if t.data_location == _T.EXTERNAL:
+    else:
+        n = math.prod(dims)
+    if t.data_location == _EXTERNAL:
         if n > MAX_ELEMENTS:
             return f" declares {n} elements (dims {list(dims)}), more than can be addressed"
         return None
