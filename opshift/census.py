@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import onnx
+from onnx.external_data_helper import uses_external_data
 
 
 @dataclass
@@ -33,8 +34,21 @@ class Census:
     external: bool = False  # some tensor lives in external data (see modelio)
     #: (domain, op_type) of the nodes anywhere in the model; filled in both modes
     kinds: set[tuple[str, str]] = field(default_factory=set)
-    #: value -> element type in graphs below opset 15 (where inline needs X's type): the
-    #: declared types and what :mod:`opshift.typerules` propagates through the nodes
+    #: below opset 15 (where inline needs X's type): the main graph's declared and
+    #: propagated element types with the functions' typed variants, an
+    #: :class:`opshift.graph.element_types.Typed` made by the one propagation
+    #: (:class:`~opshift.graph.element_types.Propagation`) fed by the walk; else empty
     types: dict[str, int] = field(default_factory=dict)
     #: False: fill only ``external`` and ``kinds`` (for a caller that needs nothing else)
     full: bool = True
+
+
+def holds_external_data(n: onnx.NodeProto) -> bool:
+    """A tensor attribute of ``n`` lives in external data (subgraphs are walked on their
+    own)."""
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.TENSOR and uses_external_data(a.t):
+            return True
+        if a.type == onnx.AttributeProto.TENSORS and any(map(uses_external_data, a.tensors)):
+            return True
+    return False

@@ -155,13 +155,15 @@ _CONTROL = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 def op_counts(model: onnx.ModelProto) -> dict[str, int]:
     """Op type -> nodes, over the main graph, its subgraphs and model-local functions;
     ``domain::Op`` for ops outside ai.onnx. Most frequent first."""
-    counts: Counter[str] = Counter()
+    kinds: Counter[tuple[str, str]] = Counter()
 
     def nodes(ns) -> None:
-        for n in ns:
-            domain = n.domain if n.domain != "ai.onnx" else ""
-            counts[f"{domain}::{n.op_type}" if domain else n.op_type] += 1
-            if domain or n.op_type in _CONTROL:
+        here = Counter((n.domain, n.op_type) for n in ns)  # one C-speed count per list
+        kinds.update(here)
+        holders = {k for k in here if k[0] not in ("", "ai.onnx") or k[1] in _CONTROL}
+        ops = {op for _, op in holders}
+        for n in ns if holders else ():
+            if n.op_type in ops and (n.domain, n.op_type) in holders:
                 for a in n.attribute:
                     if a.type == _GRAPH:
                         nodes(a.g.node)
@@ -172,6 +174,9 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
     nodes(model.graph.node)
     for f in model.functions:
         nodes(f.node)
+    counts: Counter[str] = Counter()
+    for (domain, op), k in kinds.items():
+        counts[op if domain in ("", "ai.onnx") else f"{domain}::{op}"] += k
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -222,25 +227,28 @@ def inspect(model: ModelLike, opset: int | None = None, *,
 
 def _row(node, index, sc, facts: Facts, base_dir, seen: dict) -> ActivationRow:
     """The row of activation ``node``; ``seen`` holds what rows judged before (defaults per
-    op version, slope classes per pair of shapes), each judged once."""
-    ver = opsets.since_version(node.op_type, sc.opset) if sc.opset else None
-    name = node.name or f"<{node.op_type} #{index}>"
-    elem = facts.elem_type(node.input[0]) if node.input else None
-    row = ActivationRow(name, node.op_type, sc.label, sc.opset, ver,
-                        opsets.tensor_type_name(elem) if elem else None)
+    op version, slope classes per pair of shapes, dtype names), each judged once."""
+    op, opset, ins = node.op_type, sc.opset, node.input[:]
+    ver = opsets.since_version(op, opset) if opset else None
+    name = node.name or f"<{op} #{index}>"
+    elem = facts.elem_type(ins[0]) if ins else None
+    dtype = seen.get(elem) if elem else None
+    if elem and dtype is None:
+        dtype = seen[elem] = opsets.tensor_type_name(elem)
+    row = ActivationRow(name, op, sc.label, opset, ver, dtype)
     if node.attribute:
         row.attributes = _attributes(node, ver, base_dir)
     else:
-        key = (node.op_type, ver)
+        key = (op, ver)
         if key not in seen:
             seen[key] = _attributes(node, ver, base_dir)
         row.attributes = list(seen[key])
-    if node.op_type == "PRelu" and len(node.input) >= 2:
+    if op == "PRelu" and len(ins) >= 2:
         if sc.function is not None:  # function bodies are their own namespace
-            c = facts.constant(sc, node.input[1])
+            c = facts.constant(sc, ins[1])
             xs, ss = None, None if c is None else tuple(c.tensor.dims)
         else:
-            xs, ss = facts.shape(node.input[0]), facts.shape(node.input[1])
+            xs, ss = facts.shape(ins[0]), facts.shape(ins[1])
         row.x_shape = None if xs is None else list(xs)
         row.slope_shape = None if ss is None else list(ss)
         if sc.function is not None:

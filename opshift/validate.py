@@ -5,8 +5,7 @@ multi-line message. These checks are one O(nodes) walk that catches what would m
 meaningless or unsafe -- a cycle or use before definition, a value defined twice, duplicate
 graph outputs, a function defined twice, a domain used without an opset import, an op that
 does not exist at the declared opset -- and report the first one in one line naming graph,
-node and value.
-"""
+node and value."""
 
 from __future__ import annotations
 
@@ -16,11 +15,12 @@ from collections.abc import Iterable
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from . import typerules, wellformed
+from . import wellformed
 from .broadcast import SlopeRule, rule_for_version, slope_shape_for
-from .census import Census, CensusScope
+from .census import Census, CensusScope, holds_external_data
 from .errors import EvaluationError, ModelLoadError, function_label, where
-from .graph.declared import Declared
+from .graph import element_types
+from .graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
 from .opsets import (
     ACTIVATIONS,
     activation_attribute_types,
@@ -56,12 +56,14 @@ class _Walker:
         self.model = model
         self.functions = {(normalize_domain(f.domain), f.name) for f in model.functions}
         self.problems: list[tuple[str, str]] = []
-        self._declared: dict[int, Declared] = {}
+        self._headers: dict[int, wellformed.Header] = {}  # what each graph declares
         #: (op, version, X's declared type, slope dims) -> (X's element type, slope problem)
         self._judged: dict[tuple, tuple[int, str | None]] = {}
         self.census = census
         self.full = census is not None and census.full  # names, scopes, sites, types
         self._scope: CensusScope | None = None
+        self.typing: Propagation | None = None  # types the main graph's values (Census.types)
+        self.slopes = True  # report slope problems
 
     def add(self, kind: str, msg: str) -> None:
         self.problems.append((kind, msg))
@@ -71,29 +73,31 @@ class _Walker:
         if bad is not None:
             self.add(MALFORMED, f"{label}: {wellformed.not_text(what, bad)}")
 
-    def graph_header(self, g: onnx.GraphProto, label: str) -> None:
-        for p in wellformed.header_problems(g, label):
+    def graph_header(self, g: onnx.GraphProto, label: str) -> wellformed.Header:
+        h = self._headers[id(g)] = wellformed.read_header(g, label)
+        for p in h.problems:
             self.add(MALFORMED, p)
         if len(g.sparse_initializer):
             self.add(UNSUPPORTED, f"{label}: sparse initializers are not supported (convert "
                                   "them to dense initializers first)")
+        return h
 
     def graph(self, g: onnx.GraphProto, opsets: dict[str, int], outer: frozenset[str] | set[str],
               label: str) -> None:
         defined: set[str] = set()
-        self.graph_header(g, label)
-        init_names = [t.name for t in g.initializer]
+        header = self.graph_header(g, label)
+        init_names = header.initializer_names
         inits = set(init_names)  # (IR 3 lists every weight as a graph input too)
-        for name in [v.name for v in g.input] + init_names:
+        for name in header.input_names + init_names:
             if name in defined and name not in inits:
                 self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
             defined.add(name)
         census, parent = self.census, self._scope
         if census is not None and not census.external:
             census.external = any(map(uses_external_data, g.initializer))
+        if self.typing is not None:
+            self.typing.declare(g, census.types)
         if self.full:
-            if opsets.get("", 0) < 15:
-                typerules.declared_types(census.types, g)
             fn = parent.function if parent is not None else None
             self._scope = CensusScope(g, label, opsets, fn)
             census.scopes.append(self._scope)
@@ -126,12 +130,10 @@ class _Walker:
         specs: dict[str, tuple] = {}
         census, full = self.census, self.full
         sites = self._scope.sites if full else None
-        types = None
-        if full and graph is not None and opsets.get("", 0) < 15:
+        typing, types = self.typing, None
+        if typing is not None and graph is not None:  # (function bodies: per call site)
             types = census.types
-        types_get = types_setdefault = None
-        if types is not None:
-            types_get, types_setdefault = types.get, types.setdefault
+        types_get = types.get if types is not None else None
         issuperset, isdisjoint, update = defined.issuperset, defined.isdisjoint, defined.update
         node_name = ""
         node_names = []
@@ -151,18 +153,18 @@ class _Walker:
             flags = flags_by_op.get(op) if not domain else flags_by_key.get((domain, op))
             if flags is None:
                 flags = self.op(n, opsets, label)
-                if types is not None:  # the type rule rides in the same lookup
-                    flags |= _type_rule((domain, op), self.functions) << _RULE_SHIFT
+                if types is not None:  # how its outputs are typed rides in the same lookup
+                    flags |= _type_flag(domain, op, opsets.get("", 0))
                 if domain:
                     flags_by_key[(domain, op)] = flags
                 else:
                     flags_by_op[op] = flags
             outs = n.output[:]
-            if flags == _FIRST_TYPE:  # most nodes below opset 15: typed like input 0
+            if flags == _FIRST:  # most nodes below opset 15: typed like input 0
                 if ins and outs:
                     t = types_get(ins[0])
-                    if t is not None:
-                        types_setdefault(outs[0], t)
+                    if t:
+                        types[outs[0]] = t
             elif flags:  # an activation, subgraphs, tensors or a type rule
                 if flags & _ACTIVATION:
                     # in a function body only attributes and arity can be wrong
@@ -171,7 +173,7 @@ class _Walker:
                         spec = specs[op] = _activation_spec(op, opsets.get("", 0))
                     if graph is not None or n.attribute or len(ins) != spec[3] \
                             or len(outs) != 1 or "" in ins or not outs[0]:
-                        self.activation(n, ins, outs, opsets.get("", 0), label, graph)
+                        self.activation(n, ins, outs, spec, label, graph)
                     if sites is not None:
                         sites.append((i, n, op, node_name, ins, outs))
                 if flags & _TENSORS:
@@ -180,7 +182,7 @@ class _Walker:
                     if p is not None:
                         self.add(MALFORMED, f"{label}: {where(n)}: {p}")
                     if census is not None and not census.external:
-                        census.external = _holds_external_data(n)
+                        census.external = holds_external_data(n)
                 if flags & _SUBGRAPHS:
                     if not flags & _TENSORS:
                         self.attribute_names(n, label)
@@ -190,9 +192,12 @@ class _Walker:
                         for sg in subs:
                             self.graph(sg, opsets, set(defined),
                                        f"{label}/node {n.name!r}/{a.name}")
-                rule = flags >> _RULE_SHIFT
-                if rule and outs:
-                    typerules.propagate(rule, n, ins, outs[0], types)
+                if flags & _FIRST:
+                    t = types_get(ins[0]) if ins else None
+                    if t and outs:
+                        types[outs[0]] = t
+                elif flags & _TYPED:
+                    typing.outputs(n, output_type_rules(op, opsets.get("", 0)), types)
             if not isdisjoint(outs):
                 for name in outs:
                     if name and name in defined:
@@ -207,11 +212,12 @@ class _Walker:
             census.kinds.update(("", op) for op in flags_by_op)
             census.kinds.update(flags_by_key)
 
-    def activation(self, n: onnx.NodeProto, ins: list[str], outs: list[str], opset: int,
+    def activation(self, n: onnx.NodeProto, ins: list[str], outs: list[str], spec: tuple,
                    label: str, graph: onnx.GraphProto | None) -> None:
-        """Arity and attributes against the schema in force; X's declared element type; a
-        constant PRelu slope against X's declared shape (no shape inference here)."""
-        version, types, rule, arity, numeric = _activation_spec(n.op_type, opset)
+        """Arity and attributes against the schema in force (``spec``: the op's
+        :func:`_activation_spec`); X's declared element type; a constant PRelu slope against
+        X's declared shape (no shape inference here)."""
+        version, types, rule, arity, numeric = spec
         if n.attribute:
             self.attribute_names(n, label)
         if len(ins) != arity or "" in ins or len(outs) != 1 or not outs[0]:
@@ -224,29 +230,28 @@ class _Walker:
                 self.attribute(n, a, version, label)
         if graph is None:
             return
-        declared = self.declared(graph)
-        x, slope = ins[0], declared.initializer(ins[1]) if rule is not None else None
-        entry = declared.value_info(x) if declared.initializer(x) is None else None
-        if entry is None:  # a constant X, or one nothing declares: its type alone
-            elem, problem = declared.elem_type(x), None
+        header = self._headers[id(graph)]
+        x, slope = ins[0], header.initializer(graph, ins[1]) if rule is not None else None
+        constant = header.initializer(graph, x)
+        declared = header.types.get(x) if constant is None else None
+        if declared is None:  # a constant X, or one nothing declares: its type alone
+            elem, problem = 0 if constant is None else constant.data_type, None
         else:  # judged once per distinct (declared type, slope dims)
-            key = (n.op_type, version, entry.type.SerializeToString(),
-                   None if slope is None else tuple(slope.dims))
+            key = (n.op_type, version, declared, None if slope is None else tuple(slope.dims))
             verdict = self._judged.get(key)
             if verdict is None:
-                verdict = self._judged[key] = _judge(declared, x, slope, rule)
+                verdict = self._judged[key] = _judge(declared, slope, rule)
             elem, problem = verdict
         if elem and elem not in numeric and elem in wellformed.KNOWN_ELEM_TYPES:
             self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {x!r} is "
                                 f"{tensor_type_name(elem)}, which no version of "
                                 f"{n.op_type} takes")
-        if problem is not None:
+        if problem is not None and self.slopes:
             self.add(SLOPE, f"{label}: {where(n, version=version)}: {problem}")
 
     def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
-        """Names of ``n``'s attributes that are not text. Read only for the nodes the walk
-        reads attributes of anyway (activations, nodes that hold tensors or graphs): reading
-        every node's would cost several times the rest of the walk."""
+        """Names of ``n``'s attributes that are not text, read only for the nodes whose
+        attributes the walk reads anyway (every node's would cost more than the walk)."""
         bad = wellformed.text_problem([a.name for a in n.attribute])
         if bad is not None:
             self.add(MALFORMED, f"{label}: {where(n)}: "
@@ -263,12 +268,6 @@ class _Walker:
             got = onnx.AttributeProto.AttributeType.Name(a.type)
             self.add(ATTRIBUTE, f"{label}: {where(n, version=version)}: attribute {a.name!r} "
                                 f"is {got}, the schema wants {spec.type.name}")
-
-    def declared(self, graph: onnx.GraphProto) -> Declared:
-        """What ``graph`` declares, indexed once."""
-        if id(graph) not in self._declared:
-            self._declared[id(graph)] = Declared(graph)
-        return self._declared[id(graph)]
 
     def op(self, n: onnx.NodeProto, opsets: dict[str, int], label: str) -> int:
         """Check the op exists once per (domain, op); return what else its nodes need."""
@@ -295,44 +294,34 @@ class _Walker:
 
 
 _ACTIVATION, _SUBGRAPHS, _TENSORS = 1, 2, 4
-_RULE_SHIFT = 4  # the bits above hold the node's type rule when the census types values
-#: the flags of a node with nothing to check whose output is typed like its first input
-#: (:data:`opshift.typerules.FIRST`): the walk's hot case below opset 15, done inline
-_FIRST_TYPE = typerules.FIRST << _RULE_SHIFT
+#: a node whose one output is typed like its first input (inline), or one Propagation types
+_FIRST, _TYPED = 8, 16
 
 
-def _judge(declared: Declared, x: str, slope: onnx.TensorProto | None,
-           rule: SlopeRule | None) -> tuple[int, str | None]:
-    """(X's declared element type, why a constant slope cannot broadcast to X's declared
-    shape, or None)."""
-    elem = declared.elem_type(x)
-    x_shape = declared.shape(x) if slope is not None and rule is not None else None
+def _judge(declared: bytes, slope: onnx.TensorProto | None, rule: SlopeRule | None
+           ) -> tuple[int, str | None]:
+    """(the element type of X's ``declared`` type (a serialized TypeProto), why a constant
+    slope cannot broadcast to X's declared shape, or None)."""
+    types: dict[str, int] = {}
+    shapes: dict[str, tuple] = {}
+    element_types.take_value_infos(
+        [onnx.ValueInfoProto(type=onnx.TypeProto.FromString(declared))], types, shapes)
+    x_shape = shapes.get("") if slope is not None and rule is not None else None
     try:
         if x_shape is not None:
             slope_shape_for(x_shape, tuple(slope.dims), rule)
     except EvaluationError as e:
-        return elem, str(e)
-    return elem, None
+        return types.get("", 0), str(e)
+    return types.get("", 0), None
 
 
-def _type_rule(key: tuple[str, str], functions: set[tuple[str, str]]) -> int:
-    """:func:`opshift.typerules.rule` for a node's (domain, op); 0 off the default domain
-    and for calls of model-local functions."""
-    domain, op = key
-    if normalize_domain(domain) != "" or ("", op) in functions:
-        return 0
-    return typerules.rule(op)
-
-
-def _holds_external_data(n: onnx.NodeProto) -> bool:
-    """A tensor attribute of ``n`` lives in external data (subgraphs are walked on their
-    own)."""
-    for a in n.attribute:
-        if a.type == onnx.AttributeProto.TENSOR and uses_external_data(a.t):
-            return True
-        if a.type == onnx.AttributeProto.TENSORS and any(map(uses_external_data, a.tensors)):
-            return True
-    return False
+def _type_flag(domain: str, op: str, opset: int) -> int:
+    """How the walk types a node's outputs: inline, or by :meth:`Propagation.outputs`."""
+    if not isinstance(op, str) or not isinstance(domain, str):
+        return 0  # not text: reported as malformed
+    if not domain and output_type_rules(op, opset) is SAME_AS_FIRST:
+        return _FIRST
+    return _TYPED
 
 
 @functools.cache
@@ -353,11 +342,17 @@ def _activation_spec(op: str, opset: int
     return version, types, rule, schema(op, version).max_input, numeric
 
 
-def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple[str, str]]:
-    """All structural problems as (kind, one-line message), in graph order; fills ``census``
-    when given."""
+def problems(model: onnx.ModelProto, census: Census | None = None, *,
+             skip: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """All structural problems as (kind, one-line message), in graph order, but for slope
+    problems when ``skip`` holds SLOPE (one per PRelu of a model ``fix`` repairs); fills
+    ``census`` when given."""
     w = _Walker(model, census)
+    w.slopes = SLOPE not in skip
     ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
+    if w.full and ops.get("", 0) < 15:  # inline needs X's type below opset 15 only
+        w.typing = Propagation(model, ops.get("", 0))
+        census.types = Typed()
     w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
     identities: set[tuple[str, str, str]] = set()
     for f in model.functions:
@@ -387,6 +382,8 @@ def problems(model: onnx.ModelProto, census: Census | None = None) -> list[tuple
         w.add(MALFORMED, p)
     if w.full:
         census.names.discard("")
+    if w.typing is not None:
+        census.types.variants = w.typing.variant_lists()
     return w.problems
 
 
@@ -395,6 +392,6 @@ def check(model: onnx.ModelProto, origin: str = "<model>", *,
     """Raise :class:`ModelLoadError` for the first problem whose kind is not in ``allow``;
     fill ``census`` (see :class:`Census`) when given."""
     allowed = set(allow)
-    for kind, msg in problems(model, census):
+    for kind, msg in problems(model, census, skip=allowed):
         if kind not in allowed:
             raise ModelLoadError(f"{origin}: {msg}")

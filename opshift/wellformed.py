@@ -11,7 +11,8 @@ or None; :mod:`opshift.validate` runs them during its walk and names the graph a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import onnx
 
@@ -47,6 +48,8 @@ def _typed_fields() -> dict[int, tuple[str, int]]:
 
 
 _FIELD = _typed_fields()
+_DEFINED = KNOWN_ELEM_TYPES - {_T.UNDEFINED}
+_EXTERNAL = _T.EXTERNAL
 
 
 def text_problem(values: Iterable[str | bytes]) -> bytes | None:
@@ -115,13 +118,18 @@ def _tensor_tail(t: onnx.TensorProto) -> str | None:
     """:func:`tensor_problem` of a tensor whose name is text, as the message after its
     subject ("initializer 'w'")."""
     elem = t.data_type
-    if elem not in KNOWN_ELEM_TYPES or elem == _T.UNDEFINED:
+    if elem not in _DEFINED:
         return _elem_problem(elem, "", undefined_ok=False)
     dims = t.dims
-    if dims and min(dims) < 0:
+    if len(dims) == 1:  # (most weights: one call fewer)
+        n = dims[0]
+        if n < 0:
+            return f" has a negative dimension: dims {list(dims)}"
+    elif dims and min(dims) < 0:
         return f" has a negative dimension: dims {list(dims)}"
-    n = math.prod(dims)
-    if t.data_location == _T.EXTERNAL:
+    else:
+        n = math.prod(dims)
+    if t.data_location == _EXTERNAL:
         if n > MAX_ELEMENTS:
             return f" declares {n} elements (dims {list(dims)}), more than can be addressed"
         return None
@@ -172,37 +180,69 @@ def opset_import_problem(imports: Sequence[onnx.OperatorSetIdProto]) -> str | No
     return None
 
 
-def header_problems(g: onnx.GraphProto, label: str) -> Iterator[str]:
+@dataclass
+class Header:
+    """What :func:`read_header` read of one graph's declarations, each read once: the
+    problems found, and the names and serialized types the structural walk looks up
+    afterwards."""
+
+    problems: list[str] = field(default_factory=list)
+    input_names: list[str] = field(default_factory=list)
+    initializer_names: list[str] = field(default_factory=list)
+    #: name -> its declared TypeProto, serialized (value_info over outputs over inputs)
+    types: dict[str, bytes] = field(default_factory=dict)
+    _positions: dict[str, int] | None = None
+
+    def initializer(self, g: onnx.GraphProto, name: str) -> onnx.TensorProto | None:
+        """The initializer ``name`` of ``g``, the graph read (the last of that name)."""
+        if self._positions is None:
+            names = self.initializer_names
+            self._positions = dict(zip(names, range(len(names))))
+        i = self._positions.get(name)
+        return None if i is None else g.initializer[i]
+
+
+def read_header(g: onnx.GraphProto, label: str) -> Header:
     """Names, declared types and initializers of graph ``g`` (labelled ``label``): what must
     hold before its nodes mean anything. Each distinct declared type is checked once (a
     model declares a few types for thousands of values)."""
+    h = Header()
     if not isinstance(g.name, str):
-        yield not_text("graph name", g.name)
-        return
+        h.problems.append(not_text("graph name", g.name))
+        h.input_names = [vi.name for vi in g.input]
+        h.initializer_names = [t.name for t in g.initializer]
+        return h
     for kind, infos in (("input", g.input), ("output", g.output), ("value_info", g.value_info)):
-        bad = text_problem([vi.name for vi in infos])
+        names = [vi.name for vi in infos]
+        bad = text_problem(names)
         if bad is not None:
-            yield f"{label}: {not_text(f'{kind} name', bad)}"
-        p = _types_problem(infos, kind)
+            h.problems.append(f"{label}: {not_text(f'{kind} name', bad)}")
+        types = [vi.type.SerializeToString() for vi in infos]
+        p = _types_problem(infos, types, kind)
         if p is not None:
-            yield f"{label}: {p}"
-    bad = text_problem([t.name for t in g.initializer])
+            h.problems.append(f"{label}: {p}")
+        h.types.update(zip(names, types))
+        if kind == "input":
+            h.input_names = names
+    h.initializer_names = names = [t.name for t in g.initializer]
+    bad = text_problem(names)
     if bad is not None:
-        yield f"{label}: {not_text('tensor name', bad)}"
-        return
+        h.problems.append(f"{label}: {not_text('tensor name', bad)}")
+        return h
     for t in g.initializer:
         tail = _tensor_tail(t)
         if tail is not None:
-            yield f"{label}: initializer {t.name!r}{tail}"
+            h.problems.append(f"{label}: initializer {t.name!r}{tail}")
+    return h
 
 
-def _types_problem(infos: Sequence[onnx.ValueInfoProto], kind: str) -> str | None:
+def _types_problem(infos: Sequence[onnx.ValueInfoProto], types: list[bytes], kind: str
+                   ) -> str | None:
     """:func:`type_problem` of the first entry of ``infos`` whose type has one, checking
-    each distinct type (by its serialized form) once."""
-    first: dict[bytes, int] = {}
-    for i, vi in enumerate(infos):
-        first.setdefault(vi.type.SerializeToString(), i)
-    for i in first.values():
+    each distinct type (``types``: each entry's, serialized) once."""
+    n = len(types)
+    first = dict(zip(reversed(types), range(n - 1, -1, -1)))  # the first entry wins
+    for i in sorted(first.values()):
         vi = infos[i]
         p = type_problem(vi.type, f"{kind} {vi.name!r}", undefined_ok=kind != "input")
         if p is not None:

@@ -563,3 +563,45 @@ def test_cli_external_data_kept_and_verified(tmp_path, capsys, monkeypatch):
     y, s_out = run_onnxruntime(fixed, {"x": x})
     np.testing.assert_array_equal(y, _prelu_channel(x, slope))
     np.testing.assert_array_equal(s_out, -slope)
+
+
+def test_ir_version_features_found_in_subgraphs_and_nodes():
+    """IR 10's node features (metadata, overloads) keep the IR version at 10 wherever the
+    node is, a subgraph included; without them the version is lowered to the opset's."""
+    def model(mark):
+        then = h.make_graph([h.make_node("Relu", ["x"], ["t"])], "then", [],
+                            [vi("t", T.FLOAT, [3])])
+        other = h.make_graph([h.make_node("Neg", ["x"], ["e"])], "else", [],
+                             [vi("e", T.FLOAT, [3])])
+        mark(then.node[0])
+        return make_model([h.make_node("If", ["c"], ["y"], then_branch=then,
+                                       else_branch=other)],
+                          [vi("x", T.FLOAT, [3]), vi("c", T.BOOL, [])],
+                          [vi("y", T.FLOAT, [3])], opset=13, ir_version=10)
+
+    def metadata(n):
+        n.metadata_props.add(key="k", value="v")
+
+    def overload(n):
+        n.overload = "o"
+
+    for mark in (metadata, overload):
+        m = model(mark)
+        assert not fix_proto(m).modified and m.ir_version == 10, mark.__name__
+    m = model(lambda n: None)
+    assert _kinds(fix_proto(m)) == ["ir_version"] and m.ir_version == 7
+
+
+def test_unsqueeze_axes_are_each_nodes_own():
+    """Unsqueezes below version 13 share how their axes attribute is made, never the
+    attribute itself: editing one node's axes leaves the others and later ones alone."""
+    from opshift.graph.edit import axes_nodes
+    from opshift.graph.names import Names
+
+    names = Names.from_used(set())
+    (a,), (b,) = (axes_nodes("Unsqueeze", "s", o, [1, 2], 9, names) for o in ("p", "q"))
+    a.attribute[0].ints[0] = 7
+    (c,) = axes_nodes("Unsqueeze", "s", "r", [1, 2], 9, names)
+    assert list(a.attribute[0].ints) == [7, 2]
+    assert list(b.attribute[0].ints) == list(c.attribute[0].ints) == [1, 2]
+    assert [n.name for n in (a, b, c)] == ["p/unsqueeze", "q/unsqueeze", "r/unsqueeze"]

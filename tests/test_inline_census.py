@@ -263,7 +263,7 @@ def test_census_finds_external_data_where_modelio_does(where_):
 
 @pytest.mark.parametrize("name", BUNDLED)
 def test_census_types_agree_with_forward_propagation(name):
-    """Below opset 15 the census's walk propagates element types (opshift.typerules); every
+    """Below opset 15 the census's walk propagates element types (the one Propagation); every
     type it gives is the one inline's whole-model propagation gives, and it types every
     activation's X in the bundled models."""
     from opshift.graph.facts import Facts
@@ -320,3 +320,36 @@ def test_cli_output_equals_the_api(tmp_path, functions, ops):
     assert main(argv) == 0
     want = inline(onnx.load(src), ops=ops, functions=functions)
     assert out.read_bytes() == want.SerializeToString()
+
+
+def test_census_types_follow_the_schemas_and_function_calls():
+    """The census is typed by the one propagation Facts uses: an op's output types come from
+    its schema (ArgMax gives int64, which no list of same-type ops says), a call of a
+    model-local function is typed through its body once per tuple of input types, and Facts
+    given the census's types answers from them without a walk of its own."""
+    from opshift.graph.facts import Facts
+
+    body = [helper.make_node("Neg", ["a"], ["b"])]
+    f = helper.make_function("dom", "F", ["a"], ["b"], body,
+                             [helper.make_opsetid("", 13)])
+    nodes = [helper.make_node("ArgMax", ["x"], ["i"], axis=0),
+             helper.make_node("Cast", ["i"], ["h"], to=TP.FLOAT16),
+             helper.make_node("F", ["h"], ["fh"], domain="dom"),
+             helper.make_node("F", ["x"], ["fx"], domain="dom"),
+             helper.make_node("Relu", ["fx"], ["y"])]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TP.DOUBLE, [2])],
+                   [helper.make_tensor_value_info("y", TP.DOUBLE, [1])], opset=13,
+                   functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)])
+    census = validate.Census()
+    validate.check(m, "m", census=census)
+    assert dict(census.types) == {"x": TP.DOUBLE, "i": TP.INT64, "h": TP.FLOAT16,
+                                  "fh": TP.FLOAT16, "fx": TP.DOUBLE, "y": TP.DOUBLE}
+    assert sorted(ins for ins, _ in census.types.variants[("dom", "F")]) == [
+        (TP.FLOAT16,), (TP.DOUBLE,)]
+    facts = Facts(m, types=census.types)
+    assert facts.propagated() is census.types
+    assert facts.function_variants(f) == census.types.variants[("dom", "F")]
+    assert facts.body_elem_type(f, "b") is None  # the two calls disagree
+    alone = Facts(m)  # its own walk, by the same propagation
+    assert alone.propagated() == census.types
+    assert alone.function_variants(f) == census.types.variants[("dom", "F")]

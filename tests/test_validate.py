@@ -100,3 +100,24 @@ def test_prelu_slope_checked_against_declared_shape_by_version():
     assert validate.problems(model(9, (3, 1, 1))) == []
     (kind, msg), = validate.problems(model(9, (3,)))  # numpy: [3] meets the last axis, 5
     assert kind == validate.SLOPE and "'p'" in msg and "PRelu-9" in msg
+
+
+def test_slope_problems_skipped_only_when_asked():
+    """check() builds no message for slope problems its caller allows; problems() reports
+    them unless told to skip them, and other problems either way."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    x = helper.make_tensor_value_info("x", F, [1, 3, 4, 5])
+    s = numpy_helper.from_array(np.ones((3,), np.float32), "s")
+    m = make_model([helper.make_node("PRelu", ["x", "s"], ["y"], name="p"),
+                    helper.make_node("PRelu", ["y", "s"], ["y"], name="q")], [x],
+                   [helper.make_tensor_value_info("y", F, [1, 3, 4, 5])], opset=9,
+                   initializers=[s])
+    assert [k for k, _ in validate.problems(m)] == [validate.SLOPE, validate.SLOPE,
+                                                    validate.DUPLICATE_VALUE]
+    assert [k for k, _ in validate.problems(m, skip=[validate.SLOPE])] == [
+        validate.DUPLICATE_VALUE]
+    validate.check(m, allow=[validate.SLOPE, validate.DUPLICATE_VALUE])
+    with pytest.raises(ModelLoadError, match="'q'.*defines 'y'"):
+        validate.check(m, allow=[validate.SLOPE])

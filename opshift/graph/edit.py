@@ -202,7 +202,9 @@ def axes_nodes(op: str, inp: str, out: str, axes: list[int], opset: int, names
                                                         [len(axes)], axes),
                           names.fresh(f"{out}/axes_const"))
         return [c, helper.make_node(op, [inp, axes_name], [out], name=name)]
-    return [helper.make_node(op, [inp], [out], name=name, axes=axes)]
+    node = onnx.NodeProto(op_type=op, input=[inp], output=[out], name=name)
+    node.attribute.add(name="axes", type=onnx.AttributeProto.INTS, ints=axes)
+    return [node]
 
 
 def constant_node(output: str, value: onnx.TensorProto | np.ndarray,

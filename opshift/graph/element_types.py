@@ -51,6 +51,11 @@ def _elem_of_type_str(ts: str) -> int | None:
     return None
 
 
+#: the rules of an op whose one output has its first input's type (Conv, Add, Relu, ...):
+#: :func:`output_type_rules` returns this very tuple for them
+SAME_AS_FIRST = (("input", 0, False),)
+
+
 @functools.cache
 def output_type_rules(op: str, opset: int) -> tuple | None:
     """How each output of default-domain ``op`` at ``opset`` gets its element type:
@@ -72,7 +77,7 @@ def output_type_rules(op: str, opset: int) -> tuple | None:
         else:
             elem = _elem_of_type_str(out.type_str)
             rules.append(None if elem is None else ("fixed", elem))
-    return tuple(rules)
+    return SAME_AS_FIRST if tuple(rules) == SAME_AS_FIRST else tuple(rules)
 
 
 def cast_to(n: onnx.NodeProto) -> int | None:
@@ -145,6 +150,16 @@ def uniform_types(model: onnx.ModelProto, source: int,
 _UNSET = object()
 
 
+class Typed(dict):
+    """Value -> element type of the main graph (and its subgraphs), declared then
+    propagated; ``variants``: each model-local function's typed variants (one per distinct
+    tuple of input types its call sites pass; none for a function never called)."""
+
+    def __init__(self):
+        super().__init__()
+        self.variants: dict[FunctionKey, list[Variant]] = {}
+
+
 class Propagation:
     """Declared types, then each node's outputs typed from its schema, in node order.
 
@@ -152,6 +167,8 @@ class Propagation:
     values and propagates them through its body (once per distinct tuple of input types;
     0 = unknown), then gives the call's outputs the body's output types. Function bodies get
     their own name -> type maps: their names are local and may repeat graph names.
+    :func:`declared_and_propagated` walks a model with it; the structural check
+    (:mod:`opshift.validate`) feeds it the nodes of the walk it makes anyway.
     """
 
     def __init__(self, model: onnx.ModelProto, source: int):
@@ -161,12 +178,16 @@ class Propagation:
         self.variants: dict[FunctionKey, dict[tuple[int, ...], dict[str, int]]] = {}
         self._opsets: dict[FunctionKey, int] = {}
 
-    def graph(self, g: onnx.GraphProto, types: dict[str, int], opset: int) -> None:
+    def declare(self, g: onnx.GraphProto, types: dict[str, int]) -> None:
+        """Record the element types ``g`` declares (initializers last)."""
         take_value_infos(g.input, types)
         take_value_infos(g.output, types)
         take_value_infos(g.value_info, types)
         for t in g.initializer:
             types[t.name] = t.data_type
+
+    def graph(self, g: onnx.GraphProto, types: dict[str, int], opset: int) -> None:
+        self.declare(g, types)
         self.nodes(g.node, types, opset)
 
     def function(self, key: FunctionKey, ins: tuple[int, ...]) -> dict[str, int]:
@@ -190,43 +211,50 @@ class Propagation:
         # The hot loop of type propagation: few protobuf field reads per node.
         rules_for: dict[str, tuple | None] = {}
         get = types.get
-        local = self.local
         for n in ns:
             op = n.op_type
             rules = rules_for.get(op, _UNSET)
             if rules is _UNSET:
                 rules = rules_for[op] = output_type_rules(op, opset)
+            if rules is SAME_AS_FIRST and not n.domain:  # the common case, inline
+                ins, outs = n.input, n.output
+                if ins and outs:
+                    t = get(ins[0])
+                    if t:
+                        types[outs[0]] = t
+                continue
             if rules is None or op in CONTROL_FLOW:
                 for _, sg in subgraphs(n):
                     self.graph(sg, types, opset)
-                if rules is None:
-                    if local and (n.domain, op) in local:
-                        self._call(n, types)
-                    continue
-            dom = n.domain
-            if dom and dom != "ai.onnx":
-                if local and (dom, op) in local:
-                    self._call(n, types)
-                continue
-            if op == "Constant":
-                c = constant_tensor(n)
-                if c is not None:
-                    types[n.output[0]] = c.data_type
-                continue
-            outs = n.output
-            for i, r in enumerate(rules):
-                if i >= len(outs):
-                    break
-                if r is None:
-                    continue
-                if r[0] == "input" and not r[2]:  # the common case, inline
-                    ins = n.input
-                    j = r[1]
-                    t = get(ins[j]) if j < len(ins) else None
-                else:
-                    t = rule_type(r, n, get)
+            self.outputs(n, rules, types)
+
+    def outputs(self, n: onnx.NodeProto, rules: tuple | None, types: dict[str, int]
+                ) -> None:
+        """Type the outputs of ``n`` by ``rules`` (:func:`output_type_rules` of its op),
+        its subgraphs already walked."""
+        op, dom = n.op_type, n.domain
+        if rules is None or (dom and dom != "ai.onnx"):
+            if self.local and (dom, op) in self.local:
+                self._call(n, types)
+            return
+        if op == "Constant":
+            c = constant_tensor(n)
+            if c is not None:
+                types[n.output[0]] = c.data_type
+            return
+        get = types.get
+        outs = n.output
+        for i, r in enumerate(rules):
+            if i >= len(outs):
+                break
+            if r is not None:
+                t = rule_type(r, n, get)
                 if t:
                     types[outs[i]] = t
+
+    def variant_lists(self) -> dict[FunctionKey, list[Variant]]:
+        """Each function's typed variants found so far (see :class:`Typed`)."""
+        return {key: list(v.items()) for key, v in self.variants.items()}
 
     def _call(self, n: onnx.NodeProto, types: dict[str, int]) -> None:
         key = (n.domain, n.op_type)
@@ -241,16 +269,16 @@ class Propagation:
 
 
 def declared_and_propagated(model: onnx.ModelProto, source: int,
-                            seed: dict[str, int] | None = None
-                            ) -> tuple[dict[str, int], dict[FunctionKey, list[Variant]]]:
-    """The main graph's (and its subgraphs') types, and each function's typed variants (one
-    per distinct tuple of input types its call sites pass; none for a function never called
-    from the model). ``seed``: types known before (onnx's inference), which declarations
-    and propagation override."""
+                            seed: dict[str, int] | None = None) -> Typed:
+    """The main graph's (and its subgraphs') types with each function's typed variants.
+    ``seed``: types known before (onnx's inference), which declarations and propagation
+    override."""
     p = Propagation(model, source)
-    types: dict[str, int] = dict(seed or {})
+    types = Typed()
+    types.update(seed or {})
     p.graph(model.graph, types, source)
-    return types, {key: list(v.items()) for key, v in p.variants.items()}
+    types.variants = p.variant_lists()
+    return types
 
 
 def untyped_body(model: onnx.ModelProto, source: int, f: onnx.FunctionProto

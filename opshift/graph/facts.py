@@ -32,6 +32,7 @@ from ..external import plain_array
 from .declared import Declared
 from .element_types import (
     ALL_TYPES,
+    Typed,
     Uniform,
     Variant,
     declared_and_propagated,
@@ -80,8 +81,9 @@ class Facts:
     While a model-local function is planned, :meth:`enter_function` makes type and shape
     lookups answer for that function's body (its names are its own). ``inferred``: the
     model as onnx shape inference annotated it, when the caller already ran it. ``types``:
-    element types of graph values the caller's own walk already propagated by the same
-    rules (:class:`opshift.validate.Census`), asked first. ``base_dir``: the model's folder.
+    the element types the structural check's walk propagated (``Census.types``, a
+    :class:`~.element_types.Typed`), so that none is walked again. ``base_dir``: the
+    model's folder.
     """
 
     def __init__(self, model: onnx.ModelProto, source: int | None = None,
@@ -90,11 +92,12 @@ class Facts:
         self.model = model
         #: the model's folder, where its external data is
         self.base_dir = base_dir
-        self._known = types or None
         self.source = source if source is not None else (opsets.opset_of(model) or 0)
         self._scopes: list[Scope] | None = None
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
+        if isinstance(types, Typed):  # (an untyped census holds a plain, empty dict)
+            self._types, self._variants = types, types.variants
         self._body_types: dict[tuple[str, str], dict[str, int]] = {}
         self._body_inferred: set[tuple[str, str]] = set()
         self._inferred_variants: dict | None = None
@@ -149,10 +152,6 @@ class Facts:
             return t
         if self.local is not None:
             return self.local.get(name) or None
-        if self._known is not None:
-            t = self._known.get(name)
-            if t:
-                return t
         t = self.propagated().get(name)
         if t:
             return t
@@ -163,8 +162,8 @@ class Facts:
         if self._types is None:
             self._types = uniform_types(self.model, self.source, self.scopes()[0].kinds)
             if self._types is None:
-                self._types, self._variants = declared_and_propagated(self.model,
-                                                                      self.source)
+                self._types = typed = declared_and_propagated(self.model, self.source)
+                self._variants = typed.variants
         return self._types
 
     def function_variants(self, f: onnx.FunctionProto) -> list[Variant]:
@@ -189,8 +188,8 @@ class Facts:
             # call sites only onnx's inference types: their variants fill what is missing
             self._body_inferred.add(key)
             if self._inferred_variants is None:
-                _, self._inferred_variants = declared_and_propagated(
-                    self.model, self.source, self._infer().elem_types())
+                self._inferred_variants = declared_and_propagated(
+                    self.model, self.source, self._infer().elem_types()).variants
             more = _agreed(self._inferred_variants.get(key, []))
             found.update((v, t) for v, t in more.items() if v not in found)
             t = found.get(name)

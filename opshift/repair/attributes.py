@@ -25,62 +25,77 @@ _UNSET = object()
 def fix_attributes(fx: Fixer, scope: Scope) -> None:
     """Drop ``consumed_inputs`` the version in force does not define; convert attributes of the
     wrong type to the schema's when the value is exactly representable."""
-    schemas: dict[tuple[str, str], onnx.defs.OpSchema | None] = {}  # per (domain, op)
+    # per (domain, op): its schema and attribute name -> type, or None (nothing to check)
+    schemas: dict[tuple[str, str], tuple[onnx.defs.OpSchema, dict[str, int]] | None] = {}
     for i, node in enumerate(scope.nodes):
-        if not node.attribute:
+        attributes = node.attribute
+        if not attributes:
             continue
         key = (node.domain, node.op_type)
-        s = schemas.get(key, _UNSET)
-        if s is _UNSET:
+        known = schemas.get(key, _UNSET)
+        if known is _UNSET:
             d = opsets.normalize_domain(node.domain)
             opset = scope.opsets.get(d)
-            s = schemas[key] = None if opset is None or fx.is_function_call(node) else \
+            s = None if opset is None or fx.is_function_call(node) else \
                 opsets.schema(node.op_type, opset, d)
-        if s is None:
+            known = schemas[key] = None if s is None else (
+                s, {name: spec.type.value for name, spec in s.attributes.items()})
+        if known is None:
             continue
-        ver = s.since_version
-        label = f"{node.op_type}-{ver}"
-        keep = []
-        dropped = False
-        for a in node.attribute:
-            if a.ref_attr_name:
-                keep.append(a)
+        s, types = known
+        for a in attributes:  # the common case: every attribute defined and typed right
+            if types.get(a.name) != a.type:
+                _fix_node(fx, scope, i, node, s)
+                break
+
+
+def _fix_node(fx: Fixer, scope: Scope, i: int, node: onnx.NodeProto,
+              s: onnx.defs.OpSchema) -> None:
+    """Drop or convert the attributes of ``node`` (``scope.nodes[i]``) that ``s`` does not
+    define or types otherwise."""
+    ver = s.since_version
+    label = f"{node.op_type}-{ver}"
+    keep = []
+    dropped = False
+    for a in node.attribute:
+        if a.ref_attr_name:
+            keep.append(a)
+            continue
+        spec = s.attributes.get(a.name)
+        if spec is None:
+            if a.name == "consumed_inputs":
+                dropped = True
+                fx.change("consumed_inputs", scope.label, node_id(node, i),
+                            "removed attribute 'consumed_inputs'",
+                            f"{label} does not define it (an in-place hint of opset "
+                            "< 6 with no effect on the result)")
                 continue
-            spec = s.attributes.get(a.name)
-            if spec is None:
-                if a.name == "consumed_inputs":
-                    dropped = True
-                    fx.change("consumed_inputs", scope.label, node_id(node, i),
-                                "removed attribute 'consumed_inputs'",
-                                f"{label} does not define it (an in-place hint of opset "
-                                "< 6 with no effect on the result)")
-                    continue
-                fx.leave("unknown_attribute", scope.label, node_id(node, i),
-                           f"attribute {a.name!r} is not defined for {label}",
-                           "its meaning is unknown, so it is not removed")
+            fx.leave("unknown_attribute", scope.label, node_id(node, i),
+                       f"attribute {a.name!r} is not defined for {label}",
+                       "its meaning is unknown, so it is not removed")
+            keep.append(a)
+            continue
+        want = spec.type.value
+        if a.type != want:
+            new, why = _convert_attribute(a, want, fx.base_dir)
+            what = (f"attribute {a.name!r} of {label}: "
+                    f"{_A.AttributeType.Name(a.type)} -> {_A.AttributeType.Name(want)}")
+            if new is None:
+                fx.refuse("attribute_type", scope.label, node_id(node, i), what,
+                            why)
                 keep.append(a)
-                continue
-            want = spec.type.value
-            if a.type != want:
-                new, why = _convert_attribute(a, want, fx.base_dir)
-                what = (f"attribute {a.name!r} of {label}: "
-                        f"{_A.AttributeType.Name(a.type)} -> {_A.AttributeType.Name(want)}")
-                if new is None:
-                    fx.refuse("attribute_type", scope.label, node_id(node, i), what,
-                                why)
-                    keep.append(a)
-                else:
-                    fx.change("attribute_type", scope.label, node_id(node, i),
-                                f"{what} ({why})", "the schema declares "
-                                f"{_A.AttributeType.Name(want)}; runtimes reject other "
-                                "types")
-                    keep.append(new)
-                    dropped = True
             else:
-                keep.append(a)
-        if dropped:
-            del node.attribute[:]
-            node.attribute.extend(keep)
+                fx.change("attribute_type", scope.label, node_id(node, i),
+                            f"{what} ({why})", "the schema declares "
+                            f"{_A.AttributeType.Name(want)}; runtimes reject other "
+                            "types")
+                keep.append(new)
+                dropped = True
+        else:
+            keep.append(a)
+    if dropped:
+        del node.attribute[:]
+        node.attribute.extend(keep)
 
 
 def _convert_attribute(a: onnx.AttributeProto, want: int, base_dir=None

@@ -9,7 +9,7 @@ from onnx import helper
 
 from .. import opsets, progress
 from ..errors import ConversionError, function_label
-from ..graph.scopes import iter_scopes
+from ..graph.scopes import Scope, iter_scopes
 from .attributes import fix_attributes
 from .ir_version import fix_ir_version
 from .names import fix_node_names, fix_value_names
@@ -52,6 +52,7 @@ class Fixer:
         self.prelu_slope = prelu_slope
         self.result = FixResult()
         self._functions: set[tuple[str, str]] | None = None
+        self._scopes: list[Scope] | None = None
 
     def change(self, kind, scope, node, what, why) -> None:
         self.result.changes.append(FixChange(kind, scope, node, what, why))
@@ -68,6 +69,18 @@ class Fixer:
                                for f in self.model.functions}
         return (opsets.normalize_domain(node.domain), node.op_type) in self._functions
 
+    def scopes(self) -> list[Scope]:
+        """Every scope of the model, listed once: the repairs before the PRelu slopes' (which
+        reads its own :class:`~opshift.graph.facts.Facts`) add no node kinds and no scopes;
+        one that adds opset imports lists them again (:meth:`relist`)."""
+        if self._scopes is None:
+            self._scopes = list(iter_scopes(self.model))
+        return self._scopes
+
+    def relist(self) -> None:
+        """The scopes' opsets changed: list them again when next asked."""
+        self._scopes = None
+
     def run(self) -> None:
         """Every repair in order; the progress line counts them."""
         repairs = (fix_duplicate_functions, fix_opset_imports, _per_scope(fix_attributes),
@@ -83,7 +96,7 @@ def _per_scope(repair):
     """``repair(fx, scope)`` run on every scope of the model (listed before it starts)."""
 
     def run(fx: Fixer) -> None:
-        for scope in list(iter_scopes(fx.model)):
+        for scope in fx.scopes():
             repair(fx, scope)
 
     return run
@@ -107,12 +120,15 @@ def fix_duplicate_functions(fx: Fixer) -> None:
                         "bodies", "a call could mean either, and nothing says which")
     for i in reversed(drop):
         del fx.model.functions[i]
+    if drop:
+        fx.relist()
 
 
 def fix_opset_imports(fx: Fixer) -> None:
     """Add the opset imports the graph and the function bodies use but do not declare."""
     m = fx.model
-    scopes = list(iter_scopes(m))
+    scopes = fx.scopes()
+    changes = len(fx.result.changes)
     fdomains = {opsets.normalize_domain(f.domain) for f in m.functions}
     imported = {opsets.normalize_domain(i.domain) for i in m.opset_import}
     used: dict[int, set[str]] = {}  # root scope -> the domains its nodes use
@@ -137,6 +153,8 @@ def fix_opset_imports(fx: Fixer) -> None:
                             "version, which is what runtimes fall back to")
             else:
                 _add_import(fx, f, d, fdomains, label, label)
+    if len(fx.result.changes) != changes:
+        fx.relist()  # the scopes' opsets are the imports
 
 
 def _add_import(fx: Fixer, holder, d: str, fdomains: set[str], scope: str, users: str) -> None:

@@ -10,6 +10,7 @@ import onnx
 from onnx import helper
 
 from .. import opsets
+from ..graph.scopes import may_hold_subgraphs, subgraphs
 
 if TYPE_CHECKING:
     from .fixer import Fixer
@@ -21,7 +22,8 @@ def fix_ir_version(fx: Fixer) -> None:
     """Raise or lower the declared IR version to what the opsets and features need."""
     m = fx.model
     declared = m.ir_version
-    need, undatable = _ir_needed(m)
+    seen = _Features(m)
+    need = seen.need
     opset = opsets.opset_of(m)
     if declared < need:
         m.ir_version = need
@@ -30,6 +32,7 @@ def fix_ir_version(fx: Fixer) -> None:
                     + (" and the features the model uses" if need > _ir_for_imports(m)
                        else ""))
     elif declared > need:
+        undatable = seen.undatable()
         if undatable:
             if declared > onnx.IR_VERSION:
                 fx.refuse("ir_version", "model", "", f"IR version {declared} is newer "
@@ -41,7 +44,6 @@ def fix_ir_version(fx: Fixer) -> None:
         fx.change("ir_version", "model", "", f"IR version {declared} -> {need}",
                     f"IR {declared} is newer than opset {opset} and the model's features "
                     f"need (IR {need}); runtimes of that opset's era reject it")
-
 
 
 def _imports_str(m: onnx.ModelProto) -> str:
@@ -61,61 +63,79 @@ _IR3_TYPES = {getattr(onnx.TensorProto, n) for n in (
     "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128")}
 
 
-def _ir_needed(m: onnx.ModelProto) -> tuple[int, str]:
-    """(minimum IR version the imports and datable features need, name of an undatable
-    feature or '')."""
-    need = _ir_for_imports(m)
-    undatable = ""
-    if len(m.functions):
-        need = max(need, 8)  # model-local functions (IR 8)
-    seen = _Features(m, initializers=need < 4)
-    if seen.initializer_not_input:
-        need = max(need, 4)  # initializers that are not graph inputs (IR 4)
-    if seen.node_overload or any(getattr(f, "overload", "") for f in m.functions):
-        need = max(need, 10)
-    if len(m.training_info) or m.graph.sparse_initializer:
-        undatable = "training info or sparse initializers"
-    for t in seen.types:
-        if t not in _IR3_TYPES:
-            undatable = undatable or f"element type {onnx.TensorProto.DataType.Name(t)}"
-    if seen.odd_attribute:
-        undatable = undatable or "sparse tensor or type attributes"
-    if seen.non_tensor:
-        undatable = undatable or "sequence, map or optional types"
-    if seen.node_metadata or any(
-            len(getattr(f, "value_info", [])) or len(getattr(f, "metadata_props", []))
-            for f in m.functions):
-        need = max(need, 10)  # node metadata, function value_info/metadata (IR 10)
-    if len(getattr(m, "configuration", [])) or seen.device_configurations:
-        undatable = undatable or "device configurations"
-    return need, undatable
-
-
 _NODE_FIELDS = onnx.NodeProto.DESCRIPTOR.fields_by_name
 _ODD = (_A.SPARSE_TENSOR, _A.SPARSE_TENSORS, _A.TYPE_PROTO, _A.TYPE_PROTOS)
 _TYPE_ATTRIBUTES = ("to", "dtype", "output_dtype")
+#: the installed onnx has the node fields of IR 10 (overload, metadata_props)
+_IR10_NODES = "overload" in _NODE_FIELDS and "metadata_props" in _NODE_FIELDS
 
 
 class _Features:
-    """What the IR version depends on, found in one walk of every graph (subgraphs
-    included) and function body: element types (initializers, declared values, tensor
-    attributes, type attributes), and the features later IR versions introduced."""
+    """What the IR version depends on. :attr:`need`, the minimum IR version the imports and
+    datable features need, comes from one walk of every graph (subgraphs included) and
+    function body that reads each node's fields and only the attributes of nodes that can
+    hold graphs; :meth:`undatable`, read only when the declared version is above that,
+    looks at every element type and attribute."""
 
-    def __init__(self, m: onnx.ModelProto, *, initializers: bool):
-        """``initializers``: look for an initializer that is not a graph input (IR 4);
-        not needed when the imports already need IR 4."""
-        self._initializers = initializers
-        self.types: dict[int, None] = {}  # in the order met
-        self.initializer_not_input = self.non_tensor = self.odd_attribute = False
-        self.node_overload = self.node_metadata = self.device_configurations = False
+    def __init__(self, m: onnx.ModelProto):
+        self.model = m
+        need = _ir_for_imports(m)
+        if len(m.functions):
+            need = max(need, 8)  # model-local functions (IR 8)
+        self._initializers = need < 4  # (else no need to look for IR 4's feature)
+        #: look for node overloads and metadata (IR 10) unless the imports need IR 10
+        self._ir10 = need < 10
+        self.initializer_not_input = self.node_ir10 = False
         self._graph(m.graph)
         for f in m.functions:
             self._nodes(f.node)
+        if self.initializer_not_input:
+            need = max(need, 4)  # initializers that are not graph inputs (IR 4)
+        if self.node_ir10 or any(
+                getattr(f, "overload", "") or len(getattr(f, "value_info", []))
+                or len(getattr(f, "metadata_props", [])) for f in m.functions):
+            need = max(need, 10)  # overloads, node metadata, function value_info (IR 10)
+        self.need = need
 
     def _graph(self, g: onnx.GraphProto) -> None:
         if self._initializers and not self.initializer_not_input and len(g.initializer):
             self.initializer_not_input = not {t.name for t in g.initializer} <= {
                 v.name for v in g.input}
+        self._nodes(g.node)
+
+    def _nodes(self, nodes) -> None:
+        if self._ir10 and not self.node_ir10 and _IR10_NODES:
+            self.node_ir10 = any(n.overload or n.metadata_props for n in nodes)
+        kinds = {(n.domain, n.op_type) for n in nodes}
+        holders = {op for d, op in kinds if may_hold_subgraphs(d, op)}
+        for n in nodes if holders else ():
+            if n.op_type in holders:
+                for _, g in subgraphs(n):
+                    self._graph(g)
+
+    def undatable(self) -> str:
+        """The name of a feature whose IR version opshift cannot date, or ''."""
+        m = self.model
+        if len(m.training_info) or m.graph.sparse_initializer:
+            return "training info or sparse initializers"
+        self.types: dict[int, None] = {}  # in the order met
+        self.non_tensor = self.odd_attribute = self.device_configurations = False
+        self._graph_types(m.graph)
+        for f in m.functions:
+            self._node_types(f.node)
+        for t in self.types:
+            if t not in _IR3_TYPES:
+                return f"element type {onnx.TensorProto.DataType.Name(t)}"
+        if self.odd_attribute:
+            return "sparse tensor or type attributes"
+        if self.non_tensor:
+            return "sequence, map or optional types"
+        if len(getattr(m, "configuration", [])) or self.device_configurations:
+            return "device configurations"
+        return ""
+
+    def _graph_types(self, g: onnx.GraphProto) -> None:
+        """Element types of initializers, declared values and tensor or type attributes."""
         self.types.update(dict.fromkeys(t.data_type for t in g.initializer))
         for infos in (g.input, g.output, g.value_info):
             for data in {vi.type.SerializeToString() for vi in infos}:  # each type once
@@ -126,13 +146,13 @@ class _Features:
                         self.types[tp.tensor_type.elem_type] = None
                 elif kind is not None:
                     self.non_tensor = True
-        self._nodes(g.node)
+        self._node_types(g.node)
 
-    def _nodes(self, nodes) -> None:
-        overload = "overload" in _NODE_FIELDS
-        metadata = "metadata_props" in _NODE_FIELDS
+    def _node_types(self, nodes) -> None:
         devices = "device_configurations" in _NODE_FIELDS
         for n in nodes:
+            if devices and len(n.device_configurations):
+                self.device_configurations = True
             for a in n.attribute:
                 t = a.type
                 if t == _A.TENSOR:
@@ -141,15 +161,9 @@ class _Features:
                     if a.i and a.name in _TYPE_ATTRIBUTES:
                         self.types[a.i] = None
                 elif t == _A.GRAPH:
-                    self._graph(a.g)
+                    self._graph_types(a.g)
                 elif t == _A.GRAPHS:
                     for g in a.graphs:
-                        self._graph(g)
+                        self._graph_types(g)
                 elif t in _ODD:
                     self.odd_attribute = True
-            if overload and n.overload:
-                self.node_overload = True
-            if metadata and len(n.metadata_props):
-                self.node_metadata = True
-            if devices and len(n.device_configurations):
-                self.device_configurations = True

@@ -3,12 +3,13 @@ graph or function output) and duplicate node names (renamed)."""
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import onnx
 
 from ..graph.names import Names
-from ..graph.scopes import Scope, iter_scopes, subgraphs
+from ..graph.scopes import Scope, subgraphs
 from .report import node_id
 
 if TYPE_CHECKING:
@@ -26,8 +27,11 @@ def fix_value_names(fx: Fixer, scope: Scope) -> None:
         defined = set(f.input)
         outputs = set(f.output)
     defined.discard("")
-    outs = [o for n in scope.nodes for o in n.output if o]
-    if len(set(outs)) == len(outs) and defined.isdisjoint(outs):
+    outs = list(chain.from_iterable(n.output for n in scope.nodes))
+    produced = set(outs)
+    # ("" is an absent optional output, which may repeat)
+    if len(produced) + max(outs.count("") - 1, 0) == len(outs) and \
+            defined.isdisjoint(produced):
         return  # each value is defined once (the common case: one look at every name)
     rename: dict[str, str] = {}
     names: Names | None = None
@@ -68,7 +72,7 @@ def fix_node_names(fx: Fixer) -> None:
     function body; later duplicates get fresh names."""
     names: Names | None = None
     seen: dict[str, set[str]] = {}
-    for scope in iter_scopes(fx.model):
+    for scope in fx.scopes():
         root = scope.label.split("/", 1)[0]  # the main graph, or the function
         used = seen.setdefault(root, set())
         given = [x for x in (n.name for n in scope.nodes) if x]

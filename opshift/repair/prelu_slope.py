@@ -20,20 +20,29 @@ if TYPE_CHECKING:
 
 def fix_prelu_slopes(fx: Fixer) -> None:
     """Reshape every PRelu slope that only makes sense per channel to ``[C, 1, ..., 1]``."""
+    if not any(map(_slopes_to_check, fx.scopes())):
+        return  # (the fixer's scopes, listed already: Facts lists its own)
     facts = Facts(fx.model)
     edits = Edits(facts)
     seen: dict = {}  # (X shape, slope shape, version) -> its reading, judged once
     for scope in facts.scopes():
-        if scope.opset is None:
-            continue
-        ver = opsets.since_version("PRelu", scope.opset)
-        if ver is None or broadcast.rule_for_version(ver) is not broadcast.SlopeRule.NUMPY:
+        ver = _slopes_to_check(scope)
+        if ver is None:
             continue
         for i, node in enumerate(scope.nodes):
             if (node.op_type == "PRelu" and opsets.normalize_domain(node.domain) == ""
                     and len(node.input) >= 2):
                 _prelu_slope(fx, facts, edits, scope, i, node, ver, seen)
     edits.write()
+
+
+def _slopes_to_check(scope: Scope) -> int | None:
+    """The version of PRelu in ``scope`` when it broadcasts as numpy does and the scope has
+    PRelu nodes, else None."""
+    ver = opsets.since_version("PRelu", scope.opset) if scope.opset else None
+    if ver is None or broadcast.rule_for_version(ver) is not broadcast.SlopeRule.NUMPY:
+        return None
+    return ver if any(op == "PRelu" for op, _ in scope.kinds) else None
 
 
 def _prelu_slope(fx: Fixer, facts: Facts, edits: Edits, scope: Scope, i: int,
