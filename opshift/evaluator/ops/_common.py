@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import ml_dtypes
 import numpy as np
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+#: float16 and bfloat16: computed in float32, rounded once to their type.
+NARROW_FLOATS = frozenset({np.dtype(np.float16), BFLOAT16})
 
 
 def is_float(x: np.ndarray) -> bool:
     """float16/32/64 or bfloat16 (ml_dtypes' bfloat16 has kind 'V')."""
-    return x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+    return x.dtype.kind == "f" or x.dtype == BFLOAT16
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype to accumulate in: float32 for float16/bfloat16, else the dtype itself."""
-    if dtype.name in ("float16", "bfloat16"):
+    if dtype in NARROW_FLOATS:
         return np.dtype(np.float32)
     return dtype
 
