@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -62,3 +64,29 @@ def normalize_axes(axes: Sequence[int], rank: int, ctx=None) -> list[int]:
 def ints(v) -> list[int]:
     """An int64 tensor input (or attribute list) as a list of Python ints."""
     return [int(i) for i in np.asarray(v).reshape(-1)]
+
+
+#: Multiply-adds above which OpenBLAS splits one matrix product across its threads
+#: (4 x 65536, its GEMM_MULTITHREAD_THRESHOLD); smaller products run on one thread anyway.
+BLAS_THREADED_WORK = 4 * 65536
+_blas: Any = None
+
+
+def one_blas_thread(work: int) -> contextlib.AbstractContextManager:
+    """A block in which BLAS runs on one thread, for products of up to ``work`` multiply-adds
+    each (a no-op below :data:`BLAS_THREADED_WORK`).
+
+    A BLAS thread that loses its core to another process stalls every product it shares,
+    and its partner spins waiting: on a 2-core machine with one other busy process, a CNN of
+    8 Convs took 10x longer with OpenBLAS's two threads than with one. One thread costs
+    little even when both cores are free (the evaluator's products are one image's).
+    The limit is set and restored through threadpoolctl, for the BLAS numpy is linked to.
+    """
+    global _blas
+    if work <= BLAS_THREADED_WORK:
+        return contextlib.nullcontext()
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController()  # the native libraries loaded, found once
+    return _blas.limit(limits=1, user_api="blas")

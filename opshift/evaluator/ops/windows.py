@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..registry import op
-from ._common import compute_dtype, is_float
+from ._common import compute_dtype, is_float, one_blas_thread
 
 #: float64 elements of one block of Conv's columns (32 MiB): a large input never needs all
 #: its columns at once, and a block is one large matrix product (multi-threaded BLAS pays
@@ -106,7 +106,8 @@ def conv(ctx, x, w, b=None):
         raise ctx.error(f"channels do not fit group={g}: X {list(x.shape)}, W {list(w.shape)}")
     strides, dil, pb, pe, _, out = _window_geometry(ctx, x.shape[2:], kernel)
     nk, cg, mg, kk = len(kernel), c // g, m // g, math.prod(kernel)
-    v = _windows(_pad_spatial(x, pb, pe, 0, np.float64), kernel, strides, dil, out)
+    # padded in x's own type, widened to float64 as the windows are copied into columns
+    v = _windows(_pad_spatial(x, pb, pe, 0), kernel, strides, dil, out)
     # windows as columns (im2col): [C, *kernel, rows of the first output axis, *out[1:]]
     v = v.transpose(0, 1, *range(2 + nk, 2 + 2 * nk), *range(2, 2 + nk))
     inner = math.prod(out[1:])
@@ -116,7 +117,8 @@ def conv(ctx, x, w, b=None):
     wm = w.astype(np.float64).reshape(g, mg, cg * kk)
     bias = None if b is None else b.astype(np.float64).reshape(m, 1)
     y = np.empty((n_, m, *out), x.dtype)
-    with np.errstate(all="ignore"):  # inf/NaN inputs give inf/NaN, as the formula says
+    with np.errstate(all="ignore"), one_blas_thread(m * cg * kk * rows * inner):
+        # (inf/NaN inputs give inf/NaN, as the formula says)
         for i in range(n_):
             yi = y[i].reshape(m, -1)
             for r0 in range(0, out[0], rows):
