@@ -92,6 +92,9 @@ def _rounds(jobs: dict, repeat: int) -> dict[str, float]:
             t = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - t)
+            # untimed: onnxruntime's idle threads spin a while after a run before they
+            # sleep; the next job (on a 2-core machine) must not pay for that
+            time.sleep(0.05)
     return best
 
 
