@@ -188,3 +188,37 @@ def test_large_products_run_on_one_blas_thread(monkeypatch, rng):
     _check(rng.standard_normal((1, 2, 4, 4)), rng.standard_normal((2, 2, 3, 3)), None, {})
     assert asked[0] == 32 * 32 * 9 * 64 * 64 > _common.BLAS_THREADED_WORK
     assert asked[1] <= _common.BLAS_THREADED_WORK
+
+
+def test_one_blas_thread_in_several_threads_restores_the_count():
+    """Blocks in several threads at once (a process evaluating in a thread pool) leave the
+    BLAS thread count as it was, and each block runs on one BLAS thread."""
+    import threading
+
+    import threadpoolctl
+
+    from opshift.evaluator.ops import _common
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    if not before:
+        pytest.skip("threadpoolctl finds no BLAS library in this process")
+    a = np.ones((200, 200))
+    seen = []
+
+    def work():
+        for _ in range(20):
+            with _common.one_blas_thread(_common.BLAS_THREADED_WORK + 1):
+                seen.append(blas_threads())
+                a @ a
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 60 and all(s == [1] * len(before) for s in seen)
+    assert blas_threads() == before

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -70,9 +71,13 @@ def ints(v) -> list[int]:
 #: (4 x 65536, its GEMM_MULTITHREAD_THRESHOLD); smaller products run on one thread anyway.
 BLAS_THREADED_WORK = 4 * 65536
 _blas: Any = None
+#: Held while BLAS is limited: the limit is process-wide, so overlapping blocks in several
+#: threads would each save the others' limit and the last to leave could restore the wrong one
+_blas_lock = threading.RLock()
 
 
-def one_blas_thread(work: int) -> contextlib.AbstractContextManager:
+@contextlib.contextmanager
+def one_blas_thread(work: int) -> Iterator[None]:
     """A block in which BLAS runs on one thread, for products of up to ``work`` multiply-adds
     each (a no-op below :data:`BLAS_THREADED_WORK`).
 
@@ -80,13 +85,17 @@ def one_blas_thread(work: int) -> contextlib.AbstractContextManager:
     and its partner spins waiting: on a 2-core machine with one other busy process, a CNN of
     8 Convs took 10x longer with OpenBLAS's two threads than with one. One thread costs
     little even when both cores are free (the evaluator's products are one image's).
-    The limit is set and restored through threadpoolctl, for the BLAS numpy is linked to.
+    The limit is set and restored through threadpoolctl, for the BLAS numpy is linked to;
+    such blocks in several threads run one at a time.
     """
     global _blas
     if work <= BLAS_THREADED_WORK:
-        return contextlib.nullcontext()
-    if _blas is None:
-        from threadpoolctl import ThreadpoolController
+        yield
+        return
+    with _blas_lock:
+        if _blas is None:
+            from threadpoolctl import ThreadpoolController
 
-        _blas = ThreadpoolController()  # the native libraries loaded, found once
-    return _blas.limit(limits=1, user_api="blas")
+            _blas = ThreadpoolController()  # the native libraries loaded, found once
+        with _blas.limit(limits=1, user_api="blas"):
+            yield
