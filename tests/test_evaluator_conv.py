@@ -156,25 +156,26 @@ def test_output_shape_and_layout(rng):
     assert math.prod(y.shape) == y.size
 
 
+def _blas_threads() -> list[int]:
+    """The thread count of each BLAS library threadpoolctl finds in this process."""
+    import threadpoolctl
+
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+
 def test_large_products_run_on_one_blas_thread(monkeypatch, rng):
     """A product large enough for BLAS to thread runs on one thread, and the thread count
     is restored after; a Conv of that size asks for it, a small one does not."""
-    import threadpoolctl
-
     from opshift.evaluator.ops import _common, windows
 
-    def blas_threads():
-        return [i["num_threads"] for i in threadpoolctl.threadpool_info()
-                if i["user_api"] == "blas"]
-
-    before = blas_threads()
+    before = _blas_threads()
     if not before:
         pytest.skip("threadpoolctl finds no BLAS library in this process")
     with _common.one_blas_thread(_common.BLAS_THREADED_WORK):
-        assert blas_threads() == before  # small products: nothing changed
+        assert _blas_threads() == before  # small products: nothing changed
     with _common.one_blas_thread(_common.BLAS_THREADED_WORK + 1):
-        assert blas_threads() == [1] * len(before)
-    assert blas_threads() == before
+        assert _blas_threads() == [1] * len(before)
+    assert _blas_threads() == before
 
     asked = []
 
@@ -195,15 +196,9 @@ def test_one_blas_thread_in_several_threads_restores_the_count():
     BLAS thread count as it was, and each block runs on one BLAS thread."""
     import threading
 
-    import threadpoolctl
-
     from opshift.evaluator.ops import _common
 
-    def blas_threads():
-        return [i["num_threads"] for i in threadpoolctl.threadpool_info()
-                if i["user_api"] == "blas"]
-
-    before = blas_threads()
+    before = _blas_threads()
     if not before:
         pytest.skip("threadpoolctl finds no BLAS library in this process")
     a = np.ones((200, 200))
@@ -212,7 +207,7 @@ def test_one_blas_thread_in_several_threads_restores_the_count():
     def work():
         for _ in range(20):
             with _common.one_blas_thread(_common.BLAS_THREADED_WORK + 1):
-                seen.append(blas_threads())
+                seen.append(_blas_threads())
                 a @ a
 
     threads = [threading.Thread(target=work) for _ in range(3)]
@@ -221,4 +216,4 @@ def test_one_blas_thread_in_several_threads_restores_the_count():
     for t in threads:
         t.join()
     assert len(seen) == 60 and all(s == [1] * len(before) for s in seen)
-    assert blas_threads() == before
+    assert _blas_threads() == before
