@@ -1,14 +1,19 @@
 """Time the bundled evaluator against floors measured in the same run.
 
 1. One-node PRelu / LeakyRelu / Selu on float32 [8, 64, 256, 256], next to ``x.copy()`` (the
-   memory floor) and ``np.exp(x)`` alone (the floor of Selu's exp).
+   memory floor), ``np.exp(x)`` alone (Selu's exp over every element, as the evaluator
+   computes it) and ``np.exp`` of the x <= 0 elements only, gathered beforehand (untimed):
+   what exp would cost if selecting those elements and scattering the results back were
+   free (they are not: numpy's gather and scatter cost about what they would save).
 2. A CNN (8 Conv layers of 32-64 channels, each followed by BatchNormalization and PRelu,
    LeakyRelu or Selu; 1x3x128x128 float32): ``opshift.evaluate`` next to onnxruntime's
    default session (``run`` only; the session is built before timing), and the evaluator's
    result against the same model run in float64 and against onnxruntime's, by
    ``verify.compare`` (an error that 8 layers carry makes outputs near 0 many ulps apart).
    Also the CPU time of one thread each (a child process with OPENBLAS_NUM_THREADS=1): the
-   work each does, which load on a shared machine disturbs far less than wall time.
+   work each does, which load on a shared machine disturbs far less than wall time; and
+   the float64 matrix products alone (each Conv's weights times its im2col columns): the
+   floor of a Conv accumulated in float64, which no other part of the evaluator can lower.
 3. ``opshift verify cnn.onnx cnn.onnx -q`` as a user runs it, process start to exit.
 
 Runs take turns so that load on a shared machine hits all alike; each figure is the best of
@@ -87,6 +92,9 @@ def _rounds(jobs: dict, repeat: int) -> dict[str, float]:
             t = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - t)
+            # untimed: onnxruntime's idle threads spin a while after a run before they
+            # sleep; the next job (on a 2-core machine) must not pay for that
+            time.sleep(0.05)
     return best
 
 
@@ -97,11 +105,13 @@ def activations(shape, repeat: int, evaluate) -> bool:
     models = {"PRelu": _one_node("PRelu", shape, slope), "LeakyRelu": _one_node("LeakyRelu",
                                                                                  shape),
               "Selu": _one_node("Selu", shape)}
-    jobs = {"copy": lambda: x.copy(), "exp": lambda: np.exp(x)}
+    neg = x[x <= 0]
+    jobs = {"copy": lambda: x.copy(), "exp": lambda: np.exp(x), "exp_neg": lambda: np.exp(neg)}
     jobs.update({op: (lambda m=m: evaluate(m, {"x": x})) for op, m in models.items()})
     t = _rounds(jobs, repeat)
     print(f"one node, float32 {shape}, best of {repeat}: x.copy() {t['copy']:.4f} s, "
-          f"np.exp(x) {t['exp']:.4f} s ({t['exp'] / t['copy']:.2f}x copy)")
+          f"np.exp(x) {t['exp']:.4f} s ({t['exp'] / t['copy']:.2f}x copy), np.exp of the "
+          f"x <= 0 half {t['exp_neg']:.4f} s ({t['exp_neg'] / t['copy']:.2f}x copy)")
     print(f"{'op':<10} {'opshift s':>10} {'x copy':>7} {'np.exp':>7}  result")
     ok = True
     for op in models:
@@ -147,15 +157,32 @@ def cnn_cpu(repeat: int, evaluate) -> None:
     so = ort.SessionOptions()
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    best = {"ort": float("inf"), "opshift": float("inf")}
+    products = _conv_products(m)
+    best = {"ort": float("inf"), "opshift": float("inf"), "products": float("inf")}
     for _ in range(repeat):
         for name, fn in (("ort", lambda: sess.run(None, {"input": x})),
-                         ("opshift", lambda: evaluate(m, {"input": x}))):
+                         ("opshift", lambda: evaluate(m, {"input": x})),
+                         ("products", lambda: [w @ c for w, c in products])):
             t = time.process_time()
             fn()
             best[name] = min(best[name], time.process_time() - t)
     print(f"  one thread each, CPU time: onnxruntime {best['ort'] * 1e3:.1f} ms, opshift "
-          f"{best['opshift'] * 1e3:.1f} ms: {best['opshift'] / best['ort']:.2f}x")
+          f"{best['opshift'] * 1e3:.1f} ms: {best['opshift'] / best['ort']:.2f}x; the float64 "
+          f"products alone {best['products'] * 1e3:.1f} ms "
+          f"({best['products'] / best['ort']:.2f}x onnxruntime)")
+
+
+def _conv_products(m: onnx.ModelProto) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(weights [M, C*9], columns [C*9, output pixels]) in float64 for each Conv of ``m``
+    (the cnn(): 3x3 kernels, 128x128 input)."""
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    side, out = 128, []
+    for node in m.graph.node:
+        if node.op_type == "Conv":
+            w = inits[node.input[1]].astype(np.float64)
+            side //= dict((a.name, a.ints) for a in node.attribute)["strides"][0]
+            out.append((w.reshape(w.shape[0], -1), np.ones((w[0].size, side * side))))
+    return out
 
 
 def verify_command(path: Path, repeat: int) -> None:

@@ -127,6 +127,24 @@ def test_prelu_large_blocked_matches_formula(rng):
     assert_exact(_prelu_ref(x, np.float32(3.0)), _run("PRelu", 6, x, np.full(8, 3.0, np.float32)))
 
 
+@pytest.mark.parametrize("values", [[0.5, np.nan, 0.25, 1.0], [2.0, np.inf, 3.0, 1.5],
+                                    [2.0, 3.0, np.nan, 1.5], [0.5, 1.0, 0.0, 0.25],
+                                    [1.0, 1.0, 1.0, 1.0], [1.5, 2.0, 0.5, 3.0]])
+@pytest.mark.parametrize("shape", [(1, 4, 3, 3), (2, 4, 64, 130)])
+def test_prelu_per_channel_slopes_with_special_values(values, shape, rng):
+    """One NaN, infinite or zero slope among ordinary ones decides the formulation for all of
+    them (max(x, s*x) is exact only for 0 < s <= 1, min(x, s*x) only for finite s > 1):
+    small and blocked inputs, +-0 and NaN among the x, same numbers as the formula."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.flat[::7] = 0.0
+    x.flat[3::11] = -0.0
+    x.flat[5::13] = np.nan
+    slope = np.array(values, np.float32).reshape(4, 1, 1)
+    with np.errstate(all="ignore"):
+        want = _prelu_ref(x, slope)
+    assert_exact(want, _run("PRelu", 16, x, slope))
+
+
 # -- LeakyRelu --------------------------------------------------------------------------------
 
 def _default(op, version, name):

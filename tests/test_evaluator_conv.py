@@ -154,3 +154,66 @@ def test_output_shape_and_layout(rng):
     y = _check(x, w, b, attrs)
     assert y.flags.c_contiguous and y.shape[:2] == (3, w.shape[0])
     assert math.prod(y.shape) == y.size
+
+
+def _blas_threads() -> list[int]:
+    """The thread count of each BLAS library threadpoolctl finds in this process."""
+    import threadpoolctl
+
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_large_products_run_on_one_blas_thread(monkeypatch, rng):
+    """A product large enough for BLAS to thread runs on one thread, and the thread count
+    is restored after; a Conv of that size asks for it, a small one does not."""
+    from opshift.evaluator.ops import _common, windows
+
+    before = _blas_threads()
+    if not before:
+        pytest.skip("threadpoolctl finds no BLAS library in this process")
+    with _common.one_blas_thread(_common.BLAS_THREADED_WORK):
+        assert _blas_threads() == before  # small products: nothing changed
+    with _common.one_blas_thread(_common.BLAS_THREADED_WORK + 1):
+        assert _blas_threads() == [1] * len(before)
+    assert _blas_threads() == before
+
+    asked = []
+
+    def spy(work):
+        asked.append(work)
+        return _common.one_blas_thread(work)
+
+    monkeypatch.setattr(windows, "one_blas_thread", spy)
+    _check(rng.standard_normal((1, 32, 64, 64)), rng.standard_normal((32, 32, 3, 3)),
+           rng.standard_normal(32), {"pads": [1, 1, 1, 1]})
+    _check(rng.standard_normal((1, 2, 4, 4)), rng.standard_normal((2, 2, 3, 3)), None, {})
+    assert asked[0] == 32 * 32 * 9 * 64 * 64 > _common.BLAS_THREADED_WORK
+    assert asked[1] <= _common.BLAS_THREADED_WORK
+
+
+def test_one_blas_thread_in_several_threads_restores_the_count():
+    """Blocks in several threads at once (a process evaluating in a thread pool) leave the
+    BLAS thread count as it was, and each block runs on one BLAS thread."""
+    import threading
+
+    from opshift.evaluator.ops import _common
+
+    before = _blas_threads()
+    if not before:
+        pytest.skip("threadpoolctl finds no BLAS library in this process")
+    a = np.ones((200, 200))
+    seen = []
+
+    def work():
+        for _ in range(20):
+            with _common.one_blas_thread(_common.BLAS_THREADED_WORK + 1):
+                seen.append(_blas_threads())
+                a @ a
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 60 and all(s == [1] * len(before) for s in seen)
+    assert _blas_threads() == before

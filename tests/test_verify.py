@@ -284,6 +284,34 @@ def test_compare_signed_zero_policy():
     assert compare(pz, nz, signed_zeros=False).ok
 
 
+@pytest.mark.parametrize("dt", [np.float64, np.float32, np.float16, BF16, np.int8,
+                                np.uint64, np.bool_])
+def test_compare_identical_bits_agrees_with_the_element_checks(dt):
+    """Arrays with the same bits (NaN payloads, signs of zero, infinities, subnormals) are
+    equal with max_abs 0 and max_ulp 0: the answer the element-by-element checks give."""
+    from opshift.verify.comparison import _compare_float
+
+    rng = np.random.default_rng(3)
+    if np.dtype(dt).kind in "biu":
+        a = rng.integers(0, 2, 64).astype(dt)
+    else:
+        a = rng.standard_normal(64).astype(np.float32).astype(dt)
+        a[:8] = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45],
+                         np.float32).astype(dt)
+        bits = a.view(f"u{a.itemsize}")
+        bits[8] = bits[4] | 1  # a NaN with another payload
+        want = _compare_float(a, a.copy(), None, True)
+        assert (want.ok, want.max_abs, want.max_ulp) == (True, 0.0, 0)
+    for b in (a.copy(), a[::-1].copy()[::-1]):  # contiguous and not
+        c = compare(a, b)
+        assert (c.ok, c.max_abs, c.max_ulp, c.reason) == (True, 0.0, 0, "")
+    if np.dtype(dt).kind == "f" or dt is BF16:
+        b = a.copy()
+        b[10] = -b[10]  # one element apart: the element checks find it
+        c = compare(a, b)
+        assert not c.ok and "[10]" in c.reason
+
+
 def test_compare_ints_and_bool_exact():
     a = np.array([1, 2, 3], np.int32)
     assert compare(a, a.copy()).ok

@@ -134,6 +134,9 @@ class Runtime:
         # alive, so that the id stays its own.
         self._inits: dict[int, tuple[onnx.GraphProto, dict[str, np.ndarray]]] = {}
         self._prepared: dict[tuple[int, int | None], tuple] = {}
+        #: (domain, op, opset) -> (impl, source, version, signature): the schema and kernel
+        #: lookups, made once per kind of node rather than once per node
+        self._kernels: dict[tuple[str, str, int], tuple] = {}
         #: id(node) -> (node, onnx.reference op instance), built on the node's first run
         self.reference_ops: dict[int, tuple[onnx.NodeProto, Any]] = {}
 
@@ -237,26 +240,37 @@ class Runtime:
         hit = self._prepared.get(key)
         if hit is not None:
             return hit[1]
-        if opset is None:
-            raise UnsupportedError(f"{where(node, graph=graph_name or None)}: no opset import "
-                                   f"for domain {domain or 'ai.onnx'!r}")
-        s = opsets.schema(node.op_type, opset, domain)
-        if s is None:
-            raise UnsupportedError(f"{where(node, graph=graph_name or None)}: no such op "
-                                   f"{node.op_type!r} in domain {domain or 'ai.onnx'!r} at "
-                                   f"opset {opset}")
-        version = s.since_version
+        impl, source, version, sig = self._kernel(node, domain, opset, graph_name)
         loc = _Where(node, version, domain, graph_name)
-        impl, source, why = kernels.choose(domain, node.op_type, version)
-        if impl is None:
-            raise UnsupportedError(f"{loc}: {why} (see 'opshift ops')")
-        sig = _signature(node.op_type, version, domain)
         attrs = self._attributes(node, version, domain, sig, loc, fattrs)
         prepared = (impl, source, version, sig, attrs, loc)
         if not any(a.ref_attr_name for a in node.attribute):
             # the entry keeps ``node`` alive: its id cannot then name another node
             self._prepared[key] = (node, prepared)
         return prepared
+
+    def _kernel(self, node, domain: str, opset: int | None, graph_name: str) -> tuple:
+        """(impl, source, version, signature) of ``node``'s op at ``opset``."""
+        op_type = node.op_type
+        hit = self._kernels.get((domain, op_type, opset))  # type: ignore[arg-type]
+        if hit is not None:
+            return hit
+        if opset is None:
+            raise UnsupportedError(f"{where(node, graph=graph_name or None)}: no opset import "
+                                   f"for domain {domain or 'ai.onnx'!r}")
+        s = opsets.schema(op_type, opset, domain)
+        if s is None:
+            raise UnsupportedError(f"{where(node, graph=graph_name or None)}: no such op "
+                                   f"{op_type!r} in domain {domain or 'ai.onnx'!r} at "
+                                   f"opset {opset}")
+        version = s.since_version
+        impl, source, why = kernels.choose(domain, op_type, version)
+        if impl is None:
+            loc = _Where(node, version, domain, graph_name)
+            raise UnsupportedError(f"{loc}: {why} (see 'opshift ops')")
+        hit = self._kernels[(domain, op_type, opset)] = (
+            impl, source, version, _signature(op_type, version, domain))
+        return hit
 
     def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs):
         impl, source, version, sig, attrs, loc = self._prepare(node, domain, graph_opsets,

@@ -105,6 +105,11 @@ def compare(expected: Any, actual: Any, *, ulp: int | None = None,
     dt = expected.dtype
     if expected.size == 0:
         return Comparison(True, 0.0, 0)
+    exact_kind = dt.kind in "biu" or (_is_float(dt) and dt.itemsize in (1, 2, 4, 8))
+    if exact_kind and expected.tobytes() == actual.tobytes():
+        # the same bits everywhere (NaN payloads and signs of zero included): what every
+        # check below finds, for the price of one pass (most rewrites compute the same bits)
+        return Comparison(True, 0.0, 0)
     if dt.kind == "b":
         bad = expected != actual
         n = int(bad.sum())

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+import ml_dtypes
 import numpy as np
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+#: float16 and bfloat16: computed in float32, rounded once to their type.
+NARROW_FLOATS = frozenset({np.dtype(np.float16), BFLOAT16})
 
 
 def is_float(x: np.ndarray) -> bool:
     """float16/32/64 or bfloat16 (ml_dtypes' bfloat16 has kind 'V')."""
-    return x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+    return x.dtype.kind == "f" or x.dtype == BFLOAT16
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype to accumulate in: float32 for float16/bfloat16, else the dtype itself."""
-    if dtype.name in ("float16", "bfloat16"):
+    if dtype in NARROW_FLOATS:
         return np.dtype(np.float32)
     return dtype
 
@@ -57,3 +65,37 @@ def normalize_axes(axes: Sequence[int], rank: int, ctx=None) -> list[int]:
 def ints(v) -> list[int]:
     """An int64 tensor input (or attribute list) as a list of Python ints."""
     return [int(i) for i in np.asarray(v).reshape(-1)]
+
+
+#: Multiply-adds above which OpenBLAS splits one matrix product across its threads
+#: (4 x 65536, its GEMM_MULTITHREAD_THRESHOLD); smaller products run on one thread anyway.
+BLAS_THREADED_WORK = 4 * 65536
+_blas: Any = None
+#: Held while BLAS is limited: the limit is process-wide, so overlapping blocks in several
+#: threads would each save the others' limit and the last to leave could restore the wrong one
+_blas_lock = threading.RLock()
+
+
+@contextlib.contextmanager
+def one_blas_thread(work: int) -> Iterator[None]:
+    """A block in which BLAS runs on one thread, for products of up to ``work`` multiply-adds
+    each (a no-op below :data:`BLAS_THREADED_WORK`).
+
+    A BLAS thread that loses its core to another process stalls every product it shares,
+    and its partner spins waiting: on a 2-core machine with one other busy process, a CNN of
+    8 Convs took 10x longer with OpenBLAS's two threads than with one. One thread costs
+    little even when both cores are free (the evaluator's products are one image's).
+    The limit is set and restored through threadpoolctl, for the BLAS numpy is linked to;
+    such blocks in several threads run one at a time.
+    """
+    global _blas
+    if work <= BLAS_THREADED_WORK:
+        yield
+        return
+    with _blas_lock:
+        if _blas is None:
+            from threadpoolctl import ThreadpoolController
+
+            _blas = ThreadpoolController()  # the native libraries loaded, found once
+        with _blas.limit(limits=1, user_api="blas"):
+            yield

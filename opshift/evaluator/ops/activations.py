@@ -23,6 +23,7 @@ import numpy as np
 from ...broadcast import SlopeRule, rule_for_version, slope_shape_for
 from ...errors import EvaluationError
 from ..registry import op
+from ._common import NARROW_FLOATS, is_float
 
 #: Elements per block: 32 Ki float32 = 128 KiB per buffer, so x, y and a temporary fit in L2.
 BLOCK = 1 << 15
@@ -30,17 +31,13 @@ BLOCK = 1 << 15
 
 def _narrow(x: np.ndarray) -> bool:
     """float16 or bfloat16: computed in float32, rounded once (see the module docstring)."""
-    return x.dtype.name in ("float16", "bfloat16")
+    return x.dtype in NARROW_FLOATS
 
 
 def _round_once(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The float32 result ``y`` rounded to the 16-bit ``dtype``: beyond its range, +-inf."""
     with np.errstate(over="ignore", invalid="ignore"):  # (ml_dtypes flags NaN as invalid)
         return y.astype(dtype)
-
-
-def _float_kind(x: np.ndarray) -> bool:
-    return x.dtype.kind == "f" or x.dtype.name == "bfloat16"
 
 
 def _execute(tasks: list[tuple], kernel, dtype: np.dtype) -> None:
@@ -98,10 +95,12 @@ def _leaky_kernel(mode: str):
 
 
 def _mode(x: np.ndarray, s: np.ndarray) -> str:
-    if _float_kind(x) and s.size:
-        if bool(np.all(s > 0)) and bool(np.all(s <= 1)):
+    if is_float(x) and s.size:
+        # min and max of s, NaN if any is: a NaN slope fails every test below
+        lo, hi = (s.item(), s.item()) if s.size == 1 else (s.min(), s.max())
+        if lo > 0 and hi <= 1:
             return "max"
-        if bool(np.all(s > 1)) and bool(np.all(np.isfinite(s))):  # inf * 0 would be NaN
+        if lo > 1 and hi < np.inf:  # inf * 0 would be NaN
             return "min"
     return "where"
 
@@ -118,7 +117,7 @@ def prelu_apply(x: np.ndarray, slope: np.ndarray, rule: SlopeRule) -> np.ndarray
     kernel = _leaky_kernel(_mode(x, s))
     rows = _rows(x, s) if x.size > BLOCK else None
     if rows is None:
-        y = np.empty(np.broadcast_shapes(x.shape, s.shape), dtype=x.dtype)
+        y = np.empty(x.shape, x.dtype)  # s fits x's shape (slope_shape_for)
         with np.errstate(all="ignore"):  # 0 * inf is NaN, as the formula says
             kernel(x, s, y)
         return y

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..registry import op
-from ._common import compute_dtype, is_float, normalize_axes
+from ._common import compute_dtype, is_float, normalize_axes, one_blas_thread
 
 # -- dense ------------------------------------------------------------------------------------
 
@@ -21,7 +21,8 @@ def matmul(ctx, a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise ctx.error("MatMul inputs must have rank >= 1")
     ct = compute_dtype(a.dtype)
-    with np.errstate(all="ignore"):
+    work = a.shape[-2] * a.shape[-1] * b.shape[-1] if a.ndim > 1 and b.ndim > 1 else 0
+    with np.errstate(all="ignore"), one_blas_thread(work):
         y = np.matmul(a.astype(ct, copy=False), b.astype(ct, copy=False))
     return np.asarray(y).astype(a.dtype, copy=False)
 
@@ -38,7 +39,7 @@ def gemm(ctx, a, b, c=None):
     if ctx.attrs.get("transB", 0):
         bb = bb.T
     alpha, beta = ctx.attrs.get("alpha", 1.0), ctx.attrs.get("beta", 1.0)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), one_blas_thread(aa.shape[0] * aa.shape[1] * bb.shape[1]):
         y = aa @ bb
     if alpha != 1.0:
         y = y * (ct.type(alpha) if is_float(aa) else alpha)

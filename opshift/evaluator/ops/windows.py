@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from ..registry import op
-from ._common import compute_dtype, is_float
+from ._common import compute_dtype, is_float, one_blas_thread
 
 #: float64 elements of one block of Conv's columns (32 MiB): a large input never needs all
 #: its columns at once, and a block is one large matrix product (multi-threaded BLAS pays
@@ -68,12 +67,16 @@ def _window_geometry(ctx, spatial, kernel, ceil_mode=False):
 
 
 def _windows(xp, kernel, strides, dil, out):
-    """View (N, C, *out, *kernel) of the padded input ``xp``."""
+    """Read-only view (N, C, *out, *kernel) of the padded input ``xp`` (C-contiguous)."""
     n = len(kernel)
     st = xp.strides
-    return as_strided(xp, xp.shape[:2] + tuple(out) + tuple(kernel),
-                      st[:2] + tuple(st[2 + i] * strides[i] for i in range(n))
-                      + tuple(st[2 + i] * dil[i] for i in range(n)), writeable=False)
+    # np.ndarray over xp's buffer: the view as_strided makes, without its per-call overhead
+    # (tens of microseconds, which models of many small Convs pay once per node)
+    v = np.ndarray(xp.shape[:2] + tuple(out) + tuple(kernel), xp.dtype, xp, 0,
+                   st[:2] + tuple(st[2 + i] * strides[i] for i in range(n))
+                   + tuple(st[2 + i] * dil[i] for i in range(n)))
+    v.flags.writeable = False
+    return v
 
 
 def _pad_spatial(x, pb, pe, value, dtype=None):
@@ -81,7 +84,7 @@ def _pad_spatial(x, pb, pe, value, dtype=None):
     default)."""
     dtype = x.dtype if dtype is None else dtype
     if not any(pb) and not any(pe):
-        return x.astype(dtype, copy=False)
+        return np.ascontiguousarray(x, dtype)
     shape = x.shape[:2] + tuple(d + b + e for d, b, e in zip(x.shape[2:], pb, pe))
     out = np.full(shape, value, dtype)
     out[(slice(None), slice(None)) + tuple(slice(b, b + d) for b, d in zip(pb, x.shape[2:]))] = x
@@ -103,7 +106,8 @@ def conv(ctx, x, w, b=None):
         raise ctx.error(f"channels do not fit group={g}: X {list(x.shape)}, W {list(w.shape)}")
     strides, dil, pb, pe, _, out = _window_geometry(ctx, x.shape[2:], kernel)
     nk, cg, mg, kk = len(kernel), c // g, m // g, math.prod(kernel)
-    v = _windows(_pad_spatial(x, pb, pe, 0, np.float64), kernel, strides, dil, out)
+    # padded in x's own type, widened to float64 as the windows are copied into columns
+    v = _windows(_pad_spatial(x, pb, pe, 0), kernel, strides, dil, out)
     # windows as columns (im2col): [C, *kernel, rows of the first output axis, *out[1:]]
     v = v.transpose(0, 1, *range(2 + nk, 2 + 2 * nk), *range(2, 2 + nk))
     inner = math.prod(out[1:])
@@ -113,7 +117,8 @@ def conv(ctx, x, w, b=None):
     wm = w.astype(np.float64).reshape(g, mg, cg * kk)
     bias = None if b is None else b.astype(np.float64).reshape(m, 1)
     y = np.empty((n_, m, *out), x.dtype)
-    with np.errstate(all="ignore"):  # inf/NaN inputs give inf/NaN, as the formula says
+    with np.errstate(all="ignore"), one_blas_thread(m * cg * kk * rows * inner):
+        # (inf/NaN inputs give inf/NaN, as the formula says)
         for i in range(n_):
             yi = y[i].reshape(m, -1)
             for r0 in range(0, out[0], rows):
