@@ -241,12 +241,18 @@ class Facts:
             return self._walk(self._function).shape(name)
         return self._walk(None).shape(name)
 
+    def declared(self, g: onnx.GraphProto) -> Declared:
+        """What graph ``g`` declares (the main graph's index kept: shapes are asked of it)."""
+        if g is not self.model.graph:
+            return Declared(g)
+        if self._declared is None:
+            self._declared = Declared(g)
+        return self._declared
+
     def _declared_static(self, name: str) -> tuple[int, ...] | None:
         """A shape of ints the main graph declares for ``name``: inference can add nothing
         to it, so none is run for it."""
-        if self._declared is None:
-            self._declared = Declared(self.model.graph)
-        return self._declared.static_shape(name)
+        return self.declared(self.model.graph).static_shape(name)
 
     def _infer(self) -> Inferred:
         if self._inferred is None:
