@@ -152,13 +152,16 @@ def _set_dims(declared: Declared | None,
         new[t.name] = shape
     if declared is None:
         return
+    protos: dict[tuple[int, ...], onnx.TensorShapeProto] = {}  # one per distinct shape
     for vi in declared.entries(new):
-        shape = new[vi.name]
         if vi.type.HasField("tensor_type"):
-            vi.type.tensor_type.ClearField("shape")
-            vi.type.tensor_type.shape.SetInParent()
-            for d in shape:
-                vi.type.tensor_type.shape.dim.add().dim_value = d
+            shape = new[vi.name]
+            proto = protos.get(shape)
+            if proto is None:
+                proto = protos[shape] = onnx.TensorShapeProto()
+                for d in shape:
+                    proto.dim.add().dim_value = d
+            vi.type.tensor_type.shape.CopyFrom(proto)
 
 
 def _used_names(nodes) -> set[str]:
