@@ -56,6 +56,10 @@ class Declared:
                            for infos in (g.value_info, g.output, g.input)]
         return self._infos
 
+    def input_names(self) -> Collection[str]:
+        """The names of the graph's inputs (as indexed)."""
+        return self._index()[2][1].keys()
+
     def value_info(self, name: str) -> onnx.ValueInfoProto | None:
         """The entry declaring ``name`` (value_info, else graph output, else graph input)."""
         for infos, pos in self._index():

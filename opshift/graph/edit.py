@@ -74,7 +74,7 @@ class Edits:
         shape (an initializer, or a Constant node appended to ``prefix`` in a function).
         Returns (the name to read, what was done: "reshaped in place ...", "copied to ...",
         "read as ...")."""
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(map(int, shape))
         ukey = (id(scope.root), name)
         left = self.facts.uses(scope, name) - self._accepted.consumed.get(ukey, 0)
         if const.editable and left == 1:
