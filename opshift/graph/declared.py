@@ -9,6 +9,7 @@ when that value is asked for.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Iterator
 
 import onnx
@@ -17,8 +18,9 @@ Shape = tuple[int | str | None, ...]
 
 
 def _positions(names: list[str]) -> dict[str, int]:
-    """name -> the position of its last entry."""
-    return dict(zip(names, range(len(names))))
+    """name -> the position of its last entry (names interned: the model's other indexes
+    hold the same ones, read afresh from protobuf each time)."""
+    return dict(zip(map(sys.intern, names), range(len(names))))
 
 
 class Declared:
