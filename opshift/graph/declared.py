@@ -17,10 +17,18 @@ import onnx
 Shape = tuple[int | str | None, ...]
 
 
+def interned(names: list[str]) -> list[str]:
+    """``names`` interned, so that the indexes of a model (each reads its names afresh from
+    protobuf) share one string per name; left as they are when one is not UTF-8 (bytes)."""
+    try:
+        return list(map(sys.intern, names))
+    except TypeError:
+        return names
+
+
 def _positions(names: list[str]) -> dict[str, int]:
-    """name -> the position of its last entry (names interned: the model's other indexes
-    hold the same ones, read afresh from protobuf each time)."""
-    return dict(zip(map(sys.intern, names), range(len(names))))
+    """name -> the position of its last entry."""
+    return dict(zip(interned(names), range(len(names))))
 
 
 class Declared:

@@ -20,7 +20,6 @@ before anything is written):
 from __future__ import annotations
 
 import os
-import sys
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ import onnx
 
 from .. import opsets
 from ..external import plain_array
-from .declared import Declared
+from .declared import Declared, interned
 from .element_types import (
     ALL_TYPES,
     Uniform,
@@ -338,8 +337,8 @@ class Facts:
         if d is None:
             d = self._consts[id(scope)] = {}
             if scope.graph is not None:
-                inits = scope.graph.initializer  # names interned as the other indexes'
-                d.update(zip(map(sys.intern, [t.name for t in inits]), range(len(inits))))
+                inits = scope.graph.initializer
+                d.update(zip(interned([t.name for t in inits]), range(len(inits))))
                 if self.model.ir_version >= 4:
                     # from IR 4 an initializer that is also a graph input can be fed
                     for name in self._graph_inputs(scope):
@@ -372,7 +371,8 @@ class Facts:
             counts = Counter()
             for s in self.scopes():
                 if s.root is root:
-                    counts.update(map(sys.intern, chain.from_iterable(n.input for n in s.nodes)))
+                    counts.update(interned(list(chain.from_iterable(n.input
+                                                                    for n in s.nodes))))
                     counts.update(s.outputs())
             self._uses[id(root)] = counts
         return counts.get(name, 0)
