@@ -39,3 +39,41 @@ def test_an_edit_that_moves_entries_is_noticed():
     del g.value_info[0]
     assert d.initializer("w2").dims == [3] and d.initializer("w0") is None
     assert d.shape("t") is None and d.shape("y") == (2, 3)
+
+
+def _names(entries):
+    return sorted((vi.name, vi.type.tensor_type.elem_type) for vi in entries)
+
+
+def test_entries_are_every_declaration_of_the_names():
+    d = Declared(_graph())
+    assert d.shape("t") == (2, 3)  # indexed
+    # y: its graph output and its value_info entry; w1: its graph input
+    assert _names(d.entries({"y", "w1", "nothing"})) == [
+        ("w1", T.FLOAT), ("y", T.FLOAT), ("y", T.DOUBLE)]
+    assert list(d.entries(set())) == []
+
+
+def test_entries_of_a_name_declared_twice_in_one_list_are_all_found():
+    g = _graph()
+    g.value_info.append(h.make_tensor_value_info("t", T.INT8, [4]))
+    assert _names(Declared(g).entries({"t"})) == [("t", T.INT8), ("t", T.FLOAT16)]
+
+
+def test_entries_after_an_edit_that_moves_entries():
+    g = _graph()
+    d = Declared(g)
+    assert d.shape("t") == (2, 3)
+    del g.value_info[0]  # y's value_info entry moves to position 0
+    g.value_info.append(h.make_tensor_value_info("t", T.INT8, [4]))
+    assert _names(d.entries({"y", "t"})) == [("t", T.INT8), ("y", T.FLOAT), ("y", T.DOUBLE)]
+    assert list(d.input_names()) == ["x", "w1"]
+
+
+def test_interned_names_are_shared_and_bytes_left_alone():
+    from opshift.graph.declared import interned
+
+    a, b = interned(["".join(["va", "lue"])]), interned(["".join(["val", "ue"])])
+    assert a == b == ["value"] and a[0] is b[0]
+    odd = ["x", b"\xff"]  # protobuf hands a name that is not UTF-8 over as bytes
+    assert interned(odd) is odd

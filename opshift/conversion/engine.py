@@ -152,29 +152,33 @@ class _Planner:
         return walk_for(self.ctx.facts, op, v_from, v_to)
 
     def _plan_one(self, sc: Scope, i: int, n: onnx.NodeProto, src: int, walk: Walk,
-                  name: str) -> tuple[list[onnx.NodeProto] | None, Change, object]:
+                  name: str) -> tuple[list[onnx.NodeProto] | None, Change | tuple, object]:
+        """A node's replacement, its entry (a Change, or a relabel's tuple) and its plan."""
         new, state = walk_node(self.ctx, sc, i, n, src, walk.v_from, walk.v_to, name,
                                walk=walk)
-        whats = [w for w, _ in state.notes]
-        whys = [y for _, y in state.notes if y]
+        notes = state.notes
+        if new is None and not notes:
+            return None, (name, n.op_type, sc.label, walk.v_from, walk.v_to), state
         # interned: thousands of nodes of one op often get the same words
+        if len(notes) == 1:
+            what, why = notes[0]
+            what, why = sys.intern(what) or "relabel", sys.intern(why)
+        else:
+            whys = [y for _, y in notes if y]
+            what = sys.intern("; ".join([w for w, _ in notes])) or "relabel"
+            why = sys.intern("; ".join(whys)) or ("" if notes else RELABEL)
         change = Change(name, n.op_type, sc.label, walk.v_from, walk.v_to,
-                        "rewrite" if new is not None else "relabel",
-                        sys.intern("; ".join(whats)) or "relabel",
-                        sys.intern("; ".join(whys)) or ("" if whats else RELABEL))
-        if self.record and (new is not None or whats):
+                        "rewrite" if new is not None else "relabel", what, why)
+        if self.record:
             dims = {id(c.tensor): s for c, s in state.pending.dims}
             change.region = record_region(self.ctx.facts, sc, n, new if new is not None
                                           else [n], dims, self.ctx.target, self.base_dir)
         return new, change, state
 
-    def _accept(self, sc: Scope, i: int, new, change: Change, state) -> None:
+    def _accept(self, sc: Scope, i: int, new, change: Change | tuple, state) -> None:
         self.ctx.edits.commit(state.pending)
         if new is not None:
             self.ctx.edits.replace(sc, i, new)
-        if new is None and not state.notes:
-            change = (change.node, change.op, change.scope, change.from_version,
-                      change.to_version)
         self.entries.append(change)
 
     def _plan(self, sc: Scope, i: int, n: onnx.NodeProto, src: int, walk: Walk,

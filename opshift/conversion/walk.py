@@ -9,6 +9,7 @@ replaced (a registered replacement, else its own onnx function body).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import onnx
 
@@ -30,6 +31,15 @@ class Walk:
     v_from: int | None  # None: the op does not exist at the source (refused when walked)
     v_to: int | None
     steps: tuple[tuple[int, int, tuple[Registered, ...], SchemaStep], ...]
+
+    @cached_property
+    def walk_to(self) -> int:
+        """The version the steps end at: the target's, else the op's first."""
+        return self.v_to if self.v_to is not None else opsets.versions(self.op)[0]
+
+    @cached_property
+    def up(self) -> bool:
+        return self.v_from is not None and self.v_from < self.walk_to
 
     def inert(self, facts: Facts) -> bool:
         """No node of this op can change beyond its version number."""
@@ -54,13 +64,12 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
     """Walk one node from ``v_from`` to ``v_to``; its replacement (None: the node stays as it
     is) and its plan. Raises :class:`ConversionError` naming node, versions and scope."""
     op = n.op_type
-    loc = f"node {name!r} ({op}-{v_from} -> {v_to}, {sc.label})"
     if v_from is None:
-        raise ConversionError(f"{loc}: {op} does not exist at opset {src}")
+        raise ConversionError(f"{_loc(n, name, v_from, v_to, sc)}: {op} does not exist at "
+                              f"opset {src}")
     if walk is None:
         walk = walk_for(ctx.facts, op, v_from, v_to)
-    walk_to = v_to if v_to is not None else opsets.versions(op)[0]
-    up = v_from < walk_to
+    up = walk.up
     state = NodeState()
     for lo, hi, fns, schema in walk.steps:
         if state.removed:
@@ -71,14 +80,16 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
         try:
             for r in fns:
                 r.fn(st)
-            if not state.removed:
-                schema.check(st)
+            if not state.removed and not schema.passes(state.work or n):
+                schema.check(st)  # (passes: the check would leave the node as it is)
         except Refuse as e:
             raise ConversionError(
-                f"{loc}: step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
-            ) from None
+                f"{_loc(n, name, v_from, v_to, sc)}: step {op}-{st.src} -> {op}-{st.dst}: "
+                f"no exact adapter: {e}") from None
     if (state.finisher is None or state.removed) and (v_to is not None or state.removed):
         return _result(n, state), state
+    loc = _loc(n, name, v_from, v_to, sc)
+    walk_to = walk.walk_to
     end = Step(n, op, walk_to, walk_to, False, ctx, sc, i, state)
     if state.finisher is not None and not state.removed:
         try:
@@ -99,6 +110,12 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
                   f"applies: {e}"
             raise MissingOpError(f"{loc}: {why}", why) from None
     return _result(n, state), state
+
+
+def _loc(n: onnx.NodeProto, name: str, v_from: int | None, v_to: int | None, sc: Scope
+         ) -> str:
+    """Where a refusal is: node, versions, scope (made only for a refusal)."""
+    return f"node {name!r} ({n.op_type}-{v_from} -> {v_to}, {sc.label})"
 
 
 def _result(n: onnx.NodeProto, state: NodeState) -> list[onnx.NodeProto] | None:

@@ -9,14 +9,26 @@ when that value is asked for.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Collection, Iterator
+
 import onnx
 
 Shape = tuple[int | str | None, ...]
 
 
+def interned(names: list[str]) -> list[str]:
+    """``names`` interned, so that the indexes of a model (each reads its names afresh from
+    protobuf) share one string per name; left as they are when one is not UTF-8 (bytes)."""
+    try:
+        return list(map(sys.intern, names))
+    except TypeError:
+        return names
+
+
 def _positions(names: list[str]) -> dict[str, int]:
     """name -> the position of its last entry."""
-    return dict(zip(names, range(len(names))))
+    return dict(zip(interned(names), range(len(names))))
 
 
 class Declared:
@@ -45,14 +57,22 @@ class Declared:
         self._inits = None  # the graph was edited
         return self.initializer(name)
 
-    def value_info(self, name: str) -> onnx.ValueInfoProto | None:
-        """The entry declaring ``name`` (value_info, else graph output, else graph input)."""
+    def _index(self) -> list[tuple[object, dict[str, int]]]:
+        """(entries, name -> position) for value_info, graph outputs, graph inputs."""
         if self._infos is None:
             g = self.graph
             # the last list wins: value_info over outputs over inputs
             self._infos = [(infos, _positions([vi.name for vi in infos]))
                            for infos in (g.value_info, g.output, g.input)]
-        for infos, pos in self._infos:
+        return self._infos
+
+    def input_names(self) -> Collection[str]:
+        """The names of the graph's inputs (as indexed)."""
+        return self._index()[2][1].keys()
+
+    def value_info(self, name: str) -> onnx.ValueInfoProto | None:
+        """The entry declaring ``name`` (value_info, else graph output, else graph input)."""
+        for infos, pos in self._index():
             i = pos.get(name)
             if i is not None:
                 if i < len(infos) and infos[i].name == name:  # type: ignore[arg-type]
@@ -60,6 +80,26 @@ class Declared:
                 self._infos = None  # the graph was edited
                 return self.value_info(name)
         return None
+
+    def entries(self, names: Collection[str]) -> Iterator[onnx.ValueInfoProto]:
+        """Every graph input, graph output and value_info entry declaring one of ``names``
+        (a list that holds some name twice, or was edited since indexed, is read whole)."""
+        for infos, pos in self._index():
+            n = len(infos)  # type: ignore[arg-type]
+            found = []
+            whole = len(pos) != n  # a name declared twice in one list
+            for name in names if not whole else ():
+                i = pos.get(name)
+                if i is None:
+                    continue
+                vi = infos[i] if i < n else None  # type: ignore[index]
+                if vi is None or vi.name != name:  # the graph was edited since indexed
+                    whole = True
+                    break
+                found.append(vi)
+            if whole:
+                found = [vi for vi in infos if vi.name in names]  # type: ignore[attr-defined]
+            yield from found
 
     def elem_type(self, name: str) -> int:
         """The declared element type of ``name`` (0: not declared or not a tensor)."""

@@ -18,6 +18,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from .. import opsets
+from .declared import Declared
 from .facts import Constant, Facts
 from .scopes import Scope, may_hold_subgraphs, splice, subgraphs
 
@@ -75,7 +76,7 @@ class Edits:
         shape (an initializer, or a Constant node appended to ``prefix`` in a function).
         Returns (the name to read, what was done: "reshaped in place ...", "copied to ...",
         "read as ...")."""
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(map(int, shape))
         ukey = (id(scope.root), name)
         left = self.facts.uses(scope, name) - self._accepted.consumed.get(ukey, 0)
         if const.editable and left == 1:
@@ -123,7 +124,8 @@ class Edits:
         for scope in reversed(self.facts.scopes()):
             key = id(scope)
             if key in dims:
-                _set_dims(scope.graph, dims[key])
+                _set_dims(None if scope.graph is None else self.facts.declared(scope.graph),
+                          dims[key])
             if key in inits:
                 scope.graph.initializer.extend(inits[key])
             repl = self._replace.get(key)
@@ -136,26 +138,30 @@ class Edits:
                 _remove_unused_constants(scope, left)
 
 
-def _set_dims(g: onnx.GraphProto | None, reshaped: list[tuple[Constant, tuple[int, ...]]]
-              ) -> None:
-    """Give each constant of ``reshaped`` its new shape, in its tensor and in the value infos
-    of ``g`` that declare it (IR < 4: also a graph input). One pass over the declarations for
-    all of them: a model reshapes thousands of slopes, and has as many value infos."""
+def _set_dims(declared: Declared | None,
+              reshaped: list[tuple[Constant, tuple[int, ...]]]) -> None:
+    """Give each constant of ``reshaped`` its new shape, in its tensor and in the entries of
+    its graph (``declared``) that declare it (IR < 4: also a graph input), found through
+    the graph's index of names: a model reshapes thousands of slopes, and has as many
+    value infos."""
     new = {}
     for const, shape in reshaped:
         t = const.tensor
         del t.dims[:]
         t.dims.extend(shape)
         new[t.name] = shape
-    if g is None:
+    if declared is None:
         return
-    for vi in chain(g.input, g.value_info, g.output):
-        shape = new.get(vi.name)
-        if shape is not None and vi.type.HasField("tensor_type"):
-            vi.type.tensor_type.ClearField("shape")
-            vi.type.tensor_type.shape.SetInParent()
-            for d in shape:
-                vi.type.tensor_type.shape.dim.add().dim_value = d
+    protos: dict[tuple[int, ...], onnx.TensorShapeProto] = {}  # one per distinct shape
+    for vi in declared.entries(new):
+        if vi.type.HasField("tensor_type"):
+            shape = new[vi.name]
+            proto = protos.get(shape)
+            if proto is None:
+                proto = protos[shape] = onnx.TensorShapeProto()
+                for d in shape:
+                    proto.dim.add().dim_value = d
+            vi.type.tensor_type.shape.CopyFrom(proto)
 
 
 def _used_names(nodes) -> set[str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from itertools import chain
 
@@ -29,7 +29,7 @@ import onnx
 
 from .. import opsets
 from ..external import plain_array
-from .declared import Declared
+from .declared import Declared, interned
 from .element_types import (
     ALL_TYPES,
     Typed,
@@ -48,6 +48,8 @@ from .names import Names
 from .scopes import Scope, constant_tensor, held_tensor, iter_scopes
 from .shape_rules import RULES
 from .shape_walk import ShapeWalk
+
+_EMPTY: dict = {}
 
 
 @dataclass(slots=True)
@@ -110,7 +112,7 @@ class Facts:
         self._possible: frozenset[str] | None = None
         self._names: Names | None = None
         self._consts: dict[int, dict[str, Constant | int]] = {}
-        self._inputs: dict[int, frozenset[str]] = {}
+        self._inputs: dict[int, Collection[str]] = {}
         self._uses: dict[int, Counter] = {}
         #: the types (and declared shapes) of the function body being planned, else None
         self.local: dict[str, int] | None = None
@@ -246,12 +248,13 @@ class Facts:
             return self._walk(self._function).shape(name)
         return self._walk(None).shape(name)
 
-    def _declared_static(self, name: str) -> tuple[int, ...] | None:
-        """A shape of ints the main graph declares for ``name``: inference can add nothing
-        to it, so none is run for it."""
+    def declared(self, g: onnx.GraphProto) -> Declared:
+        """What graph ``g`` declares (the main graph's index kept: shapes are asked of it)."""
+        if g is not self.model.graph:
+            return Declared(g)
         if self._declared is None:
-            self._declared = Declared(self.model.graph)
-        return self._declared.static_shape(name)
+            self._declared = Declared(g)
+        return self._declared
 
     def _infer(self) -> Inferred:
         if self._inferred is None:
@@ -288,8 +291,10 @@ class Facts:
             return n, version, lambda v: self._small_int_constant(sc, v)
 
         if f is None:
+            static = self.declared(self.model.graph).static_shape
+
             def base(name: str) -> tuple | None:
-                s = self._declared_static(name)
+                s = static(name)
                 return s if s is not None else self._infer().shape(name)
         else:
             def base(name: str) -> tuple | None:
@@ -308,8 +313,13 @@ class Facts:
     def constant(self, scope: Scope, name: str) -> Constant | None:
         """The constant ``name`` as ``scope`` sees it (its own, else an enclosing graph's),
         or None when it is computed or fed at run time."""
+        if not name:
+            return None
+        found = self._consts.get(id(scope), _EMPTY).get(name)
+        if type(found) is Constant:  # read before: most lookups
+            return found
         s: Scope | None = scope
-        while s is not None and name:
+        while s is not None:
             consts = self._scope_constants(s)
             found = consts.get(name)
             if type(found) is int:  # an initializer's position: made a Constant when read
@@ -332,7 +342,8 @@ class Facts:
         if d is None:
             d = self._consts[id(scope)] = {}
             if scope.graph is not None:
-                d.update({t.name: i for i, t in enumerate(scope.graph.initializer)})
+                inits = scope.graph.initializer
+                d.update(zip(interned([t.name for t in inits]), range(len(inits))))
                 if self.model.ir_version >= 4:
                     # from IR 4 an initializer that is also a graph input can be fed
                     for name in self._graph_inputs(scope):
@@ -346,11 +357,13 @@ class Facts:
                     d[n.output[0]] = Constant(c, scope, held is not None)
         return d
 
-    def _graph_inputs(self, scope: Scope) -> frozenset[str]:
+    def _graph_inputs(self, scope: Scope) -> Collection[str]:
         d = self._inputs.get(id(scope))
         if d is None:
-            d = self._inputs[id(scope)] = frozenset(
-                v.name for v in scope.graph.input) if scope.graph is not None else frozenset()
+            g = scope.graph
+            d = self._inputs[id(scope)] = (
+                frozenset() if g is None else self.declared(g).input_names()
+                if g is self.model.graph else frozenset(v.name for v in g.input))
         return d
 
     # -- uses
@@ -363,7 +376,8 @@ class Facts:
             counts = Counter()
             for s in self.scopes():
                 if s.root is root:
-                    counts.update(chain.from_iterable(n.input for n in s.nodes))
+                    counts.update(interned(list(chain.from_iterable(n.input
+                                                                    for n in s.nodes))))
                     counts.update(s.outputs())
             self._uses[id(root)] = counts
         return counts.get(name, 0)

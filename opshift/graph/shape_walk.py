@@ -30,13 +30,17 @@ class ShapeWalk:
         memo = self._memo
         if name in memo:
             return memo[name]
-        stack, opened = [name], set()
+        base = self._base(name)
+        if known(base):  # most values: declared in full, nothing to work out
+            memo[name] = base
+            return base
+        stack, opened, bases = [name], set(), {name: base}
         while stack:
             v = stack[-1]
             if v in memo:
                 stack.pop()
                 continue
-            base = self._base(v)
+            base = bases[v] if v in bases else bases.setdefault(v, self._base(v))
             p = None if known(base) else self._producer(v)
             if p is None:
                 memo[v] = base

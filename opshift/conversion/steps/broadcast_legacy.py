@@ -32,11 +32,13 @@ COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Xor", "Equal"})
 def legacy_broadcast(st: Step) -> None:
     a, b = st.input(0), st.input(1)
     if st.up:
-        bc = st.attr("broadcast", 0)
-        axis = st.attr("axis")
-        for name in ("broadcast", "axis"):
-            if st.has_attr(name):
-                st.del_attr(name)
+        bc, axis = 0, None
+        if st.w.attribute:
+            bc = st.attr("broadcast", 0)
+            axis = st.attr("axis")
+            for name in ("broadcast", "axis"):
+                if st.has_attr(name):
+                    st.del_attr(name)
         if not bc:
             st.note("dropped broadcast=0: the inputs had equal shapes")
             return
