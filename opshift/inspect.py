@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +24,6 @@ from .broadcast import SlopeClass, classify, rule_for_version
 from .errors import OpshiftError, function_id
 from .external import tensor_array
 from .graph.facts import Facts
-from .graph.scopes import iter_scopes
 from .modelio import ModelLike, to_proto
 from .tables import number
 
@@ -330,12 +328,3 @@ def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport) -> N
             r.conversion.extend(by_node.get(key, []))
         if r.conversion and r.at_target and "(unchanged)" not in r.at_target:
             r.at_target += ": " + "; ".join(c.get("what", "") for c in r.conversion)
-
-
-def iter_activations(model: onnx.ModelProto) -> Iterator[tuple[Any, onnx.NodeProto]]:
-    """(scope, node) for every PRelu, LeakyRelu and Selu in the model."""
-    for sc in iter_scopes(model):
-        for n in sc.nodes:
-            if n.op_type in opsets.ACTIVATIONS and not opsets.normalize_domain(n.domain):
-                yield sc, n
-

@@ -15,7 +15,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..external import tensor_array
-from ..graph.edit import Edits, Pending, axes_nodes
+from ..graph.edit import Edits, Pending, axes_nodes, constant_node
 from ..graph.facts import Constant, Facts
 from ..graph.scopes import Scope, may_hold_subgraphs, node_label, subgraphs
 
@@ -213,9 +213,7 @@ class Step:
         if self.scope.graph is not None:
             self.ctx.edits.add_initializer(self.state.pending, self.scope, tensor)
         else:
-            self.state.pre.append(helper.make_node("Constant", [], [out],
-                                                   name=self.fresh(base + "_const"),
-                                                   value=tensor))
+            self.state.pre.append(constant_node(out, tensor, self.fresh(base + "_const")))
             self.ctx.facts.add_constant(self.scope, out, tensor)
         self.ctx.facts.extra_types[out] = tensor.data_type
         self.state.shapes[out] = tuple(tensor.dims)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import onnx
 import onnx_ir as ir
-from onnx import helper, numpy_helper
+from onnx import helper
 
+from ..graph.edit import constant_node
 from ..verify import region_model
 from ._values import dtype_of, shape_of
 
@@ -102,8 +103,7 @@ def capture(label: str, context, plan, opset: int
                                 for n in _producers(plan.slope, plan.cleanup)]
             else:
                 slope = f"{y}/fused_slope"
-                after_nodes.append(helper.make_node(
-                    "Constant", [], [slope], value=numpy_helper.from_array(plan.slope_array)))
+                after_nodes.append(constant_node(slope, plan.slope_array))
             after_nodes.append(helper.make_node("PRelu", [plan.x.name, slope], [y]))
         else:
             after_nodes.append(helper.make_node(plan.op, [plan.x.name], [y], **plan.attrs))

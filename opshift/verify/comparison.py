@@ -49,11 +49,6 @@ class Comparison:
     max_ulp: int | float | None = None  # float('inf') for NaN/inf mismatches
     reason: str = ""
 
-    def combine(self, other: Comparison) -> Comparison:
-        """Worst of two comparisons of the same output (e.g. two rounds of inputs)."""
-        return Comparison(self.ok and other.ok, _max(self.max_abs, other.max_abs),
-                          _max(self.max_ulp, other.max_ulp), self.reason or other.reason)
-
 
 def _max(a, b):
     if a is None:

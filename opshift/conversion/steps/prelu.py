@@ -26,6 +26,7 @@ from onnx import TensorProto, helper
 from ... import opsets
 from ...broadcast import NUMPY_SINCE, SlopeRule, legacy_placement, slope_shape_for
 from ...errors import EvaluationError
+from ...graph.edit import constant_node
 from ...graph.facts import Constant
 from ..registry import at
 from ..step import Refuse, Step
@@ -198,8 +199,8 @@ def _integer_form(st: Step, elem: int, tname: str) -> None:
                                       v("slope_x"), v("slope_x_minus_x"), v("masked"))
     st.state.pre.extend([
         helper.make_node("Cast", [x], [xf], name=v("cast_sign"), to=TensorProto.FLOAT),
-        helper.make_node("Constant", [], [zero], name=v("zero_const"),
-                         value=helper.make_tensor(zero, TensorProto.FLOAT, [], [0.0])),
+        constant_node(zero, helper.make_tensor(zero, TensorProto.FLOAT, [], [0.0]),
+                      v("zero_const")),
         helper.make_node("Less", [xf, zero], [neg], name=v("less"), **less_attrs),
         helper.make_node("Cast", [neg], [mask], name=v("cast_mask"), to=elem),
         helper.make_node("Mul", [x, slope], [sx], name=v("mul_slope"), **mul_attrs),
