@@ -75,8 +75,10 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
     model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
                                capture_regions=args.verify, census=census,
                                base_dir=src.source_dir)
-    changes = [{"node": e.node, "op": e.op, "scope": e.where, "what": f"fused into {e.detail}",
-                "why": f"rule {e.rule}"} for e in result.fused]
+    quiet = args.quiet and not args.json  # then nothing is printed: no change list to make
+    changes = [] if quiet else [{"node": e.node, "op": e.op, "scope": e.where,
+                                 "what": f"fused into {e.detail}", "why": f"rule {e.rule}"}
+                                for e in result.fused]
     by_op = Counter(e.detail.split("(")[0] for e in result.fused)  # 'PRelu(...)': the op made
     parts = ", ".join(f"{k} x{v:,}" for k, v in sorted(by_op.items()))
     summary = f"fused {plural(len(result.fused), 'pattern')}" + (f" ({parts})" if parts else "")
@@ -90,7 +92,7 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
         return verify_fuse(original, model, result, seed=args.seed)
 
     return _rewrite.Rewritten(
-        model, changes, summary, details={"refused": result.to_dict()["refused"]},
+        model, changes, summary, details={"refused": [] if quiet else result.refused_dicts()},
         lines=lambda: result.lines() if args.verbose else (), check=check,
         check_total=len(result.regions))
 

@@ -71,14 +71,19 @@ class FuseResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        def ev(e: Event) -> dict[str, str]:
-            return {"rule": e.rule, "graph": e.where, "node": e.node, "op": e.op}
+        return {"fused": [{**_ev(e), "produced": e.detail} for e in self.fused],
+                "refused": self.refused_dicts()}
 
-        return {"fused": [{**ev(e), "produced": e.detail} for e in self.fused],
-                "refused": [{**ev(e), "reason": e.detail} for e in self.refused]}
+    def refused_dicts(self) -> list[dict[str, str]]:
+        """``to_dict()["refused"]``, without the fused list."""
+        return [{**_ev(e), "reason": e.detail} for e in self.refused]
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
+
+
+def _ev(e: Event) -> dict[str, str]:
+    return {"rule": e.rule, "graph": e.where, "node": e.node, "op": e.op}
 
 
 def _at(e: Event) -> str:
