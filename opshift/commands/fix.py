@@ -66,9 +66,7 @@ def process(args, job) -> Outcome:
     from .. import validate
 
     # what fix repairs is not a reason to refuse the model
-    allow = (validate.DUPLICATE_VALUE, validate.MISSING_OPSET, validate.ATTRIBUTE,
-             validate.SLOPE, validate.DUPLICATE_FUNCTION)
-    return _rewrite.run(args, job, _fix, allow=allow, repair=False)
+    return _rewrite.run(args, job, _fix, allow=validate.REPAIRABLE, repair=False)
 
 
 def _fix(args, src) -> _rewrite.Rewritten:
