@@ -45,6 +45,12 @@ class Rewritten:
 Rewrite = Callable[[Any, Opened], Rewritten]
 
 
+def reported(args) -> bool:
+    """Whether the run shows what changed (without -q, or with --json): else no change list
+    or op count need be made."""
+    return args.json or not args.quiet
+
+
 def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
         repair: bool = True) -> Outcome:
     """One model through ``rewrite``; see the module docs."""
@@ -55,7 +61,7 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
         src = open_model(job.input, allow=allow, census=census,
                          shapes=parse_input_shapes(args.input_shape), repair=repair)
     o.changes.extend(src.repairs)
-    counted = args.json or not args.quiet
+    counted = reported(args)
     if counted:
         o.ops_before = op_counts(src.model)
     with policy_of(args):

@@ -80,8 +80,7 @@ def _convert(args, src) -> _rewrite.Rewritten:
                                base_dir=Path(src.origin).parent)
     except OpshiftError as e:
         raise type(e)(f"{src.origin}: {e}") from None
-    quiet = args.quiet and not args.json  # then nothing is printed: no change list to make
-    changes = [] if quiet else [c.to_dict() for c in result.changes]
+    changes = [c.to_dict() for c in result.changes] if _rewrite.reported(args) else []
     n = len(changes)
     ir = result.ir_version
     ir_s = f", IR {ir[0]} -> {ir[1]}" if ir[0] != ir[1] else ""

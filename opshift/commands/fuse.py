@@ -75,7 +75,7 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
     model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
                                capture_regions=args.verify, census=census,
                                base_dir=src.source_dir)
-    quiet = args.quiet and not args.json  # then nothing is printed: no change list to make
+    quiet = not _rewrite.reported(args)
     changes = [] if quiet else [{"node": e.node, "op": e.op, "scope": e.where,
                                  "what": f"fused into {e.detail}", "why": f"rule {e.rule}"}
                                 for e in result.fused]
