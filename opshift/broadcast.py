@@ -61,18 +61,18 @@ def _size(shape: Sequence[Dim]) -> int | None:
     return n
 
 
-def _dims_fit(slope_dim: Dim, x_dim: Dim) -> bool:
-    """slope_dim broadcasts to x_dim (unknown dims are given the benefit only if equal)."""
-    return slope_dim == 1 or slope_dim == x_dim
+def numpy_shape(x_shape: Sequence[Dim], slope_shape: Sequence[Dim], *,
+                proven: bool = False) -> tuple[Dim, ...] | None:
+    """Slope shape padded to X's rank if it unidirectionally broadcasts to X, else None.
 
-
-def numpy_shape(x_shape: Sequence[Dim], slope_shape: Sequence[Dim]) -> tuple[Dim, ...] | None:
-    """Slope shape padded to X's rank if it unidirectionally broadcasts to X, else None."""
+    A slope dim fits when it is 1 or equals X's dim; two unknown dims (None) are taken as
+    equal unless ``proven``, where an unknown slope dim fits nothing but a 1 (rewriters must
+    know the result, a reader of a declared model may give it the benefit)."""
     if len(slope_shape) > len(x_shape):
         return None
     pad = len(x_shape) - len(slope_shape)
     for s, x in zip(slope_shape, x_shape[pad:]):
-        if not _dims_fit(s, x):
+        if not (s == 1 or s == x) or (proven and s is None):
             return None
     return (1,) * pad + tuple(slope_shape)
 

@@ -10,6 +10,7 @@ from opshift.broadcast import (
     SlopeRule,
     classify,
     legacy_is_per_channel,
+    numpy_shape,
     rule_for_version,
     slope_shape_for,
 )
@@ -18,6 +19,24 @@ from opshift.errors import EvaluationError
 
 def _apply(x, slope, rule):
     return np.where(x < 0, x * slope.reshape(slope_shape_for(x.shape, slope.shape, rule)), x)
+
+
+@pytest.mark.parametrize("x_shape, slope_shape, benefit, proven", [
+    ((1, 3, 4, 4), (4,), (1, 1, 1, 4), (1, 1, 1, 4)),
+    ((1, 3, 4, 4), (3, 1, 1), (1, 3, 1, 1), (1, 3, 1, 1)),
+    ((1, 3, 4, 4), (3,), None, None),
+    ((1, 3, 4), (2, 1, 3, 4), None, None),
+    ((1, "C", 4), ("C", 1), (1, "C", 1), (1, "C", 1)),
+    ((1, None, 4), (None, 1), (1, None, 1), None),  # unknown fits unknown only by benefit
+    ((1, None, 4), (3, 1), None, None),
+    ((1, 3, 4), (1, None), None, None),
+    ((1, 3, None), (None,), (1, 1, None), None),
+    ((2, 3), (1, 1), (1, 1), (1, 1)),
+])
+def test_numpy_shape_pads_to_x_rank_and_proven_refuses_unknown_slope_dims(
+        x_shape, slope_shape, benefit, proven):
+    assert numpy_shape(x_shape, slope_shape) == benefit
+    assert numpy_shape(x_shape, slope_shape, proven=True) == proven
 
 
 def test_rule_for_version_switches_at_7():

@@ -96,19 +96,6 @@ def zero(z: ir.Value | None, x: ir.Value, what: str = "comparison operand") -> C
     return c
 
 
-def fits(xs: Shape, shape: Shape) -> Shape | None:
-    """``shape`` placed on X as numpy broadcasting does, if it provably broadcasts to X
-    without changing X's shape (an unknown dim fits only a 1, a symbolic dim only itself)."""
-    if len(shape) > len(xs):
-        return None
-    for s, d in zip(shape, xs[len(xs) - len(shape):]):
-        if s == 1:
-            continue
-        if s is None or d is None or s != d:
-            return None
-    return numpy_shape(xs, shape)
-
-
 def no_expand(shape: Shape, x: ir.Value, what: str) -> None:
     """``shape`` broadcasts to X without changing X's shape."""
     if len(shape) == 0:
@@ -117,7 +104,7 @@ def no_expand(shape: Shape, x: ir.Value, what: str) -> None:
     if xs is None:
         raise Refuse(f"the shape of X is unknown, so a {what} of shape {list(shape)} might "
                      "broadcast X to another shape")
-    if fits(xs, shape) is None:
+    if numpy_shape(xs, shape, proven=True) is None:
         raise Refuse(f"the {what} of shape {list(shape)} does not broadcast to X of shape "
                      f"{fmt_shape(xs)} without changing it")
 

@@ -8,11 +8,11 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from ..broadcast import rule_for_version, slope_shape_for
+from ..broadcast import numpy_shape, rule_for_version, slope_shape_for
 from ..errors import EvaluationError
 from ..tables import number
 from . import _checks as ck
-from ._checks import Plan, Refuse, Shape, const_in, fits, fmt_shape, is_float, producers, x_dtype
+from ._checks import Plan, Refuse, Shape, const_in, fmt_shape, is_float, producers, x_dtype
 from ._values import ref_attr, resolve, shape_of, type_allowed
 
 #: Placement "per channel on axis 1" for an X of unknown shape (legacy Mul axis=1).
@@ -37,7 +37,7 @@ def pattern_placement(x: ir.Value, s_shape: Shape, mul: ir.Node, s_index: int,
                      "might broadcast X to another shape")
     rank = len(xs)
     if opset >= 7:
-        p = fits(xs, s_shape)
+        p = numpy_shape(xs, s_shape, proven=True)
         if p is None:
             raise Refuse(f"slope of shape {list(s_shape)} does not broadcast to X of shape "
                          f"{fmt_shape(xs)} without changing it")
