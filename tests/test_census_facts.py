@@ -12,7 +12,7 @@ from onnx import numpy_helper as nh
 
 from opshift import validate
 from opshift.conversion.engine import convert_proto
-from opshift.graph.declared import Declared, Listed
+from opshift.graph.declared import Declared
 from opshift.graph.facts import Facts
 from opshift.graph.names import all_names
 from opshift.passes.fix import fix_proto
@@ -59,9 +59,9 @@ def test_the_census_lists_the_main_graph_entries_only_when_asked():
     m = _with_subgraphs_and_function()
     census = _checked(m)
     g = m.graph
-    assert census.declared == Listed([v.name for v in g.input], [v.name for v in g.output],
-                                     [v.name for v in g.value_info],
-                                     [t.name for t in g.initializer])
+    for which, entries in (("inputs", g.input), ("outputs", g.output),
+                           ("value_infos", g.value_info), ("initializers", g.initializer)):
+        assert census.declared.positions(which) == {e.name: i for i, e in enumerate(entries)}
     light = _checked(m, facts=False)
     assert light.declared is None and light.reads is None and light.uses() is None
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
 
 import onnx
 
@@ -32,16 +31,26 @@ def _positions(names: list[str]) -> dict[str, int]:
     return dict(zip(interned(names), range(len(names))))
 
 
-@dataclass(frozen=True)
 class Listed:
     """The names of one graph's entries, one per entry in list order, handed on by a reader
     that read them all (the structural check) so that :class:`Declared` need not read them
-    again."""
+    again. Each list is indexed once, when first asked for, and then dropped: every
+    :class:`Declared` made with it (of that graph, or of an unedited copy) shares the
+    index, and none may change it."""
 
-    inputs: list[str]
-    outputs: list[str]
-    value_infos: list[str]
-    initializers: list[str]
+    def __init__(self, inputs: list[str], outputs: list[str], value_infos: list[str],
+                 initializers: list[str]):
+        self._lists = {"inputs": inputs, "outputs": outputs, "value_infos": value_infos,
+                       "initializers": initializers}
+        self._positions: dict[str, dict[str, int]] = {}
+
+    def positions(self, which: str) -> dict[str, int]:
+        """Name -> the position of its last entry in list ``which`` (``inputs``,
+        ``outputs``, ``value_infos`` or ``initializers``)."""
+        found = self._positions.get(which)
+        if found is None:
+            found = self._positions[which] = _positions(self._lists.pop(which))
+        return found
 
 
 class Declared:
@@ -65,8 +74,8 @@ class Declared:
         indexed (a reader must not change it)."""
         if self._inits is None:
             listed = self._listed
-            self._inits = _positions([t.name for t in self.graph.initializer]
-                                     if listed is None else listed.initializers)
+            self._inits = (_positions([t.name for t in self.graph.initializer])
+                           if listed is None else listed.positions("initializers"))
         return self._inits
 
     def initializer(self, name: str) -> onnx.TensorProto | None:
@@ -89,12 +98,10 @@ class Declared:
         if self._infos is None:
             g, listed = self.graph, self._listed
             # the last list wins: value_info over outputs over inputs
-            self._infos = [(infos, _positions([vi.name for vi in infos] if listed is None
-                                              else names))
-                           for infos, names in (
-                               (g.value_info, listed and listed.value_infos),
-                               (g.output, listed and listed.outputs),
-                               (g.input, listed and listed.inputs))]
+            self._infos = [(infos, _positions([vi.name for vi in infos]) if listed is None
+                            else listed.positions(which))
+                           for infos, which in ((g.value_info, "value_infos"),
+                                                (g.output, "outputs"), (g.input, "inputs"))]
         return self._infos
 
     def input_names(self) -> Collection[str]:
