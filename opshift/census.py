@@ -57,6 +57,10 @@ class Census:
     reads: list[str] | None = None
     _uses: Counter | None = field(default=None, repr=False)
 
+    def forget_reading(self) -> None:
+        """Drop what ``facts`` kept (the model was rewritten: it describes it no more)."""
+        self.declared = self.reads = self._uses = None
+
     def uses(self) -> Counter | None:
         """How many reads (``reads``) each name of the main graph's tree has; None without
         ``facts``. Counted once; the counts are shared, and nobody may change them."""
