@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from .graph.declared import Listed
+from .graph.declared import Listed, interned
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Census:
     declared: Listed | None = None
     #: with ``facts``: every name the main graph's nodes (and the nodes of the subgraphs
     #: :func:`~opshift.graph.scopes.iter_scopes` lists under it) read, and the names those
-    #: graphs output, one per read (interned); counted by :meth:`uses`
+    #: graphs output, one per read; counted by :meth:`uses`
     reads: list[str] | None = None
     _uses: Counter | None = field(default=None, repr=False)
 
@@ -65,7 +65,8 @@ class Census:
         """How many reads (``reads``) each name of the main graph's tree has; None without
         ``facts``. Counted once; the counts are shared, and nobody may change them."""
         if self._uses is None and self.reads is not None:
-            self._uses = Counter(self.reads)
+            # interned: one string per name, shared with the indexes of the entry names
+            self._uses = Counter(interned(self.reads))
             self.reads = None
         return self._uses
 

@@ -18,7 +18,7 @@ from . import wellformed
 from .activation_spec import activation_spec, judge_slope
 from .census import Census, CensusScope, holds_external_data
 from .errors import ModelLoadError, function_label, where
-from .graph.declared import Listed, interned
+from .graph.declared import Listed
 from .graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
 from .graph.scopes import may_hold_subgraphs
 from .opsets import (
@@ -337,8 +337,6 @@ def problems(model: onnx.ModelProto, census: Census | None = None, *,
         w.reads = census.reads = []
     main = w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
     if census is not None and census.facts:
-        # one string per name, shared with the indexes made of the lists (the copies die)
-        census.reads, w.reads = interned(w.reads), None
         census.declared = Listed(main.input_names, main.output_names, main.value_info_names,
                                  main.initializer_names)
     w.reads = None
