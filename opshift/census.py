@@ -3,10 +3,13 @@ would otherwise walk it again."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import onnx
 from onnx.external_data_helper import uses_external_data
+
+from .graph.declared import Listed, interned
 
 
 @dataclass
@@ -26,8 +29,10 @@ class CensusScope:
 class Census:
     """What the structural walk saw, for a pass that would otherwise walk the model again
     (inline): every scope in pre-order with its PRelu/LeakyRelu/Selu nodes, and every name
-    in use (values, node names, graph and function inputs). Valid while the model is not
-    edited."""
+    in use (values, node names, graph and function inputs); with ``facts``, what
+    :class:`~opshift.graph.facts.Facts` reads of the main graph. Valid while the model is
+    not edited (and for an unedited copy of it: but for the scopes, it holds names and
+    counts only)."""
 
     names: set[str] = field(default_factory=set)
     scopes: list[CensusScope] = field(default_factory=list)
@@ -41,6 +46,29 @@ class Census:
     types: dict[str, int] = field(default_factory=dict)
     #: False: fill only ``external`` and ``kinds`` (for a caller that needs nothing else)
     full: bool = True
+    #: True: also keep what :class:`~opshift.graph.facts.Facts` reads of the main graph
+    #: (``declared``, ``reads``), in either mode
+    facts: bool = False
+    #: with ``facts``: the names of the main graph's entries
+    declared: Listed | None = None
+    #: with ``facts``: every name the main graph's nodes (and the nodes of the subgraphs
+    #: :func:`~opshift.graph.scopes.iter_scopes` lists under it) read, and the names those
+    #: graphs output, one per read; counted by :meth:`uses`
+    reads: list[str] | None = None
+    _uses: Counter | None = field(default=None, repr=False)
+
+    def forget_reading(self) -> None:
+        """Drop what ``facts`` kept (the model was rewritten: it describes it no more)."""
+        self.declared = self.reads = self._uses = None
+
+    def uses(self) -> Counter | None:
+        """How many reads (``reads``) each name of the main graph's tree has; None without
+        ``facts``. Counted once; the counts are shared, and nobody may change them."""
+        if self._uses is None and self.reads is not None:
+            # interned: one string per name, shared with the indexes of the entry names
+            self._uses = Counter(interned(self.reads))
+            self.reads = None
+        return self._uses
 
 
 def holds_external_data(n: onnx.NodeProto) -> bool:

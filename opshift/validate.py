@@ -9,28 +9,26 @@ node and value."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 
 import onnx
 from onnx.external_data_helper import uses_external_data
 
 from . import wellformed
-from .broadcast import SlopeRule, rule_for_version, slope_shape_for
+from .activation_spec import activation_spec, judge_slope
 from .census import Census, CensusScope, holds_external_data
-from .errors import EvaluationError, ModelLoadError, function_label, where
-from .graph import element_types
+from .errors import ModelLoadError, function_label, where
+from .graph.declared import Listed
 from .graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
+from .graph.scopes import may_hold_subgraphs
 from .opsets import (
     ACTIVATIONS,
-    activation_attribute_types,
     has_graph_attribute,
     may_hold_tensors,
     normalize_domain,
     schema,
     since_version,
     tensor_type_name,
-    x_types_of_any_version,
 )
 
 #: Problem kinds, so a caller can tolerate some (``fix`` repairs duplicate names).
@@ -64,6 +62,7 @@ class _Walker:
         self._scope: CensusScope | None = None
         self.typing: Propagation | None = None  # types the main graph's values (Census.types)
         self.slopes = True  # report slope problems
+        self.reads: list[str] | None = None  # Census.reads, while in the main graph's tree
 
     def add(self, kind: str, msg: str) -> None:
         self.problems.append((kind, msg))
@@ -83,9 +82,11 @@ class _Walker:
         return h
 
     def graph(self, g: onnx.GraphProto, opsets: dict[str, int], outer: frozenset[str] | set[str],
-              label: str) -> None:
+              label: str) -> wellformed.Header:
         defined: set[str] = set()
         header = self.graph_header(g, label)
+        if self.reads is not None:
+            self.reads.extend(header.output_names)
         init_names = header.initializer_names
         inits = set(init_names)  # (IR 3 lists every weight as a graph input too)
         for name in header.input_names + init_names:
@@ -114,6 +115,7 @@ class _Walker:
             seen.add(vi.name)
             if vi.name not in defined and vi.name not in outer:
                 self.add(CYCLE, f"{label}: graph output {vi.name!r} is never computed")
+        return header
 
     def nodes(self, nodes: Iterable[onnx.NodeProto], opsets: dict[str, int], defined: set[str],
               outer: frozenset[str] | set[str], label: str,
@@ -134,6 +136,7 @@ class _Walker:
         if typing is not None and graph is not None:  # (function bodies: per call site)
             types = census.types
         types_get = types.get if types is not None else None
+        reads = self.reads.extend if self.reads is not None else None
         issuperset, isdisjoint, update = defined.issuperset, defined.isdisjoint, defined.update
         node_name = ""
         node_names = []
@@ -141,6 +144,8 @@ class _Walker:
             node_name = n.name
             node_names.append(node_name)
             ins = n.input[:]
+            if reads is not None:
+                reads(ins)
             if not issuperset(ins):
                 for name in ins:
                     if not isinstance(name, str):
@@ -170,7 +175,7 @@ class _Walker:
                     # in a function body only attributes and arity can be wrong
                     spec = specs.get(op)
                     if spec is None:
-                        spec = specs[op] = _activation_spec(op, opsets.get("", 0))
+                        spec = specs[op] = activation_spec(op, opsets.get("", 0))
                     if graph is not None or n.attribute or len(ins) != spec[3] \
                             or len(outs) != 1 or "" in ins or not outs[0]:
                         self.activation(n, ins, outs, spec, label, graph)
@@ -186,12 +191,7 @@ class _Walker:
                 if flags & _SUBGRAPHS:
                     if not flags & _TENSORS:
                         self.attribute_names(n, label)
-                    for a in n.attribute:
-                        subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
-                            list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
-                        for sg in subs:
-                            self.graph(sg, opsets, set(defined),
-                                       f"{label}/node {n.name!r}/{a.name}")
+                    self.subgraphs(n, opsets, defined, label)
                 if flags & _FIRST:
                     t = types_get(ins[0]) if ins else None
                     if t and outs:
@@ -212,11 +212,26 @@ class _Walker:
             census.kinds.update(("", op) for op in flags_by_op)
             census.kinds.update(flags_by_key)
 
+    def subgraphs(self, n: onnx.NodeProto, opsets: dict[str, int], defined: set[str],
+                  label: str) -> None:
+        """Walk the graphs ``n`` holds; their reads count for the main graph's tree where
+        :func:`~opshift.graph.scopes.iter_scopes` lists them (not in a call of a model-local
+        function in the default domain)."""
+        reads = self.reads
+        if reads is not None and not may_hold_subgraphs(n.domain, n.op_type):
+            self.reads = None
+        for a in n.attribute:
+            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
+                list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
+            for sg in subs:
+                self.graph(sg, opsets, set(defined), f"{label}/node {n.name!r}/{a.name}")
+        self.reads = reads
+
     def activation(self, n: onnx.NodeProto, ins: list[str], outs: list[str], spec: tuple,
                    label: str, graph: onnx.GraphProto | None) -> None:
         """Arity and attributes against the schema in force (``spec``: the op's
-        :func:`_activation_spec`); X's declared element type; a constant PRelu slope against
-        X's declared shape (no shape inference here)."""
+        :func:`~opshift.activation_spec.activation_spec`); X's declared element type; a
+        constant PRelu slope against X's declared shape (no shape inference here)."""
         version, types, rule, arity, numeric = spec
         if n.attribute:
             self.attribute_names(n, label)
@@ -240,7 +255,7 @@ class _Walker:
             key = (n.op_type, version, declared, None if slope is None else tuple(slope.dims))
             verdict = self._judged.get(key)
             if verdict is None:
-                verdict = self._judged[key] = _judge(declared, slope, rule)
+                verdict = self._judged[key] = judge_slope(declared, slope, rule)
             elem, problem = verdict
         if elem and elem not in numeric and elem in wellformed.KNOWN_ELEM_TYPES:
             self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {x!r} is "
@@ -298,23 +313,6 @@ _ACTIVATION, _SUBGRAPHS, _TENSORS = 1, 2, 4
 _FIRST, _TYPED = 8, 16
 
 
-def _judge(declared: bytes, slope: onnx.TensorProto | None, rule: SlopeRule | None
-           ) -> tuple[int, str | None]:
-    """(the element type of X's ``declared`` type (a serialized TypeProto), why a constant
-    slope cannot broadcast to X's declared shape, or None)."""
-    types: dict[str, int] = {}
-    shapes: dict[str, tuple] = {}
-    element_types.take_value_infos(
-        [onnx.ValueInfoProto(type=onnx.TypeProto.FromString(declared))], types, shapes)
-    x_shape = shapes.get("") if slope is not None and rule is not None else None
-    try:
-        if x_shape is not None:
-            slope_shape_for(x_shape, tuple(slope.dims), rule)
-    except EvaluationError as e:
-        return types.get("", 0), str(e)
-    return types.get("", 0), None
-
-
 def _type_flag(domain: str, op: str, opset: int) -> int:
     """How the walk types a node's outputs: inline, or by :meth:`Propagation.outputs`."""
     if not isinstance(op, str) or not isinstance(domain, str):
@@ -322,24 +320,6 @@ def _type_flag(domain: str, op: str, opset: int) -> int:
     if not domain and output_type_rules(op, opset) is SAME_AS_FIRST:
         return _FIRST
     return _TYPED
-
-
-@functools.cache
-def _activation_spec(op: str, opset: int
-                     ) -> tuple[int, dict[str, int], SlopeRule | None, int, frozenset[int]]:
-    """(version in force, attribute name -> AttributeProto type, PRelu slope rule or None,
-    number of inputs, the element types any version of the op takes for X).
-
-    ``consumed_inputs`` maps to its type even where the version no longer defines it, so a
-    stale one is left for ``fix`` (it is not bad input for the rewrites)."""
-    version, types = activation_attribute_types(op, opset)
-    types = dict(types)
-    types.setdefault("consumed_inputs", onnx.AttributeProto.INTS)
-    rule = rule_for_version(version) if op == "PRelu" else None
-    takes = x_types_of_any_version(op)
-    numeric = frozenset(e for e in wellformed.KNOWN_ELEM_TYPES
-                        if e and f"tensor({tensor_type_name(e)})" in takes)
-    return version, types, rule, schema(op, version).max_input, numeric
 
 
 def problems(model: onnx.ModelProto, census: Census | None = None, *,
@@ -353,7 +333,13 @@ def problems(model: onnx.ModelProto, census: Census | None = None, *,
     if w.full and ops.get("", 0) < 15:  # inline needs X's type below opset 15 only
         w.typing = Propagation(model, ops.get("", 0))
         census.types = Typed()
-    w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
+    if census is not None and census.facts:
+        w.reads = census.reads = []
+    main = w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
+    if census is not None and census.facts:
+        census.declared = Listed(main.input_names, main.output_names, main.value_info_names,
+                                 main.initializer_names)
+    w.reads = None
     identities: set[tuple[str, str, str]] = set()
     for f in model.functions:
         p, named = wellformed.function_problem(f)

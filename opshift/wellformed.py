@@ -188,6 +188,8 @@ class Header:
 
     problems: list[str] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+    value_info_names: list[str] = field(default_factory=list)
     initializer_names: list[str] = field(default_factory=list)
     #: name -> its declared TypeProto, serialized (value_info over outputs over inputs)
     types: dict[str, bytes] = field(default_factory=dict)
@@ -212,8 +214,10 @@ def read_header(g: onnx.GraphProto, label: str) -> Header:
         h.input_names = [vi.name for vi in g.input]
         h.initializer_names = [t.name for t in g.initializer]
         return h
+    listed = []
     for kind, infos in (("input", g.input), ("output", g.output), ("value_info", g.value_info)):
         names = [vi.name for vi in infos]
+        listed.append(names)
         bad = text_problem(names)
         if bad is not None:
             h.problems.append(f"{label}: {not_text(f'{kind} name', bad)}")
@@ -222,8 +226,7 @@ def read_header(g: onnx.GraphProto, label: str) -> Header:
         if p is not None:
             h.problems.append(f"{label}: {p}")
         h.types.update(zip(names, types))
-        if kind == "input":
-            h.input_names = names
+    h.input_names, h.output_names, h.value_info_names = listed
     h.initializer_names = names = [t.name for t in g.initializer]
     bad = text_problem(names)
     if bad is not None:

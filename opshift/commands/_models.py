@@ -28,6 +28,8 @@ class Opened:
     declared: dict[str, onnx.TypeProto] = field(default_factory=dict)
     #: changes made while opening (the IR-3 repair), as change dicts
     repairs: list[dict[str, Any]] = field(default_factory=list)
+    #: what the structural check saw of ``model`` (an :class:`opshift.census.Census`)
+    census: Any = None
 
     @property
     def folder(self) -> Path | None:
@@ -43,7 +45,8 @@ def origin_of(path: str) -> str:
 
 def open_model(path: str, *, allow=(), census=None, shapes: dict[str, list[int]] | None = None,
                repair: bool = False, load_external_data: bool = False) -> Opened:
-    """Read, check and prepare the model at ``path`` (``-``: stdin).
+    """Read, check and prepare the model at ``path`` (``-``: stdin), filling ``census`` (a
+    :class:`opshift.census.Census`, made here when None; kept in :attr:`Opened.census`).
 
     ``shapes`` (from --input-shape) are written into the graph inputs; :func:`restore_inputs`
     puts the declared ones back before writing. With ``repair``, a model of IR < 4 whose
@@ -52,21 +55,21 @@ def open_model(path: str, *, allow=(), census=None, shapes: dict[str, list[int]]
     """
     from .. import modelio, validate
 
+    census = validate.Census(full=False) if census is None else census
     if path == STDIO:
         data = sys.stdin.buffer.read()
         if not data:
             raise ModelLoadError("<stdin>: empty input (0 bytes), not an ONNX model")
         model = modelio.parse_model_bytes(data, "<stdin>")
-        census = validate.Census(full=False) if census is None else census
         validate.check(model, "<stdin>", allow=allow, census=census)
         if census.external or modelio.has_external_data(model):
             raise ModelLoadError("<stdin>: the model keeps tensors in external data, whose "
                                  "locations are relative to its file; give the file's path")
-        opened = Opened(model, None, "<stdin>", len(data))
+        opened = Opened(model, None, "<stdin>", len(data), census=census)
     else:
         model, source_dir = modelio.open_checked(path, allow=allow, census=census,
                                                  load_external_data=load_external_data)
-        opened = Opened(model, source_dir, path, _file_size(path))
+        opened = Opened(model, source_dir, path, _file_size(path), census=census)
     if shapes:
         opened.declared = set_input_shapes(opened.model, shapes, opened.origin)
     if repair:

@@ -72,6 +72,8 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
                 if "input shapes" in str(e) and not args.input_shape:
                     e.args = (f"{e} (--input-shape NAME:D0,D1,... gives them)",)
                 raise
+            if src.census is not None:  # what the check read no longer describes the model
+                src.census.forget_reading()
         if args.verify and r.check is not None:
             with progress.stage("verify", r.check_total or None, "rewrites"):
                 report, notes = r.check()

@@ -60,7 +60,10 @@ def run(args) -> int:
 
 
 def process(args, job) -> Outcome:
-    return _rewrite.run(args, job, _convert)
+    from .. import validate
+
+    # the check's reading of the main graph's declarations and uses, for the planner
+    return _rewrite.run(args, job, _convert, census=validate.Census(full=False, facts=True))
 
 
 def _convert(args, src) -> _rewrite.Rewritten:
@@ -77,7 +80,7 @@ def _convert(args, src) -> _rewrite.Rewritten:
     try:
         result = convert_proto(model, args.opset, record=args.verify,
                                verbose_log=log.append if args.verbose else None,
-                               base_dir=Path(src.origin).parent)
+                               base_dir=Path(src.origin).parent, census=src.census)
     except OpshiftError as e:
         raise type(e)(f"{src.origin}: {e}") from None
     changes = [c.to_dict() for c in result.changes] if _rewrite.reported(args) else []

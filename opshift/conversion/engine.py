@@ -21,6 +21,7 @@ from onnx import helper
 
 from .. import opsets, progress
 from .._gc import no_cyclic_gc
+from ..census import Census
 from ..errors import (
     ArgumentTypeError,
     ConversionError,
@@ -282,7 +283,7 @@ def needed_ir(model: onnx.ModelProto, target: int) -> int:
 
 def convert_proto(model: onnx.ModelProto, target: int, *,
                   verbose_log: Callable[[str], None] | None = None, record: bool = False,
-                  base_dir=None) -> ConvertResult:
+                  base_dir=None, census: Census | None = None) -> ConvertResult:
     """Convert ``model`` to default-domain opset ``target`` in place.
 
     ``verbose_log(msg)`` (optional) is called with one line per decision. ``record`` keeps
@@ -290,8 +291,9 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     ``base_dir``: where the model's external data is). A node whose op does not exist at
     the target, in a region ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu (their function
     bodies written out), is fused first: that region only, reported as a change with action
-    ``"fuse"``. Raises :class:`ConversionError` naming the node when a rewrite cannot be
-    exact; the model is then unchanged.
+    ``"fuse"``. ``census``: what :func:`opshift.validate.check` saw of ``model`` as it is
+    (see :class:`~opshift.graph.facts.Facts`). Raises :class:`ConversionError` naming the
+    node when a rewrite cannot be exact; the model is then unchanged.
     """
     check_target(target)
     source = opsets.opset_of(model)
@@ -308,7 +310,8 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     ir = ir if target < source else max(ir_before, ir)
     result.entries, result.fused_regions = fuse_then_plan(
         model, lambda m: _Planner(m, source, target, frozenset(), record, base_dir,
-                                  Facts(m, source), collect_refused=True).run(),
+                                  Facts(m, source, census=census if m is model else None),
+                                  collect_refused=True).run(),
         target, record=record, base_dir=base_dir)
     if verbose_log is not None:
         for c in all_changes(result.entries):

@@ -239,13 +239,17 @@ class Step:
             self.ctx.facts.extra_types[out] = t
         return out
 
-    def reshape_constant_input(self, i: int, const: Constant, shape: tuple[int, ...]) -> str:
-        """Make input ``i`` (the constant ``const``) read the same data in ``shape``; returns
-        what was done (see :meth:`opshift.graph.edit.Edits.reshaped_constant`)."""
-        name = self.input(i)
+    def reshape_constant_input(self, i: int, const: Constant, shape: tuple[int, ...],
+                               name: str | None = None) -> str:
+        """Make input ``i`` (named ``name`` when the caller read it; the constant ``const``)
+        read the same data in ``shape``; returns what was done (see
+        :meth:`opshift.graph.edit.Edits.reshaped_constant`)."""
+        if name is None:
+            name = self.input(i)
+        shape = tuple(shape)
         new, how = self.ctx.edits.reshaped_constant(self.state.pending, self.scope, name,
                                                     const, shape, self.state.pre)
-        self.state.shapes[new] = tuple(shape)
+        self.state.shapes[new] = shape
         if new != name:
             self.edit().input[i] = new
         return how
@@ -264,16 +268,18 @@ class Step:
         self.edit().input[i] = new
         return f"written broadcast to {list(shape)} as {new!r}"
 
-    def read_input_as(self, i: int, shape: tuple, op: str, axes: list[int], suffix: str
-                      ) -> str:
+    def read_input_as(self, i: int, shape: tuple, op: str, axes: list[int], suffix: str,
+                      const: Constant | None = None) -> str:
         """Make input ``i`` read the same data in ``shape``: a constant of this node's scope
         reshaped (once per tensor, copied when shared); anything else (a computed value, a
         constant of an enclosing graph, whose edits stay there) through ``op``
-        (Unsqueeze/Squeeze) of ``axes``, valid at the target. Returns what was done."""
+        (Unsqueeze/Squeeze) of ``axes``, valid at the target. ``const``: input ``i``'s
+        constant when the caller read it (None: looked up here). Returns what was done."""
         name = self.input(i)
-        const = self.constant(name)
+        if const is None:
+            const = self.constant(name)
         if const is not None and const.scope is self.scope:
-            return self.reshape_constant_input(i, const, shape)
+            return self.reshape_constant_input(i, const, shape, name)
         out = self.fresh(f"{name}_{suffix}")
         self.state.pre.extend(axes_nodes(op, name, out, axes, self.target,
                                          self.ctx.edits.names))

@@ -31,39 +31,77 @@ def _positions(names: list[str]) -> dict[str, int]:
     return dict(zip(interned(names), range(len(names))))
 
 
+class Listed:
+    """The names of one graph's entries, one per entry in list order, handed on by a reader
+    that read them all (the structural check) so that :class:`Declared` need not read them
+    again. Each list is indexed once, when first asked for, and then dropped: every
+    :class:`Declared` made with it (of that graph, or of an unedited copy) shares the
+    index, and none may change it."""
+
+    def __init__(self, inputs: list[str], outputs: list[str], value_infos: list[str],
+                 initializers: list[str]):
+        self._lists = {"inputs": inputs, "outputs": outputs, "value_infos": value_infos,
+                       "initializers": initializers}
+        self._positions: dict[str, dict[str, int]] = {}
+
+    def positions(self, which: str) -> dict[str, int]:
+        """Name -> the position of its last entry in list ``which`` (``inputs``,
+        ``outputs``, ``value_infos`` or ``initializers``)."""
+        found = self._positions.get(which)
+        if found is None:
+            found = self._positions[which] = _positions(self._lists.pop(which))
+        return found
+
+
 class Declared:
     """The element types and shapes graph ``g`` declares in its initializers and in its
     entries (the last of its graph input, graph output and value_info entries for a name).
-    An edit that moves or removes entries is noticed at the next lookup, which indexes the
-    names again (entries added later are not seen)."""
+    ``listed``: the names of ``g``'s entries as they are now, when already read (else they
+    are read here, when first needed). An edit that moves or removes entries is noticed at
+    the next lookup, which indexes the names again, read from the graph (entries added
+    later are not seen)."""
 
-    def __init__(self, g: onnx.GraphProto):
+    def __init__(self, g: onnx.GraphProto, listed: Listed | None = None):
         self.graph = g
+        self._listed = listed
         self._inits: dict[str, int] | None = None
         self._infos: list[tuple[object, dict[str, int]]] | None = None
         #: serialized TypeProto -> (its shape, whether every dim is a known int)
         self._shapes: dict[bytes, tuple[Shape | None, bool]] = {}
 
+    def initializer_positions(self) -> dict[str, int]:
+        """Initializer name -> the position of the last initializer of that name, as
+        indexed (a reader must not change it)."""
+        if self._inits is None:
+            listed = self._listed
+            self._inits = (_positions([t.name for t in self.graph.initializer])
+                           if listed is None else listed.positions("initializers"))
+        return self._inits
+
     def initializer(self, name: str) -> onnx.TensorProto | None:
         """The initializer ``name`` of this graph, or None."""
-        if self._inits is None:
-            self._inits = _positions([t.name for t in self.graph.initializer])
-        i = self._inits.get(name)
+        i = self.initializer_positions().get(name)
         if i is None:
             return None
         inits = self.graph.initializer
         if i < len(inits) and inits[i].name == name:
             return inits[i]
-        self._inits = None  # the graph was edited
+        self._edited()
         return self.initializer(name)
+
+    def _edited(self) -> None:
+        """The graph was edited since it was indexed: index it again, from the graph."""
+        self._inits = self._infos = self._listed = None
 
     def _index(self) -> list[tuple[object, dict[str, int]]]:
         """(entries, name -> position) for value_info, graph outputs, graph inputs."""
         if self._infos is None:
-            g = self.graph
+            g, listed = self.graph, self._listed
             # the last list wins: value_info over outputs over inputs
-            self._infos = [(infos, _positions([vi.name for vi in infos]))
-                           for infos in (g.value_info, g.output, g.input)]
+            self._infos = [(infos, _positions([vi.name for vi in infos]) if listed is None
+                            else listed.positions(which))
+                           for infos, which in ((g.value_info, "value_infos"),
+                                                (g.output, "outputs"), (g.input, "inputs"))]
         return self._infos
 
     def input_names(self) -> Collection[str]:
@@ -77,7 +115,7 @@ class Declared:
             if i is not None:
                 if i < len(infos) and infos[i].name == name:  # type: ignore[arg-type]
                     return infos[i]  # type: ignore[index]
-                self._infos = None  # the graph was edited
+                self._edited()
                 return self.value_info(name)
         return None
 

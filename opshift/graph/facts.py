@@ -24,12 +24,13 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from itertools import chain
+from typing import TYPE_CHECKING
 
 import onnx
 
 from .. import opsets
 from ..external import plain_array
-from .declared import Declared, interned
+from .declared import Declared, Listed, interned
 from .element_types import (
     ALL_TYPES,
     Typed,
@@ -48,6 +49,9 @@ from .names import Names
 from .scopes import Scope, constant_tensor, held_tensor, iter_scopes
 from .shape_rules import RULES
 from .shape_walk import ShapeWalk
+
+if TYPE_CHECKING:
+    from ..census import Census
 
 _EMPTY: dict = {}
 
@@ -85,13 +89,17 @@ class Facts:
     model as onnx shape inference annotated it, when the caller already ran it. ``types``:
     the element types the structural check's walk propagated (``Census.types``, a
     :class:`~.element_types.Typed`), so that none is walked again. ``base_dir``: the
-    model's folder.
+    model's folder. ``census``: what the structural check read of this model (or of a
+    model it is an unedited copy of) with ``facts``: the main graph's declarations and
+    uses are then not read again.
     """
 
     def __init__(self, model: onnx.ModelProto, source: int | None = None,
                  inferred: onnx.ModelProto | None = None, types: dict[str, int] | None = None,
-                 base_dir: str | os.PathLike | None = None):
+                 base_dir: str | os.PathLike | None = None, census: Census | None = None):
         self.model = model
+        self._census = census if census is not None and census.facts else None
+        self._listed: Listed | None = None if self._census is None else self._census.declared
         #: the model's folder, where its external data is
         self.base_dir = base_dir
         self.source = source if source is not None else (opsets.opset_of(model) or 0)
@@ -253,7 +261,7 @@ class Facts:
         if g is not self.model.graph:
             return Declared(g)
         if self._declared is None:
-            self._declared = Declared(g)
+            self._declared = Declared(g, self._listed)
         return self._declared
 
     def _infer(self) -> Inferred:
@@ -342,8 +350,7 @@ class Facts:
         if d is None:
             d = self._consts[id(scope)] = {}
             if scope.graph is not None:
-                inits = scope.graph.initializer
-                d.update(zip(interned([t.name for t in inits]), range(len(inits))))
+                d.update(self.declared(scope.graph).initializer_positions())
                 if self.model.ir_version >= 4:
                     # from IR 4 an initializer that is also a graph input can be fed
                     for name in self._graph_inputs(scope):
@@ -373,11 +380,14 @@ class Facts:
         root = scope.root
         counts = self._uses.get(id(root))
         if counts is None:
-            counts = Counter()
-            for s in self.scopes():
-                if s.root is root:
-                    counts.update(interned(list(chain.from_iterable(n.input
-                                                                    for n in s.nodes))))
-                    counts.update(s.outputs())
+            counts = (self._census.uses() if self._census is not None
+                      and root is self.scopes()[0] else None)  # (shared: read-only)
+            if counts is None:
+                counts = Counter()
+                for s in self.scopes():
+                    if s.root is root:
+                        counts.update(interned(list(chain.from_iterable(n.input
+                                                                        for n in s.nodes))))
+                        counts.update(s.outputs())
             self._uses[id(root)] = counts
         return counts.get(name, 0)

@@ -39,27 +39,27 @@ def _known_int(d) -> bool:
     return isinstance(d, int) and not isinstance(d, bool)
 
 
-def _slope(st: Step) -> tuple[tuple | None, Constant | None]:
-    """(shape of the slope or None, the constant holding it when this node's scope holds
-    it: a slope from an enclosing graph is read through an Unsqueeze/Squeeze, the edits of
-    a subgraph stay in it)."""
+def _slope(st: Step) -> tuple[str, tuple | None, Constant | None]:
+    """(the slope's name, its shape or None, the constant holding it when this node's scope
+    holds it: a slope from an enclosing graph is read through an Unsqueeze/Squeeze, the
+    edits of a subgraph stay in it)."""
     name = st.input(1)
     const = st.constant(name)
     if const is not None and const.scope is not st.scope:
         const = None
     planned = st.state.shapes.get(name)
     if planned is not None:
-        return planned, const
+        return name, planned, const
     if const is not None:
-        return tuple(const.tensor.dims), const
-    return st.shape(name), None
+        return name, tuple(const.tensor.dims), const
+    return name, st.shape(name), None
 
 
-def _read_slope_as(st: Step, shape: tuple, op: str, axes: list[int], suffix: str,
-                   why: str) -> None:
-    """Make the node read its slope in ``shape`` (see :meth:`Step.read_input_as`)."""
-    slope = st.input(1)
-    st.note(f"slope {slope!r} {st.read_input_as(1, shape, op, axes, suffix)}", why)
+def _read_slope_as(st: Step, slope: str, const: Constant | None, shape: tuple, op: str,
+                   axes: list[int], suffix: str, why: str) -> None:
+    """Make the node read its slope (``slope``, held in ``const`` as :func:`_slope` found)
+    in ``shape`` (see :meth:`Step.read_input_as`)."""
+    st.note(f"slope {slope!r} {st.read_input_as(1, shape, op, axes, suffix, const)}", why)
 
 
 @at(NUMPY_SINCE, "PRelu")
@@ -72,8 +72,8 @@ def slope_rule(st: Step) -> None:
 
 def _to_numpy(st: Step) -> None:
     """Legacy (<= 6) -> numpy (>= 7): a per-channel [C] slope becomes [C, 1, ..., 1]."""
-    s_shape, const = _slope(st)
-    x, slope = st.input(0), st.input(1)
+    slope, s_shape, const = _slope(st)
+    x = st.input(0)
     if s_shape is None:
         raise Refuse(f"the shape of slope {slope!r} is unknown, so its legacy per-channel "
                      f"broadcasting cannot be carried to PRelu-{st.dst}")
@@ -85,7 +85,7 @@ def _to_numpy(st: Step) -> None:
         if x_shape is not None and len(x_shape) >= len(s_shape):
             return
         if const is not None:
-            st.note(f"slope {slope!r} {st.reshape_constant_input(1, const, ())}",
+            st.note(f"slope {slope!r} {st.reshape_constant_input(1, const, (), slope)}",
                     "a size-1 slope is shared; numpy broadcasting needs rank <= X's")
             return
         raise Refuse(f"the rank of X is unknown; cannot tell whether the size-1 slope of "
@@ -112,7 +112,7 @@ def _to_numpy(st: Step) -> None:
                      f"per-channel for X of shape {list(x_shape)} (dims unknown)")
     if not per_channel:
         return  # legacy falls back to numpy broadcasting: same at PRelu-7
-    _read_slope_as(st, (c,) + (1,) * (r - 2), "Unsqueeze", list(range(1, r - 1)),
+    _read_slope_as(st, slope, const, (c,) + (1,) * (r - 2), "Unsqueeze", list(range(1, r - 1)),
                    "per_channel", f"PRelu-{st.src} applies a [C] slope per channel on axis 1; "
                    f"PRelu-{st.dst} broadcasts from the last axis")
 
@@ -122,8 +122,8 @@ def _to_legacy(st: Step) -> None:
     broadcasting does (a [C, 1, ..., 1] slope is per channel under both readings, and
     runtimes that broadcast numpy-style at every version load it); only a 1-D slope that
     numpy applies on the last axis is read as [1, C]."""
-    s_shape, _ = _slope(st)
-    x, slope, vt = st.input(0), st.input(1), st.dst
+    slope, s_shape, const = _slope(st)
+    x, vt = st.input(0), st.dst
     if s_shape is None:
         raise Refuse(f"the shape of slope {slope!r} is unknown; legacy PRelu-{vt} "
                      "per-channel broadcasting could misread it")
@@ -149,7 +149,7 @@ def _to_legacy(st: Step) -> None:
         return
     if len(s_shape) == 1 and r >= 2:
         # [C] on the last axis: as [1, C] legacy PRelu broadcasts it numpy-style
-        _read_slope_as(st, (1,) + tuple(s_shape), "Unsqueeze", [0], "last_axis",
+        _read_slope_as(st, slope, const, (1,) + tuple(s_shape), "Unsqueeze", [0], "last_axis",
                        f"PRelu-{vt} reads a [C] slope per channel on axis 1 when C equals "
                        "X's dim 1; as [1, C] it broadcasts from the last axis")
         return
@@ -217,7 +217,7 @@ def _legacy_mul_attrs(st: Step) -> dict[str, int]:
     """``broadcast``/``axis`` for an opset-6 ``Mul(x, slope)`` that places the slope as
     legacy PRelu does (the slope read without its outer 1s where legacy Mul needs that);
     refused when legacy Mul cannot express that placement."""
-    s_shape, _ = _slope(st)
+    slope, s_shape, const = _slope(st)
     x_shape = st.shape(st.input(0))
     if s_shape is None or x_shape is None:
         raise Refuse("shapes of X and slope are needed to express the slope broadcast with "
@@ -237,7 +237,7 @@ def _legacy_mul_attrs(st: Step) -> dict[str, int]:
         raise Refuse(f"slope of shape {list(s_shape)} for X of shape {list(x_shape)} cannot "
                      f"be placed by opset-6 Mul broadcasting ({p})")
     if p.drop:
-        st.note(f"slope {st.input(1)!r} "
-                f"{st.read_input_as(1, p.shape, 'Squeeze', list(p.drop), 'legacy')}",
+        st.note(f"slope {slope!r} "
+                f"{st.read_input_as(1, p.shape, 'Squeeze', list(p.drop), 'legacy', const)}",
                 "opset-6 Mul reads B without its outer 1s")
     return {"broadcast": 1} if p.axis is None else {"broadcast": 1, "axis": p.axis}
