@@ -16,7 +16,7 @@ import onnx
 from onnx.external_data_helper import uses_external_data
 
 from . import wellformed
-from .broadcast import SlopeRule, rule_for_version, slope_shape_for
+from .broadcast import SlopeRule, legacy_is_per_channel, rule_for_version, slope_shape_for
 from .census import Census, CensusScope, holds_external_data
 from .errors import EvaluationError, ModelLoadError, function_label, where
 from .graph import element_types
@@ -40,7 +40,8 @@ DUPLICATE_OUTPUT = "duplicate-output"
 MISSING_OPSET = "missing-opset"
 UNKNOWN_OP = "unknown-op"
 ATTRIBUTE = "attribute"  # an attribute the op version does not define, or of the wrong type
-SLOPE = "slope"  # a PRelu slope that cannot broadcast to X's declared shape
+SLOPE = "slope"  # a PRelu-7+ slope numpy cannot broadcast to X but fix may read per channel
+UNFIT_SLOPE = "unfit-slope"  # a PRelu slope no reading fits to X's declared shape
 DUPLICATE_FUNCTION = "duplicate-function"  # two model-local functions with one identity
 #: the problems ``fix`` repairs
 REPAIRABLE = (DUPLICATE_VALUE, MISSING_OPSET, ATTRIBUTE, SLOPE, DUPLICATE_FUNCTION)
@@ -57,8 +58,9 @@ class _Walker:
         self.functions = {(normalize_domain(f.domain), f.name) for f in model.functions}
         self.problems: list[tuple[str, str]] = []
         self._headers: dict[int, wellformed.Header] = {}  # what each graph declares
-        #: (op, version, X's declared type, slope dims) -> (X's element type, slope problem)
-        self._judged: dict[tuple, tuple[int, str | None]] = {}
+        #: (op, version, X's declared type, slope dims) -> (X's element type, slope problem
+        #: or None, its kind)
+        self._judged: dict[tuple, tuple[int, str | None, str]] = {}
         self.census = census
         self.full = census is not None and census.full  # names, scopes, sites, types
         self._scope: CensusScope | None = None
@@ -235,19 +237,19 @@ class _Walker:
         constant = header.initializer(graph, x)
         declared = header.types.get(x) if constant is None else None
         if declared is None:  # a constant X, or one nothing declares: its type alone
-            elem, problem = 0 if constant is None else constant.data_type, None
+            elem, problem, kind = 0 if constant is None else constant.data_type, None, ""
         else:  # judged once per distinct (declared type, slope dims)
             key = (n.op_type, version, declared, None if slope is None else tuple(slope.dims))
             verdict = self._judged.get(key)
             if verdict is None:
                 verdict = self._judged[key] = _judge(declared, slope, rule)
-            elem, problem = verdict
+            elem, problem, kind = verdict
         if elem and elem not in numeric and elem in wellformed.KNOWN_ELEM_TYPES:
             self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {x!r} is "
                                 f"{tensor_type_name(elem)}, which no version of "
                                 f"{n.op_type} takes")
-        if problem is not None and self.slopes:
-            self.add(SLOPE, f"{label}: {where(n, version=version)}: {problem}")
+        if problem is not None and (self.slopes or kind != SLOPE):
+            self.add(kind, f"{label}: {where(n, version=version)}: {problem}")
 
     def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
         """Names of ``n``'s attributes that are not text, read only for the nodes whose
@@ -299,9 +301,11 @@ _FIRST, _TYPED = 8, 16
 
 
 def _judge(declared: bytes, slope: onnx.TensorProto | None, rule: SlopeRule | None
-           ) -> tuple[int, str | None]:
+           ) -> tuple[int, str | None, str]:
     """(the element type of X's ``declared`` type (a serialized TypeProto), why a constant
-    slope cannot broadcast to X's declared shape, or None)."""
+    slope cannot broadcast to X's declared shape or None, and the problem's kind: SLOPE where
+    numpy broadcasting fails on a slope ``fix`` may read per channel (or that unknown dims
+    leave open), UNFIT_SLOPE where no reading fits)."""
     types: dict[str, int] = {}
     shapes: dict[str, tuple] = {}
     element_types.take_value_infos(
@@ -311,8 +315,14 @@ def _judge(declared: bytes, slope: onnx.TensorProto | None, rule: SlopeRule | No
         if x_shape is not None:
             slope_shape_for(x_shape, tuple(slope.dims), rule)
     except EvaluationError as e:
-        return types.get("", 0), str(e)
-    return types.get("", 0), None
+        dims = (*x_shape, *slope.dims)
+        open_ = rule is SlopeRule.NUMPY and (
+            legacy_is_per_channel(x_shape, tuple(slope.dims))
+            or not all(isinstance(d, int) for d in dims))
+        if open_:
+            return types.get("", 0), str(e), SLOPE
+        return types.get("", 0), f"{e}; no reading fits it", UNFIT_SLOPE
+    return types.get("", 0), None, ""
 
 
 def _type_flag(domain: str, op: str, opset: int) -> int:
