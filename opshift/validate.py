@@ -205,7 +205,12 @@ class _Walker:
                     if name and name in defined:
                         self.add(DUPLICATE_VALUE, f"{label}: {where(n)} defines {name!r}, "
                                                   "which is already defined")
+            k = len(defined)
             update(outs)
+            if len(defined) - k < len(outs):  # an empty name, or one listed twice
+                p = wellformed.repeated_output(outs)
+                if p is not None:
+                    self.add(DUPLICATE_VALUE, f"{label}: {where(n)} {p}")
         if wellformed.text_problem(node_names) is not None:
             self.text(label, "node name", node_names)
         elif full:

@@ -76,6 +76,13 @@ def _duplicate_outputs(p):
     _write(p, m)
 
 
+def _output_twice(p):
+    m = make_model([helper.make_node("Split", ["x"], ["a", "a"], name="split", axis=1),
+                    helper.make_node("Selu", ["a"], ["y"], name="selu")],
+                   [vi("x", shape=(1, 4, 4, 4))], [vi("y", shape=XS)], opset=13)
+    _write(p, m)
+
+
 def _wrong_attr_type(p):
     m = make_model([helper.make_node("LeakyRelu", ["x"], ["y"], name="leaky", alpha=1)],
                    [vi("x", shape=XS)], [vi("y", shape=XS)], opset=13)
@@ -121,6 +128,7 @@ CASES = {
     "unknown domain": (_unknown_domain, "com.nowhere"),
     "cycle": (_cycle, "before it is defined"),
     "duplicate output names": (_duplicate_outputs, "'y'"),
+    "node listing an output twice": (_output_twice, "twice"),
     "attribute of wrong type": (_wrong_attr_type, "alpha"),
     "slope that cannot broadcast": (_bad_slope, "broadcast"),
     "external data outside folder": (_external("../w.bin", 12, False), "outside"),
@@ -130,7 +138,7 @@ CASES = {
 # What `fix` exists to repair is not bad input for fix, and inspect reports it as a defect;
 # inspect also lists what fix finds and cannot repair (test_inspect_defects.py).
 FIX_REPAIRS = {"attribute of wrong type"}
-INSPECT_LISTS = FIX_REPAIRS | {"unknown domain"}
+INSPECT_LISTS = FIX_REPAIRS | {"unknown domain", "node listing an output twice"}
 
 
 def _digest(p: Path) -> str | None:

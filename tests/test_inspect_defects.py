@@ -94,3 +94,35 @@ def test_inspect_lists_a_domain_fix_cannot_import(tmp_path, capsys):
     assert "cannot fix" in out and "'com.nowhere'" in out
     assert main(["fix", str(src), "-o", str(tmp_path / "o.onnx")]) == 2
     assert "com.nowhere" in capsys.readouterr().err
+
+
+def _split_twice(outs=("a", "a")) -> onnx.ModelProto:
+    return make_model([helper.make_node("Split", ["x"], list(outs), name="split", axis=1),
+                       helper.make_node("Relu", [outs[0] or "x"], ["y"], name="relu")],
+                      [vi("x", shape=(1, 4))], [vi("y", shape=(1, 2))], opset=13)
+
+
+def test_the_check_flags_a_node_listing_an_output_twice():
+    (p,) = validate.problems(_split_twice())
+    assert p == (validate.DUPLICATE_VALUE,
+                 "graph 'g': node 'split' (Split) lists output 'a' twice")
+    f = helper.make_function("local", "F", ["x"], ["y"],
+                             [helper.make_node("Split", ["x"], ["y", "y"], axis=0)],
+                             [helper.make_opsetid("", 13)])
+    m = make_model([helper.make_node("F", ["x"], ["y"], domain="local", name="call")],
+                   [vi("x", shape=(4,))], [vi("y", shape=(2,))], opset=13,
+                   functions=[f])
+    assert [k for k, _ in validate.problems(m)] == [validate.DUPLICATE_VALUE]
+    # empty names (absent optional outputs) may repeat
+    assert validate.problems(_split_twice(("", "", "b"))) == []
+
+
+def test_inspect_lists_a_node_listing_an_output_twice_and_fix_refuses_it(tmp_path, capsys):
+    src = tmp_path / "m.onnx"
+    src.write_bytes(_split_twice().SerializeToString())
+    assert main(["inspect", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "cannot fix" in out and "'a' appears twice" in out
+    assert main(["convert", str(src), "--opset", "17", "-o", str(tmp_path / "o.onnx")]) == 2
+    assert "node 'split' (Split) lists output 'a' twice" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
