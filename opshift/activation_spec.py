@@ -9,7 +9,7 @@ import functools
 import onnx
 
 from . import wellformed
-from .broadcast import SlopeRule, rule_for_version, slope_shape_for
+from .broadcast import SlopeRule, legacy_is_per_channel, rule_for_version, slope_shape_for
 from .errors import EvaluationError
 from .graph import element_types
 from .opsets import activation_attribute_types, schema, tensor_type_name, x_types_of_any_version
@@ -34,9 +34,11 @@ def activation_spec(op: str, opset: int
 
 
 def judge_slope(declared: bytes, slope: onnx.TensorProto | None, rule: SlopeRule | None
-                ) -> tuple[int, str | None]:
+                ) -> tuple[int, str | None, bool]:
     """(the element type of X's ``declared`` type (a serialized TypeProto), why a constant
-    slope cannot broadcast to X's declared shape, or None)."""
+    slope cannot broadcast to X's declared shape or None, and whether ``fix`` may repair it:
+    numpy broadcasting fails on a slope a per-channel reading fits, or unknown dims leave
+    open; not when no reading fits)."""
     types: dict[str, int] = {}
     shapes: dict[str, tuple] = {}
     element_types.take_value_infos(
@@ -46,5 +48,9 @@ def judge_slope(declared: bytes, slope: onnx.TensorProto | None, rule: SlopeRule
         if x_shape is not None:
             slope_shape_for(x_shape, tuple(slope.dims), rule)
     except EvaluationError as e:
-        return types.get("", 0), str(e)
-    return types.get("", 0), None
+        s_shape = tuple(slope.dims)
+        if rule is SlopeRule.NUMPY and (legacy_is_per_channel(x_shape, s_shape) or not all(
+                isinstance(d, int) for d in (*x_shape, *s_shape))):
+            return types.get("", 0), str(e), True
+        return types.get("", 0), f"{e}; no reading fits it", False
+    return types.get("", 0), None, False

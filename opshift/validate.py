@@ -38,7 +38,8 @@ DUPLICATE_OUTPUT = "duplicate-output"
 MISSING_OPSET = "missing-opset"
 UNKNOWN_OP = "unknown-op"
 ATTRIBUTE = "attribute"  # an attribute the op version does not define, or of the wrong type
-SLOPE = "slope"  # a PRelu slope that cannot broadcast to X's declared shape
+SLOPE = "slope"  # a PRelu-7+ slope numpy cannot broadcast to X but fix may read per channel
+UNFIT_SLOPE = "unfit-slope"  # a PRelu slope no reading fits to X's declared shape
 DUPLICATE_FUNCTION = "duplicate-function"  # two model-local functions with one identity
 #: the problems ``fix`` repairs
 REPAIRABLE = (DUPLICATE_VALUE, MISSING_OPSET, ATTRIBUTE, SLOPE, DUPLICATE_FUNCTION)
@@ -55,8 +56,8 @@ class _Walker:
         self.functions = {(normalize_domain(f.domain), f.name) for f in model.functions}
         self.problems: list[tuple[str, str]] = []
         self._headers: dict[int, wellformed.Header] = {}  # what each graph declares
-        #: (op, version, X's declared type, slope dims) -> (X's element type, slope problem)
-        self._judged: dict[tuple, tuple[int, str | None]] = {}
+        #: (op, version, X's declared type, slope dims) -> activation_spec.judge_slope's verdict
+        self._judged: dict[tuple, tuple[int, str | None, bool]] = {}
         self.census = census
         self.full = census is not None and census.full  # names, scopes, sites, types
         self._scope: CensusScope | None = None
@@ -203,7 +204,12 @@ class _Walker:
                     if name and name in defined:
                         self.add(DUPLICATE_VALUE, f"{label}: {where(n)} defines {name!r}, "
                                                   "which is already defined")
+            k = len(defined)
             update(outs)
+            if len(defined) - k < len(outs):  # an empty name, or one listed twice
+                p = wellformed.repeated_output(outs)
+                if p is not None:
+                    self.add(DUPLICATE_VALUE, f"{label}: {where(n)} {p}")
         if wellformed.text_problem(node_names) is not None:
             self.text(label, "node name", node_names)
         elif full:
@@ -250,19 +256,20 @@ class _Walker:
         constant = header.initializer(graph, x)
         declared = header.types.get(x) if constant is None else None
         if declared is None:  # a constant X, or one nothing declares: its type alone
-            elem, problem = 0 if constant is None else constant.data_type, None
+            elem, problem, repairable = 0 if constant is None else constant.data_type, None, False
         else:  # judged once per distinct (declared type, slope dims)
             key = (n.op_type, version, declared, None if slope is None else tuple(slope.dims))
             verdict = self._judged.get(key)
             if verdict is None:
                 verdict = self._judged[key] = judge_slope(declared, slope, rule)
-            elem, problem = verdict
+            elem, problem, repairable = verdict
         if elem and elem not in numeric and elem in wellformed.KNOWN_ELEM_TYPES:
             self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {x!r} is "
                                 f"{tensor_type_name(elem)}, which no version of "
                                 f"{n.op_type} takes")
-        if problem is not None and self.slopes:
-            self.add(SLOPE, f"{label}: {where(n, version=version)}: {problem}")
+        if problem is not None and (self.slopes or not repairable):
+            self.add(SLOPE if repairable else UNFIT_SLOPE,
+                     f"{label}: {where(n, version=version)}: {problem}")
 
     def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
         """Names of ``n``'s attributes that are not text, read only for the nodes whose

@@ -265,6 +265,18 @@ def attribute_tensor_problem(n: onnx.NodeProto) -> str | None:
     return None
 
 
+def repeated_output(outs: Sequence[str]) -> str | None:
+    """A node that lists one output name twice: which producer a reader means is undecidable
+    (an empty name, an absent optional output, may repeat)."""
+    seen: set[str] = set()
+    for name in outs:
+        if name in seen:
+            return f"lists output {name!r} twice"
+        if name:
+            seen.add(name)
+    return None
+
+
 def function_problem(f: onnx.FunctionProto) -> tuple[str | None, bool]:
     """(a problem of model-local function ``f``'s header or None, whether its identity and
     signature are text: else its body cannot be labelled or walked)."""

@@ -76,6 +76,13 @@ def _duplicate_outputs(p):
     _write(p, m)
 
 
+def _output_twice(p):
+    m = make_model([helper.make_node("Split", ["x"], ["a", "a"], name="split", axis=1),
+                    helper.make_node("Selu", ["a"], ["y"], name="selu")],
+                   [vi("x", shape=(1, 4, 4, 4))], [vi("y", shape=XS)], opset=13)
+    _write(p, m)
+
+
 def _wrong_attr_type(p):
     m = make_model([helper.make_node("LeakyRelu", ["x"], ["y"], name="leaky", alpha=1)],
                    [vi("x", shape=XS)], [vi("y", shape=XS)], opset=13)
@@ -121,14 +128,17 @@ CASES = {
     "unknown domain": (_unknown_domain, "com.nowhere"),
     "cycle": (_cycle, "before it is defined"),
     "duplicate output names": (_duplicate_outputs, "'y'"),
+    "node listing an output twice": (_output_twice, "twice"),
     "attribute of wrong type": (_wrong_attr_type, "alpha"),
     "slope that cannot broadcast": (_bad_slope, "broadcast"),
     "external data outside folder": (_external("../w.bin", 12, False), "outside"),
     "external data missing": (_external("w.bin", 12, False), "missing"),
     "external data too short": (_external("w.bin", 4096, True), "shorter"),
 }
-# What `fix` exists to repair is not bad input for fix, and inspect reports it as a defect.
+# What `fix` exists to repair is not bad input for fix, and inspect reports it as a defect;
+# inspect also lists what fix finds and cannot repair (test_inspect_defects.py).
 FIX_REPAIRS = {"attribute of wrong type"}
+INSPECT_LISTS = FIX_REPAIRS | {"unknown domain", "node listing an output twice"}
 
 
 def _digest(p: Path) -> str | None:
@@ -142,7 +152,8 @@ def _listing(d: Path) -> list[str]:
 @pytest.mark.parametrize("command", list(COMMANDS))
 @pytest.mark.parametrize("case", list(CASES))
 def test_bad_input(tmp_path, capsys, command, case):
-    if command in ("fix", "inspect") and case in FIX_REPAIRS:
+    if (command == "fix" and case in FIX_REPAIRS) or (command == "inspect"
+                                                      and case in INSPECT_LISTS):
         pytest.skip("fix repairs this defect (test_fix.py), inspect reports it (below)")
     make, needle = CASES[case]
     src = tmp_path / "in" / "model.onnx"

@@ -62,8 +62,7 @@ def process(args, job) -> Outcome:
 
     o = Outcome("inspect", job.input)
     with progress.stage("load"):
-        src = open_model(job.input, allow=(validate.ATTRIBUTE, validate.DUPLICATE_VALUE,
-                                           validate.DUPLICATE_FUNCTION),
+        src = open_model(job.input, allow=validate.REPAIRABLE,
                          shapes=parse_input_shapes(args.input_shape),
                          census=validate.Census(full=False, facts=True))
     report = inspect(src.model, opset=args.opset, base_dir=src.folder, scratch=True,

@@ -1,0 +1,128 @@
+"""inspect, the command a user runs first, lists what ``fix`` would do with a model's
+defects (a PRelu slope only a per-channel reading fits, a domain without opset import)
+instead of refusing the model; a slope no reading fits stays a one-line error, exit 2, for
+every command."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import make_model, vi
+from onnx import helper, numpy_helper
+
+from opshift import validate
+from opshift.cli import main
+
+
+def _prelu(slope_shape, x_shape=(1, 3, 4, 4), opset=13) -> onnx.ModelProto:
+    n = int(np.prod(slope_shape))
+    slope = numpy_helper.from_array(
+        np.linspace(0.1, 0.5, n, dtype=np.float32).reshape(slope_shape), "slope")
+    return make_model([helper.make_node("PRelu", ["x", "slope"], ["y"], name="prelu")],
+                      [vi("x", shape=x_shape)], [vi("y", shape=x_shape)], opset=opset,
+                      initializers=[slope])
+
+
+def _kinds(m: onnx.ModelProto) -> list[str]:
+    return [k for k, _ in validate.problems(m) if k in (validate.SLOPE, validate.UNFIT_SLOPE)]
+
+
+@pytest.mark.parametrize("slope, x, opset, kind", [
+    ((3,), (1, 3, 4, 4), 13, validate.SLOPE),  # per channel fits: fix reshapes it
+    ((3,), (1, 3, 4, "W"), 13, validate.SLOPE),  # per channel or numpy: the user chooses
+    ((5,), (1, 3, 4, 4), 13, validate.UNFIT_SLOPE),  # neither reading
+    ((2, 1, 1), (1, 3, 4, 4), 13, validate.UNFIT_SLOPE),
+    ((5,), (1, 3, 4, 4), 6, validate.UNFIT_SLOPE),  # legacy PRelu: no repair below 7
+    ((3, 1, 1), (1, 3, 4, 4), 13, None),
+    ((4,), (1, 3, 4, 4), 13, None),
+])
+def test_the_check_tells_repairable_slopes_from_unfit_ones(slope, x, opset, kind):
+    assert _kinds(_prelu(slope, x, opset)) == ([kind] if kind else [])
+    assert (kind in validate.REPAIRABLE) == (kind == validate.SLOPE)
+
+
+def _digest(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_inspect_lists_a_slope_fix_reshapes_per_channel(tmp_path, capsys):
+    src = tmp_path / "m.onnx"
+    src.write_bytes(_prelu((3,)).SerializeToString())
+    before = _digest(src)
+    assert main(["inspect", str(src), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (change,) = [c for c in report["details"]["defects"]["changes"]
+                 if c["kind"] == "prelu_slope"]
+    assert change["node"] == "'prelu'" and "[3] -> [3, 1, 1]" in change["what"]
+    assert _digest(src) == before and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+    # and fix does what inspect said
+    out = tmp_path / "fixed.onnx"
+    assert main(["fix", str(src), "-o", str(out), "-q"]) == 0
+    assert list(onnx.load(out).graph.initializer[0].dims) == [3, 1, 1]
+
+
+@pytest.mark.parametrize("command", ["inspect", "fix", "convert", "inline", "fuse"])
+def test_a_slope_no_reading_fits_is_one_line_exit_2(tmp_path, capsys, command):
+    src = tmp_path / "m.onnx"
+    src.write_bytes(_prelu((5,)).SerializeToString())
+    argv = [command, str(src)]
+    if command != "inspect":
+        argv += ["--opset", "17"] if command == "convert" else []
+        argv += ["-o", str(tmp_path / "out.onnx")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    for part in (str(src), "graph 'g'", "node 'prelu'",
+                 "PRelu-9", "[5]", "no reading fits"):
+        assert part in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_inspect_lists_a_domain_fix_cannot_import(tmp_path, capsys):
+    m = make_model([helper.make_node("Frobnicate", ["x"], ["y"], domain="com.nowhere",
+                                     name="frob")], [vi("x", shape=(2,))], [vi("y", shape=(2,))],
+                   opset=13)
+    src = tmp_path / "m.onnx"
+    src.write_bytes(m.SerializeToString())
+    assert main(["inspect", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "cannot fix" in out and "'com.nowhere'" in out
+    assert main(["fix", str(src), "-o", str(tmp_path / "o.onnx")]) == 2
+    assert "com.nowhere" in capsys.readouterr().err
+
+
+def _split_twice(outs=("a", "a")) -> onnx.ModelProto:
+    return make_model([helper.make_node("Split", ["x"], list(outs), name="split", axis=1),
+                       helper.make_node("Relu", [outs[0] or "x"], ["y"], name="relu")],
+                      [vi("x", shape=(1, 4))], [vi("y", shape=(1, 2))], opset=13)
+
+
+def test_the_check_flags_a_node_listing_an_output_twice():
+    (p,) = validate.problems(_split_twice())
+    assert p == (validate.DUPLICATE_VALUE,
+                 "graph 'g': node 'split' (Split) lists output 'a' twice")
+    f = helper.make_function("local", "F", ["x"], ["y"],
+                             [helper.make_node("Split", ["x"], ["y", "y"], axis=0)],
+                             [helper.make_opsetid("", 13)])
+    m = make_model([helper.make_node("F", ["x"], ["y"], domain="local", name="call")],
+                   [vi("x", shape=(4,))], [vi("y", shape=(2,))], opset=13,
+                   functions=[f])
+    assert [k for k, _ in validate.problems(m)] == [validate.DUPLICATE_VALUE]
+    # empty names (absent optional outputs) may repeat
+    assert validate.problems(_split_twice(("", "", "b"))) == []
+
+
+def test_inspect_lists_a_node_listing_an_output_twice_and_fix_refuses_it(tmp_path, capsys):
+    src = tmp_path / "m.onnx"
+    src.write_bytes(_split_twice().SerializeToString())
+    assert main(["inspect", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "cannot fix" in out and "'a' appears twice" in out
+    assert main(["convert", str(src), "--opset", "17", "-o", str(tmp_path / "o.onnx")]) == 2
+    assert "node 'split' (Split) lists output 'a' twice" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
