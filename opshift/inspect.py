@@ -21,7 +21,6 @@ from onnx import helper
 
 from . import opsets, progress
 from .broadcast import SlopeClass, classify, rule_for_version
-from .census import Census
 from .errors import OpshiftError, function_id
 from .external import tensor_array
 from .graph.facts import Facts
@@ -182,19 +181,15 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
 # ------------------------------------------------------------------------------------------
 
 def inspect(model: ModelLike, opset: int | None = None, *,
-            base_dir: str | os.PathLike | None = None, scratch: bool = False,
-            census: Census | None = None) -> InspectReport:
+            base_dir: str | os.PathLike | None = None, scratch: bool = False
+            ) -> InspectReport:
     """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it unless
     ``scratch``: then the fix dry run edits a ModelProto given (a caller done with it spares
-    a copy). ``base_dir``: the folder of a ModelProto's external data. ``census``: what
-    :func:`opshift.validate.check` saw of a ModelProto given (see
-    :class:`~opshift.graph.facts.Facts`)."""
+    a copy). ``base_dir``: the folder of a ModelProto's external data."""
     proto, _, folder = to_proto(model)
-    census = census if proto is model else None
     base_dir = folder if base_dir is None else base_dir
     functions = [function_id(f) for f in proto.functions]
-    # what the rows need of types and shapes, found on demand
-    facts = Facts(proto, census=census)
+    facts = Facts(proto)  # what the rows need of types and shapes, found on demand
     total = sum(len(sc.nodes) for sc in facts.scopes())
     report = InspectReport(
         ir_version=proto.ir_version,
@@ -214,7 +209,7 @@ def inspect(model: ModelLike, opset: int | None = None, *,
         work = onnx.ModelProto()
         work.CopyFrom(proto)  # the dry run never touches the input
         with progress.stage(f"convert to opset {opset} (dry run)"):
-            _dry_convert(work, opset, report, census)
+            _dry_convert(work, opset, report)
         del work
     from .passes.fix import fix_proto
 
@@ -224,8 +219,7 @@ def inspect(model: ModelLike, opset: int | None = None, *,
         else:
             fixed = onnx.ModelProto()
             fixed.CopyFrom(proto)
-        report.defects = fix_proto(fixed, strict=False, base_dir=base_dir,
-                                   census=census).to_dict()
+        report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
     return report
 
 
@@ -305,9 +299,7 @@ def _attr_value(a: onnx.AttributeProto, base_dir) -> Any:
     return v
 
 
-def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport,
-                 census: Census | None) -> None:
-    """Convert ``work`` (an unedited copy of the model ``census`` describes)."""
+def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport) -> None:
     for r in report.rows:
         vt = opsets.since_version(r.op, target)
         if vt is None:
@@ -322,7 +314,7 @@ def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport,
         report.conversion = {"error": "opshift.conversion is not available"}
         return
     try:
-        result = convert_proto(work, target, census=census)
+        result = convert_proto(work, target)
     except OpshiftError as e:
         report.conversion = {"error": str(e)}
         return

@@ -1,5 +1,5 @@
 """The structural check's reading of the main graph, handed to Facts (``Census(facts=True)``):
-the names of its entries and the names its nodes read, so that convert, fix and inspect read
+the names of its entries and the names its nodes read, so that convert reads
 them once. Facts must answer with them exactly as it answers reading the model itself."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from opshift.conversion.engine import convert_proto
 from opshift.graph.declared import Declared
 from opshift.graph.facts import Facts
 from opshift.graph.names import all_names
-from opshift.passes.fix import fix_proto
 
 X = [1, 4, 3, 3]
 
@@ -127,46 +126,3 @@ def test_convert_with_the_census_writes_the_same_model():
     # 'shared': copied for its first reader, reshaped for its last; 'out' is an output
     assert [w.split(" ", 3)[3].split(" ")[0] for w in whats] == [
         "copied", "reshaped", "reshaped", "copied"]
-
-
-def _renamed_slope() -> onnx.ModelProto:
-    """Opset 9: slope 's' [C] read by prelu0, then redefined by a node (a value produced
-    twice, which fix renames with its later uses): after the rename prelu0 is its only
-    reader, so the repair reshapes it in place."""
-    nodes = [h.make_node("PRelu", ["x", "s"], ["p0"], name="prelu0"),
-             h.make_node("Identity", ["p0"], ["s"], name="redefine"),
-             h.make_node("PRelu", ["p0", "s"], ["y"], name="prelu1")]
-    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, X)],
-                     [h.make_tensor_value_info("y", TP.FLOAT, X)],
-                     [nh.from_array(np.array([0.1, 0.2, 0.3, 0.4], np.float32), "s")])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 9)])
-    m.ir_version = 4
-    return m
-
-
-def test_fix_reads_the_census_only_while_nothing_was_repaired():
-    m, alone = _renamed_slope(), _renamed_slope()
-    census = _checked(m, allow=validate.REPAIRABLE)
-    fixed = fix_proto(m, census=census)
-    assert census.reads is not None  # renamed first: the walk's counts are stale
-    expected = fix_proto(alone)
-    assert m.SerializeToString() == alone.SerializeToString()
-    assert [c.line() for c in fixed.changes] == [c.line() for c in expected.changes]
-    assert any("reshaped in place" in c.what for c in fixed.changes)
-
-    m, alone = _prelu6(), _prelu6()
-    for model in (m, alone):
-        model.opset_import[0].version = 9
-        for n in model.graph.node:
-            n.input[1] = "own"  # one slope read by every node: copied but for the last
-    census = _checked(m, allow=validate.REPAIRABLE)
-    fixed = fix_proto(m, census=census)
-    assert census.reads is None  # nothing repaired before the slopes: the walk's counts
-    assert m.SerializeToString() == fix_and_serialize(alone)
-    assert [c.what.split("(")[1].split(" ")[1] for c in fixed.changes] == [
-        "copied", "read", "read", "reshaped"]
-
-
-def fix_and_serialize(m: onnx.ModelProto) -> bytes:
-    fix_proto(m)
-    return m.SerializeToString()

@@ -65,10 +65,8 @@ def run(args) -> int:
 def process(args, job) -> Outcome:
     from .. import validate
 
-    # what fix repairs is not a reason to refuse the model; the check's reading of the
-    # main graph's declarations and uses serves the slope repair
-    return _rewrite.run(args, job, _fix, allow=validate.REPAIRABLE, repair=False,
-                        census=validate.Census(full=False, facts=True))
+    # what fix repairs is not a reason to refuse the model
+    return _rewrite.run(args, job, _fix, allow=validate.REPAIRABLE, repair=False)
 
 
 def _fix(args, src) -> _rewrite.Rewritten:
@@ -78,10 +76,10 @@ def _fix(args, src) -> _rewrite.Rewritten:
     try:
         if args.verify:  # the check compares with the original
             fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
-                                            base_dir=src.folder, census=src.census)
+                                            base_dir=src.folder)
         else:  # nothing reads the original again: repaired in place, no copy
             fixed, result = original, fix_proto(original, prelu_slope=args.prelu_slope,
-                                                base_dir=src.folder, census=src.census)
+                                                base_dir=src.folder)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise

@@ -9,7 +9,6 @@ from typing import Any
 
 import onnx
 
-from ..census import Census
 from ..modelio import ModelLike, from_proto, to_proto
 from ..repair.fixer import SLOPE_CHOICES, fix_proto
 from ..repair.report import FixChange, FixResult
@@ -34,15 +33,15 @@ def fix(model: ModelLike, *, prelu_slope: str | None = None) -> Any:
 
 
 def fix_with_result(model: ModelLike, *, prelu_slope: str | None = None,
-                    strict: bool = True, base_dir: str | os.PathLike | None = None,
-                    census: Census | None = None) -> tuple[onnx.ModelProto, FixResult]:
+                    strict: bool = True, base_dir: str | os.PathLike | None = None
+                    ) -> tuple[onnx.ModelProto, FixResult]:
     """Like :func:`fix` but returns ``(fixed ModelProto copy, FixResult)``; ``base_dir``:
-    the folder of a ModelProto's external data; ``census``: see :func:`fix_proto`."""
+    the folder of a ModelProto's external data."""
     proto, _, folder = to_proto(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict,
-                           base_dir=folder if base_dir is None else base_dir, census=census)
+                           base_dir=folder if base_dir is None else base_dir)
 
 
 def _make_fix_pass() -> type:

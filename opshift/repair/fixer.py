@@ -8,7 +8,6 @@ import onnx
 from onnx import helper
 
 from .. import opsets, progress
-from ..census import Census
 from ..errors import ConversionError, function_label
 from ..graph.scopes import Scope, iter_scopes
 from .attributes import fix_attributes
@@ -21,22 +20,19 @@ SLOPE_CHOICES = ("channel", "numpy")
 
 
 def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
-              strict: bool = True, base_dir: str | os.PathLike | None = None,
-              census: Census | None = None) -> FixResult:
+              strict: bool = True, base_dir: str | os.PathLike | None = None) -> FixResult:
     """Repair ``model`` in place; return what changed.
 
     With ``strict`` (the default) a defect that cannot be repaired exactly raises
     :class:`ConversionError` naming it (the model may then be partly repaired: use
     :func:`fix` for all-or-nothing). With ``strict=False`` refusals are only listed in
     :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy). ``base_dir``: the
-    model's folder, for an attribute tensor kept in external data. ``census``: what
-    :func:`opshift.validate.check` saw of ``model`` as it is (read while no repair before
-    the PRelu slopes' has changed it; see :class:`~opshift.graph.facts.Facts`).
+    model's folder, for an attribute tensor kept in external data.
     """
     if prelu_slope not in (None, *SLOPE_CHOICES):
         raise ConversionError(f"prelu_slope must be one of {', '.join(SLOPE_CHOICES)}, "
                               f"got {prelu_slope!r}")
-    fx = Fixer(model, prelu_slope, base_dir, census)
+    fx = Fixer(model, prelu_slope, base_dir)
     fx.run()
     if strict and fx.result.refused:
         first = fx.result.refused[0]
@@ -50,10 +46,9 @@ class Fixer:
     """The model being repaired, the options, and what was done so far."""
 
     def __init__(self, model: onnx.ModelProto, prelu_slope: str | None,
-                 base_dir: str | os.PathLike | None = None, census: Census | None = None):
+                 base_dir: str | os.PathLike | None = None):
         self.model = model
         self.base_dir = base_dir
-        self._census = census
         self.prelu_slope = prelu_slope
         self.result = FixResult()
         self._functions: set[tuple[str, str]] | None = None
@@ -81,11 +76,6 @@ class Fixer:
         if self._scopes is None:
             self._scopes = list(iter_scopes(self.model))
         return self._scopes
-
-    @property
-    def census(self) -> Census | None:
-        """What the structural check saw of the model, while no repair has changed it."""
-        return None if self.result.changes else self._census
 
     def relist(self) -> None:
         """The scopes' opsets changed: list them again when next asked."""
