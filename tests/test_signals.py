@@ -4,6 +4,7 @@ temp file or partial output left, exit status 128 + the signal's number."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,11 +73,24 @@ def _stop_mid_write(argv, out, sig, preexec_fn=None) -> tuple[int, str]:
         p.stderr.close()
 
 
+def _interrupt_mid_write(argv, out, sig) -> tuple[int, str]:
+    """:func:`_stop_mid_write`, run again (up to 3 times, ``out`` emptied) when the run
+    finished before the signal landed: on a loaded machine the watcher can be starved for
+    the whole write, and a run that ended first says nothing about an interrupted one."""
+    for _ in range(3):
+        rc, err = _stop_mid_write(argv, out, sig)
+        if rc != 0:
+            break
+        shutil.rmtree(out)
+        out.mkdir()
+    return rc, err
+
+
 @pytest.mark.parametrize("sig", list(STATUS), ids=lambda s: s.name)
 def test_a_signal_while_the_weights_are_copied_leaves_nothing(big, tmp_path, sig):
     # Measured before: SIGTERM during the copy left a 104 MB partial `.w.bin.tmp`.
-    rc, err = _stop_mid_write(["convert", big / "m.onnx", "--opset", "14", "-o",
-                               tmp_path / "m.onnx"], tmp_path, sig)
+    rc, err = _interrupt_mid_write(["convert", big / "m.onnx", "--opset", "14", "-o",
+                                    tmp_path / "m.onnx"], tmp_path, sig)
     assert rc == STATUS[sig], err
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert listing(tmp_path) == {}
@@ -84,16 +98,16 @@ def test_a_signal_while_the_weights_are_copied_leaves_nothing(big, tmp_path, sig
 
 @pytest.mark.parametrize("command", ["inline", "fuse", "fix"])
 def test_sigterm_in_every_writing_command_leaves_nothing(big, tmp_path, command):
-    rc, err = _stop_mid_write([command, big / "m.onnx", *ARGS[command], "-o",
-                               tmp_path / "m.onnx"], tmp_path, signal.SIGTERM)
+    rc, err = _interrupt_mid_write([command, big / "m.onnx", *ARGS[command], "-o",
+                                    tmp_path / "m.onnx"], tmp_path, signal.SIGTERM)
     assert rc == 143, err
     assert listing(tmp_path) == {}
 
 
 def test_sigterm_while_inline_writes_the_model_leaves_nothing(embedded, tmp_path):
     # Measured before: SIGTERM during a big inline left `.OUT.<random>.tmp`.
-    rc, err = _stop_mid_write(["inline", embedded / "m.onnx", "-o", tmp_path / "m.onnx"],
-                              tmp_path, signal.SIGTERM)
+    rc, err = _interrupt_mid_write(["inline", embedded / "m.onnx", "-o", tmp_path / "m.onnx"],
+                                   tmp_path, signal.SIGTERM)
     assert rc == 143, err
     assert listing(tmp_path) == {}
 
