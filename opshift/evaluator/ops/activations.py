@@ -36,8 +36,7 @@ def _narrow(x: np.ndarray) -> bool:
 
 def _round_once(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The float32 result ``y`` rounded to the 16-bit ``dtype``: beyond its range, +-inf."""
-    with np.errstate(over="ignore", invalid="ignore"):  # (ml_dtypes flags NaN as invalid)
-        return y.astype(dtype)
+    return y.astype(dtype)
 
 
 def _execute(tasks: list[tuple], kernel, dtype: np.dtype) -> None:
@@ -46,9 +45,8 @@ def _execute(tasks: list[tuple], kernel, dtype: np.dtype) -> None:
     against a scalar 0), allocated once: a fresh 128 KiB temporary per block would be
     mmap'ed and page-faulted anew."""
     buf = np.zeros((2, BLOCK), dtype)  # [0]: scratch, [1]: zeros (read only)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        for x, s, y in tasks:
-            kernel(x, s, y, buf)
+    for x, s, y in tasks:
+        kernel(x, s, y, buf)
 
 
 def _rows(x: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -118,8 +116,8 @@ def prelu_apply(x: np.ndarray, slope: np.ndarray, rule: SlopeRule) -> np.ndarray
     rows = _rows(x, s) if x.size > BLOCK else None
     if rows is None:
         y = np.empty(x.shape, x.dtype)  # s fits x's shape (slope_shape_for)
-        with np.errstate(all="ignore"):  # 0 * inf is NaN, as the formula says
-            kernel(x, s, y)
+        # 0 * inf is NaN, as the formula says
+        kernel(x, s, y)
         return y
     x2, srow = rows
     y = np.empty_like(x)
@@ -185,8 +183,7 @@ def selu_apply(x: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
     kernel = _selu_kernel(t(alpha), t(gamma), t(0))
     y = np.empty_like(x)
     if x.size <= BLOCK or not x.flags.c_contiguous:
-        with np.errstate(over="ignore"):
-            kernel(x, None, y, None)
+        kernel(x, None, y, None)
         return y
     xf, yf = x.reshape(-1), y.reshape(-1)
     _execute([(xf[c:c + BLOCK], None, yf[c:c + BLOCK]) for c in range(0, xf.size, BLOCK)],

@@ -17,8 +17,7 @@ from ._common import is_float, legacy_rhs
 
 def _unary(name: str, fn, *versions: int) -> None:
     def impl(ctx, x):
-        with np.errstate(all="ignore"):
-            return fn(x)
+        return fn(x)
 
     impl.__name__ = impl.__qualname__ = name.lower()
     op(name, *versions)(impl)
@@ -44,20 +43,18 @@ _unary("Relu", lambda x: np.maximum(x, _zero(x)), 1, 6, 13, 14)
 @op("Sigmoid", 1, 6, 13)
 def sigmoid(ctx, x):
     # exp of -|x| never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0.
-    with np.errstate(all="ignore"):
-        e = np.exp(-np.abs(x))
-        d = np.add(e, x.dtype.type(1))
-        num = np.where(x < 0, e, x.dtype.type(1))
-        return np.divide(num, d, out=num)
+    e = np.exp(-np.abs(x))
+    d = np.add(e, x.dtype.type(1))
+    num = np.where(x < 0, e, x.dtype.type(1))
+    return np.divide(num, d, out=num)
 
 
 @op("Elu", 1, 6, 22)
 def elu(ctx, x):
     a = x.dtype.type(ctx.attrs["alpha"])
-    with np.errstate(all="ignore"):
-        neg = np.exp(np.minimum(x, _zero(x)))
-        neg -= x.dtype.type(1)
-        neg *= a
+    neg = np.exp(np.minimum(x, _zero(x)))
+    neg -= x.dtype.type(1)
+    neg *= a
     return np.where(x > 0, x, neg)
 
 
@@ -81,8 +78,7 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _binary(name: str, fn, *versions: int) -> None:
     def impl(ctx, a, b):
         b = _rhs(ctx, a, b)
-        with np.errstate(all="ignore"):
-            r = fn(a, b)
+        r = fn(a, b)
         return np.asarray(r)
 
     impl.__name__ = impl.__qualname__ = name.lower()
@@ -106,8 +102,7 @@ _binary("Xor", np.logical_xor, 1, 7)
 def div(ctx, a, b):
     b = _rhs(ctx, a, b)
     if is_float(a):
-        with np.errstate(all="ignore"):
-            return np.asarray(np.divide(a, b))
+        return np.asarray(np.divide(a, b))
     if np.any(b == 0):
         raise ctx.error("integer division by zero")
     return np.asarray(_int_div(a, b))
@@ -124,10 +119,9 @@ def _variadic(ctx, xs, fn):
         if len(shapes) > 1:
             raise ctx.error(f"inputs have different shapes {sorted(map(list, shapes))}; "
                             "this version does not broadcast (opset >= 8 does)")
-    with np.errstate(all="ignore"):
-        acc = np.array(xs[0], copy=True)
-        for x in xs[1:]:
-            acc = fn(acc, x)
+    acc = np.array(xs[0], copy=True)
+    for x in xs[1:]:
+        acc = fn(acc, x)
     return np.asarray(acc)
 
 
@@ -189,14 +183,13 @@ def clip(ctx, x, lo=None, hi=None):
 @op("Pow", 1, 7, 12, 13, 15)
 def pow_(ctx, x, y):
     y = _rhs(ctx, x, y)
-    with np.errstate(all="ignore"):
-        if x.dtype.kind in "iu" and y.dtype.kind in "iu" and not np.any(y < 0):
-            return np.asarray(np.power(x.astype(np.int64), y.astype(np.int64))).astype(x.dtype)
-        wide = np.float64 if x.dtype == np.float64 or x.dtype.kind in "iu" else np.float32
-        r = np.power(x.astype(wide), y.astype(wide))
-        if x.dtype.kind in "iu":
-            r = np.trunc(r)
-        return np.asarray(r).astype(x.dtype)
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu" and not np.any(y < 0):
+        return np.asarray(np.power(x.astype(np.int64), y.astype(np.int64))).astype(x.dtype)
+    wide = np.float64 if x.dtype == np.float64 or x.dtype.kind in "iu" else np.float32
+    r = np.power(x.astype(wide), y.astype(wide))
+    if x.dtype.kind in "iu":
+        r = np.trunc(r)
+    return np.asarray(r).astype(x.dtype)
 
 
 @op("Mod", 10, 13, 28)
@@ -205,8 +198,7 @@ def mod(ctx, a, b):
     if is_float(a):
         if not fmod and ctx.version < 28:
             raise ctx.error("fmod=0 is defined for integers only at this version")
-        with np.errstate(all="ignore"):
-            return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
+        return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
     if np.any(b == 0):
         raise ctx.error("integer modulo by zero")
     return np.asarray(np.fmod(a, b) if fmod else np.mod(a, b))
@@ -219,8 +211,7 @@ def _float_unary(name: str, fn, *versions: int) -> None:
     """A float op written as a formula of numpy ufuncs, with the attributes as x's dtype."""
     def impl(ctx, x):
         t = x.dtype.type
-        with np.errstate(all="ignore"):
-            return np.asarray(fn(x, t, ctx.attrs)).astype(x.dtype, copy=False)
+        return np.asarray(fn(x, t, ctx.attrs)).astype(x.dtype, copy=False)
 
     impl.__name__ = impl.__qualname__ = name.lower()
     op(name, *versions)(impl)

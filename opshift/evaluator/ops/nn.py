@@ -22,7 +22,7 @@ def matmul(ctx, a, b):
         raise ctx.error("MatMul inputs must have rank >= 1")
     ct = compute_dtype(a.dtype)
     work = a.shape[-2] * a.shape[-1] * b.shape[-1] if a.ndim > 1 and b.ndim > 1 else 0
-    with np.errstate(all="ignore"), one_blas_thread(work):
+    with one_blas_thread(work):
         y = np.matmul(a.astype(ct, copy=False), b.astype(ct, copy=False))
     return np.asarray(y).astype(a.dtype, copy=False)
 
@@ -39,7 +39,7 @@ def gemm(ctx, a, b, c=None):
     if ctx.attrs.get("transB", 0):
         bb = bb.T
     alpha, beta = ctx.attrs.get("alpha", 1.0), ctx.attrs.get("beta", 1.0)
-    with np.errstate(all="ignore"), one_blas_thread(aa.shape[0] * aa.shape[1] * bb.shape[1]):
+    with one_blas_thread(aa.shape[0] * aa.shape[1] * bb.shape[1]):
         y = aa @ bb
     if alpha != 1.0:
         y = y * (ct.type(alpha) if is_float(aa) else alpha)
@@ -83,12 +83,12 @@ def batch_norm(ctx, x, scale, bias, mean, var):
         raise ctx.error(f"scale/B/mean/var of shape {list(scale.shape)} do not fit X "
                         f"{list(x.shape)}") from None
     eps = ct.type(ctx.attrs.get("epsilon", 1e-5))
-    with np.errstate(invalid="ignore"):  # a negative variance gives NaN, as in ONNX
-        # (x - mean) / sqrt(var + eps) * scale + B, each step in place
-        y = np.subtract(x.astype(ct, copy=False), m)
-        np.divide(y, np.sqrt(v + eps), out=y)
-        np.multiply(y, s, out=y)
-        np.add(y, b, out=y)
+    # a negative variance gives NaN, as in ONNX
+    # (x - mean) / sqrt(var + eps) * scale + B, each step in place
+    y = np.subtract(x.astype(ct, copy=False), m)
+    np.divide(y, np.sqrt(v + eps), out=y)
+    np.multiply(y, s, out=y)
+    np.add(y, b, out=y)
     return y.astype(x.dtype, copy=False)
 
 
@@ -104,11 +104,10 @@ def _softmax(ctx, x, log: bool):
         ax = 1
     else:
         ax = axis
-    with np.errstate(all="ignore"):
-        z = xc - xc.max(axis=ax, keepdims=True)
-        e = np.exp(z)
-        ssum = e.sum(axis=ax, keepdims=True)
-        y = z - np.log(ssum) if log else e / ssum
+    z = xc - xc.max(axis=ax, keepdims=True)
+    e = np.exp(z)
+    ssum = e.sum(axis=ax, keepdims=True)
+    y = z - np.log(ssum) if log else e / ssum
     return y.reshape(x.shape).astype(x.dtype)
 
 

@@ -32,8 +32,7 @@ def _reduce(name: str, fn, *versions: int) -> None:
         if axes == "noop":
             return x
         keep = bool(ctx.attrs.get("keepdims", 1))
-        with np.errstate(all="ignore"):
-            return np.asarray(fn(x, axes, keep)).astype(x.dtype, copy=False)
+        return np.asarray(fn(x, axes, keep)).astype(x.dtype, copy=False)
 
     impl.__name__ = impl.__qualname__ = name.lower()
     op(name, *versions)(impl)

@@ -117,7 +117,7 @@ def conv(ctx, x, w, b=None):
     wm = w.astype(np.float64).reshape(g, mg, cg * kk)
     bias = None if b is None else b.astype(np.float64).reshape(m, 1)
     y = np.empty((n_, m, *out), x.dtype)
-    with np.errstate(all="ignore"), one_blas_thread(m * cg * kk * rows * inner):
+    with one_blas_thread(m * cg * kk * rows * inner):
         # (inf/NaN inputs give inf/NaN, as the formula says)
         for i in range(n_):
             yi = y[i].reshape(m, -1)
