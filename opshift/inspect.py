@@ -105,7 +105,9 @@ class InspectReport:
     rows: list[ActivationRow] = field(default_factory=list)
     defects: dict[str, Any] = field(default_factory=dict)  # FixResult.to_dict()
     target_opset: int | None = None
-    conversion: dict[str, Any] | None = None  # ConvertResult.to_dict() or {'error': ...}
+    #: ConvertResult.to_dict(), or {'error': ...}; then, when fix repairs the model,
+    #: 'after_fix': the dry run of the repaired model (ConvertResult.to_dict() or {'error'})
+    conversion: dict[str, Any] | None = None
     ops: dict[str, int] = field(default_factory=dict)  # op_counts() of the model
     ops_at_target: dict[str, int] | None = None  # op_counts() after the dry run
 
@@ -220,6 +222,17 @@ def inspect(model: ModelLike, opset: int | None = None, *,
             fixed = onnx.ModelProto()
             fixed.CopyFrom(proto)
         report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
+    conv = report.conversion
+    if conv is not None and "error" in conv and report.defects["modified"] and \
+            not report.defects["refused"]:
+        # refused as it is, but fix repairs the model: say whether convert then succeeds
+        with progress.stage(f"convert to opset {opset} after fix (dry run)"):
+            try:
+                from .conversion.engine import convert_proto
+
+                conv["after_fix"] = convert_proto(fixed, opset).to_dict()
+            except OpshiftError as e:
+                conv["after_fix"] = {"error": str(e)}
     return report
 
 

@@ -126,3 +126,41 @@ def test_inspect_lists_a_node_listing_an_output_twice_and_fix_refuses_it(tmp_pat
     assert main(["convert", str(src), "--opset", "17", "-o", str(tmp_path / "o.onnx")]) == 2
     assert "node 'split' (Split) lists output 'a' twice" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_inspect_opset_says_when_fix_makes_a_refused_conversion_possible(tmp_path, capsys):
+    """PRelu-9's slope [3] on [1, 3, 4, 4] has no legacy (opset 6) form as it is; once fix
+    reads it per channel ([3, 1, 1]) it converts: inspect says so, and fix then convert
+    does it."""
+    src = tmp_path / "m.onnx"
+    src.write_bytes(_prelu((3,), opset=9).SerializeToString())
+    assert main(["inspect", str(src), "--opset", "6"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "convert to opset 6 is impossible: node 'prelu'" in err
+    assert err.endswith("; after 'opshift fix' it is possible (0 nodes would change, "
+                        "1 relabelled): run fix first"), err
+    assert main(["inspect", str(src), "--opset", "6", "--json"]) == 2
+    after = json.loads(capsys.readouterr().out)["details"]["conversion"]["after_fix"]
+    assert after["target_opset"] == 6 and after["changes"] == []
+    fixed, out = tmp_path / "fixed.onnx", tmp_path / "o.onnx"
+    assert main(["fix", str(src), "-o", str(fixed), "-q"]) == 0
+    assert main(["convert", str(fixed), "--opset", "6", "-o", str(out), "-q", "--verify"]) == 0
+    assert onnx.load(out).opset_import[0].version == 6
+
+
+def test_inspect_opset_says_when_the_conversion_stays_impossible_after_fix(tmp_path, capsys):
+    m = _prelu((3,), opset=9)
+    """int32 PRelu has no exact form below opset 6, fixed or not."""
+    m = _prelu((3,), opset=9)
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(
+        np.array([-2, 0, 3], np.int32), "slope"))
+    m.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.INT32
+    m.graph.output[0].type.tensor_type.elem_type = onnx.TensorProto.INT32
+    src = tmp_path / "m.onnx"
+    src.write_bytes(m.SerializeToString())
+    assert main(["inspect", str(src), "--opset", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "; after 'opshift fix' too: " in err, err
+    assert err.count("node 'prelu'") == 2
+    assert main(["inspect", str(src), "--opset", "13"]) == 0  # no defect stands in the way

@@ -79,8 +79,16 @@ def process(args, job) -> Outcome:
         o.lines = text.splitlines()
         o.summary = ""  # the report says it all
     if report.conversion is not None and "error" in report.conversion:
-        err = OpshiftError(f"{src.origin}: convert to opset {args.opset} is impossible: "
-                           f"{report.conversion['error']}")
+        text = (f"{src.origin}: convert to opset {args.opset} is impossible: "
+                f"{report.conversion['error']}")
+        after = report.conversion.get("after_fix")
+        if after is not None and "error" not in after:
+            n, r = len(after.get("changes", [])), after.get("relabelled", 0)
+            text += (f"; after 'opshift fix' it is possible ({plural(n, 'node')} would "
+                     f"change, {r} relabelled): run fix first")
+        elif after is not None:
+            text += f"; after 'opshift fix' too: {after['error']}"
+        err = OpshiftError(text)
         o.exit_code = 2
         o.error = error_dict(str(err), src.origin)
     return o
