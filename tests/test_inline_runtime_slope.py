@@ -347,3 +347,13 @@ def test_enclosing_graph_input_slope_is_refused_in_a_branch():
     m = _in_then_branch(8, slope_init=False)
     with pytest.raises(ConversionError, match=r"node 'act' .*slope is not a constant"):
         inline(m)
+
+
+def test_make_inputs_takes_a_model_for_its_main_graph():
+    from opshift.verify import make_inputs
+
+    m = _model(8, "input")
+    a, b = make_inputs(m, seed=3), make_inputs(m.graph, seed=3)
+    assert a.keys() == b.keys() and len(a) >= 1
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].tobytes() == b[k].tobytes()

@@ -64,7 +64,12 @@ def kernels(model: onnx.ModelProto) -> KernelTable:
     local = {(opsets.normalize_domain(f.domain), f.name) for f in model.functions}
     registry._load_all()
     for sc in iter_scopes(model):
+        kinds: set[tuple[str, str]] = set()
         for node in sc.nodes:
+            kind = (node.op_type, node.domain)
+            if kind in kinds:
+                continue  # one lookup per kind of node in a scope: the first node names it
+            kinds.add(kind)
             domain = opsets.normalize_domain(node.domain)
             if (domain, node.op_type) in local:
                 continue

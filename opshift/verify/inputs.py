@@ -168,9 +168,11 @@ def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
     return flat.reshape(spec.shape)
 
 
-def make_inputs(graph: onnx.GraphProto, *, dims: Mapping[str, int] | None = None,
-                seed: int = 0, finite: Collection[str] = ()) -> dict[str, np.ndarray]:
-    """Inputs for every non-initializer input of ``graph``, from its declared types and shapes.
+def make_inputs(graph: onnx.GraphProto | onnx.ModelProto, *,
+                dims: Mapping[str, int] | None = None, seed: int = 0,
+                finite: Collection[str] = ()) -> dict[str, np.ndarray]:
+    """Inputs for every non-initializer input of ``graph`` (a model: its main graph), from
+    its declared types and shapes.
 
     Symbolic/unknown dims take ``dims[dim_param]`` or :data:`DEFAULT_DIM`. Values: random
     normal (floats), half small and half full-range (ints), random (bool), with up to n // 2
@@ -179,6 +181,8 @@ def make_inputs(graph: onnx.GraphProto, *, dims: Mapping[str, int] | None = None
     whose type or rank is unknown or not generatable.
     """
     _check_seed(seed)
+    if isinstance(graph, onnx.ModelProto):
+        graph = graph.graph
     return _generate_round(_input_specs(graph, dims, finite), seed, 0)
 
 
