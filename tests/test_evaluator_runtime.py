@@ -45,3 +45,30 @@ def test_loop_alternating_branches_with_same_named_initializers():
         want = t + np.float32(math.erf(float(t)))
     got = evaluate(m, {"n": np.array(7, np.int64), "a0": np.float32(-0.5)})["a"]
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_type_check_once_per_op_and_dtypes_still_refuses_each_bad_node():
+    """The schema's type check is made once per (op, input dtypes): a later node of the same
+    op with other dtypes is checked on its own and refused by name; nodes without attributes
+    share the schema's defaults, a node that sets one gets its own."""
+    import pytest
+
+    from opshift.errors import EvaluationError
+
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"], name="ok1"),
+             helper.make_node("Add", ["a", "x"], ["b"], name="ok2"),
+             helper.make_node("LeakyRelu", ["b"], ["c"], name="lr_default"),
+             helper.make_node("LeakyRelu", ["c"], ["d"], name="lr_half", alpha=0.5),
+             helper.make_node("LeakyRelu", ["d"], ["e"], name="lr_default2"),
+             helper.make_node("Add", ["e", "w"], ["y"], name="bad")]
+    m = make_model(nodes, [vi("x", shape=[2]), vi("w", T.DOUBLE, [2])], [vi("y", shape=[2])],
+                   opset=16)
+    x, w = np.array([-4.0, 2.0], np.float32), np.zeros(2)
+    with pytest.raises(EvaluationError, match=r"node 'bad'.*inputs bound to T have different"):
+        evaluate(m, {"x": x, "w": w})
+    m.graph.node[-1].input[1] = "e"
+    y = evaluate(m, {"x": x, "w": w})["y"]
+    # x + x + x = [-12, 6]; LeakyRelu 0.01, 0.5, 0.01 on -12: -12 * 0.00005; then doubled
+    assert y.dtype == np.float32
+    assert y.tolist() == [np.float32(np.float32(np.float32(-12 * np.float32(0.01)) * 0.5)
+                                     * np.float32(0.01)) * 2, 12.0]

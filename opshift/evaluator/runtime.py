@@ -137,6 +137,10 @@ class Runtime:
         #: (domain, op, opset) -> (impl, source, version, signature): the schema and kernel
         #: lookups, made once per kind of node rather than once per node
         self._kernels: dict[tuple[str, str, int], tuple] = {}
+        #: (domain, op, version) -> the attributes of a node that sets none
+        self._plain_attrs: dict[tuple[str, str, int], dict[str, Any]] = {}
+        #: (signature, input dtypes) -> the type binding they passed the schema's check with
+        self._bindings: dict[tuple, dict[str, np.dtype]] = {}
         #: id(node) -> (node, onnx.reference op instance), built on the node's first run
         self.reference_ops: dict[int, tuple[onnx.NodeProto, Any]] = {}
 
@@ -242,9 +246,17 @@ class Runtime:
             return hit[1]
         impl, source, version, sig = self._kernel(node, domain, opset, graph_name)
         loc = _Where(node, version, domain, graph_name)
-        attrs = self._attributes(node, version, domain, sig, loc, fattrs)
+        attributes = node.attribute
+        if attributes:
+            attrs = self._attributes(node, version, domain, sig, loc, fattrs)
+        else:  # the schema's defaults, the same dict for every such node (kernels only read)
+            kind = (domain, node.op_type, version)
+            attrs = self._plain_attrs.get(kind)
+            if attrs is None:
+                attrs = self._plain_attrs[kind] = self._attributes(node, version, domain, sig,
+                                                                   loc, fattrs)
         prepared = (impl, source, version, sig, attrs, loc)
-        if not any(a.ref_attr_name for a in node.attribute):
+        if not attributes or not any(a.ref_attr_name for a in attributes):
             # the entry keeps ``node`` alive: its id cannot then name another node
             self._prepared[key] = (node, prepared)
         return prepared
@@ -280,7 +292,11 @@ class Runtime:
         for i in sig.required_inputs if source == "opshift" else ():
             if i >= len(inputs) or inputs[i] is None:
                 raise EvaluationError(f"{loc}: required input {i} is missing")
-        binding = self._check_types(sig, inputs, loc)
+        # most nodes repeat a few (op, dtypes) pairs: each pair is checked once per run
+        types = (id(sig), *[v.dtype if isinstance(v, np.ndarray) else type(v) for v in inputs])
+        binding = self._bindings.get(types)
+        if binding is None:
+            binding = self._bindings[types] = self._check_types(sig, inputs, loc)
         ctx = NodeContext(node, node.op_type, domain, version, attrs, self, env, graph_opsets,
                           graph_name, fattrs)
         try:
