@@ -605,3 +605,45 @@ def test_unsqueeze_axes_are_each_nodes_own():
     assert list(a.attribute[0].ints) == [7, 2]
     assert list(b.attribute[0].ints) == list(c.attribute[0].ints) == [1, 2]
     assert [n.name for n in (a, b, c)] == ["p/unsqueeze", "q/unsqueeze", "r/unsqueeze"]
+
+
+def test_fresh_names_of_one_base_skip_taken_ones_in_order():
+    """A base asked for again and again (the slope that every PRelu shares) gets base, base_1,
+    base_2, ... in order, never a name in use, including names taken after it was first
+    asked for; other bases are unaffected."""
+    from opshift.graph.names import Names
+
+    used = {"s_per_channel_2", "t_1"}
+    names = Names.from_used(used)
+    got = [names.fresh("s_per_channel") for _ in range(4)]
+    assert got == ["s_per_channel", "s_per_channel_1", "s_per_channel_3", "s_per_channel_4"]
+    used.add("s_per_channel_5")  # a pass extends the set it shares
+    assert names.fresh("s_per_channel") == "s_per_channel_6"
+    assert [names.fresh("t") for _ in range(3)] == ["t", "t_2", "t_3"]
+    assert names.fresh_all("s_per_channel", ["", "_x"]) == ["s_per_channel_7", "s_per_channel_x"]
+    assert len(used) == 2 + 4 + 1 + 1 + 3 + 2
+
+
+def test_fix_of_many_prelus_sharing_a_graph_input_slope(tmp_path):
+    """Each PRelu reads the shared slope through its own Unsqueeze, named apart."""
+    x_shape = [1, 3, 2, 2]
+    n = 40
+    nodes = [h.make_node("PRelu", [f"x{i}", "s"], [f"y{i + 1}"], name=f"p{i}")
+             for i in range(n)]
+    for i, node in enumerate(nodes):
+        node.input[0] = "x" if i == 0 else f"y{i}"
+    m = h.make_model(
+        h.make_graph(nodes, "g",
+                          [h.make_tensor_value_info("x", T.FLOAT, x_shape),
+                           h.make_tensor_value_info("s", T.FLOAT, [3])],
+                          [h.make_tensor_value_info(f"y{n}", T.FLOAT, x_shape)],
+                          [nh.from_array(np.array([0.5, -2, 3], np.float32), "s")]),
+        opset_imports=[h.make_opsetid("", 9)])
+    m.ir_version = 4
+    result = fix_proto(m)
+    unsq = [x for x in m.graph.node if x.op_type == "Unsqueeze"]
+    assert len(unsq) == n and len(result.changes) == n
+    outs = [u.output[0] for u in unsq]
+    assert outs[:3] == ["s_per_channel", "s_per_channel_1", "s_per_channel_2"]
+    assert len(set(outs)) == n and len({u.name for u in unsq}) == n
+    onnx.checker.check_model(m, full_check=True)

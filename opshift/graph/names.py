@@ -43,12 +43,17 @@ class Names:
 
     def __init__(self, model: onnx.ModelProto):
         self._used = all_names(model)
+        #: base -> the next suffix to try: names are only ever added, so every suffix below
+        #: it is taken, and a base asked for again (a slope shared by many PRelus) does not
+        #: walk its earlier suffixes again
+        self._next: dict[str, int] = {}
 
     @classmethod
     def from_used(cls, used: set[str]) -> Names:
         """Names avoiding ``used`` (a set a pass already collected; it is extended)."""
         names = cls.__new__(cls)
         names._used = used
+        names._next = {}
         return names
 
     def __contains__(self, name: str) -> bool:
@@ -56,10 +61,12 @@ class Names:
 
     def fresh(self, base: str) -> str:
         """``base``, or ``base_1``, ``base_2``, ... if it is in use; taken from then on."""
-        name, i = base, 1
+        name, i = base, self._next.get(base, 1)
         while name in self._used:
             name = f"{base}_{i}"
             i += 1
+        if name != base:
+            self._next[base] = i
         self._used.add(name)
         return name
 
