@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRule, _matcher
 
+from ..graph.names import Names
+
 _CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
     "opshift_fuse_recorder", default=None)
 
@@ -49,20 +51,15 @@ class Recorder:
     only: dict[int, object] | None = None
     _anchors: list[tuple[ir.Node, Event]] = field(default_factory=list)
     _seen: set[tuple[int, str]] = field(default_factory=set)
-    _names: set[str] | None = None  # every value name of the model, gathered when needed
+    _names: Names | None = None  # every value name of the model, gathered when needed
     _made: dict[int, int] = field(default_factory=dict)  # id(fused node) -> its event's index
     _region_of: dict[int, int] = field(default_factory=dict)  # event index -> region index
 
     def fresh_value_name(self, model: ir.Model, base: str) -> str:
         """``base`` (or ``base_1``, ...) if no value anywhere in ``model`` has that name."""
         if self._names is None:
-            self._names = _value_names(model)
-        name, i = base, 0
-        while name in self._names:
-            i += 1
-            name = f"{base}_{i}"
-        self._names.add(name)
-        return name
+            self._names = Names.from_used(_value_names(model))
+        return self._names.fresh(base)
 
     def selected(self, nodes) -> bool:
         """Whether a match of ``nodes`` may be fused (see :attr:`only`)."""
