@@ -164,3 +164,16 @@ def test_inspect_opset_says_when_the_conversion_stays_impossible_after_fix(tmp_p
     assert len(err.splitlines()) == 1 and "; after 'opshift fix' too: " in err, err
     assert err.count("node 'prelu'") == 2
     assert main(["inspect", str(src), "--opset", "13"]) == 0  # no defect stands in the way
+
+
+def test_inspect_api_dry_runs_fix_then_convert_on_copies():
+    """opshift.inspect(model, opset) leaves the model it is given as it was, also when it dry
+    runs fix and then convert on the repaired model."""
+    import opshift
+
+    m = _prelu((3,), opset=9)
+    before = m.SerializeToString()
+    report = opshift.inspect(m, 6)
+    assert m.SerializeToString() == before
+    assert "error" in report.conversion and report.conversion["after_fix"]["target_opset"] == 6
+    assert [c["kind"] for c in report.defects["changes"]] == ["prelu_slope"]
