@@ -227,12 +227,7 @@ def inspect(model: ModelLike, opset: int | None = None, *,
             not report.defects["refused"]:
         # refused as it is, but fix repairs the model: say whether convert then succeeds
         with progress.stage(f"convert to opset {opset} after fix (dry run)"):
-            try:
-                from .conversion.engine import convert_proto
-
-                conv["after_fix"] = convert_proto(fixed, opset).to_dict()
-            except OpshiftError as e:
-                conv["after_fix"] = {"error": str(e)}
+            conv["after_fix"] = _dry_run(fixed, opset)
     return report
 
 
@@ -312,6 +307,16 @@ def _attr_value(a: onnx.AttributeProto, base_dir) -> Any:
     return v
 
 
+def _dry_run(work: onnx.ModelProto, target: int) -> dict[str, Any]:
+    """``work`` converted to ``target`` in place: ConvertResult.to_dict(), or {'error': ...}."""
+    from .conversion.engine import convert_proto
+
+    try:
+        return convert_proto(work, target).to_dict()
+    except OpshiftError as e:
+        return {"error": str(e)}
+
+
 def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport) -> None:
     for r in report.rows:
         vt = opsets.since_version(r.op, target)
@@ -321,17 +326,9 @@ def _dry_convert(work: onnx.ModelProto, target: int, report: InspectReport) -> N
             r.at_target = f"{r.op}-{vt} (unchanged)"
         else:
             r.at_target = f"{r.op}-{vt}"
-    try:
-        from .conversion.engine import convert_proto
-    except ImportError:  # pragma: no cover - convert ships with opshift
-        report.conversion = {"error": "opshift.conversion is not available"}
+    report.conversion = _dry_run(work, target)
+    if "error" in report.conversion:
         return
-    try:
-        result = convert_proto(work, target)
-    except OpshiftError as e:
-        report.conversion = {"error": str(e)}
-        return
-    report.conversion = result.to_dict()
     report.ops_at_target = op_counts(work)
     by_node: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for c in report.conversion.get("changes", []):
