@@ -624,20 +624,18 @@ def test_fresh_names_of_one_base_skip_taken_ones_in_order():
     assert len(used) == 2 + 4 + 1 + 1 + 3 + 2
 
 
-def test_fix_of_many_prelus_sharing_a_graph_input_slope(tmp_path):
+def test_fix_of_many_prelus_sharing_a_graph_input_slope():
     """Each PRelu reads the shared slope through its own Unsqueeze, named apart."""
     x_shape = [1, 3, 2, 2]
     n = 40
-    nodes = [h.make_node("PRelu", [f"x{i}", "s"], [f"y{i + 1}"], name=f"p{i}")
-             for i in range(n)]
-    for i, node in enumerate(nodes):
-        node.input[0] = "x" if i == 0 else f"y{i}"
+    nodes = [h.make_node("PRelu", ["x" if i == 0 else f"y{i}", "s"], [f"y{i + 1}"],
+                         name=f"p{i}") for i in range(n)]
     m = h.make_model(
         h.make_graph(nodes, "g",
-                          [h.make_tensor_value_info("x", T.FLOAT, x_shape),
-                           h.make_tensor_value_info("s", T.FLOAT, [3])],
-                          [h.make_tensor_value_info(f"y{n}", T.FLOAT, x_shape)],
-                          [nh.from_array(np.array([0.5, -2, 3], np.float32), "s")]),
+                     [h.make_tensor_value_info("x", T.FLOAT, x_shape),
+                      h.make_tensor_value_info("s", T.FLOAT, [3])],
+                     [h.make_tensor_value_info(f"y{n}", T.FLOAT, x_shape)],
+                     [nh.from_array(np.array([0.5, -2, 3], np.float32), "s")]),
         opset_imports=[h.make_opsetid("", 9)])
     m.ir_version = 4
     result = fix_proto(m)
