@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from opshift.cli import main as opshift_main  # noqa: E402
+from opshift.graph.scopes import subgraphs  # noqa: E402
 
 COMMANDS = (["inspect"], ["inspect", "--opset", "6"], ["convert", "--opset", "6"],
             ["convert", "--opset", "13"], ["convert", "--opset", "17", "--verify"],
@@ -45,8 +46,7 @@ def _graphs(m: onnx.ModelProto) -> list[onnx.GraphProto]:
     out = [m.graph]
     for g in out:
         for n in g.node:
-            for a in n.attribute:
-                out += ([a.g] if a.type == onnx.AttributeProto.GRAPH else []) + list(a.graphs)
+            out += [sg for _, sg in subgraphs(n)]
     return out
 
 
