@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from ..graph.facts import Facts
 from ..graph.scopes import Scope
@@ -200,12 +200,13 @@ def _value_infos(facts: Facts, node: onnx.NodeProto, consts
                  ) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
     """Declared types and shapes of a node's non-constant inputs and its outputs."""
 
+    from ..verify.region import value_info
+
     def vi(name: str) -> onnx.ValueInfoProto:
-        elem = facts.elem_type(name) or TensorProto.FLOAT
         shape = facts.shape(name)
-        return helper.make_tensor_value_info(
-            name, elem, None if shape is None else [d if d is not None else "?"
-                                                    for d in shape])
+        return value_info(name, facts.elem_type(name) or TensorProto.FLOAT,
+                          None if shape is None else [d if d is not None else "?"
+                                                      for d in shape])
 
     ins = [vi(i) for i in dict.fromkeys(node.input) if i and i not in consts]
     return ins, [vi(o) for o in node.output if o]

@@ -31,23 +31,41 @@ def region_model(nodes: Iterable[onnx.NodeProto], inputs: Sequence[onnx.ValueInf
     functions = list(functions)
     for f in functions:
         imports.setdefault(normalize_domain(f.domain), 1)
-    graph = helper.make_graph([_copy(n) for n in nodes], "region", [_copy(v) for v in inputs],
-                              [_copy(v) for v in outputs],
-                              initializer=[_copy(t) for t in initializers])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in
-                                                    imports.items()],
-                              functions=[_copy(f) for f in functions],
-                              producer_name="opshift.verify")
+    # built in place: extending a repeated field copies each message once (make_graph and
+    # make_model would copy every node and constant twice more)
+    model = onnx.ModelProto(producer_name="opshift.verify")
     model.ir_version = max(ir_version_for_opset(imports[""]),
                            3 if not functions else 8)  # local functions need IR 8
+    model.opset_import.extend(helper.make_opsetid(d, v) for d, v in imports.items())
+    g = model.graph
+    g.name = "region"
+    g.node.extend(nodes)
+    g.input.extend(inputs)
+    g.output.extend(outputs)
+    g.initializer.extend(initializers)
+    model.functions.extend(functions)
     return model
 
 
-def _copy(msg):
-    out = type(msg)()
-    out.CopyFrom(msg)
-    return out
-
+def value_info(name: str, elem_type: int, shape: Sequence[int | str | None] | None
+               ) -> onnx.ValueInfoProto:
+    """A tensor's ValueInfoProto, as ``helper.make_tensor_value_info`` makes it: ``shape``
+    None for an unknown rank, else per dim an int (its size), a str (its symbol) or None
+    (unknown). Built in place: a region check makes one per value of every rewrite."""
+    v = onnx.ValueInfoProto(name=name)
+    tt = v.type.tensor_type
+    tt.elem_type = elem_type
+    if shape is not None:
+        tt.shape.SetInParent()  # present even for a scalar: rank 0 is known
+        dims = tt.shape.dim
+        for d in shape:
+            if isinstance(d, str):
+                dims.add(dim_param=d)
+            elif d is None:
+                dims.add()
+            else:
+                dims.add(dim_value=d)
+    return v
 
 
 def region_key(model: onnx.ModelProto, names: dict[str, int]) -> tuple:

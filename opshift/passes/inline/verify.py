@@ -11,6 +11,7 @@ from ...errors import OpshiftError
 from ...graph.edit import constant_node
 from ...graph.facts import Facts
 from ...graph.scopes import subgraphs
+from ...verify.region import value_info
 from .result import InlineResult
 
 
@@ -50,7 +51,7 @@ def _vi(name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
     if shape is not None:
         shape = [d if isinstance(d, int) else f"d{i}" if d is None else d
                  for i, d in enumerate(shape)]
-    return onnx.helper.make_tensor_value_info(name, elem_type, shape)
+    return value_info(name, elem_type, shape)
 
 
 def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
