@@ -17,6 +17,7 @@ import math
 import zlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import ml_dtypes
@@ -75,7 +76,7 @@ class _InputSpec:
     def size(self) -> int:
         return math.prod(self.shape)
 
-    @property
+    @cached_property
     def specials(self) -> np.ndarray:
         vals = special_values(self.dtype)
         return vals[np.isfinite(vals)] if self.finite and self.dtype in _FLOATS else vals
@@ -142,8 +143,10 @@ def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
     # The order of the special values is fixed per (seed, name), so the rounds walk through
     # all of them; values and positions change from round to round.
     specials = spec.specials
-    order = np.random.default_rng(key).permutation(len(specials))
-    rng = np.random.default_rng(key + [part] if part else key)
+    seeds = np.random.SeedSequence(key)  # the seeding default_rng(key) does, made once
+    order = np.random.Generator(np.random.PCG64(seeds)).permutation(len(specials))
+    rng = np.random.default_rng(key + [part]) if part else \
+        np.random.Generator(np.random.PCG64(seeds))
     dt, n = spec.dtype, spec.size
     if dt.kind == "b":
         flat = rng.random(n) < 0.5
