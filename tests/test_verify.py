@@ -516,6 +516,27 @@ def test_region_model_is_a_valid_model():
         region_model([], [], [], opset_imports={"acme": 1})
 
 
+def test_region_model_copies_what_it_is_given():
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.2)
+    m = region(node, opset=9)
+    node.attribute[0].f = 0.5
+    assert m.graph.node[0].attribute[0].f == pytest.approx(0.2)
+    assert m.graph.name == "region" and m.producer_name == "opshift.verify"
+
+
+@pytest.mark.parametrize("shape", [None, [], [2, 3], [1, "N", None]])
+def test_value_info_is_the_tensor_type_it_names(shape):
+    from opshift.verify.region import value_info
+
+    vi = value_info("v", T.FLOAT16, shape)
+    tt = vi.type.tensor_type
+    assert vi.name == "v" and tt.elem_type == T.FLOAT16
+    assert tt.HasField("shape") == (shape is not None)  # a scalar's rank 0 is known
+    if shape is not None:
+        assert [d.dim_value if d.HasField("dim_value") else d.dim_param or None
+                for d in tt.shape.dim] == shape
+
+
 def test_verify_rewrites_labels_rows_and_catches_differences():
     slope = numpy_helper.from_array(np.array([0.2], np.float32), "s")
     prelu = region(helper.make_node("PRelu", ["x", "s"], ["y"]), initializers=[slope])
