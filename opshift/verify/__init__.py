@@ -60,7 +60,7 @@ def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], who: str
     try:
         if _policy.current().backend == "onnxruntime":
             return _policy.run_onnxruntime(proto, feeds)
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
+        with warnings.catch_warnings():  # (evaluate sets numpy's error state itself)
             warnings.simplefilter("ignore", RuntimeWarning)
             out = evaluate(proto, feeds)
     except OpshiftError as e:
