@@ -748,3 +748,29 @@ def test_opshift_verify_is_callable_after_importing_the_submodule():
     m = prelu_model()
     assert opshift.verify(m, m).ok
     assert isinstance(opshift.verify(m, m), opshift.VerifyReport)
+
+
+def test_region_inputs_follow_the_structure_not_the_names():
+    from opshift.verify.inputs import RegionInputs, _input_specs
+
+    def specs(*names, shape=(1, 4, 3, 3)):
+        return _input_specs(helper.make_graph(
+            [], "g", [helper.make_tensor_value_info(n, T.FLOAT, list(shape)) for n in names],
+            []), None)
+
+    made = RegionInputs(seed=3)
+    a, desc_a = made.rounds(specs("x1"), {"x1": 0, "y1": 1})
+    b, desc_b = made.rounds(specs("x2"), {"x2": 0, "y2": 1})
+    assert a[0]["x1"] is b[0]["x2"]  # made once, fed to both
+    assert desc_a["x1"] == desc_b["x2"] == {"dtype": "float32", "shape": [1, 4, 3, 3],
+                                            "source": "generated"}
+    assert np.isnan(a[0]["x1"]).any() and np.isinf(a[0]["x1"]).any()  # special values in
+    c, _ = made.rounds(specs("x1", "x3"), {"x1": 0, "x3": 1})  # another structure
+    assert not np.array_equal(c[0]["x1"], c[0]["x3"], equal_nan=True)
+    big = specs("z", shape=(300, 300))  # over the size kept: made again, the same values
+    d1, _ = made.rounds(big, {"z": 0})
+    d2, _ = made.rounds(big, {"z": 0})
+    assert d1[0]["z"] is not d2[0]["z"]
+    assert np.array_equal(d1[0]["z"], d2[0]["z"], equal_nan=True)
+    assert not np.array_equal(RegionInputs(seed=4).rounds(specs("x1"), {"x1": 0})[0][0]["x1"],
+                              a[0]["x1"], equal_nan=True)

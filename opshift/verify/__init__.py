@@ -35,6 +35,7 @@ from . import policy as _policy
 from .comparison import ULP_TOLERANCE, Comparison, _max, compare
 from .inputs import (
     DEFAULT_DIM,
+    RegionInputs,
     _check_seed,
     _describe,
     _generate_round,
@@ -140,7 +141,8 @@ def _load(model: ModelLike, role: str) -> tuple[onnx.ModelProto, str]:
 def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str,
                inputs: Mapping[str, np.ndarray] | None, dims, seed: int, label: str,
                signed_zeros: bool, report: VerifyReport, finite: Collection[str] = (),
-               tables=None) -> list[Row]:
+               tables=None, region: tuple[RegionInputs, dict[str, int]] | None = None
+               ) -> list[Row]:
     if inputs is not None:
         rounds = [dict(inputs)]
         report.inputs.update(_describe(inputs, "given"))
@@ -152,10 +154,13 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
         if extra:
             raise EvaluationError(f"{cwho}: input {extra[0].name!r} is not an input of "
                                   f"{rwho}, so the two cannot be fed the same inputs")
-        n = _rounds(specs)
-        report.rounds = max(report.rounds, n)
-        rounds = [_generate_round(specs, seed, p) for p in range(n)]
-        report.inputs.update(_describe(rounds[0], "generated", finite))
+        if region is not None and all(s.name in region[1] for s in specs):
+            rounds, described = region[0].rounds(specs, region[1])
+        else:  # (a region holding subgraphs keeps its value names: seeded by name)
+            rounds = [_generate_round(specs, seed, p) for p in range(_rounds(specs))]
+            described = _describe(rounds[0], "generated", finite)
+        report.rounds = max(report.rounds, len(rounds))
+        report.inputs.update(described)
     if tables is None:
         from ..evaluator.kernels import kernels
 
@@ -238,10 +243,13 @@ def check_rewrites(rewrites: Iterable[Rewrite], *, seed: int = 0,
 
     Rewrites whose regions compute the same thing up to value names (the same ops, versions,
     attributes, types, shapes and constants, see :func:`region_key`) are checked once: each
-    of them gets that check's rows under its own label and output names.
+    of them gets that check's rows under its own label and output names. Inputs are made
+    per structure, not per name (:class:`~.inputs.RegionInputs`): regions that differ only in
+    their constants are fed the same inputs.
     """
     _check_seed(seed)
     done: dict[tuple, _Checked] = {}
+    inputs = RegionInputs(seed)
     for rw in rewrites:
         try:
             before, _ = _load(rw.before, "before")
@@ -255,7 +263,8 @@ def check_rewrites(rewrites: Iterable[Rewrite], *, seed: int = 0,
         first = done.get(key)
         if first is None:
             first = done[key] = _Checked(rw.label, names, _check_region(
-                rw.label, before, after, seed, dims, rw.signed_zeros, rw.finite))
+                rw.label, before, after, seed, dims, rw.signed_zeros, rw.finite,
+                (inputs, names)))
         progress.advance()
         yield rw.label, first.as_for(rw.label, names)
 
@@ -291,8 +300,8 @@ class _Checked:
 
 
 def _check_region(label: str, before: onnx.ModelProto, after: onnx.ModelProto, seed: int,
-                  dims, signed_zeros: bool, finite: Collection[str] = ()
-                  ) -> VerifyReport | OpshiftError:
+                  dims, signed_zeros: bool, finite: Collection[str],
+                  region: tuple[RegionInputs, dict[str, int]]) -> VerifyReport | OpshiftError:
     from ..evaluator.kernels import kernels
 
     report = VerifyReport(seed=seed, signed_zeros=signed_zeros)
@@ -304,7 +313,8 @@ def _check_region(label: str, before: onnx.ModelProto, after: onnx.ModelProto, s
                     raise UnsupportedError(f"cannot verify rewrite {label}: {role}: "
                                            f"{t.missing}")
         report.rows = _pair_rows(before, after, f"before {label}", f"after {label}", None,
-                                 dims, seed, label, signed_zeros, report, finite, tables)
+                                 dims, seed, label, signed_zeros, report, finite, tables,
+                                 region)
     except OpshiftError as e:
         return e
     return report

@@ -2,7 +2,8 @@
 
 Symbolic or unknown dims take the size given in ``dims`` (by ``dim_param`` name), else
 :data:`DEFAULT_DIM` (2). Values are reproducible for a seed, and each input's values depend
-only on the seed and the input's name. A tensor of n >= 2 elements gets up to n // 2 special
+only on the seed and the input's name (in a region check, on its position among the
+region's values: see :class:`RegionInputs`). A tensor of n >= 2 elements gets up to n // 2 special
 values at random positions; when a tensor is too small to hold every special value at once,
 :func:`opshift.verify.verify` and :func:`opshift.verify.verify_rewrites` run extra rounds until
 every special value has been fed to every input (bounded so that the extra rounds stay small).
@@ -13,6 +14,7 @@ that accepted a difference for non-finite values of some input (``inline
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import zlib
 from collections.abc import Collection, Mapping, Sequence
@@ -202,6 +204,39 @@ def _generate_round(specs: Sequence[_InputSpec], seed: int, round_: int
     except (ValueError, MemoryError) as e:  # e.g. a shape too large for numpy
         shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
         raise OpshiftError(f"cannot generate inputs ({shapes}): {e}") from e
+
+
+#: region inputs of at most this many elements (all rounds) are kept for reuse: past it,
+#: making them costs little next to running the region on them
+_REUSED_ELEMENTS = 1 << 16
+
+
+class RegionInputs:
+    """Generated inputs of region checks, by structure: an input is seeded by its position
+    among the region's values (as :func:`~.region.region_key` numbers them), not by its
+    name, so regions that differ only in value names or constants (thousands of nodes of one
+    op with their own slopes) are fed the same inputs, made once."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._made: dict[tuple, tuple[list[list[np.ndarray]], list[dict[str, Any]]]] = {}
+
+    def rounds(self, specs: Sequence[_InputSpec], positions: Mapping[str, int]
+               ) -> tuple[list[dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
+        """Every round's inputs for ``specs`` (named as the region names them), and their
+        description (see :func:`_describe`)."""
+        sig = tuple((positions[s.name], s.dtype, s.shape, s.finite) for s in specs)
+        made = self._made.get(sig)
+        if made is None:
+            canon = [dataclasses.replace(s, name=f"#{p}") for s, (p, *_) in zip(specs, sig)]
+            rounds = [_generate_round(canon, self.seed, r) for r in range(_rounds(canon))]
+            made = ([list(r.values()) for r in rounds],
+                    list(_describe(rounds[0], "generated",
+                                   {c.name for c in canon if c.finite}).values()))
+            if len(made[0]) * sum(s.size for s in specs) <= _REUSED_ELEMENTS:
+                self._made[sig] = made
+        names = [s.name for s in specs]
+        return [dict(zip(names, r)) for r in made[0]], dict(zip(names, made[1]))
 
 
 def _check_seed(seed: int) -> None:
