@@ -619,6 +619,26 @@ def test_check_rewrites_gives_each_rewrite_of_a_group_its_own_error():
     assert str(out["r1"]).endswith("(found checking the identical region of r0)")
 
 
+def test_check_rewrites_names_each_region_without_a_kernel():
+    # regions of one kind (ops, opsets) share a kernel table, unless it lacks a kernel: the
+    # table names a node, and each region's error names its own
+    def frob(i, width):
+        return region_model([helper.make_node("Frob", ["x"], ["y"], name=f"f{i}",
+                                              domain="acme")],
+                            [helper.make_tensor_value_info("x", T.FLOAT, [width])],
+                            [helper.make_tensor_value_info("y", T.FLOAT, [width])],
+                            opset_imports={"": 16, "acme": 1})
+
+    out = dict(check_rewrites([Rewrite(f"r{i}", frob(i, 2 + i), frob(i, 2 + i))
+                               for i in range(2)]))
+    assert "node 'f0'" in str(out["r0"]) and "node 'f1'" in str(out["r1"])
+    assert "identical region" not in str(out["r1"])
+    leaky = [_leaky_rewrite(i, alpha=0.1 * (i + 1)) for i in range(3)]
+    reports = dict(check_rewrites(leaky))
+    assert [r.kernels for r in reports.values()] == [
+        {"LeakyRelu-16": "opshift", "Constant-13": "opshift", "PRelu-16": "opshift"}] * 3
+
+
 def test_verify_rewrites_refuses_regions_the_evaluator_cannot_run():
     frob = region_model([helper.make_node("Frob", ["x"], ["y"], name="f", domain="acme")],
                         [helper.make_tensor_value_info("x", T.FLOAT, [2])],

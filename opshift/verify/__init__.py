@@ -249,7 +249,7 @@ def check_rewrites(rewrites: Iterable[Rewrite], *, seed: int = 0,
     """
     _check_seed(seed)
     done: dict[tuple, _Checked] = {}
-    inputs = RegionInputs(seed)
+    inputs, kinds = RegionInputs(seed), _RegionKinds()
     for rw in rewrites:
         try:
             before, _ = _load(rw.before, "before")
@@ -264,7 +264,7 @@ def check_rewrites(rewrites: Iterable[Rewrite], *, seed: int = 0,
         if first is None:
             first = done[key] = _Checked(rw.label, names, _check_region(
                 rw.label, before, after, seed, dims, rw.signed_zeros, rw.finite,
-                (inputs, names)))
+                (inputs, names), kinds))
         progress.advance()
         yield rw.label, first.as_for(rw.label, names)
 
@@ -299,14 +299,37 @@ class _Checked:
         return out
 
 
+class _RegionKinds:
+    """The evaluator's kernel table of each region, made once per kind of region: the same
+    opsets and the same ops in the same order (a region holding subgraphs or functions, or
+    one without a kernel somewhere, which the table names by node, gets its own)."""
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple, Any] = {}
+
+    def table(self, model: onnx.ModelProto):
+        from ..evaluator.kernels import kernels
+        from ..graph.scopes import may_hold_subgraphs
+
+        nodes = [(n.op_type, n.domain) for n in model.graph.node]
+        if model.functions or any(may_hold_subgraphs(d, o) for o, d in nodes):
+            return kernels(model)
+        key = (tuple((i.domain, i.version) for i in model.opset_import), tuple(nodes))
+        t = self._tables.get(key)
+        if t is None:
+            t = kernels(model)
+            if t.missing is None:
+                self._tables[key] = t
+        return t
+
+
 def _check_region(label: str, before: onnx.ModelProto, after: onnx.ModelProto, seed: int,
                   dims, signed_zeros: bool, finite: Collection[str],
-                  region: tuple[RegionInputs, dict[str, int]]) -> VerifyReport | OpshiftError:
-    from ..evaluator.kernels import kernels
-
+                  region: tuple[RegionInputs, dict[str, int]], kinds: _RegionKinds
+                  ) -> VerifyReport | OpshiftError:
     report = VerifyReport(seed=seed, signed_zeros=signed_zeros)
     try:
-        tables = [kernels(before), kernels(after)]
+        tables = [kinds.table(before), kinds.table(after)]
         if _policy.current().backend != "onnxruntime":
             for t, role in zip(tables, ("before", "after")):
                 if t.missing is not None:
