@@ -81,17 +81,27 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
     return _Sig(ins, outs, allowed, attr_types, required, required_inputs)
 
 
+_A = onnx.AttributeProto
+#: how a kernel sees each kind of attribute (the rest as onnx.helper reads them)
+_READ: dict[int, Any] = {
+    _A.FLOAT: lambda a: a.f,
+    _A.INT: lambda a: a.i,
+    _A.INTS: lambda a: list(a.ints),
+    _A.FLOATS: lambda a: list(a.floats),
+    _A.STRING: lambda a: a.s.decode("utf-8"),
+    _A.STRINGS: lambda a: [s.decode("utf-8") for s in a.strings],
+    _A.TENSOR: lambda a: tensor_array(a.t),
+    _A.GRAPH: lambda a: a.g,
+}
+
+
 def _attr_value(a: onnx.AttributeProto) -> Any:
-    if a.type == onnx.AttributeProto.TENSOR:
-        return tensor_array(a.t)
-    if a.type == onnx.AttributeProto.SPARSE_TENSOR:
+    read = _READ.get(a.type)
+    if read is not None:
+        return read(a)
+    if a.type == _A.SPARSE_TENSOR:
         raise UnsupportedError(f"attribute {a.name!r}: sparse tensors are not supported")
-    v = onnx.helper.get_attribute_value(a)
-    if a.type == onnx.AttributeProto.STRING:
-        return v.decode("utf-8")
-    if a.type == onnx.AttributeProto.STRINGS:
-        return [s.decode("utf-8") for s in v]
-    return v
+    return onnx.helper.get_attribute_value(a)
 
 
 @functools.cache
@@ -224,14 +234,15 @@ class Runtime:
                 raise EvaluationError(
                     f"{where(node, graph=graph_name or None)}: input {name!r} is not defined "
                     "before this node (unsorted graph, cycle, or missing input)") from None
-        domain = opsets.normalize_domain(node.domain)
-        f = self.functions.get((domain, node.op_type, getattr(node, "overload", "")))
+        domain = node.domain
+        if domain == "ai.onnx":
+            domain = ""
+        f = self.functions.get((domain, node.op_type, getattr(node, "overload", ""))) \
+            if self.functions else None
         if f is not None:
             results = self.run_function(f, node, inputs, graph_opsets, fattrs)
-        else:
+        else:  # (a list)
             results = self._run_op(node, domain, inputs, env, graph_opsets, graph_name, fattrs)
-        if not isinstance(results, (list, tuple)):
-            results = [results]
         for name, value in zip(node.output, results):
             if name:
                 env[name] = value  # type: ignore[index]
@@ -311,11 +322,12 @@ class Runtime:
         # numpy returns scalars (np.float32, np.bool_) from ufuncs on 0-d arrays: values
         # are always arrays
         results = [np.asarray(r) if isinstance(r, np.generic) else r for r in results]
-        for i, (r, t) in enumerate(zip(results, sig.outputs)):
-            want = binding.get(t)
-            if want is not None and isinstance(r, np.ndarray) and r.dtype != want:
-                raise EvaluationError(f"{loc}: {source}'s kernel gives output {i} dtype "
-                                      f"{r.dtype}, ONNX says {want}")
+        if binding:
+            for i, (r, t) in enumerate(zip(results, sig.outputs)):
+                want = binding.get(t)
+                if want is not None and isinstance(r, np.ndarray) and r.dtype != want:
+                    raise EvaluationError(f"{loc}: {source}'s kernel gives output {i} dtype "
+                                          f"{r.dtype}, ONNX says {want}")
         return results
 
     @staticmethod
@@ -323,27 +335,29 @@ class Runtime:
                     fattrs) -> dict[str, Any]:
         attrs = dict(_defaults(node.op_type, version, domain))
         for a in node.attribute:
-            if a.ref_attr_name:
-                if not fattrs or a.ref_attr_name not in fattrs:
+            ref = a.ref_attr_name
+            if ref:
+                if not fattrs or ref not in fattrs:
                     continue
-                src = fattrs[a.ref_attr_name]
                 a2 = onnx.AttributeProto()
-                a2.CopyFrom(src)
+                a2.CopyFrom(fattrs[ref])
                 a2.name = a.name
                 a = a2
-            want = sig.attr_types.get(a.name)
-            if a.type == onnx.AttributeProto.SPARSE_TENSOR and want == a.type:
-                raise UnsupportedError(f"{loc}: attribute {a.name!r}: sparse tensors are not "
-                                       "supported by the evaluator")
-            if want is None:
-                raise UnsupportedError(f"{loc}: attribute {a.name!r} is not defined for this "
-                                       "op version")
-            if a.type != want:
+            name, kind = a.name, a.type
+            want = sig.attr_types.get(name)
+            if kind != want or kind == _A.SPARSE_TENSOR:
+                if want is None:
+                    raise UnsupportedError(f"{loc}: attribute {name!r} is not defined for this "
+                                           "op version")
+                if kind == want:
+                    raise UnsupportedError(f"{loc}: attribute {name!r}: sparse tensors are "
+                                           "not supported by the evaluator")
                 raise UnsupportedError(
-                    f"{loc}: attribute {a.name!r} has type "
-                    f"{onnx.AttributeProto.AttributeType.Name(a.type)}, the schema wants "
-                    f"{onnx.AttributeProto.AttributeType.Name(want)}")
-            attrs[a.name] = _attr_value(a)
+                    f"{loc}: attribute {name!r} has type "
+                    f"{_A.AttributeType.Name(kind)}, the schema wants "
+                    f"{_A.AttributeType.Name(want)}")
+            read = _READ.get(kind)
+            attrs[name] = read(a) if read is not None else _attr_value(a)
         missing = sorted(sig.required - attrs.keys())
         if missing:
             raise EvaluationError(f"{loc}: required attribute {missing[0]!r} is missing")
