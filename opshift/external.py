@@ -137,9 +137,10 @@ def plain_array(t: onnx.TensorProto) -> np.ndarray | None:
         return None
     dtype, field_name = plain
     if t.HasField("raw_data"):
-        if len(t.raw_data) % dtype.itemsize:
+        raw = t.raw_data  # (each read of the field is a copy of its bytes)
+        if len(raw) % dtype.itemsize:
             return None  # (numpy_helper's error is the one reported)
-        arr = np.frombuffer(t.raw_data, dtype=dtype)
+        arr = np.frombuffer(raw, dtype=dtype)
     else:
         arr = np.array(list(getattr(t, field_name)), dtype=dtype)
     dims = tuple(t.dims) if len(t.dims) else ()  # (tuple() of an empty field costs ~2 us)
