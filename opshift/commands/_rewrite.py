@@ -63,6 +63,7 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
                          shapes=parse_input_shapes(args.input_shape), repair=repair)
     o.changes.extend(src.repairs)
     counted = reported(args)
+    verified: bool | None = None  # what --verify found
     if counted:
         o.ops_before = op_counts(src.model)
     with policy_of(args):
@@ -83,8 +84,10 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
             if args.backend == "onnxruntime" and not report.rows and notes:
                 raise OpshiftError(f"{src.origin}: --backend onnxruntime could check nothing "
                                    f"({notes[-1]}); nothing written")
-            o.verify = verify_dict(report, notes)
-            if not args.json:
+            verified = report.ok
+            if args.json:  # (a row per rewrite: made only when shown)
+                o.verify = verify_dict(report, notes)
+            else:
                 o.verify_lines = verify_lines(report, notes, verbose=bool(args.verbose),
                                               groups=r.groups)
             if not report.ok:
@@ -118,8 +121,8 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
         else:  # one line: nodes before and after, and what the check found
             n0, n1 = sum(o.ops_before.values()), sum(o.ops_after.values())
             o.summary += f"; {n0:,} -> {plural(n1, 'node')}" if n0 != n1 else ""
-            if o.verify is not None:
-                o.summary += "; verify: " + ("ok" if o.verify["ok"] else "FAIL")
+            if verified is not None:
+                o.summary += "; verify: " + ("ok" if verified else "FAIL")
     return o
 
 
