@@ -1,9 +1,8 @@
 """What a conversion did: one :class:`Change` per node whose version changed, with, when
-recorded, the :class:`Region` of the rewrite for local verification."""
+recorded, models of the rewrite alone for local verification."""
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,21 +14,6 @@ from ..graph.scopes import Scope
 
 #: what a relabel (a node the schemas say is unaffected) says
 RELABEL = "the schemas differ only in what this node does not use"
-
-
-@dataclass(slots=True)
-class Region:
-    """A recorded rewrite, for local verification: the original node, its replacement
-    nodes, the opsets before and after, the node's value infos and the constants read."""
-
-    before: list[onnx.NodeProto]
-    after: list[onnx.NodeProto]
-    source_opsets: dict[str, int]
-    target_opsets: dict[str, int]
-    before_constants: dict[str, onnx.TensorProto]
-    after_constants: dict[str, onnx.TensorProto]
-    inputs: list[onnx.ValueInfoProto]
-    outputs: list[onnx.ValueInfoProto]
 
 
 @dataclass(slots=True)
@@ -45,7 +29,8 @@ class Change:
     action: str
     what: str
     why: str
-    region: Region | None = field(default=None, repr=False)
+    #: (before, after): models of just this rewrite (see :func:`record_region`)
+    region: tuple[onnx.ModelProto, onnx.ModelProto] | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -54,15 +39,7 @@ class Change:
 
     def region_models(self) -> tuple[onnx.ModelProto, onnx.ModelProto] | None:
         """(before, after) models of just this rewrite, or None if it was not recorded."""
-        r = self.region
-        if r is None:
-            return None
-        from ..verify import region_model
-
-        return (region_model(r.before, r.inputs, r.outputs, r.before_constants.values(),
-                             r.source_opsets),
-                region_model(r.after, r.inputs, r.outputs, r.after_constants.values(),
-                             r.target_opsets))
+        return self.region
 
     def to_dict(self) -> dict[str, Any]:
         d = {"node": self.node, "op": self.label, "scope": self.scope, "what": self.what,
@@ -148,18 +125,24 @@ _REGION_EXTERNAL_LIMIT = 64 << 20
 
 def record_region(facts: Facts, scope: Scope, node: onnx.NodeProto,
                   after: list[onnx.NodeProto], dims: dict[int, tuple], target: int,
-                  base_dir) -> Region:
-    """The :class:`Region` of rewriting ``node`` (of ``scope``) into ``after``; ``dims``:
+                  base_dir) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """Models of ``node`` (of ``scope``) before and after it is rewritten into ``after``
+    (copies: the plan goes on to edit the model), with the constants they read; ``dims``:
     id(tensor) -> the shape the plan gives it in place."""
+    from ..verify import region_model
+
     before_consts = _constants(facts, scope, [node], {}, base_dir)
     ins, outs = _value_infos(facts, node, before_consts)
-    return Region([copy.deepcopy(node)], [copy.deepcopy(x) for x in after], dict(scope.opsets),
-                  {**scope.opsets, "": target}, before_consts,
-                  _constants(facts, scope, after, dims, base_dir), ins, outs)
+    return (region_model([node], ins, outs, before_consts.values(), scope.opsets),
+            region_model(after, ins, outs, _constants(facts, scope, after, dims,
+                                                      base_dir).values(),
+                         {**scope.opsets, "": target}))
 
 
 def _constants(facts: Facts, scope: Scope, nodes, dims: dict[int, tuple], base_dir
                ) -> dict[str, onnx.TensorProto]:
+    """The constants ``nodes`` read, named as they read them, in the shape the plan gives
+    them (the region model copies them)."""
     out = {}
     local = {n.output[0] for n in nodes if n.op_type == "Constant" and n.output}
     for n in nodes:  # Constant nodes inside the region are part of it
@@ -172,11 +155,15 @@ def _constants(facts: Facts, scope: Scope, nodes, dims: dict[int, tuple], base_d
                 t = _loaded(t, base_dir)
                 if t is None:
                     continue
-            t = copy.deepcopy(t)
-            t.name = i
-            if id(c.tensor) in dims:
-                del t.dims[:]
-                t.dims.extend(dims[id(c.tensor)])
+            shape = dims.get(id(c.tensor))
+            if t.name != i or shape is not None:
+                t2 = onnx.TensorProto()
+                t2.CopyFrom(t)
+                t = t2
+                t.name = i
+                if shape is not None:
+                    del t.dims[:]
+                    t.dims.extend(shape)
             out[i] = t
     return out
 
