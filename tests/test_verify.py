@@ -781,7 +781,8 @@ def test_region_inputs_follow_the_structure_not_the_names():
     made = RegionInputs(seed=3)
     a, desc_a = made.rounds(specs("x1"), {"x1": 0, "y1": 1})
     b, desc_b = made.rounds(specs("x2"), {"x2": 0, "y2": 1})
-    assert a[0]["x1"] is b[0]["x2"]  # made once, fed to both
+    assert a[0]["x1"] is b[0]["x2"]  # made once, fed to both, read-only
+    assert not a[0]["x1"].flags.writeable
     assert desc_a["x1"] == desc_b["x2"] == {"dtype": "float32", "shape": [1, 4, 3, 3],
                                             "source": "generated"}
     assert np.isnan(a[0]["x1"]).any() and np.isinf(a[0]["x1"]).any()  # special values in

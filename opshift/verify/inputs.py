@@ -234,6 +234,9 @@ class RegionInputs:
                     list(_describe(rounds[0], "generated",
                                    {c.name for c in canon if c.finite}).values()))
             if len(made[0]) * sum(s.size for s in specs) <= _REUSED_ELEMENTS:
+                for arrays in made[0]:  # fed to many regions: none may write into them
+                    for a in arrays:
+                        a.flags.writeable = False
                 self._made[sig] = made
         names = [s.name for s in specs]
         return [dict(zip(names, r)) for r in made[0]], dict(zip(names, made[1]))
