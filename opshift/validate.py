@@ -98,7 +98,7 @@ class _Walker:
         if census is not None and not census.external:
             census.external = any(map(uses_external_data, g.initializer))
         if self.typing is not None:
-            self.typing.declare(g, census.types)
+            self.typing.declare(g, census.types, header.declared())
         if self.full:
             fn = parent.function if parent is not None else None
             self._scope = CensusScope(g, label, opsets, fn)

@@ -304,6 +304,30 @@ def test_census_types_through_constants_casts_and_where():
     assert census.types == {}  # the function band needs no types
 
 
+def test_declared_types_read_from_the_header_as_from_the_entries():
+    """The check hands the types it read (serialized, per list) to the propagation: the same
+    types as reading every entry, a later list's type winning, an entry of no element type or
+    no tensor type leaving an earlier one, initializers last."""
+    from opshift.graph.element_types import Propagation
+    from opshift.wellformed import read_header
+
+    seq = helper.make_tensor_sequence_value_info("a", TP.FLOAT, [2])
+    g = helper.make_graph(
+        [], "g",
+        [helper.make_tensor_value_info("a", TP.INT32, [2]),
+         helper.make_tensor_value_info("b", TP.FLOAT16, None),
+         helper.make_tensor_value_info("w", TP.FLOAT, [3])],
+        [helper.make_tensor_value_info("b", TP.UNDEFINED, [2]),
+         helper.make_tensor_value_info("c", TP.DOUBLE, [])],
+        initializer=[helper.make_tensor("w", TP.INT64, [1], [1])],
+        value_info=[seq, helper.make_tensor_value_info("c", TP.BFLOAT16, [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+    read, given = {}, {}
+    Propagation(m, 9).declare(g, read)
+    Propagation(m, 9).declare(g, given, read_header(g, "g").declared())
+    assert given == read == {"a": TP.INT32, "b": TP.FLOAT16, "c": TP.BFLOAT16, "w": TP.INT64}
+
+
 @pytest.mark.parametrize("functions", [None, "all"])
 @pytest.mark.parametrize("ops", ["PRelu,LeakyRelu,Selu", "none", "Selu"])
 def test_cli_output_equals_the_api(tmp_path, functions, ops):

@@ -42,6 +42,12 @@ def take_value_infos(vis, types: dict[str, int], shapes: dict[str, tuple] | None
                 for d in tt.shape.dim)
 
 
+def _elem_type(data: bytes) -> int:
+    """The element type of a serialized TypeProto (0: not a tensor, or none given)."""
+    tp = onnx.TypeProto.FromString(data)
+    return tp.tensor_type.elem_type if tp.HasField("tensor_type") else 0
+
+
 def _elem_of_type_str(ts: str) -> int | None:
     if ts.startswith("tensor(") and ts.endswith(")"):
         try:
@@ -178,11 +184,24 @@ class Propagation:
         self.variants: dict[FunctionKey, dict[tuple[int, ...], dict[str, int]]] = {}
         self._opsets: dict[FunctionKey, int] = {}
 
-    def declare(self, g: onnx.GraphProto, types: dict[str, int]) -> None:
-        """Record the element types ``g`` declares (initializers last)."""
-        take_value_infos(g.input, types)
-        take_value_infos(g.output, types)
-        take_value_infos(g.value_info, types)
+    def declare(self, g: onnx.GraphProto, types: dict[str, int], declared=None) -> None:
+        """Record the element types ``g`` declares (initializers last). ``declared``: the
+        (names, serialized types) of its inputs, outputs and value_info entries when already
+        read (:meth:`opshift.wellformed.Header.declared`): each distinct type is then
+        decoded once instead of every entry read again."""
+        if declared is None:
+            take_value_infos(g.input, types)
+            take_value_infos(g.output, types)
+            take_value_infos(g.value_info, types)
+        else:
+            elems: dict[bytes, int] = {}
+            for names, datas in declared:
+                for name, data in zip(names, datas):
+                    elem = elems.get(data)
+                    if elem is None:
+                        elem = elems[data] = _elem_type(data)
+                    if elem:
+                        types[name] = elem
         for t in g.initializer:
             types[t.name] = t.data_type
 
