@@ -193,19 +193,14 @@ class Header:
     initializer_names: list[str] = field(default_factory=list)
     #: name -> its declared TypeProto, serialized (value_info over outputs over inputs)
     types: dict[str, bytes] = field(default_factory=dict)
-    #: the serialized types of the graph inputs, outputs and value_info entries, a list each
-    #: in entry order (the names' lists above)
-    input_types: list[bytes] = field(default_factory=list)
-    output_types: list[bytes] = field(default_factory=list)
-    value_info_types: list[bytes] = field(default_factory=list)
+    #: the serialized types of the inputs, outputs and value_info entries, in entry order
+    listed_types: list[list[bytes]] = field(default_factory=list)
     _positions: dict[str, int] | None = None
 
     def declared(self) -> Iterator[tuple[list[str], list[bytes]]]:
-        """(names, serialized types) of the graph inputs, outputs and value_info entries,
-        in that order."""
-        yield self.input_names, self.input_types
-        yield self.output_names, self.output_types
-        yield self.value_info_names, self.value_info_types
+        """(names, serialized types) of the inputs, outputs and value_info entries, in turn."""
+        return zip((self.input_names, self.output_names, self.value_info_names),
+                   self.listed_types)
 
     def initializer(self, g: onnx.GraphProto, name: str) -> onnx.TensorProto | None:
         """The initializer ``name`` of ``g``, the graph read (the last of that name)."""
@@ -226,7 +221,7 @@ def read_header(g: onnx.GraphProto, label: str) -> Header:
         h.input_names = [vi.name for vi in g.input]
         h.initializer_names = [t.name for t in g.initializer]
         return h
-    listed, typed = [], []
+    listed, h.listed_types = [], []
     for kind, infos in (("input", g.input), ("output", g.output), ("value_info", g.value_info)):
         names = [vi.name for vi in infos]
         listed.append(names)
@@ -234,13 +229,12 @@ def read_header(g: onnx.GraphProto, label: str) -> Header:
         if bad is not None:
             h.problems.append(f"{label}: {not_text(f'{kind} name', bad)}")
         types = [vi.type.SerializeToString() for vi in infos]
-        typed.append(types)
+        h.listed_types.append(types)
         p = _types_problem(infos, types, kind)
         if p is not None:
             h.problems.append(f"{label}: {p}")
         h.types.update(zip(names, types))
     h.input_names, h.output_names, h.value_info_names = listed
-    h.input_types, h.output_types, h.value_info_types = typed
     h.initializer_names = names = [t.name for t in g.initializer]
     bad = text_problem(names)
     if bad is not None:
