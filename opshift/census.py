@@ -58,8 +58,11 @@ class Census:
     _uses: Counter | None = field(default=None, repr=False)
 
     def forget_reading(self) -> None:
-        """Drop what ``facts`` kept (the model was rewritten: it describes it no more)."""
+        """Drop what describes the model's values and nodes (it was rewritten: the census
+        describes it no more), which would otherwise stay in memory while it is written;
+        ``external`` and ``kinds`` stay."""
         self.declared = self.reads = self._uses = None
+        self.names, self.scopes, self.types = set(), [], {}
 
     def uses(self) -> Counter | None:
         """How many reads (``reads``) each name of the main graph's tree has; None without

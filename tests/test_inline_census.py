@@ -187,6 +187,9 @@ def test_census_covers_subgraphs_functions_and_every_kind_of_name():
     assert "sel/ZeroCast_1" in outs and "sel/Y_1" in [n.name for n in m.graph.node]
     then_nodes = next(a.g.node for a in m.graph.node[0].attribute if a.name == "then_branch")
     assert then_nodes[-1].name == "lr/Y_1"
+    census.forget_reading()  # the model was rewritten: what described it goes, flags stay
+    assert (census.names, census.scopes, census.types) == (set(), [], {})
+    assert ("dom", "F") in census.kinds
 
 
 def test_inline_keeps_every_model_field():
