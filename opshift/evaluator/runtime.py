@@ -356,8 +356,7 @@ class Runtime:
                     f"{loc}: attribute {name!r} has type "
                     f"{_A.AttributeType.Name(kind)}, the schema wants "
                     f"{_A.AttributeType.Name(want)}")
-            read = _READ.get(kind)
-            attrs[name] = read(a) if read is not None else _attr_value(a)
+            attrs[name] = _attr_value(a)
         missing = sorted(sig.required - attrs.keys())
         if missing:
             raise EvaluationError(f"{loc}: required attribute {missing[0]!r} is missing")
