@@ -11,6 +11,7 @@ from onnx import TensorProto
 
 from ..graph.facts import Facts
 from ..graph.scopes import Scope
+from ..verify.region import region_model, value_info
 
 #: what a relabel (a node the schemas say is unaffected) says
 RELABEL = "the schemas differ only in what this node does not use"
@@ -129,8 +130,6 @@ def record_region(facts: Facts, scope: Scope, node: onnx.NodeProto,
     """Models of ``node`` (of ``scope``) before and after it is rewritten into ``after``
     (copies: the plan goes on to edit the model), with the constants they read; ``dims``:
     id(tensor) -> the shape the plan gives it in place."""
-    from ..verify import region_model
-
     before_consts = _constants(facts, scope, [node], {}, base_dir)
     ins, outs = _value_infos(facts, node, before_consts)
     return (region_model([node], ins, outs, before_consts.values(), scope.opsets),
@@ -186,8 +185,6 @@ def _loaded(t: onnx.TensorProto, base_dir) -> onnx.TensorProto | None:
 def _value_infos(facts: Facts, node: onnx.NodeProto, consts
                  ) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
     """Declared types and shapes of a node's non-constant inputs and its outputs."""
-
-    from ..verify.region import value_info
 
     def vi(name: str) -> onnx.ValueInfoProto:
         shape = facts.shape(name)
