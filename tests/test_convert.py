@@ -21,6 +21,7 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 from opshift import opsets
+from opshift.conversion.result import all_changes
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
 from opshift.passes.convert import ConvertOpsetPass, convert, convert_proto
@@ -303,6 +304,20 @@ def test_noop_idempotent_and_up_then_down():
         back = convert(convert(m, mid), 6)
         onnx.checker.check_model(back, full_check=True)
         assert_exact(ref, evaluate(back, {"x": x})["y"])
+
+
+def test_relabel_count_is_the_default_domain_nodes_listed():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Relu", ["a"], ["b"], name="mine", domain="my"),
+             helper.make_node("Sigmoid", ["b"], ["c"], name="s"),
+             helper.make_node("Relu", ["c"], ["y"])]
+    m = make_model(nodes, [vi("x", shape=[2, 3])], [vi("y", shape=[2, 3])], opset=9,
+                   extra_opsets=[helper.make_opsetid("my", 1)])
+    res = convert_proto(m, 16)
+    listed = [(c.node, c.label, c.action) for c in all_changes(res.entries)]
+    assert listed == [("r1", "Relu-6->14", "relabel"), ("s", "Sigmoid-6->13", "relabel"),
+                      ("<Relu #3>", "Relu-6->14", "relabel")]
+    assert res.relabelled == 3 and res.changes == []
 
 
 def test_bad_target_is_one_line_error():

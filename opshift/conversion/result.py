@@ -61,6 +61,7 @@ class Relabels:
 
     scope: Scope
     walks: dict  # op -> Walk
+    count: int  # how many nodes that is (the scope's node counts say, without a pass)
 
     def entries(self) -> list[tuple]:
         sc, walks = self.scope, self.walks
@@ -107,8 +108,8 @@ class ConvertResult:
 
     @property
     def relabelled(self) -> int:
-        return sum(0 if isinstance(e, Change) else len(e.entries()) if isinstance(
-            e, Relabels) else 1 for e in self.entries)
+        return sum(0 if isinstance(e, Change) else e.count if isinstance(e, Relabels) else 1
+                   for e in self.entries)
 
     @property
     def modified(self) -> bool:

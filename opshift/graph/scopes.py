@@ -7,6 +7,7 @@ Also what a node holds: its subgraphs, the tensor of a Constant.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -29,15 +30,20 @@ class Scope:
     function: onnx.FunctionProto | None = None
     owner: onnx.NodeProto | None = None  # the If/Loop/Scan node of a subgraph
     parent: Scope | None = None  # the scope holding ``owner``
-    _kinds: set[tuple[str, str]] | None = field(default=None, repr=False)
+    _counts: Counter[tuple[str, str]] | None = field(default=None, repr=False)
 
     @property
-    def kinds(self) -> set[tuple[str, str]]:
-        """(op_type, domain) of the scope's nodes (read once: edit the list, read it no
-        more)."""
-        if self._kinds is None:
-            self._kinds = {(n.op_type, n.domain) for n in self.nodes}
-        return self._kinds
+    def counts(self) -> Counter[tuple[str, str]]:
+        """How many of the scope's nodes have each (op_type, domain) (read once: edit the
+        list, read it no more)."""
+        if self._counts is None:
+            self._counts = Counter((n.op_type, n.domain) for n in self.nodes)
+        return self._counts
+
+    @property
+    def kinds(self):
+        """(op_type, domain) of the scope's nodes, as a set-like view of :attr:`counts`."""
+        return self.counts.keys()
 
     @property
     def opset(self) -> int | None:
