@@ -20,6 +20,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from ._gc import no_cyclic_gc
 from .commands._options import HOISTED, add_common_options
 from .errors import OpshiftError, printable
 
@@ -224,7 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("-q and -v cannot be used together (-q prints nothing, -v everything)")
     verbose = getattr(args, "verbose", 0)
     try:
-        code = int(args.func(args) or 0)
+        # A command builds the model's objects once and holds them until it ends: the
+        # cyclic collector, walking them again at every threshold, found nothing to free
+        # and cost up to a tenth of a run (fix, inline, inspect at 100k nodes).
+        with no_cyclic_gc():
+            code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except BrokenPipeError:

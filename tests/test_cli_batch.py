@@ -100,3 +100,34 @@ def test_one_model_into_an_existing_folder(folder, tmp_path):
     p = opshift("convert", "-", "--opset", "13", "-o", out,
                 stdin=(folder / "prelu7.onnx").read_bytes())
     assert p.returncode == 2 and "needs a file name" in p.stderr
+
+
+def test_a_batch_frees_each_models_cycles_before_the_next(folder, tmp_path, monkeypatch):
+    # the cyclic collector is paused while a command runs (its objects live until it ends);
+    # in a batch, what one model left in reference cycles must not pile up for the next
+    import gc
+    import weakref
+
+    from opshift.cli import main
+    from opshift.commands import inspect as inspect_command
+
+    class Node:
+        pass
+
+    left: list[weakref.ref] = []
+    seen: list[tuple[bool, list[bool]]] = []
+    process = inspect_command.process
+
+    def leaky(args, job):
+        seen.append((gc.isenabled(), [r() is None for r in left]))
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # freed only by the cyclic collector
+        left.append(weakref.ref(a))
+        return process(args, job)
+
+    monkeypatch.setattr(inspect_command, "process", leaky)
+    assert gc.isenabled()
+    assert main(["inspect", str(folder), "-q"]) == 0
+    assert gc.isenabled()
+    assert seen == [(False, []), (False, [True]), (False, [True, True]),
+                    (False, [True, True, True])]

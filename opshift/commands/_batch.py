@@ -4,6 +4,7 @@ and returning the worst exit code. A model that fails does not stop the others."
 
 from __future__ import annotations
 
+import gc
 import glob
 import sys
 from collections.abc import Callable
@@ -133,7 +134,9 @@ def _results(args, process: Process, todo: list[Job]):
 
 
 def _one(process: Process, args, job: Job) -> Outcome:
-    """``process`` one model; an error becomes that model's outcome, not the batch's end."""
+    """``process`` one model; an error becomes that model's outcome, not the batch's end.
+    The cycles it leaves are freed before the next model (the cyclic collector is paused
+    while a command runs: see :func:`opshift.cli.main`)."""
     try:
         return process(args, job)
     except OpshiftError as e:
@@ -149,3 +152,5 @@ def _one(process: Process, args, job: Job) -> Outcome:
         msg = (f"{job.input}: internal error: {type(e).__name__}: {e} (run with -v for the "
                "traceback)")
         return Outcome(args.command, job.input).fail(RuntimeError(msg), 3, job.input)
+    finally:
+        gc.collect()

@@ -14,7 +14,6 @@ from typing import Any
 import onnx
 
 from .. import progress
-from .._gc import no_cyclic_gc
 from ..errors import OpshiftError
 from ..tables import plural
 from ._batch import Job
@@ -77,9 +76,7 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
             if src.census is not None:  # what the check read no longer describes the model
                 src.census.forget_reading()
         if args.verify and r.check is not None:
-            # a check makes small models, arrays and rows per rewrite, none in cycles worth
-            # a pass: collections would walk them all again and again (8% of a 50k-node check)
-            with progress.stage("verify", r.check_total or None, "rewrites"), no_cyclic_gc():
+            with progress.stage("verify", r.check_total or None, "rewrites"):
                 report, notes = r.check()
             if args.backend == "onnxruntime" and not report.rows and notes:
                 raise OpshiftError(f"{src.origin}: --backend onnxruntime could check nothing "
