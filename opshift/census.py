@@ -56,6 +56,9 @@ class Census:
     #: graphs output, one per read; counted by :meth:`uses`
     reads: list[str] | None = None
     _uses: Counter | None = field(default=None, repr=False)
+    #: the kinds of problem :func:`opshift.validate.check` found (all of them allowed: any
+    #: other stops the load); a defect whose kind is not here is not in the model
+    found: set[str] = field(default_factory=set)
 
     def forget_reading(self) -> None:
         """Drop what describes the model's values and nodes (it was rewritten: the census

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,11 +184,13 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
 # ------------------------------------------------------------------------------------------
 
 def inspect(model: ModelLike, opset: int | None = None, *,
-            base_dir: str | os.PathLike | None = None, scratch: bool = False
-            ) -> InspectReport:
+            base_dir: str | os.PathLike | None = None, scratch: bool = False,
+            found: Collection[str] | None = None) -> InspectReport:
     """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it unless
     ``scratch``: then the fix dry run edits a ModelProto given (a caller done with it spares
-    a copy). ``base_dir``: the folder of a ModelProto's external data."""
+    a copy). ``base_dir``: the folder of a ModelProto's external data; ``found``: the kinds
+    of problem the structural check found in it, when it was checked (see
+    :func:`opshift.passes.fix.fix_proto`)."""
     proto, _, folder = to_proto(model)
     base_dir = folder if base_dir is None else base_dir
     functions = [function_id(f) for f in proto.functions]
@@ -221,7 +224,8 @@ def inspect(model: ModelLike, opset: int | None = None, *,
         else:
             fixed = onnx.ModelProto()
             fixed.CopyFrom(proto)
-        report.defects = fix_proto(fixed, strict=False, base_dir=base_dir).to_dict()
+        report.defects = fix_proto(fixed, strict=False, base_dir=base_dir,
+                                   found=found).to_dict()
     conv = report.conversion
     if conv is not None and "error" in conv and report.defects["modified"] and \
             not report.defects["refused"]:

@@ -388,3 +388,5 @@ def check(model: onnx.ModelProto, origin: str = "<model>", *,
     for kind, msg in problems(model, census, skip=allowed):
         if kind not in allowed:
             raise ModelLoadError(f"{origin}: {msg}")
+        if census is not None:
+            census.found.add(kind)

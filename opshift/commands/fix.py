@@ -76,10 +76,10 @@ def _fix(args, src) -> _rewrite.Rewritten:
     try:
         if args.verify:  # the check compares with the original
             fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
-                                            base_dir=src.folder)
+                                            base_dir=src.folder, found=src.census.found)
         else:  # nothing reads the original again: repaired in place, no copy
             fixed, result = original, fix_proto(original, prelu_slope=args.prelu_slope,
-                                                base_dir=src.folder)
+                                                base_dir=src.folder, found=src.census.found)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise

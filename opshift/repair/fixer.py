@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 
 import onnx
 from onnx import helper
@@ -10,6 +11,7 @@ from onnx import helper
 from .. import opsets, progress
 from ..errors import ConversionError, function_label
 from ..graph.scopes import Scope, iter_scopes
+from ..validate import DUPLICATE_VALUE
 from .attributes import fix_attributes
 from .ir_version import fix_ir_version
 from .names import fix_node_names, fix_value_names
@@ -20,20 +22,24 @@ SLOPE_CHOICES = ("channel", "numpy")
 
 
 def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
-              strict: bool = True, base_dir: str | os.PathLike | None = None) -> FixResult:
+              strict: bool = True, base_dir: str | os.PathLike | None = None,
+              found: Collection[str] | None = None) -> FixResult:
     """Repair ``model`` in place; return what changed.
 
     With ``strict`` (the default) a defect that cannot be repaired exactly raises
     :class:`ConversionError` naming it (the model may then be partly repaired: use
     :func:`fix` for all-or-nothing). With ``strict=False`` refusals are only listed in
     :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy). ``base_dir``: the
-    model's folder, for an attribute tensor kept in external data.
+    model's folder, for an attribute tensor kept in external data. ``found``: the kinds of
+    problem :func:`opshift.validate.check` found in ``model`` (its census's ``found``), when
+    it was checked: a repair of a defect the check looks for and did not find is skipped
+    (values produced twice: every output name read again).
     """
     if prelu_slope not in (None, *SLOPE_CHOICES):
         raise ConversionError(f"prelu_slope must be one of {', '.join(SLOPE_CHOICES)}, "
                               f"got {prelu_slope!r}")
     fx = Fixer(model, prelu_slope, base_dir)
-    fx.run()
+    fx.run(found)
     if strict and fx.result.refused:
         first = fx.result.refused[0]
         more = len(fx.result.refused) - 1
@@ -81,11 +87,14 @@ class Fixer:
         """The scopes' opsets changed: list them again when next asked."""
         self._scopes = None
 
-    def run(self) -> None:
-        """Every repair in order; the progress line counts them."""
+    def run(self, found: Collection[str] | None = None) -> None:
+        """Every repair in order, but for one of a defect the structural check looked for
+        and did not find (``found``: the kinds it found; see :func:`fix_proto`); the
+        progress line counts them."""
+        values = found is None or DUPLICATE_VALUE in found
         repairs = (fix_duplicate_functions, fix_opset_imports, _per_scope(fix_attributes),
-                   _per_scope(fix_value_names), fix_node_names, fix_prelu_slopes,
-                   fix_ir_version)
+                   *([_per_scope(fix_value_names)] if values else []), fix_node_names,
+                   fix_prelu_slopes, fix_ir_version)
         with progress.stage("fix", len(repairs), "repairs"):
             for repair in repairs:
                 repair(self)
