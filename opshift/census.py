@@ -44,8 +44,12 @@ class Census:
     #: :class:`opshift.graph.element_types.Typed` made by the one propagation
     #: (:class:`~opshift.graph.element_types.Propagation`) fed by the walk; else empty
     types: dict[str, int] = field(default_factory=dict)
-    #: False: fill only ``external`` and ``kinds`` (for a caller that needs nothing else)
+    #: False: fill only ``external``, ``kinds`` and ``found`` (and ``names`` with
+    #: ``keep_names``), for a caller that needs nothing else
     full: bool = True
+    #: keep ``names`` without ``full`` (for a caller that makes fresh names: fix); the set
+    #: is the walk's own, kept rather than copied
+    keep_names: bool = False
     #: True: also keep what :class:`~opshift.graph.facts.Facts` reads of the main graph
     #: (``declared``, ``reads``), in either mode
     facts: bool = False
@@ -66,6 +70,21 @@ class Census:
         ``external`` and ``kinds`` stay."""
         self.declared = self.reads = self._uses = None
         self.names, self.scopes, self.types = set(), [], {}
+
+    @property
+    def naming(self) -> bool:
+        """Whether the walk fills :attr:`names`."""
+        return self.full or self.keep_names
+
+    def add_names(self, names: set[str]) -> None:
+        """Add ``names`` (a set the walk is done with: it may become :attr:`names`) to
+        :attr:`names`; the larger set takes in the smaller, so the main graph's names are
+        not copied."""
+        if len(names) > len(self.names):
+            names |= self.names
+            self.names = names
+        else:
+            self.names |= names
 
     def uses(self) -> Counter | None:
         """How many reads (``reads``) each name of the main graph's tree has; None without

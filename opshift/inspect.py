@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ from onnx import helper
 
 from . import opsets, progress
 from .broadcast import SlopeClass, classify, rule_for_version
+from .census import Census
 from .errors import OpshiftError, function_id
 from .external import tensor_array
 from .graph.facts import Facts
@@ -185,11 +185,11 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
 
 def inspect(model: ModelLike, opset: int | None = None, *,
             base_dir: str | os.PathLike | None = None, scratch: bool = False,
-            found: Collection[str] | None = None) -> InspectReport:
+            census: Census | None = None) -> InspectReport:
     """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it unless
     ``scratch``: then the fix dry run edits a ModelProto given (a caller done with it spares
-    a copy). ``base_dir``: the folder of a ModelProto's external data; ``found``: the kinds
-    of problem the structural check found in it, when it was checked (see
+    a copy). ``base_dir``: the folder of a ModelProto's external data; ``census``: what
+    the structural check read of it, when it was checked (see
     :func:`opshift.passes.fix.fix_proto`)."""
     proto, _, folder = to_proto(model)
     base_dir = folder if base_dir is None else base_dir
@@ -225,7 +225,7 @@ def inspect(model: ModelLike, opset: int | None = None, *,
             fixed = onnx.ModelProto()
             fixed.CopyFrom(proto)
         report.defects = fix_proto(fixed, strict=False, base_dir=base_dir,
-                                   found=found).to_dict()
+                                   census=census).to_dict()
     conv = report.conversion
     if conv is not None and "error" in conv and report.defects["modified"] and \
             not report.defects["refused"]:

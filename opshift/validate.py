@@ -60,6 +60,7 @@ class _Walker:
         self._judged: dict[tuple, tuple[int, str | None, bool]] = {}
         self.census = census
         self.full = census is not None and census.full  # names, scopes, sites, types
+        self.naming = census is not None and census.naming
         self._scope: CensusScope | None = None
         self.typing: Propagation | None = None  # types the main graph's values (Census.types)
         self.slopes = True  # report slope problems
@@ -103,11 +104,11 @@ class _Walker:
             fn = parent.function if parent is not None else None
             self._scope = CensusScope(g, label, opsets, fn)
             census.scopes.append(self._scope)
+        if self.naming:
             census.names.update(v.name for v in g.output)
         self.nodes(g.node, opsets, defined, outer, label, g)
         self.text(label, "value name", defined)
         if self.full:
-            census.names.update(defined)
             self._scope = parent
         seen: set[str] = set()
         for vi in g.output:
@@ -116,6 +117,8 @@ class _Walker:
             seen.add(vi.name)
             if vi.name not in defined and vi.name not in outer:
                 self.add(CYCLE, f"{label}: graph output {vi.name!r} is never computed")
+        if self.naming:
+            census.add_names(defined)
         return header
 
     def nodes(self, nodes: Iterable[onnx.NodeProto], opsets: dict[str, int], defined: set[str],
@@ -212,7 +215,7 @@ class _Walker:
                     self.add(DUPLICATE_VALUE, f"{label}: {where(n)} {p}")
         if wellformed.text_problem(node_names) is not None:
             self.text(label, "node name", node_names)
-        elif full:
+        elif self.naming:
             census.names.update(node_names)
         if census is not None:  # the op tables hold every kind of node met, at no extra cost
             census.kinds.update(("", op) for op in flags_by_op)
@@ -366,14 +369,15 @@ def problems(model: onnx.ModelProto, census: Census | None = None, *,
         if w.full:
             w._scope = CensusScope(f, label, fops, f)
             census.scopes.append(w._scope)
+        if w.naming:
             census.names.update(f.output)
         w.nodes(f.node, fops, defined, frozenset(), label)
-        if w.full:
-            census.names.update(defined)
+        if w.naming:
+            census.add_names(defined)
     p = wellformed.recursion_problem(model)
     if p is not None:
         w.add(MALFORMED, p)
-    if w.full:
+    if w.naming:
         census.names.discard("")
     if w.typing is not None:
         census.types.variants = w.typing.variant_lists()

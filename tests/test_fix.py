@@ -364,6 +364,31 @@ def test_value_names_read_again_only_where_the_check_found_a_value_defined_twice
     assert fix_proto(clean).changes == [] and looked[2:] == ["graph 'g'"]  # not checked: looked
 
 
+def test_fresh_names_from_the_checks_census_avoid_every_name_of_the_model(tmp_path):
+    # the CLI takes the names in use from the structural check's walk, the library reads
+    # them from the model: the same model comes out, avoiding names met only in subgraphs
+    then = h.make_graph([h.make_node("Identity", ["x"], ["s_per_channel"], name="a"),
+                         h.make_node("Neg", ["s_per_channel"], ["t"],
+                                     name="s_per_channel_2/unsqueeze")],
+                        "then", [], [vi("t", T.FLOAT, [1, 3, 4, 4])])
+    other = h.make_graph([h.make_node("Identity", ["x"], ["e"], name="s_per_channel_1")],
+                         "else", [], [vi("e", T.FLOAT, [1, 3, 4, 4])])
+    m = make_model([h.make_node("If", ["c"], ["z"], name="if", then_branch=then,
+                                else_branch=other),
+                    h.make_node("PRelu", ["z", "s"], ["y"], name="p")],
+                   [vi("x", T.FLOAT, [1, 3, 4, 4]), vi("c", T.BOOL, []), vi("s", T.FLOAT, [3])],
+                   [vi("y", T.FLOAT, [1, 3, 4, 4])], opset=9)
+    m.graph.value_info.append(vi("z", T.FLOAT, [1, 3, 4, 4]))
+    onnx.save(m, tmp_path / "in.onnx")
+    assert main(["fix", str(tmp_path / "in.onnx"), "-o", str(tmp_path / "out.onnx"), "-q"]) == 0
+    by_cli = onnx.load(tmp_path / "out.onnx")
+    fix_proto(m)
+    assert by_cli.SerializeToString() == m.SerializeToString()
+    unsq = next(n for n in m.graph.node if n.op_type == "Unsqueeze")
+    assert (unsq.name, list(unsq.output)) == ("s_per_channel_2/unsqueeze_1",
+                                              ["s_per_channel_2"])
+
+
 def test_duplicate_graph_output_producer_refused():
     nodes = [h.make_node("Relu", ["x"], ["y"], name="a"),
              h.make_node("Neg", ["x"], ["y"], name="b")]

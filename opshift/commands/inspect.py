@@ -65,7 +65,7 @@ def process(args, job) -> Outcome:
         src = open_model(job.input, allow=validate.REPAIRABLE,
                          shapes=parse_input_shapes(args.input_shape))
     report = inspect(src.model, opset=args.opset, base_dir=src.folder, scratch=True,
-                     found=src.census.found)
+                     census=src.census)
     o.ops_before, o.ops_after = report.ops, report.ops_at_target
     o.details = report.to_dict()
     defects = sum(len(report.defects.get(k, [])) for k in ("changes", "left_alone", "refused"))

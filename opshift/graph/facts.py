@@ -90,8 +90,8 @@ class Facts:
     the element types the structural check's walk propagated (``Census.types``, a
     :class:`~.element_types.Typed`), so that none is walked again. ``base_dir``: the
     model's folder. ``census``: what the structural check read of this model (or of a
-    model it is an unedited copy of) with ``facts``: the main graph's declarations and
-    uses are then not read again.
+    model it is an unedited copy of): with ``facts``, the main graph's declarations and
+    uses are then not read again; with names, nor is every name in use.
     """
 
     def __init__(self, model: onnx.ModelProto, source: int | None = None,
@@ -99,6 +99,8 @@ class Facts:
                  base_dir: str | os.PathLike | None = None, census: Census | None = None):
         self.model = model
         self._census = census if census is not None and census.facts else None
+        #: every name the structural check met, when its census kept them
+        self._used = census.names if census is not None and census.naming else None
         self._listed: Listed | None = None if self._census is None else self._census.declared
         #: the model's folder, where its external data is
         self.base_dir = base_dir
@@ -144,8 +146,9 @@ class Facts:
 
     @property
     def names(self) -> Names:
-        if self._names is None:
-            self._names = Names(self.model)
+        if self._names is None:  # (names from the census are added to its set)
+            self._names = Names(self.model) if self._used is None else Names.from_used(
+                self._used)
         return self._names
 
     # -- element types

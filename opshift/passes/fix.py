@@ -5,11 +5,11 @@ per repair in :mod:`opshift.repair`)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
 from typing import Any
 
 import onnx
 
+from ..census import Census
 from ..modelio import ModelLike, from_proto, to_proto
 from ..repair.fixer import SLOPE_CHOICES, fix_proto
 from ..repair.report import FixChange, FixResult
@@ -35,15 +35,14 @@ def fix(model: ModelLike, *, prelu_slope: str | None = None) -> Any:
 
 def fix_with_result(model: ModelLike, *, prelu_slope: str | None = None,
                     strict: bool = True, base_dir: str | os.PathLike | None = None,
-                    found: Collection[str] | None = None
-                    ) -> tuple[onnx.ModelProto, FixResult]:
+                    census: Census | None = None) -> tuple[onnx.ModelProto, FixResult]:
     """Like :func:`fix` but returns ``(fixed ModelProto copy, FixResult)``; ``base_dir``:
-    the folder of a ModelProto's external data; ``found``: as for :func:`fix_proto`."""
+    the folder of a ModelProto's external data; ``census``: as for :func:`fix_proto`."""
     proto, _, folder = to_proto(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict,
-                           base_dir=folder if base_dir is None else base_dir, found=found)
+                           base_dir=folder if base_dir is None else base_dir, census=census)
 
 
 def _make_fix_pass() -> type:

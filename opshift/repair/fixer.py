@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
 
 import onnx
 from onnx import helper
 
 from .. import opsets, progress
+from ..census import Census
 from ..errors import ConversionError, function_label
 from ..graph.scopes import Scope, iter_scopes
 from ..validate import DUPLICATE_VALUE
@@ -23,23 +23,24 @@ SLOPE_CHOICES = ("channel", "numpy")
 
 def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
               strict: bool = True, base_dir: str | os.PathLike | None = None,
-              found: Collection[str] | None = None) -> FixResult:
+              census: Census | None = None) -> FixResult:
     """Repair ``model`` in place; return what changed.
 
     With ``strict`` (the default) a defect that cannot be repaired exactly raises
     :class:`ConversionError` naming it (the model may then be partly repaired: use
     :func:`fix` for all-or-nothing). With ``strict=False`` refusals are only listed in
     :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy). ``base_dir``: the
-    model's folder, for an attribute tensor kept in external data. ``found``: the kinds of
-    problem :func:`opshift.validate.check` found in ``model`` (its census's ``found``), when
-    it was checked: a repair of a defect the check looks for and did not find is skipped
-    (values produced twice: every output name read again).
+    model's folder, for an attribute tensor kept in external data. ``census``: what
+    :func:`opshift.validate.check` read of ``model`` (or of the model it is an unedited copy
+    of), when it was checked: a repair of a defect the check looks for and did not find is
+    skipped (values produced twice: every output name read again), and the names it kept
+    (``keep_names``) are the ones fresh names avoid until the first repair.
     """
     if prelu_slope not in (None, *SLOPE_CHOICES):
         raise ConversionError(f"prelu_slope must be one of {', '.join(SLOPE_CHOICES)}, "
                               f"got {prelu_slope!r}")
-    fx = Fixer(model, prelu_slope, base_dir)
-    fx.run(found)
+    fx = Fixer(model, prelu_slope, base_dir, census)
+    fx.run()
     if strict and fx.result.refused:
         first = fx.result.refused[0]
         more = len(fx.result.refused) - 1
@@ -52,8 +53,9 @@ class Fixer:
     """The model being repaired, the options, and what was done so far."""
 
     def __init__(self, model: onnx.ModelProto, prelu_slope: str | None,
-                 base_dir: str | os.PathLike | None = None):
+                 base_dir: str | os.PathLike | None = None, census: Census | None = None):
         self.model = model
+        self._census = census
         self.base_dir = base_dir
         self.prelu_slope = prelu_slope
         self.result = FixResult()
@@ -83,15 +85,19 @@ class Fixer:
             self._scopes = list(iter_scopes(self.model))
         return self._scopes
 
+    def census(self) -> Census | None:
+        """The structural check's census while it still describes the model: until the
+        first repair (each repair that edits the model lists a change)."""
+        return self._census if not self.result.changes else None
+
     def relist(self) -> None:
         """The scopes' opsets changed: list them again when next asked."""
         self._scopes = None
 
-    def run(self, found: Collection[str] | None = None) -> None:
+    def run(self) -> None:
         """Every repair in order, but for one of a defect the structural check looked for
-        and did not find (``found``: the kinds it found; see :func:`fix_proto`); the
-        progress line counts them."""
-        values = found is None or DUPLICATE_VALUE in found
+        and did not find (see :func:`fix_proto`); the progress line counts them."""
+        values = self._census is None or DUPLICATE_VALUE in self._census.found
         repairs = (fix_duplicate_functions, fix_opset_imports, _per_scope(fix_attributes),
                    *([_per_scope(fix_value_names)] if values else []), fix_node_names,
                    fix_prelu_slopes, fix_ir_version)
