@@ -60,8 +60,8 @@ class Census:
     #: graphs output, one per read; counted by :meth:`uses`
     reads: list[str] | None = None
     _uses: Counter | None = field(default=None, repr=False)
-    #: the kinds of problem :func:`opshift.validate.check` found (all of them allowed: any
-    #: other stops the load); a defect whose kind is not here is not in the model
+    #: the kinds of problem the walk found (:func:`opshift.validate.problems`; slope
+    #: problems only when not skipped): a defect of another kind is not in the model
     found: set[str] = field(default_factory=set)
 
     def forget_reading(self) -> None:

@@ -381,6 +381,8 @@ def problems(model: onnx.ModelProto, census: Census | None = None, *,
         census.names.discard("")
     if w.typing is not None:
         census.types.variants = w.typing.variant_lists()
+    if census is not None:
+        census.found.update(kind for kind, _ in w.problems)
     return w.problems
 
 
@@ -392,5 +394,3 @@ def check(model: onnx.ModelProto, origin: str = "<model>", *,
     for kind, msg in problems(model, census, skip=allowed):
         if kind not in allowed:
             raise ModelLoadError(f"{origin}: {msg}")
-        if census is not None:
-            census.found.add(kind)

@@ -13,6 +13,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from opshift import validate
 from opshift.cli import main
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
@@ -362,6 +363,9 @@ def test_value_names_read_again_only_where_the_check_found_a_value_defined_twice
     assert looked == ["graph 'g'", "graph 'g'"]
     assert "renamed output 't'" in capsys.readouterr().out
     assert fix_proto(clean).changes == [] and looked[2:] == ["graph 'g'"]  # not checked: looked
+    census = validate.Census(full=False)
+    assert [k for k, _ in validate.problems(twice, census)] == [validate.DUPLICATE_VALUE]
+    assert _kinds(fix_proto(twice, census=census)) == ["value_name"]
 
 
 def test_fresh_names_from_the_checks_census_avoid_every_name_of_the_model(tmp_path):
