@@ -147,6 +147,20 @@ def test_no_kernel_anywhere_is_one_line_exit_2(op, opset, tmp_path, capsys):
     assert source("", op, version) is None
 
 
+def test_a_missing_kernel_is_named_by_the_first_such_node_in_graph_order():
+    # kernels are looked up once per kind of node; the node named is still the first
+    ops = ["Zeta", "Alpha", "Mu", "Beta", "Omega", "Chi", "Psi", "Rho"]
+    nodes = [helper.make_node("Relu", ["x"], ["v0"], name="ok")]
+    nodes += [helper.make_node(op, [f"v{i}"], [f"v{i + 1}"], name=f"n{i}", domain="com.x")
+              for i, op in enumerate(ops)]
+    nodes.append(helper.make_node("Neg", [f"v{len(ops)}"], ["y"], name="neg"))
+    m = make_model(nodes, [vi("x", [2])], [vi("y")], opset=18,
+                   extra_opsets=[helper.make_opsetid("com.x", 1)])
+    table = kernels(m)
+    assert table.missing == "node 'n0' (com.x::Zeta) in graph 'g': no such op at opset 1"
+    assert table.sources == {"Relu-14": "opshift", "Neg-13": "opshift"}
+
+
 def test_random_ops_are_refused(rng):
     m = make_model([helper.make_node("RandomNormalLike", ["x"], ["y"], name="r")],
                    [vi("x", [2])], [vi("y")], opset=22)

@@ -63,37 +63,48 @@ def kernels(model: onnx.ModelProto) -> KernelTable:
     table = KernelTable()
     local = {(opsets.normalize_domain(f.domain), f.name) for f in model.functions}
     registry._load_all()
-    for sc in iter_scopes(model):
-        kinds: set[tuple[str, str]] = set()
-        for node in sc.nodes:
-            kind = (node.op_type, node.domain)
-            if kind in kinds:
-                continue  # one lookup per kind of node in a scope: the first node names it
-            kinds.add(kind)
-            domain = opsets.normalize_domain(node.domain)
-            if (domain, node.op_type) in local:
+    scopes = list(iter_scopes(model))
+    missing = False
+    for sc in scopes:  # one lookup per kind of node in a scope
+        for op, dom in sc.kinds:
+            domain = opsets.normalize_domain(dom)
+            if (domain, op) in local:
                 continue
-            version, src, why = _version_and_source(node, domain, sc.opsets)
+            version, src, why = _version_and_source(op, domain, sc.opsets)
             if why is None:
-                table.sources[label(domain, node.op_type, version)] = src
-            elif table.missing is None:
-                table.missing = (f"{where(node, version=version, domain=domain)} in "
-                                 f"{sc.label}: {why}")
+                table.sources[label(domain, op, version)] = src
+            else:
+                missing = True
+    if missing:  # named by the first such node in graph order (kinds come in no order)
+        table.missing = _first_missing(scopes, local)
     return table
 
 
-def _version_and_source(node: onnx.NodeProto, domain: str, scope_opsets
+def _first_missing(scopes: list, local: set[tuple[str, str]]) -> str:
+    """Where the first node in graph order without a kernel is, and why it has none."""
+    for sc in scopes:
+        for node in sc.nodes:
+            domain = opsets.normalize_domain(node.domain)
+            if (domain, node.op_type) in local:
+                continue
+            version, _, why = _version_and_source(node.op_type, domain, sc.opsets)
+            if why is not None:
+                return f"{where(node, version=version, domain=domain)} in {sc.label}: {why}"
+    raise AssertionError("a kernel is missing, but no node lacks one")
+
+
+def _version_and_source(op: str, domain: str, scope_opsets
                         ) -> tuple[int | None, str | None, str | None]:
-    """The schema version in force for ``node``, where its kernel comes from, and why it
-    has none (None: it has)."""
+    """The schema version in force for ``op`` of ``domain``, where its kernel comes from,
+    and why it has none (None: it has)."""
     opset = scope_opsets.get(domain)
     if opset is None:
         return None, None, f"no opset import for domain {domain or 'ai.onnx'!r}"
-    s = opsets.schema(node.op_type, opset, domain)
+    s = opsets.schema(op, opset, domain)
     if s is None:
         return None, None, f"no such op at opset {opset}"
     v = s.since_version
-    _, src, why = choose(domain, node.op_type, v)
+    _, src, why = choose(domain, op, v)
     return v, src, why
 
 
