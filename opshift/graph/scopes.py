@@ -8,7 +8,7 @@ Also what a node holds: its subgraphs, the tensor of a Constant.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, KeysView
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,7 +41,7 @@ class Scope:
         return self._counts
 
     @property
-    def kinds(self):
+    def kinds(self) -> KeysView[tuple[str, str]]:
         """(op_type, domain) of the scope's nodes, as a set-like view of :attr:`counts`."""
         return self.counts.keys()
 
