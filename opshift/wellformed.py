@@ -56,11 +56,9 @@ def text_problem(values: Iterable[str | bytes]) -> bytes | None:
     """The first of ``values`` that is not valid UTF-8 (protobuf returns it as bytes), or
     None. Runs in C when all are text (the common case)."""
     values = values if isinstance(values, (list, tuple, set, frozenset)) else list(values)
-    try:
-        "".join(values)
-    except TypeError:
-        return next(v for v in values if not isinstance(v, str))
-    return None
+    if set(map(type, values)) <= {str}:  # (reads each value's type, not its text)
+        return None
+    return next((v for v in values if not isinstance(v, str)), None)
 
 
 def not_text(what: str, value: bytes) -> str:
