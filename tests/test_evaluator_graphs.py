@@ -306,6 +306,14 @@ def test_cast_1_string_target_and_cast_rounding():
                    [vi("y", TP.BFLOAT16)], opset=13)
     y = evaluate(m, {"x": np.float32([1.00390625])})["y"]  # halfway: ties to even
     assert y.dtype == ml_dtypes.bfloat16 and float(y[0]) == 1.0
+    # bfloat16 to integers and bool: truncated toward zero, as from float32
+    x = np.array([-2.5, 1.5, 3.0, 255.0, -0.0], ml_dtypes.bfloat16)
+    for to, want in ((TP.INT32, [-2, 1, 3, 255, 0]), (TP.INT64, [-2, 1, 3, 255, 0]),
+                     (TP.BOOL, [True, True, True, True, False])):
+        m = make_model([helper.make_node("Cast", ["x"], ["y"], to=to)],
+                       [vi("x", TP.BFLOAT16, [5])], [vi("y", to)], opset=13)
+        y = evaluate(m, {"x": x})["y"]
+        assert y.dtype == helper.tensor_dtype_to_np_dtype(to) and y.tolist() == want, to
 
 
 def test_shape_ops_legacy_and_new():
