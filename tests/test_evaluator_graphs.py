@@ -72,6 +72,29 @@ def test_loop_outer_scope_carried_and_scan(opset):
     assert out["scans"].shape == (0, 3) and out["scans"].dtype == np.float32
 
 
+def test_only_nodes_that_run_again_keep_their_lookups():
+    # the main graph runs once: keeping each node's kernel, attributes and location would
+    # hold a whole model's worth of them (and its Constant arrays) to the end; a Loop body
+    # runs once per iteration and looks its nodes up once
+    from opshift.evaluator import registry
+    from opshift.evaluator.runtime import Runtime
+
+    registry._load_all()
+    m = _loop_model(16)
+    feeds = {"M": np.array(5, np.int64), "x": np.float32([1, -2, 3]),
+             "s0": np.zeros(3, np.float32)}
+    rt = Runtime(m)
+    with np.errstate(all="ignore"):
+        rt.run_graph(m.graph, rt.opsets, feeds=feeds, once=True)
+    body = m.graph.node[0].attribute[0].g
+    assert len(rt._prepared) == len(body.node)  # the Loop node itself is not kept
+    assert {node.op_type for node, _ in rt._prepared.values()} == {
+        n.op_type for n in body.node}
+    again = Runtime(m)
+    again.run_graph(m.graph, again.opsets, feeds=feeds)
+    assert len(again._prepared) == len(body.node) + 1
+
+
 def test_loop_stops_on_condition():
     # while i < 3 (cond computed in body); trip count absent
     body = helper.make_graph(

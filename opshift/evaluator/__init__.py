@@ -77,5 +77,5 @@ def evaluate(model: ModelLike, inputs: Mapping[str, np.ndarray]) -> dict[str, np
     # inf and NaN are values ONNX defines (0 * inf, exp overflow, a negative variance), not
     # errors: one floating-point error state for the whole run, not one per kernel call
     with np.errstate(all="ignore"):
-        values = rt.run_graph(proto.graph, rt.opsets, feeds=feeds)
+        values = rt.run_graph(proto.graph, rt.opsets, feeds=feeds, once=True)
     return {vi.name: v for vi, v in zip(proto.graph.output, values)}

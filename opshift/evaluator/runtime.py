@@ -170,7 +170,10 @@ class Runtime:
                   feeds: Mapping[str, Value] | None = None,
                   positional: Sequence[Value] | None = None,
                   outer: Mapping[str, Value] | None = None,
-                  fattrs: Mapping[str, onnx.AttributeProto] | None = None) -> list[Value]:
+                  fattrs: Mapping[str, onnx.AttributeProto] | None = None,
+                  once: bool = False) -> list[Value]:
+        """The outputs of ``graph``. ``once``: the graph runs once (the model's main graph),
+        so what is looked up for its nodes is not kept for another run."""
         local: dict[str, Value] = dict(self._initializers(graph))
         if positional is not None:
             if len(positional) != len(graph.input):
@@ -183,7 +186,7 @@ class Runtime:
         env: Mapping[str, Value] | dict[str, Value]
         env = ChainMap(local, outer) if outer is not None else local
         for node in graph.node:
-            self.run_node(node, env, graph_opsets, graph.name, fattrs)
+            self.run_node(node, env, graph_opsets, graph.name, fattrs, keep=not once)
         out = []
         for vi in graph.output:
             if vi.name not in env:
@@ -222,7 +225,7 @@ class Runtime:
     # -- nodes ------------------------------------------------------------------------------
     def run_node(self, node: onnx.NodeProto, env: Mapping[str, Value] | dict[str, Value],
                  graph_opsets: Mapping[str, int], graph_name: str,
-                 fattrs: Mapping[str, onnx.AttributeProto] | None) -> None:
+                 fattrs: Mapping[str, onnx.AttributeProto] | None, keep: bool = True) -> None:
         inputs: list[Value] = []
         for name in node.input:
             if not name:
@@ -242,17 +245,19 @@ class Runtime:
         if f is not None:
             results = self.run_function(f, node, inputs, graph_opsets, fattrs)
         else:  # (a list)
-            results = self._run_op(node, domain, inputs, env, graph_opsets, graph_name, fattrs)
+            results = self._run_op(node, domain, inputs, env, graph_opsets, graph_name, fattrs,
+                                   keep)
         for name, value in zip(node.output, results):
             if name:
                 env[name] = value  # type: ignore[index]
 
-    def _prepare(self, node, domain, graph_opsets, graph_name, fattrs) -> tuple:
+    def _prepare(self, node, domain, graph_opsets, graph_name, fattrs, keep) -> tuple:
         """(impl, source, version, signature, attributes, location) of ``node``: looked up
-        once per node and opset, unless its attributes refer to the calling function's."""
+        once per node and opset, unless its attributes refer to the calling function's; kept
+        for the node's next run only with ``keep``."""
         opset = graph_opsets.get(domain)
         key = (id(node), opset)
-        hit = self._prepared.get(key)
+        hit = self._prepared.get(key) if keep else None
         if hit is not None:
             return hit[1]
         impl, source, version, sig = self._kernel(node, domain, opset, graph_name)
@@ -267,7 +272,7 @@ class Runtime:
                 attrs = self._plain_attrs[kind] = self._attributes(node, version, domain, sig,
                                                                    loc, fattrs)
         prepared = (impl, source, version, sig, attrs, loc)
-        if not attributes or not any(a.ref_attr_name for a in attributes):
+        if keep and (not attributes or not any(a.ref_attr_name for a in attributes)):
             # the entry keeps ``node`` alive: its id cannot then name another node
             self._prepared[key] = (node, prepared)
         return prepared
@@ -295,9 +300,9 @@ class Runtime:
             impl, source, version, _signature(op_type, version, domain))
         return hit
 
-    def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs):
+    def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs, keep=True):
         impl, source, version, sig, attrs, loc = self._prepare(node, domain, graph_opsets,
-                                                               graph_name, fattrs)
+                                                               graph_name, fattrs, keep)
         # opshift's kernels count on the inputs their schema requires (onnx.reference's take
         # what models in use pass, Resize-11's empty roi, and report their own failures)
         for i in sig.required_inputs if source == "opshift" else ():
