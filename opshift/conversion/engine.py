@@ -103,10 +103,7 @@ class _Planner:
                 walks[op] = (walk, walk.inert(facts))
         if all(inert for _, inert in walks.values()):
             if walks:  # every node of the scope is relabelled: listed when asked for
-                count = sum(k for (op, dom), k in sc.counts.items()
-                            if op in walks and dom in ("", "ai.onnx"))
-                self.entries.append(Relabels(sc, {op: w for op, (w, _) in walks.items()},
-                                             count))
+                self.entries.append(Relabels(sc, {op: w for op, (w, _) in walks.items()}))
             return 0
         f = sc.root.function
         variants = facts.function_variants(f) if f is not None else None

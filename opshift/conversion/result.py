@@ -61,7 +61,12 @@ class Relabels:
 
     scope: Scope
     walks: dict  # op -> Walk
-    count: int  # how many nodes that is (the scope's node counts say, without a pass)
+
+    @property
+    def count(self) -> int:
+        """How many nodes that is, from the scope's node counts (no pass over its nodes)."""
+        return sum(k for (op, dom), k in self.scope.counts.items()
+                   if op in self.walks and dom in ("", "ai.onnx"))
 
     def entries(self) -> list[tuple]:
         sc, walks = self.scope, self.walks

@@ -300,7 +300,7 @@ class Runtime:
             impl, source, version, _signature(op_type, version, domain))
         return hit
 
-    def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs, keep=True):
+    def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs, keep):
         impl, source, version, sig, attrs, loc = self._prepare(node, domain, graph_opsets,
                                                                graph_name, fattrs, keep)
         # opshift's kernels count on the inputs their schema requires (onnx.reference's take
