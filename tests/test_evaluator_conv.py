@@ -166,7 +166,7 @@ def _blas_threads() -> list[int]:
 def test_large_products_run_on_one_blas_thread(monkeypatch, rng):
     """A product large enough for BLAS to thread runs on one thread, and the thread count
     is restored after; a Conv of that size asks for it, a small one does not."""
-    from opshift.evaluator.ops import _common, windows
+    from opshift.evaluator.ops import _common
 
     before = _blas_threads()
     if not before:
@@ -178,17 +178,103 @@ def test_large_products_run_on_one_blas_thread(monkeypatch, rng):
     assert _blas_threads() == before
 
     asked = []
+    real = _common.one_blas_thread
 
     def spy(work):
         asked.append(work)
-        return _common.one_blas_thread(work)
+        return real(work)
 
-    monkeypatch.setattr(windows, "one_blas_thread", spy)
+    monkeypatch.setattr(_common, "one_blas_thread", spy)
     _check(rng.standard_normal((1, 32, 64, 64)), rng.standard_normal((32, 32, 3, 3)),
            rng.standard_normal(32), {"pads": [1, 1, 1, 1]})
     _check(rng.standard_normal((1, 2, 4, 4)), rng.standard_normal((2, 2, 3, 3)), None, {})
     assert asked[0] == 32 * 32 * 9 * 64 * 64 > _common.BLAS_THREADED_WORK
     assert asked[1] <= _common.BLAS_THREADED_WORK
+
+
+def _threads_seen(monkeypatch, cores: int) -> list[set[int]]:
+    """With ``cores`` CPUs, the threads that run Conv's matrix products, added to the last
+    set of the list returned."""
+    import threading
+    import time
+
+    from opshift.evaluator.ops import _common, windows
+
+    monkeypatch.setattr(_common, "cores", lambda: cores)
+    seen: list[set[int]] = []
+    real = np.matmul
+
+    class Spy:
+        def matmul(self, *a, **k):
+            seen[-1].add(threading.get_ident())
+            time.sleep(0.01)  # a block long enough for every thread to start
+            return real(*a, **k)
+
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+    monkeypatch.setattr(windows, "np", Spy())
+    return seen
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_large_conv_is_shared_by_one_thread_per_core(monkeypatch, rng, batch):
+    """A Conv above PARALLEL_WORK runs its column blocks in one thread per core (each block
+    once: the result matches the reference), a small one in the caller's thread only."""
+    import threading
+
+    from opshift.evaluator.ops import _common
+
+    seen = _threads_seen(monkeypatch, 3)
+    x = rng.standard_normal((batch, 16, 64, 64))
+    w = rng.standard_normal((24, 16, 3, 3))
+    assert batch * 24 * 16 * 9 * 64 * 64 > _common.PARALLEL_WORK
+    seen.append(set())
+    _check(x, w, rng.standard_normal(24), {"pads": [1, 1, 1, 1]})
+    assert len(seen[-1]) == 3
+    seen.append(set())
+    _check(rng.standard_normal((1, 4, 9, 9)), rng.standard_normal((4, 4, 3, 3)), None, {})
+    assert seen[-1] == {threading.get_ident()}
+
+
+def test_one_core_runs_in_the_callers_thread(monkeypatch, rng):
+    import threading
+
+    seen = _threads_seen(monkeypatch, 1)
+    seen.append(set())
+    _check(rng.standard_normal((1, 16, 64, 64)), rng.standard_normal((24, 16, 3, 3)),
+           None, {"pads": [1, 1, 1, 1], "strides": [2, 1]})
+    assert seen[-1] == {threading.get_ident()}
+
+
+def test_blocks_in_parallel_run_once_and_errors_reach_the_caller(monkeypatch):
+    import threading
+
+    from opshift.evaluator.ops import _common
+
+    monkeypatch.setattr(_common, "cores", lambda: 4)
+    done: list[tuple[int, int]] = []
+
+    def run(todo):
+        for b in todo:
+            done.append((b, threading.get_ident()))
+
+    _common.in_parallel(list(range(100)), run, _common.PARALLEL_WORK + 1)
+    assert sorted(b for b, _ in done) == list(range(100))
+    done.clear()
+    _common.in_parallel(list(range(100)), run, _common.PARALLEL_WORK)
+    assert {t for _, t in done} == {threading.get_ident()} and len(done) == 100
+
+    before = threading.active_count()
+
+    def fail(todo):
+        for b in todo:
+            if b == 7:
+                raise ValueError("block 7")
+
+    with pytest.raises(ValueError, match="block 7"):
+        _common.in_parallel(list(range(50)), fail, _common.PARALLEL_WORK + 1)
+    assert threading.active_count() == before  # every thread joined
 
 
 def test_one_blas_thread_in_several_threads_restores_the_count():

@@ -14,12 +14,14 @@ import math
 import numpy as np
 
 from ..registry import op
-from ._common import compute_dtype, is_float, one_blas_thread
+from ._common import compute_dtype, in_parallel, is_float, threads_for
 
-#: float64 elements of one block of Conv's columns (32 MiB): a large input never needs all
-#: its columns at once, and a block is one large matrix product (multi-threaded BLAS pays
-#: for every call: on a loaded 2-core machine 2 MiB blocks made a CNN 3x slower).
-_COLS_CHUNK = 1 << 22
+#: float64 elements of one block of Conv's columns (8 MiB): a large input never needs all
+#: its columns at once, and each thread reuses its block's memory.
+_COLS_CHUNK = 1 << 20
+#: Blocks per thread at least, when several share a Conv: one whose core another process
+#: takes holds up the rest by one small block at most.
+_BLOCKS_PER_THREAD = 4
 
 
 def _window_geometry(ctx, spatial, kernel, ceil_mode=False):
@@ -112,25 +114,31 @@ def conv(ctx, x, w, b=None):
     v = v.transpose(0, 1, *range(2 + nk, 2 + 2 * nk), *range(2, 2 + nk))
     inner = math.prod(out[1:])
     rows = max(1, min(out[0], _COLS_CHUNK // max(1, c * kk * inner)))
-    buf = np.empty(c * kk * rows * inner)
-    acc = np.empty(m * rows * inner)
+    work = n_ * m * cg * kk * out[0] * inner
+    threads = threads_for(work)
+    if threads > 1:
+        rows = min(rows, max(1, -(-out[0] * n_ // (_BLOCKS_PER_THREAD * threads))))
+    blocks = [(i, r0, min(rows, out[0] - r0)) for i in range(n_) for r0 in range(0, out[0], rows)]
     wm = w.astype(np.float64).reshape(g, mg, cg * kk)
     bias = None if b is None else b.astype(np.float64).reshape(m, 1)
     y = np.empty((n_, m, *out), x.dtype)
-    with one_blas_thread(m * cg * kk * rows * inner):
+
+    def run(todo):
+        buf = np.empty(c * kk * rows * inner)
+        acc = np.empty(m * rows * inner)
         # (inf/NaN inputs give inf/NaN, as the formula says)
-        for i in range(n_):
-            yi = y[i].reshape(m, -1)
-            for r0 in range(0, out[0], rows):
-                r = min(rows, out[0] - r0)
-                cols = buf[:c * kk * r * inner].reshape(c, *kernel, r, *out[1:])
-                np.copyto(cols, v[(i, slice(None)) + (slice(None),) * nk + (slice(r0, r0 + r),)])
-                part = acc[:m * r * inner].reshape(g, mg, r * inner)
-                np.matmul(wm, cols.reshape(g, cg * kk, r * inner), out=part)
-                part = part.reshape(m, r * inner)
-                if bias is not None:
-                    part += bias
-                np.copyto(yi[:, r0 * inner:(r0 + r) * inner], part, casting="unsafe")
+        for i, r0, r in todo:
+            cols = buf[:c * kk * r * inner].reshape(c, *kernel, r, *out[1:])
+            np.copyto(cols, v[(i, slice(None)) + (slice(None),) * nk + (slice(r0, r0 + r),)])
+            part = acc[:m * r * inner].reshape(g, mg, r * inner)
+            np.matmul(wm, cols.reshape(g, cg * kk, r * inner), out=part)
+            part = part.reshape(m, r * inner)
+            if bias is not None:
+                part += bias
+            np.copyto(y[i].reshape(m, -1)[:, r0 * inner:(r0 + r) * inner], part,
+                      casting="unsafe")
+
+    in_parallel(blocks, run, work)
     return y
 
 
