@@ -246,6 +246,40 @@ def test_integer_div_truncates_toward_zero(dtype, elem):
         evaluate(m, {"a": a, "b": np.zeros(6, dtype)})
 
 
+def test_erf_rounds_libm_erf_once_for_each_type(rng):
+    """Erf is math.erf of each element as a double, rounded once: a double Erf keeps every
+    bit (onnx.reference's kernel rounds it to float32 on the way), float16 and bfloat16 go
+    through float32 (their computing type), integers truncate toward zero."""
+    import math
+
+    import ml_dtypes
+
+    x = np.concatenate([rng.standard_normal(500) * 3, [0.0, -0.0, np.inf, -np.inf, np.nan,
+                                                       1e-310, 6.5, -27.0, 0.84375, 1.25]])
+    cases = [(np.float64, TP.DOUBLE, 13), (np.float32, TP.FLOAT, 13),
+             (np.float16, TP.FLOAT16, 13), (ml_dtypes.bfloat16, TP.BFLOAT16, 13),
+             (np.int32, TP.INT32, 9), (np.uint8, TP.UINT8, 9)]
+    for dt, elem, opset in cases:
+        xs = x if np.dtype(dt).kind in "fV" else np.round(np.nan_to_num(x, posinf=7,
+                                                                          neginf=-7))
+        xs = np.abs(xs) if np.dtype(dt).kind == "u" else xs
+        xt = xs.astype(dt)
+        m = make_model([helper.make_node("Erf", ["x"], ["y"])], [vi("x", elem, [x.size])],
+                       [vi("y", elem)], opset=opset)
+        y = evaluate(m, {"x": xt})["y"]
+        exact = [math.erf(v) for v in xt.astype(np.float64).tolist()]
+        if np.dtype(dt) in (np.float16, ml_dtypes.bfloat16):
+            want = np.array(exact, np.float32).astype(dt)
+        else:
+            want = np.array(exact).astype(dt)
+        assert y.dtype == np.dtype(dt)
+        assert y.tobytes() == want.tobytes(), np.dtype(dt)  # every bit, signed zeros, NaN
+    ints = evaluate(make_model([helper.make_node("Erf", ["x"], ["y"])],
+                               [vi("x", TP.INT64, [6])], [vi("y", TP.INT64)], opset=9),
+                    {"x": np.array([-6, -5, 0, 3, 5, 6], np.int64)})["y"]
+    assert ints.tolist() == [-1, 0, 0, 0, 0, 1]  # erf(5) = 1 - 1.5e-12 < 1
+
+
 def test_float16_and_bfloat16_stay():
     import ml_dtypes
 

@@ -30,7 +30,7 @@ def test_loop_alternating_branches_with_same_named_initializers():
          helper.make_node("Equal", ["r", "zero"], ["even"]),
          helper.make_node("If", ["even"], ["t"], then_branch=_branch("then", "Add", 1),
                           else_branch=_branch("else", "Add", 100)),
-         helper.make_node("Erf", ["t"], ["e"]),  # onnx.reference's kernel, every iteration
+         helper.make_node("Atan", ["t"], ["e"]),  # onnx.reference's kernel, every iteration
          helper.make_node("Add", ["t", "e"], ["acc_out"]),
          helper.make_node("Identity", ["cond"], ["cond_out"])],
         "body", [vi("i", T.INT64, []), vi("cond", T.BOOL, []), vi("acc", T.FLOAT, [])],
@@ -42,7 +42,7 @@ def test_loop_alternating_branches_with_same_named_initializers():
     want = np.float32(-0.5)
     for i in range(7):
         t = want + np.float32(1 if i % 2 == 0 else 100)
-        want = t + np.float32(math.erf(float(t)))
+        want = t + np.float32(math.atan(float(t)))
     got = evaluate(m, {"n": np.array(7, np.int64), "a0": np.float32(-0.5)})["a"]
     np.testing.assert_allclose(got, want, rtol=1e-6)
 

@@ -7,10 +7,12 @@ truncates toward zero, float16/bfloat16 stay float16/bfloat16.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..registry import op
-from ._common import is_float, legacy_rhs
+from ._common import NARROW_FLOATS, is_float, legacy_rhs
 
 # -- unary ------------------------------------------------------------------------------------
 
@@ -56,6 +58,19 @@ def elu(ctx, x):
     neg -= x.dtype.type(1)
     neg *= a
     return np.where(x > 0, x, neg)
+
+
+@op("Erf", 9, 13)
+def erf(ctx, x):
+    """libm's erf (``math.erf``) of each element as a double, rounded once: to X's type,
+    through float32 for float16/bfloat16 (their computing type); integers truncate toward
+    zero. (onnx.reference's kernel rounds every result to float32 first, which leaves a
+    double Erf only float32-accurate.)"""
+    flat = x.astype(np.float64).ravel().tolist()
+    y = np.fromiter(map(math.erf, flat), np.float64, len(flat)).reshape(x.shape)
+    if x.dtype in NARROW_FLOATS:
+        y = y.astype(np.float32)
+    return y.astype(x.dtype, copy=False)
 
 
 # -- binary -----------------------------------------------------------------------------------
