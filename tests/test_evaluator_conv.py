@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conftest import make_model
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from opshift.errors import EvaluationError
@@ -235,6 +235,23 @@ def test_large_conv_is_shared_by_one_thread_per_core(monkeypatch, rng, batch):
     seen.append(set())
     _check(rng.standard_normal((1, 4, 9, 9)), rng.standard_normal((4, 4, 3, 3)), None, {})
     assert seen[-1] == {threading.get_ident()}
+
+
+def test_large_conv_transpose_is_shared_by_one_thread_per_core(monkeypatch, rng):
+    from opshift.evaluator.ops import _common
+
+    seen = _threads_seen(monkeypatch, 2)
+    x = rng.standard_normal((1, 32, 48, 48)).astype(np.float32)
+    w = rng.standard_normal((32, 16, 4, 4)).astype(np.float32)
+    assert _common.PARALLEL_WORK < 16 * 16 * 32 * 48 * 48
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2],
+                            pads=[1, 1, 1, 1])
+    m = make_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 48, 48])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=17,
+                   initializers=[numpy_helper.from_array(w, "w")])
+    seen.append(set())
+    y = evaluate(m, {"x": x})["y"]
+    assert len(seen[-1]) == 2 and y.shape == (1, 16, 96, 96)
 
 
 def test_one_core_runs_in_the_callers_thread(monkeypatch, rng):

@@ -119,7 +119,7 @@ def test_resize_and_conv_transpose_verify(rng, tmp_path, capsys):
     onnx.save(m, p)
     rc, out, _ = run_cli(capsys, "verify", p, p)
     assert rc == 0, out
-    assert "kernels from onnx.reference: ConvTranspose-11, Resize-19" in out
+    assert "kernels from onnx.reference: Resize-19 (the others: opshift's)" in out
     x = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
     got = evaluate(m, {"x": x})["y"]
     assert got.shape == (1, 3, 16, 20) and got.dtype == np.float32

@@ -10,7 +10,8 @@ by node.
 Where onnx.reference computes something other than the ONNX definition, opshift has its own
 kernel and this module is never asked: Selu-1's defaults, PRelu's legacy broadcasting,
 BatchNormalization in inference mode at versions 6..14, Erf (rounded to float32 whatever
-the type) (see ``ops/``). Random ops are never
+the type), ConvTranspose (it fails for groups other than 1 or depthwise, and loops in Python
+per output channel) (see ``ops/``). Random ops are never
 taken from onnx.reference: two runs would differ.
 
 onnx.reference is imported on the first node that needs it (~0.3 s), never for a model

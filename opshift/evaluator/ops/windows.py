@@ -1,6 +1,8 @@
-"""Sliding-window ops: Conv, MaxPool, AveragePool and the global pools, in 1-D, 2-D and 3-D.
+"""Sliding-window ops: Conv, ConvTranspose, MaxPool, AveragePool and the global pools, in
+1-D, 2-D and 3-D.
 
 Conv is one matrix product per group over the input's windows laid out as columns (im2col),
+ConvTranspose the transposed product scattered back into the windows (col2im); both are
 accumulated in float64 and rounded once to the input's type: the result is then within an
 ulp of the exact sum whatever order BLAS adds the products in. The BLAS build, its kernels
 and its thread count change the float64 sum in its last bits only, which the rounding hides
@@ -140,6 +142,107 @@ def conv(ctx, x, w, b=None):
 
     in_parallel(blocks, run, work)
     return y
+
+
+def _transpose_geometry(ctx, spatial, kernel):
+    """(strides, dilations, full, begin, out) for ConvTranspose: ``full`` is every position
+    the input's windows reach (output_padding included), of which the output is ``out``
+    positions from ``begin`` on.
+
+    Pads come from ``output_shape`` when it is set, else from ``auto_pad`` SAME_* (for an
+    output of input x stride), else from ``pads``. The total is split with the extra position
+    at the end for SAME_UPPER and at the start otherwise, as version 11 states and version 1
+    means (its formula said the opposite of its own auto_pad text, a slip onnx corrected in
+    the text only: onnx/onnx#1609). An output larger than ``full`` (a negative total) reaches
+    past it with zeros (and B), the total halved toward -inf, as onnx's own tests expect."""
+    n = len(spatial)
+    strides = list(ctx.attrs.get("strides") or [1] * n)
+    dil = list(ctx.attrs.get("dilations") or [1] * n)
+    extra = list(ctx.attrs.get("output_padding") or [0] * n)
+    if len(strides) != n or len(dil) != n or len(kernel) != n or len(extra) != n:
+        raise ctx.error(f"kernel/strides/dilations/output_padding do not match {n} spatial "
+                        "dims")
+    if min(strides + dil) < 1 or min(extra) < 0:
+        raise ctx.error(f"strides {strides}, dilations {dil} and output_padding {extra} must "
+                        "be positive (output_padding >= 0)")
+    full = [s * (i - 1) + (k - 1) * d + 1 + e
+            for i, s, k, d, e in zip(spatial, strides, kernel, dil, extra)]
+    auto = ctx.attrs.get("auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise ctx.error(f"unknown auto_pad {auto!r}")
+    shape = ctx.attrs.get("output_shape")
+    if shape is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        shape = [i * s for i, s in zip(spatial, strides)]
+    if shape is not None:
+        shape = list(shape)[-n:]  # version 1 allowed N and C in front
+        if len(shape) != n:
+            raise ctx.error(f"output_shape {list(shape)} does not match {n} spatial dims")
+        if min(shape) < 1:
+            raise ctx.error(f"output_shape {shape} must be positive")
+        totals = [f - o for f, o in zip(full, shape)]
+        begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in totals]
+        return strides, dil, full, begin, shape
+    pads = [0] * (2 * n) if auto == "VALID" else list(ctx.attrs.get("pads") or [0] * (2 * n))
+    if len(pads) != 2 * n or min(pads) < 0:
+        raise ctx.error(f"pads {pads} must be {2 * n} values >= 0")
+    out = [f - b - e for f, b, e in zip(full, pads[:n], pads[n:])]
+    if min(out) < 1:
+        raise ctx.error(f"pads {pads} leave no output of the {full} positions")
+    return strides, dil, full, pads[:n], out
+
+
+@op("ConvTranspose", 1, 11, 22)
+def conv_transpose(ctx, x, w, b=None):
+    """Each input position adds its value times the kernel into the output windows it
+    reaches: per group, W^T times the input's columns (one matrix product per block of
+    output channels), scattered into place kernel position by kernel position, all in
+    float64 and rounded once to X's type (as Conv)."""
+    if x.ndim < 3 or w.ndim != x.ndim:
+        raise ctx.error(f"X {list(x.shape)} and W {list(w.shape)} need equal rank >= 3")
+    g = ctx.attrs.get("group", 1)
+    n_, c = x.shape[:2]
+    kernel = list(w.shape[2:])
+    ks = ctx.attrs.get("kernel_shape")
+    if ks and list(ks) != kernel:
+        raise ctx.error(f"kernel_shape {ks} does not match W {list(w.shape)}")
+    if g < 1 or c % g or w.shape[0] != c:
+        raise ctx.error(f"channels do not fit group={g}: X {list(x.shape)}, W {list(w.shape)}")
+    cg, mg, kk, nk = c // g, w.shape[1], math.prod(kernel), len(kernel)
+    m = mg * g
+    if b is not None and b.shape != (m,):
+        raise ctx.error(f"B of shape {list(b.shape)} does not fit {m} output channels")
+    strides, dil, full, begin, out = _transpose_geometry(ctx, x.shape[2:], kernel)
+    inner = math.prod(x.shape[2:])
+    xs = x.reshape(n_, g, cg, inner)
+    # per group: [M/group * kernel, C/group], the products' left factor
+    wt = w.astype(np.float64).reshape(g, cg, mg * kk).transpose(0, 2, 1)
+    # room for an output that reaches before or past the positions the input reaches
+    lo = [max(0, -bg) for bg in begin]
+    acc = np.zeros((n_, m, *(max(f, bg + o) + e for f, bg, o, e in zip(full, begin, out, lo))))
+    step = max(1, min(mg, _COLS_CHUNK // max(1, kk * inner)))
+    work = n_ * m * kk * cg * inner
+    threads = threads_for(work)
+    if threads > 1:
+        step = min(step, max(1, -(-mg * n_ * g // (_BLOCKS_PER_THREAD * threads))))
+    blocks = [(i, gi, m0) for i in range(n_) for gi in range(g) for m0 in range(0, mg, step)]
+
+    def run(todo):
+        for i, gi, m0 in todo:
+            r = min(step, mg - m0)
+            cols = np.matmul(wt[gi, m0 * kk:(m0 + r) * kk], xs[i, gi].astype(np.float64))
+            cols = cols.reshape(r, *kernel, *x.shape[2:])
+            dst = acc[i, gi * mg + m0:gi * mg + m0 + r]
+            for pos in np.ndindex(*kernel):
+                at = tuple(slice(e + p * d, e + p * d + (n - 1) * s + 1, s)
+                           for p, d, n, s, e in zip(pos, dil, x.shape[2:], strides, lo))
+                dst[(slice(None),) + at] += cols[(slice(None),) + pos]
+
+    in_parallel(blocks, run, work)
+    y = acc[(slice(None), slice(None)) + tuple(slice(bg + e, bg + e + o)
+                                               for bg, o, e in zip(begin, out, lo))]
+    if b is not None:
+        y = y + b.astype(np.float64).reshape((m,) + (1,) * nk)
+    return y.astype(x.dtype)
 
 
 def _pool_kernel(ctx, x):
