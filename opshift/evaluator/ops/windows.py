@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..registry import op
-from ._common import compute_dtype, in_parallel, is_float, threads_for
+from ._common import in_parallel, is_float, threads_for
 
 #: float64 elements of one block of Conv's columns (8 MiB): a large input never needs all
 #: its columns at once, and each thread reuses its block's memory.
@@ -267,32 +267,40 @@ def max_pool(ctx, x):
     xp = _pad_spatial(x, pb, pe2, _lowest(x.dtype))
     v = _windows(xp, kernel, strides, dil, out)
     nk = len(kernel)
-    flat = v.reshape(v.shape[:2 + nk] + (-1,))
-    y = flat.max(axis=-1)
+    # one pass per kernel position over strided views, not a copy of every window
+    y = None
+    for pos in np.ndindex(*kernel):
+        y = v[(Ellipsis, *pos)].copy() if y is None else np.maximum(y, v[(Ellipsis, *pos)],
+                                                                      out=y)
     if len(ctx.node.output) < 2 or not ctx.node.output[1]:
         return y
-    # Indices: position of the max in the unpadded input, flattened per storage_order.
-    arg = np.argmax(flat, axis=-1)
-    offs = np.unravel_index(arg, kernel)
+    # Indices: the first position in window order that holds the maximum and lies inside
+    # the input (a padding position holds the lowest value, which the input may hold too),
+    # flattened per storage_order (1: column-major, the first spatial dim fastest).
     spatial = x.shape[2:]
-    coords = []
-    for i in range(nk):
-        shape = [1] * (2 + nk)
-        shape[2 + i] = out[i]
-        start = (np.arange(out[i]) * strides[i] - pb[i]).reshape(shape)
-        coords.append(start + offs[i] * dil[i])
-    inner = math.prod(spatial)
-    if ctx.attrs.get("storage_order", 0):  # column-major: the first spatial dim is fastest
-        lin = coords[0]
-        for i in range(1, nk):
-            lin = lin + coords[i] * math.prod(spatial[:i])
+    if ctx.attrs.get("storage_order", 0):
+        weights = [math.prod(spatial[:i]) for i in range(nk)]
     else:
-        lin = coords[0]
-        for i in range(1, nk):
-            lin = lin * spatial[i] + coords[i]
+        weights = [math.prod(spatial[i + 1:]) for i in range(nk)]
+    nan = np.isnan(y) if is_float(y) else None
+    index = np.full(y.shape, -1, np.int64)
+    for pos in np.ndindex(*kernel):
+        lin, inside = 0, True
+        for i in range(nk):
+            shape = [1] * (2 + nk)
+            shape[2 + i] = out[i]
+            c = (np.arange(out[i]) * strides[i] - pb[i] + pos[i] * dil[i]).reshape(shape)
+            lin = lin + c * weights[i]
+            inside = inside & (c >= 0) & (c < spatial[i])
+        v_pos = v[(Ellipsis, *pos)]
+        hit = v_pos == y
+        if nan is not None:
+            hit |= nan & np.isnan(v_pos)
+        hit &= inside & (index < 0)
+        index[hit] = np.broadcast_to(lin, y.shape)[hit]
     nc = (np.arange(x.shape[0]).reshape((-1, 1) + (1,) * nk) * x.shape[1]
           + np.arange(x.shape[1]).reshape((1, -1) + (1,) * nk))
-    return y, (nc * inner + lin).astype(np.int64)
+    return y, nc * math.prod(spatial) + index
 
 
 @op("AveragePool", 1, 7, 10, 11, 19, 22)
@@ -300,12 +308,17 @@ def average_pool(ctx, x):
     kernel = _pool_kernel(ctx, x)
     strides, dil, pb, pe, extra, out = _window_geometry(ctx, x.shape[2:], kernel,
                                                         bool(ctx.attrs.get("ceil_mode", 0)))
-    ct = compute_dtype(x.dtype)
+    # summed in float64 and rounded once, as Conv: a float32 sum of values that nearly
+    # cancel lands many ulps from the mean
+    ct = np.dtype(np.float64)
     pe2 = [a + b for a, b in zip(pe, extra)]
     xp = _pad_spatial(x.astype(ct, copy=False), pb, pe2, 0)
     nk = len(kernel)
     axes = tuple(range(2 + nk, 2 + 2 * nk))
-    s = _windows(xp, kernel, strides, dil, out).sum(axis=axes)
+    v = _windows(xp, kernel, strides, dil, out)
+    s = None
+    for pos in np.ndindex(*kernel):  # one pass per kernel position, no copy of each window
+        s = v[(Ellipsis, *pos)].copy() if s is None else np.add(s, v[(Ellipsis, *pos)], out=s)
     # Counted positions: the input, plus the explicit pads when count_include_pad=1; the
     # ceil_mode overhang is never counted.
     ones = np.ones((1, 1) + x.shape[2:], dtype=ct)
@@ -321,7 +334,7 @@ def average_pool(ctx, x):
 @op("GlobalAveragePool", 1, 22)
 def global_average_pool(ctx, x):
     axes = tuple(range(2, x.ndim))
-    return x.astype(compute_dtype(x.dtype)).mean(axis=axes, keepdims=True).astype(x.dtype)
+    return x.astype(np.float64).mean(axis=axes, keepdims=True).astype(x.dtype)  # as AveragePool
 
 
 @op("GlobalMaxPool", 1, 22)
