@@ -280,6 +280,79 @@ def test_erf_rounds_libm_erf_once_for_each_type(rng):
     assert ints.tolist() == [-1, 0, 0, 0, 0, 1]  # erf(5) = 1 - 1.5e-12 < 1
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_sums_run_in_float64_and_round_once(dtype, rng):
+    """MatMul, Gemm, ReduceSum, ReduceMean and ReduceL2 on rows that nearly cancel: the exact
+    result rounded once to the type (a sum in the type itself lands many ulps off)."""
+    import math
+
+    from opshift.verify import compare
+
+    el = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    a = (rng.standard_normal((4, 300)) * 50).astype(dtype)
+    a[:, -1] = -a[:, :-1].astype(np.float64).sum(axis=1)  # rows that nearly cancel
+    b = rng.standard_normal((300, 3)).astype(dtype)
+    b[:, 0] = 1
+    c = rng.standard_normal((1, 3)).astype(dtype)
+    m = make_model([helper.make_node("MatMul", ["a", "b"], ["mm"]),
+                    helper.make_node("Gemm", ["a", "b", "c"], ["gemm"], alpha=0.5, beta=2.0),
+                    helper.make_node("ReduceSum", ["a", "ax"], ["rs"], keepdims=0),
+                    helper.make_node("ReduceMean", ["a"], ["rm"], axes=[1], keepdims=0),
+                    helper.make_node("ReduceL2", ["a"], ["l2"], axes=[1], keepdims=0)],
+                   [vi("a", el, [4, 300]), vi("b", el, [300, 3]), vi("c", el, [1, 3])],
+                   [vi(o, el) for o in ("mm", "gemm", "rs", "rm", "l2")], opset=13,
+                   initializers=[init("ax", np.int64([1]))])
+    got = evaluate(m, {"a": a, "b": b, "c": c})
+    a64, b64, c64 = (t.astype(np.float64) for t in (a, b, c))
+
+    def dot(i, j):
+        return math.fsum(a64[i] * b64[:, j])  # float32 products are exact in float64
+
+    mm = np.array([[dot(i, j) for j in range(3)] for i in range(4)])
+    rows = [math.fsum(a64[i]) for i in range(4)]
+    want = {"mm": mm, "gemm": 0.5 * mm + 2.0 * c64, "rs": np.array(rows),
+            "rm": np.array(rows) / 300,
+            "l2": np.sqrt([math.fsum(a64[i] ** 2) for i in range(4)])}
+    for name, w in want.items():
+        r = compare(w.astype(dtype), got[name])
+        assert r.ok, (name, r.reason)
+
+
+@pytest.mark.parametrize("cores", [1, 3])
+@pytest.mark.parametrize("a_shape,b_shape", [((2, 1, 5, 7), (3, 7, 40)),
+                                             ((40, 7), (7, 5)), ((6, 9), (2, 9, 6)),
+                                             ((7,), (3, 7, 2)), ((4, 7), (7,))])
+def test_matmul_broadcasts_and_shares_blocks(monkeypatch, rng, cores, a_shape, b_shape):
+    """Blocks of B's columns or of A's rows, in one thread or several: numpy's matmul of the
+    float64 values, rounded once."""
+    from opshift.evaluator.ops import _common
+    from opshift.verify import compare
+
+    monkeypatch.setattr(_common, "cores", lambda: cores)
+    monkeypatch.setattr(_common, "PARALLEL_WORK", 0)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    m = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                   [vi("a", TP.FLOAT, list(a_shape)), vi("b", TP.FLOAT, list(b_shape))],
+                   [vi("y", TP.FLOAT)], opset=13)
+    got = evaluate(m, {"a": a, "b": b})["y"]
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    assert got.shape == want.shape
+    r = compare(want, got)
+    assert r.ok, r.reason
+
+
+@pytest.mark.parametrize("b_shape,match", [([5, 4, 2], "do not broadcast"),
+                                           ([2, 3, 2], "do not multiply")])
+def test_matmul_shapes_that_do_not_fit_are_named(b_shape, match):
+    m = make_model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
+                   [vi("a", TP.FLOAT, [2, 3, 4]), vi("b", TP.FLOAT, b_shape)],
+                   [vi("y", TP.FLOAT)], opset=13)
+    with pytest.raises(EvaluationError, match=r"node 'mm' \(MatMul-13.*" + match):
+        evaluate(m, {"a": np.zeros((2, 3, 4), np.float32), "b": np.zeros(b_shape,
+                                                                         np.float32)})
+
+
 def test_float16_and_bfloat16_stay():
     import ml_dtypes
 

@@ -28,6 +28,16 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
+def sum_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype sums of products or of many terms run in: float64 for every float type,
+    rounded once to the type after (within an ulp of the exact sum but for the rare sum
+    that lies that close to a rounding boundary, whatever order numpy or BLAS adds in);
+    integers in their own type (they wrap, as ONNX's do)."""
+    if dtype.kind == "f" or dtype == BFLOAT16:
+        return np.dtype(np.float64)
+    return dtype
+
+
 def legacy_rhs(ctx, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """B placed for A by the opset 1..6 ``broadcast``/``axis`` attributes of binary ops.
 

@@ -1,7 +1,8 @@
 """Network ops, inference only: Gemm, MatMul, BatchNormalization and the other
 normalizations, Softmax/LogSoftmax, Hardmax, Dropout, LRN.
 
-float16/bfloat16 accumulate in float32 and round once to the input type.
+Gemm, MatMul, InstanceNormalization and LRN sum in float64 and round once to the input type
+(:func:`._common.sum_dtype`); the others compute step by step as the operator states.
 """
 
 from __future__ import annotations
@@ -11,7 +12,14 @@ import math
 import numpy as np
 
 from ..registry import op
-from ._common import compute_dtype, is_float, normalize_axes, one_blas_thread
+from ._common import (
+    in_parallel,
+    is_float,
+    normalize_axes,
+    one_blas_thread,
+    sum_dtype,
+    threads_for,
+)
 
 # -- dense ------------------------------------------------------------------------------------
 
@@ -20,18 +28,44 @@ from ._common import compute_dtype, is_float, normalize_axes, one_blas_thread
 def matmul(ctx, a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise ctx.error("MatMul inputs must have rank >= 1")
-    ct = compute_dtype(a.dtype)
-    work = a.shape[-2] * a.shape[-1] * b.shape[-1] if a.ndim > 1 and b.ndim > 1 else 0
-    with one_blas_thread(work):
+    ct = sum_dtype(a.dtype)
+    if a.ndim < 2 or b.ndim < 2:
         y = np.matmul(a.astype(ct, copy=False), b.astype(ct, copy=False))
-    return np.asarray(y).astype(a.dtype, copy=False)
+        return np.asarray(y).astype(a.dtype, copy=False)
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ctx.error(f"A {list(a.shape)} and B {list(b.shape)} do not broadcast") from None
+    if a.shape[-1] != b.shape[-2]:
+        raise ctx.error(f"A {list(a.shape)} and B {list(b.shape)} do not multiply")
+    rows, cols = a.shape[-2], b.shape[-1]
+    y = np.empty((*batch, rows, cols), ct)
+    work = math.prod(batch) * rows * a.shape[-1] * cols
+    # Blocks of B's columns (or of A's rows, when A is the larger), each widened to float64
+    # by the thread that multiplies it: the other factor is read whole by every block.
+    by_cols = rows <= cols
+    n = cols if by_cols else rows
+    step = max(1, -(-n // (4 * threads_for(work))))
+    whole = (a if by_cols else b).astype(ct, copy=False)
+
+    def run(todo):
+        for i in todo:
+            part = np.s_[..., i:i + step]
+            if by_cols:
+                np.matmul(whole, b[part].astype(ct, copy=False), out=y[part])
+            else:
+                rows_ = np.s_[..., i:i + step, :]
+                np.matmul(a[rows_].astype(ct, copy=False), whole, out=y[rows_])
+
+    in_parallel(range(0, n, step), run, work)
+    return y.astype(a.dtype, copy=False)
 
 
 @op("Gemm", 1, 6, 7, 9, 11, 13)
 def gemm(ctx, a, b, c=None):
     if a.ndim != 2 or b.ndim != 2:
         raise ctx.error(f"A {list(a.shape)} and B {list(b.shape)} must be 2-D")
-    ct = compute_dtype(a.dtype)
+    ct = sum_dtype(a.dtype)
     aa = a.astype(ct, copy=False)
     bb = b.astype(ct, copy=False)
     if ctx.attrs.get("transA", 0):
@@ -140,7 +174,7 @@ def dropout(ctx, x, ratio=None, training_mode=None):
 
 @op("InstanceNormalization", 1, 6, 22)
 def instance_norm(ctx, x, scale, bias):
-    ct = compute_dtype(x.dtype)
+    ct = sum_dtype(x.dtype)
     xc = x.astype(ct)
     axes = tuple(range(2, x.ndim))
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
@@ -157,7 +191,7 @@ def lrn(ctx, x):
     size = ctx.attrs["size"]
     alpha, beta, bias = (ctx.attrs.get(k, d) for k, d in
                          (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
-    ct = compute_dtype(x.dtype)
+    ct = sum_dtype(x.dtype)
     sq = np.square(x.astype(ct))
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
     pad = [(0, 0)] * x.ndim

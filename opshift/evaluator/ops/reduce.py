@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import op
-from ._common import compute_dtype, ints, is_float, normalize_axes
+from ._common import compute_dtype, ints, is_float, normalize_axes, sum_dtype
 
 # The version from which ``axes`` is an input rather than an attribute.
 _AXES_INPUT_FROM = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}
@@ -51,12 +51,12 @@ def _highest(x):
 
 
 def _sum(x, axes, keep):
-    ct = compute_dtype(x.dtype)
+    ct = sum_dtype(x.dtype)
     return np.sum(x, axis=axes, keepdims=keep, dtype=ct)
 
 
 def _mean(x, axes, keep):
-    ct = compute_dtype(x.dtype)
+    ct = sum_dtype(x.dtype)
     return np.mean(x, axis=axes, keepdims=keep, dtype=ct)
 
 
@@ -110,13 +110,13 @@ def _logsumexp(x, axes, keep):
 
 for _name, _fn in [
     ("ReduceL1", lambda x, axes, keep: np.sum(np.abs(x), axis=axes, keepdims=keep,
-                                              dtype=compute_dtype(x.dtype))),
-    ("ReduceL2", lambda x, axes, keep: np.sqrt(np.sum(np.square(x.astype(compute_dtype(
+                                              dtype=sum_dtype(x.dtype))),
+    ("ReduceL2", lambda x, axes, keep: np.sqrt(np.sum(np.square(x.astype(sum_dtype(
         x.dtype))), axis=axes, keepdims=keep))),
-    ("ReduceSumSquare", lambda x, axes, keep: np.sum(np.square(x.astype(compute_dtype(
+    ("ReduceSumSquare", lambda x, axes, keep: np.sum(np.square(x.astype(sum_dtype(
         x.dtype))), axis=axes, keepdims=keep)),
     ("ReduceLogSum", lambda x, axes, keep: np.log(np.sum(x, axis=axes, keepdims=keep,
-                                                         dtype=compute_dtype(x.dtype)))),
+                                                         dtype=sum_dtype(x.dtype)))),
     ("ReduceLogSumExp", _logsumexp),
 ]:
     _AXES_INPUT_FROM[_name] = 18
