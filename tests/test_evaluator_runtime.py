@@ -1,5 +1,6 @@
 """The runtime's per-node caches (prepared nodes, initializers, onnx.reference kernels) across
-loop iterations: every node, branch and kernel keeps its own entry."""
+loop iterations: every node, branch and kernel keeps its own entry; and the main graph's
+values dropped after their last read, never before (subgraphs read outer values too)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,76 @@ def test_type_check_once_per_op_and_dtypes_still_refuses_each_bad_node():
     assert y.dtype == np.float32
     assert y.tolist() == [np.float32(np.float32(np.float32(-12 * np.float32(0.01)) * 0.5)
                                      * np.float32(0.01)) * 2, 12.0]
+
+
+def _live_counts(monkeypatch) -> list[int]:
+    """How many values the main graph holds after each of its nodes."""
+    from opshift.evaluator.runtime import Runtime
+
+    counts: list[int] = []
+    real = Runtime.run_node
+
+    def run_node(self, node, env, *a, **k):
+        real(self, node, env, *a, **k)
+        if not hasattr(env, "maps"):  # the main graph's own dict, not a subgraph's chain
+            counts.append(len(env))
+
+    monkeypatch.setattr(Runtime, "run_node", run_node)
+    return counts
+
+
+def test_values_are_dropped_after_their_last_read(monkeypatch):
+    """A chain of ten nodes holds two or three values at a time, not eleven; a value read
+    twice lives until its second read; an output that later nodes read is kept."""
+    counts = _live_counts(monkeypatch)
+    nodes = [helper.make_node("Relu" if i % 2 else "Neg", [f"v{i}"], [f"v{i + 1}"])
+             for i in range(10)]
+    nodes.append(helper.make_node("Add", ["v10", "v3"], ["y"]))  # v3 read again at the end
+    m = make_model(nodes, [vi("v0", T.FLOAT, [4])], [vi("y"), vi("v5")], opset=14)
+    x = np.float32([-2, -1, 1, 2])
+    got = evaluate(m, {"v0": x})
+    assert counts and max(counts) <= 4, counts  # v3, v5 (an output), the newest, one more
+    chain = x
+    for i in range(10):
+        chain = np.maximum(chain, 0) if i % 2 else -chain
+        if i == 2:
+            v3 = chain
+        if i == 4:
+            v5 = chain
+    np.testing.assert_array_equal(got["y"], chain + v3)
+    np.testing.assert_array_equal(got["v5"], v5)
+
+
+def test_subgraph_reads_keep_outer_values_alive(monkeypatch):
+    """'a' is read directly by the Neg, then only by an If branch (and a Loop body's If
+    inside): it must outlive the Neg."""
+    counts = _live_counts(monkeypatch)
+    inner_then = helper.make_graph([helper.make_node("Identity", ["a"], ["t"])], "it", [],
+                                   [vi("t")])
+    inner_else = helper.make_graph([helper.make_node("Neg", ["a"], ["t"])], "ie", [],
+                                   [vi("t")])
+    body = helper.make_graph(
+        [helper.make_node("If", ["c"], ["t"], then_branch=inner_then, else_branch=inner_else),
+         helper.make_node("Add", ["acc", "t"], ["acc_out"]),
+         helper.make_node("Identity", ["cond"], ["cond_out"])],
+        "body", [vi("i", T.INT64, []), vi("cond", T.BOOL, []), vi("acc", T.FLOAT, [2])],
+        [vi("cond_out", T.BOOL, []), vi("acc_out", T.FLOAT, [2])])
+    then = helper.make_graph([helper.make_node("Mul", ["a", "a"], ["s"])], "then", [],
+                             [vi("s")])
+    other = helper.make_graph([helper.make_node("Sub", ["a", "a"], ["s"])], "else", [],
+                              [vi("s")])
+    m = make_model([helper.make_node("Relu", ["x"], ["a"]),
+                    helper.make_node("Neg", ["a"], ["b"]),
+                    helper.make_node("If", ["c"], ["s"], then_branch=then, else_branch=other),
+                    helper.make_node("Loop", ["n", "", "b"], ["l"], body=body),
+                    helper.make_node("Add", ["s", "l"], ["y"])],
+                   [vi("x", T.FLOAT, [2]), vi("c", T.BOOL, []), vi("n", T.INT64, [])],
+                   [vi("y")], opset=16)
+    x = np.float32([3, -1])
+    a = np.maximum(x, 0)
+    for c in (True, False):
+        got = evaluate(m, {"x": x, "c": np.array(c), "n": np.array(3, np.int64)})["y"]
+        s = a * a if c else a - a
+        loop = -a + 3 * (a if c else -a)
+        np.testing.assert_array_equal(got, s + loop)
+    assert len(counts) == 10

@@ -15,6 +15,7 @@ from .. import opsets
 from ..errors import EvaluationError, UnsupportedError, where
 from ..external import tensor_array
 from . import kernels
+from .lifetimes import last_reads
 
 Value = Any  # np.ndarray, or None for an absent optional input
 
@@ -172,8 +173,8 @@ class Runtime:
                   outer: Mapping[str, Value] | None = None,
                   fattrs: Mapping[str, onnx.AttributeProto] | None = None,
                   once: bool = False) -> list[Value]:
-        """The outputs of ``graph``. ``once``: the graph runs once (the model's main graph),
-        so what is looked up for its nodes is not kept for another run."""
+        """The outputs of ``graph``. ``once``: it runs once (the model's main graph): no
+        lookup is kept for another run, and each value is dropped after its last read."""
         local: dict[str, Value] = dict(self._initializers(graph))
         if positional is not None:
             if len(positional) != len(graph.input):
@@ -185,8 +186,11 @@ class Runtime:
             local.update(feeds)
         env: Mapping[str, Value] | dict[str, Value]
         env = ChainMap(local, outer) if outer is not None else local
-        for node in graph.node:
+        done = last_reads(graph) if once else {}
+        for i, node in enumerate(graph.node):
             self.run_node(node, env, graph_opsets, graph.name, fattrs, keep=not once)
+            for name in done.get(i, ()):  # dropped after the node that reads it last
+                local.pop(name, None)
         out = []
         for vi in graph.output:
             if vi.name not in env:
@@ -324,8 +328,7 @@ class Runtime:
             raise EvaluationError(f"{loc}: {e}") from e
         if not isinstance(results, (list, tuple)):
             results = [results]
-        # numpy returns scalars (np.float32, np.bool_) from ufuncs on 0-d arrays: values
-        # are always arrays
+        # ufuncs on 0-d arrays return numpy scalars (np.float32, ...): values are arrays
         results = [np.asarray(r) if isinstance(r, np.generic) else r for r in results]
         if binding:
             for i, (r, t) in enumerate(zip(results, sig.outputs)):
