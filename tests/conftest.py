@@ -90,6 +90,42 @@ def init(name: str, value, dtype=None) -> onnx.TensorProto:
     return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
 
 
+def weighted_model(op: str, x_shape, w, b, dtype, *, opset: int, name: str,
+                   **attrs) -> onnx.ModelProto:
+    """One ``op`` node (Conv, ConvTranspose) reading input X of ``x_shape`` and the
+    initializers W and, when given, B, all in ``dtype``; output Y."""
+    el = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    inits = [init("w", w, dtype)] + ([init("b", b, dtype)] if b is not None else [])
+    node = helper.make_node(op, ["x", "w"] + ["b"] * (b is not None), ["y"], name=name,
+                            **attrs)
+    return make_model([node], [helper.make_tensor_value_info("x", el, list(x_shape))],
+                      [helper.make_tensor_value_info("y", el, None)], opset=opset,
+                      initializers=inits)
+
+
+def onnx_node_cases(prefix: str) -> list[tuple[str, onnx.ModelProto, dict, dict]]:
+    """onnx's backend node tests whose names start with ``prefix``: (name, model, feeds,
+    expected outputs by name) of each one's first data set."""
+    import warnings
+
+    from onnx import numpy_helper
+    from onnx.backend.test.case.node import collect_testcases
+
+    def array(t):
+        return t if isinstance(t, np.ndarray) else numpy_helper.to_array(t)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = [c for c in collect_testcases(None) if c.name.startswith(prefix)]
+    out = []
+    for c in cases:
+        inputs, expected = c.data_sets[0]
+        out.append((c.name, c.model,
+                    {v.name: array(t) for v, t in zip(c.model.graph.input, inputs)},
+                    {v.name: array(t) for v, t in zip(c.model.graph.output, expected)}))
+    return out
+
+
 def const(name: str, value, dtype=np.float32) -> onnx.NodeProto:
     """A Constant node whose output ``name`` holds ``value`` as ``dtype``."""
     from onnx import numpy_helper

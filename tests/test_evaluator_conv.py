@@ -15,7 +15,7 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import make_model
+from conftest import make_model, weighted_model
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -25,16 +25,7 @@ from opshift.verify import compare
 
 
 def _model(x_shape, w, b, dtype, **attrs):
-    el = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    inits = [numpy_helper.from_array(w.astype(dtype), "w")]
-    ins = ["x", "w"]
-    if b is not None:
-        inits.append(numpy_helper.from_array(b.astype(dtype), "b"))
-        ins.append("b")
-    node = helper.make_node("Conv", ins, ["y"], name="conv", **attrs)
-    return make_model([node], [helper.make_tensor_value_info("x", el, list(x_shape))],
-                      [helper.make_tensor_value_info("y", el, None)], opset=22,
-                      initializers=inits)
+    return weighted_model("Conv", x_shape, w, b, dtype, opset=22, name="conv", **attrs)
 
 
 def _case(rng, nd: int, *, group=1, depthwise=False, batch=1, bias=True, auto_pad=None,

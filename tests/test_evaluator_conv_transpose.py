@@ -14,8 +14,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import make_model
-from onnx import helper, numpy_helper
+from conftest import onnx_node_cases, weighted_model
 
 from opshift.errors import EvaluationError
 from opshift.evaluator import evaluate
@@ -26,16 +25,8 @@ VERSIONS = {10: 1, 17: 11, 22: 22}
 
 
 def _model(x_shape, w, b, dtype, opset=17, **attrs):
-    el = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    inits = [numpy_helper.from_array(w.astype(dtype), "w")]
-    ins = ["x", "w"]
-    if b is not None:
-        inits.append(numpy_helper.from_array(b.astype(dtype), "b"))
-        ins.append("b")
-    node = helper.make_node("ConvTranspose", ins, ["y"], name="deconv", **attrs)
-    return make_model([node], [helper.make_tensor_value_info("x", el, list(x_shape))],
-                      [helper.make_tensor_value_info("y", el, None)], opset=opset,
-                      initializers=inits)
+    return weighted_model("ConvTranspose", x_shape, w, b, dtype, opset=opset, name="deconv",
+                          **attrs)
 
 
 def _full(spatial, kernel, attrs):
@@ -148,23 +139,13 @@ def test_depthwise_and_a_kernel_wider_than_the_output(rng):
 
 def test_onnx_node_tests_give_their_expected_outputs():
     """onnx's ConvTranspose node tests (expected outputs written by hand) run exactly."""
-    import warnings
-
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = [c for c in collect_testcases(None) if c.name.startswith("test_convtranspose")]
+    cases = onnx_node_cases("test_convtranspose")
     assert len(cases) >= 8
-    for case in cases:
-        inputs, expected = case.data_sets[0]
-        feeds = {v.name: numpy_helper.to_array(t) if not isinstance(t, np.ndarray) else t
-                 for v, t in zip(case.model.graph.input, inputs)}
-        got = evaluate(case.model, feeds)
-        for v, e in zip(case.model.graph.output, expected):
-            e = numpy_helper.to_array(e) if not isinstance(e, np.ndarray) else e
-            c = compare(e, got[v.name])
-            assert c.ok, (case.name, c.reason)
+    for name, model, feeds, expected in cases:
+        got = evaluate(model, feeds)
+        for out, want in expected.items():
+            c = compare(want, got[out])
+            assert c.ok, (name, c.reason)
 
 
 def test_onnxruntime_agrees(rng):

@@ -14,40 +14,25 @@ import math
 
 import numpy as np
 import pytest
-from conftest import make_model
-from onnx import helper, numpy_helper
+from conftest import make_model, onnx_node_cases
+from onnx import helper
 
 from opshift.evaluator import evaluate
 from opshift.verify import compare
 
 
-def _pool_cases(prefix: str):
-    import warnings
-
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return [c for c in collect_testcases(None) if c.name.startswith(prefix)]
-
-
 @pytest.mark.parametrize("prefix", ["test_maxpool", "test_averagepool"])
 def test_onnx_node_tests_give_their_expected_outputs(prefix):
-    cases = _pool_cases(prefix)
+    cases = onnx_node_cases(prefix)
     assert len(cases) >= 10
-    for case in cases:
-        inputs, expected = case.data_sets[0]
-        feeds = {v.name: numpy_helper.to_array(t) if not isinstance(t, np.ndarray) else t
-                 for v, t in zip(case.model.graph.input, inputs)}
-        got = evaluate(case.model, feeds)
-        for v, e in zip(case.model.graph.output, expected):
-            e = numpy_helper.to_array(e) if not isinstance(e, np.ndarray) else e
+    for name, model, feeds, expected in cases:
+        got = evaluate(model, feeds)
+        for out, want in expected.items():
             if prefix == "test_averagepool":
-                np.testing.assert_allclose(got[v.name], e, rtol=1e-4, atol=1e-4,
-                                           err_msg=case.name)
+                np.testing.assert_allclose(got[out], want, rtol=1e-4, atol=1e-4, err_msg=name)
                 continue
-            c = compare(e, got[v.name])
-            assert c.ok, (case.name, v.name, c.reason)
+            c = compare(want, got[out])
+            assert c.ok, (name, out, c.reason)
 
 
 def _geometry(spatial, kernel, attrs):
