@@ -8,12 +8,17 @@ import onnx
 from ..graph.scopes import subgraphs
 
 
-def last_reads(graph: onnx.GraphProto) -> dict[int, list[str]]:
-    """Node index -> the names that node reads for the last time: its inputs and, for a node
-    with subgraphs, the outer names they read. The graph's outputs are never listed."""
+def last_reads(graph: onnx.GraphProto) -> tuple[list[list[str]], dict[int, list[str]]]:
+    """(each node's input names, node index -> the names that node reads for the last time:
+    its inputs and, for a node with subgraphs, the outer names they read). The graph's
+    outputs are never listed. The runtime reads the input names from here rather than from
+    each node again."""
     last: dict[str, int] = {}
+    names = []
     for i, node in enumerate(graph.node):
-        for name in node.input:
+        ins = node.input[:]
+        names.append(ins)
+        for name in ins:
             last[name] = i
         for _, g in subgraphs(node):
             for name in _outer_reads(g):
@@ -24,7 +29,7 @@ def last_reads(graph: onnx.GraphProto) -> dict[int, list[str]]:
     by_node: dict[int, list[str]] = {}
     for name, i in last.items():
         by_node.setdefault(i, []).append(name)
-    return by_node
+    return names, by_node
 
 
 def _outer_reads(graph: onnx.GraphProto) -> set[str]:

@@ -140,9 +140,8 @@ class Runtime:
             (opsets.normalize_domain(f.domain), f.name, getattr(f, "overload", "")): f
             for f in model.functions
         }
-        # Caches keyed by id(): protobuf makes a message's Python object on access and frees
-        # it after, and a later object may get the same id. Each entry keeps its object
-        # alive, so that the id stays its own.
+        # Caches keyed by id(): protobuf makes a message's object on access and frees it
+        # after, and a later one may get the same id: each entry keeps its object alive.
         self._inits: dict[int, tuple[onnx.GraphProto, dict[str, np.ndarray]]] = {}
         self._prepared: dict[tuple[int, int | None], tuple] = {}
         #: (domain, op, opset) -> (impl, source, version, signature): the schema and kernel
@@ -186,9 +185,9 @@ class Runtime:
             local.update(feeds)
         env: Mapping[str, Value] | dict[str, Value]
         env = ChainMap(local, outer) if outer is not None else local
-        done = last_reads(graph) if once else {}
-        for i, node in enumerate(graph.node):
-            self.run_node(node, env, graph_opsets, graph.name, fattrs, keep=not once)
+        names, done = last_reads(graph) if once else ([None] * len(graph.node), {})
+        for i, (node, ins) in enumerate(zip(graph.node, names)):
+            self.run_node(node, env, graph_opsets, graph.name, fattrs, not once, ins)
             for name in done.get(i, ()):  # dropped after the node that reads it last
                 local.pop(name, None)
         out = []
@@ -229,9 +228,10 @@ class Runtime:
     # -- nodes ------------------------------------------------------------------------------
     def run_node(self, node: onnx.NodeProto, env: Mapping[str, Value] | dict[str, Value],
                  graph_opsets: Mapping[str, int], graph_name: str,
-                 fattrs: Mapping[str, onnx.AttributeProto] | None, keep: bool = True) -> None:
+                 fattrs: Mapping[str, onnx.AttributeProto] | None, keep: bool = True,
+                 names: list[str] | None = None) -> None:
         inputs: list[Value] = []
-        for name in node.input:
+        for name in node.input if names is None else names:
             if not name:
                 inputs.append(None)
                 continue
