@@ -76,8 +76,12 @@ def test_type_check_once_per_op_and_dtypes_still_refuses_each_bad_node():
 
 
 def _live_counts(monkeypatch) -> list[int]:
-    """How many values the main graph holds after each of its nodes."""
+    """How many values the main graph holds after each of its nodes (graphs of any size
+    drop their values here: the tests' graphs are small)."""
+    from opshift.evaluator import lifetimes
     from opshift.evaluator.runtime import Runtime
+
+    monkeypatch.setattr(lifetimes, "FEW", 0)
 
     counts: list[int] = []
     real = Runtime.run_node
@@ -146,3 +150,16 @@ def test_subgraph_reads_keep_outer_values_alive(monkeypatch):
         loop = -a + 3 * (a if c else -a)
         np.testing.assert_array_equal(got, s + loop)
     assert len(counts) == 10
+
+
+def test_small_graphs_keep_their_values():
+    """Below FEW nodes nothing is planned (verify's region checks run thousands of those)."""
+    from opshift.evaluator.lifetimes import FEW, last_reads
+
+    def chain(n):  # v5 is an output that node 5 reads too
+        return helper.make_graph([helper.make_node("Neg", [f"v{i}"], [f"v{i + 1}"])
+                                  for i in range(n)], "g", [vi("v0")], [vi(f"v{n}"), vi("v5")])
+
+    assert last_reads(chain(FEW - 1)) == ([None] * (FEW - 1), {})
+    names, done = last_reads(chain(FEW))
+    assert names[3] == ["v3"] and done[3] == ["v3"] and 5 not in done and len(done) == FEW - 1

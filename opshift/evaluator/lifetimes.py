@@ -7,12 +7,18 @@ import onnx
 
 from ..graph.scopes import subgraphs
 
+#: Nodes below which a graph keeps its values to its end: verify's region checks run many
+#: graphs of a few nodes and small values, where finding the last reads costs, not saves.
+FEW = 16
 
-def last_reads(graph: onnx.GraphProto) -> tuple[list[list[str]], dict[int, list[str]]]:
+
+def last_reads(graph: onnx.GraphProto) -> tuple[list, dict[int, list[str]]]:
     """(each node's input names, node index -> the names that node reads for the last time:
     its inputs and, for a node with subgraphs, the outer names they read). The graph's
     outputs are never listed. The runtime reads the input names from here rather than from
-    each node again."""
+    each node again. A graph of fewer than :data:`FEW` nodes: (None per node, no drops)."""
+    if len(graph.node) < FEW:
+        return [None] * len(graph.node), {}
     last: dict[str, int] = {}
     names = []
     for i, node in enumerate(graph.node):
