@@ -1,3 +1,13 @@
 """Op implementations; importing this package registers them all."""
 
-from . import activations, control, elementwise, nn, reduce, tensor, upsample, windows  # noqa: F401
+from . import (  # noqa: F401
+    activations,
+    control,
+    detection,
+    elementwise,
+    nn,
+    reduce,
+    tensor,
+    upsample,
+    windows,
+)
