@@ -282,8 +282,9 @@ def test_erf_rounds_libm_erf_once_for_each_type(rng):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_sums_run_in_float64_and_round_once(dtype, rng):
-    """MatMul, Gemm, ReduceSum, ReduceMean and ReduceL2 on rows that nearly cancel: the exact
-    result rounded once to the type (a sum in the type itself lands many ulps off)."""
+    """MatMul, Einsum, Gemm, ReduceSum, ReduceMean and ReduceL2 on rows that nearly cancel:
+    the exact result rounded once to the type (a sum in the type itself lands many ulps
+    off)."""
     import math
 
     from opshift.verify import compare
@@ -298,9 +299,10 @@ def test_sums_run_in_float64_and_round_once(dtype, rng):
                     helper.make_node("Gemm", ["a", "b", "c"], ["gemm"], alpha=0.5, beta=2.0),
                     helper.make_node("ReduceSum", ["a", "ax"], ["rs"], keepdims=0),
                     helper.make_node("ReduceMean", ["a"], ["rm"], axes=[1], keepdims=0),
-                    helper.make_node("ReduceL2", ["a"], ["l2"], axes=[1], keepdims=0)],
+                    helper.make_node("ReduceL2", ["a"], ["l2"], axes=[1], keepdims=0),
+                    helper.make_node("Einsum", ["a", "b"], ["es"], equation="ij,jk->ik")],
                    [vi("a", el, [4, 300]), vi("b", el, [300, 3]), vi("c", el, [1, 3])],
-                   [vi(o, el) for o in ("mm", "gemm", "rs", "rm", "l2")], opset=13,
+                   [vi(o, el) for o in ("mm", "gemm", "rs", "rm", "l2", "es")], opset=13,
                    initializers=[init("ax", np.int64([1]))])
     got = evaluate(m, {"a": a, "b": b, "c": c})
     a64, b64, c64 = (t.astype(np.float64) for t in (a, b, c))
@@ -310,7 +312,7 @@ def test_sums_run_in_float64_and_round_once(dtype, rng):
 
     mm = np.array([[dot(i, j) for j in range(3)] for i in range(4)])
     rows = [math.fsum(a64[i]) for i in range(4)]
-    want = {"mm": mm, "gemm": 0.5 * mm + 2.0 * c64, "rs": np.array(rows),
+    want = {"mm": mm, "es": mm, "gemm": 0.5 * mm + 2.0 * c64, "rs": np.array(rows),
             "rm": np.array(rows) / 300,
             "l2": np.sqrt([math.fsum(a64[i] ** 2) for i in range(4)])}
     for name, w in want.items():

@@ -142,9 +142,9 @@ def in_parallel(blocks: Sequence, run: Callable[[Iterator], None], work: int) ->
     another and stall when another process takes a core.
     """
     n = min(threads_for(work), len(blocks))
-    shared = iter(blocks)  # a list iterator's next() is atomic: no block is taken twice
+    shared = iter(blocks)  # a list's or range's next() is atomic: no block is taken twice
     with one_blas_thread(work):
-        if n == 1:
+        if n <= 1:
             run(shared)
             return
         failed: list[BaseException] = []

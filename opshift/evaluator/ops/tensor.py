@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from ..registry import op
-from ._common import compute_dtype, ints, normalize_axes
+from ._common import ints, normalize_axes, sum_dtype
 
 #: TensorProto element types the evaluator computes with (others are refused by Cast).
 _CASTABLE = {
@@ -369,6 +369,6 @@ def non_zero(ctx, x):
 
 @op("Einsum", 12, 28)  # 28 adds bfloat16
 def einsum(ctx, *xs):
-    ct = compute_dtype(xs[0].dtype)
+    ct = sum_dtype(xs[0].dtype)
     y = np.einsum(ctx.attrs["equation"], *(x.astype(ct, copy=False) for x in xs))
     return np.asarray(y).astype(xs[0].dtype, copy=False)
