@@ -20,9 +20,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from ._gc import no_cyclic_gc
 from .commands._options import HOISTED, add_common_options
 from .errors import OpshiftError, printable
+from .memory import no_cyclic_gc
 
 COMMANDS = ("convert", "inline", "fuse", "fix", "inspect", "verify", "ops")
 

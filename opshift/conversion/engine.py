@@ -20,7 +20,6 @@ import onnx
 from onnx import helper
 
 from .. import opsets, progress
-from .._gc import no_cyclic_gc
 from ..census import Census
 from ..errors import (
     ArgumentTypeError,
@@ -32,6 +31,7 @@ from ..errors import (
 from ..graph.edit import Edits
 from ..graph.facts import Facts
 from ..graph.scopes import Scope, subgraphs
+from ..memory import no_cyclic_gc
 from .fuse_first import MissingOps, fuse_then_plan
 from .result import RELABEL, Change, ConvertResult, Relabels, all_changes, record_region
 from .step import Context

@@ -25,9 +25,9 @@ import onnx_ir as ir
 from onnx_ir import passes as ir_passes
 
 from .. import validate
-from .._gc import no_cyclic_gc
 from ..external import read_through_opshift
 from ..graph.scopes import may_hold_subgraphs, node_kinds, subgraphs
+from ..memory import no_cyclic_gc
 from ..modelio import ModelLike, has_external_data, to_proto
 from .fuse_ir import FuseResult, Region, Unused, fuse_ir, fuse_typed, ir_subgraphs, may_match
 

@@ -1,5 +1,5 @@
-"""Pausing Python's cyclic garbage collector while a command, or a rewrite called as a
-library function, builds objects it keeps until it is done."""
+"""Memory while opshift works: Python's cyclic garbage collector paused while a command, or a
+rewrite called as a library function, builds objects it keeps until it is done."""
 
 from __future__ import annotations
 
