@@ -183,7 +183,14 @@ def test_large_products_run_on_one_blas_thread(monkeypatch, rng):
     assert asked[1] <= _common.BLAS_THREADED_WORK
 
 
-def _threads_seen(monkeypatch, cores: int) -> list[set[int]]:
+class _Seen(list):
+    """One set of thread ids per Conv; a block waits (up to 5 s) until ``expect`` threads
+    have taken one, so that a loaded machine starting threads late cannot hide them."""
+
+    expect = 1
+
+
+def _threads_seen(monkeypatch, cores: int) -> _Seen:
     """With ``cores`` CPUs, the threads that run Conv's matrix products, added to the last
     set of the list returned."""
     import threading
@@ -192,13 +199,15 @@ def _threads_seen(monkeypatch, cores: int) -> list[set[int]]:
     from opshift.evaluator.ops import _common, windows
 
     monkeypatch.setattr(_common, "cores", lambda: cores)
-    seen: list[set[int]] = []
+    seen = _Seen()
     real = np.matmul
 
     class Spy:
         def matmul(self, *a, **k):
             seen[-1].add(threading.get_ident())
-            time.sleep(0.01)  # a block long enough for every thread to start
+            deadline = time.monotonic() + 5
+            while len(seen[-1]) < seen.expect and time.monotonic() < deadline:
+                time.sleep(0.001)
             return real(*a, **k)
 
         def __getattr__(self, name):
@@ -221,9 +230,11 @@ def test_large_conv_is_shared_by_one_thread_per_core(monkeypatch, rng, batch):
     w = rng.standard_normal((24, 16, 3, 3))
     assert batch * 24 * 16 * 9 * 64 * 64 > _common.PARALLEL_WORK
     seen.append(set())
+    seen.expect = 3
     _check(x, w, rng.standard_normal(24), {"pads": [1, 1, 1, 1]})
     assert len(seen[-1]) == 3
     seen.append(set())
+    seen.expect = 1
     _check(rng.standard_normal((1, 4, 9, 9)), rng.standard_normal((4, 4, 3, 3)), None, {})
     assert seen[-1] == {threading.get_ident()}
 
@@ -241,6 +252,7 @@ def test_large_conv_transpose_is_shared_by_one_thread_per_core(monkeypatch, rng)
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=17,
                    initializers=[numpy_helper.from_array(w, "w")])
     seen.append(set())
+    seen.expect = 2
     y = evaluate(m, {"x": x})["y"]
     assert len(seen[-1]) == 2 and y.shape == (1, 16, 96, 96)
 
