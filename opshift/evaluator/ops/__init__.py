@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     elementwise,
     nn,
     reduce,
+    scatter,
     tensor,
     upsample,
     windows,
