@@ -86,3 +86,16 @@ def test_bad_indices_are_named(indices, match):
     updates = np.zeros(indices.shape[:-1] + data.shape[indices.shape[-1]:], np.float32)
     with pytest.raises(EvaluationError, match=r"node 's' \(ScatterND-13.*" + match):
         evaluate(_model(data, indices, updates, 13), {"d": data, "i": indices, "u": updates})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_tuples_of_no_index_and_no_tuples(reduction):
+    """k = 0: each tuple names all of data; no tuples at all: data unchanged."""
+    data = np.ones((2, 2), np.float32)
+    for indices, updates in ((np.zeros((3, 0), np.int64),
+                              np.arange(12, dtype=np.float32).reshape(3, 2, 2)),
+                             (np.zeros((0, 1), np.int64), np.zeros((0, 2), np.float32))):
+        m = _model(data, indices, updates, 16, reduction=reduction)
+        feeds = {"d": data, "i": indices, "u": updates}
+        np.testing.assert_array_equal(evaluate(m, feeds)["y"],
+                                      ReferenceEvaluator(m).run(None, feeds)[0])
