@@ -112,7 +112,8 @@ def onnx_node_cases(prefix: str) -> list[tuple[str, onnx.ModelProto, dict, dict]
     from onnx.backend.test.case.node import collect_testcases
 
     def array(t):
-        return t if isinstance(t, np.ndarray) else numpy_helper.to_array(t)
+        return np.asarray(t) if isinstance(t, (np.ndarray, np.generic)) else \
+            numpy_helper.to_array(t)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -97,6 +97,55 @@ def _pad_spatial(x, pb, pe, value, dtype=None):
 
 @op("Conv", 1, 11, 22)
 def conv(ctx, x, w, b=None):
+    return _conv(ctx, x, w, b, x.dtype)
+
+
+def _zero_point_removed(ctx, v, zp, per_channel: bool):
+    """``v - zp`` in int32 (a uint8/int8 tensor and its zero point: a scalar, or for W one
+    per output channel)."""
+    out = v.astype(np.int32)
+    if zp is None:
+        return out
+    if zp.size > 1 or (per_channel and zp.ndim == 1):
+        if not per_channel or zp.ndim != 1 or zp.size != v.shape[0]:
+            raise ctx.error(f"zero point of shape {list(zp.shape)} does not fit "
+                            f"{list(v.shape)}")
+        return out - zp.astype(np.int32).reshape((-1,) + (1,) * (v.ndim - 1))
+    return out - zp.astype(np.int32).reshape(())
+
+
+@op("ConvInteger", 10)
+def conv_integer(ctx, x, w, x_zero_point=None, w_zero_point=None):
+    """Conv of the zero-point-free integers, summed exactly (in float64: a uint8/int8
+    product sum stays far below 2**53) and wrapped to int32 as an int32 sum would."""
+    acc = _conv(ctx, _zero_point_removed(ctx, x, x_zero_point, False),
+                _zero_point_removed(ctx, w, w_zero_point, True), None, np.float64)
+    return acc.astype(np.int64).astype(np.int32)
+
+
+@op("QLinearConv", 10)
+def qlinear_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp=None, b=None):
+    """The exact integer Conv (with B) scaled by x_scale * w_scale / y_scale (in float32, per
+    output channel when w_scale is), shifted by y's zero point, clipped to y's type and
+    rounded half to even, in float64 as onnx.reference computes it."""
+    acc = _conv(ctx, _zero_point_removed(ctx, x, x_zp, False),
+                _zero_point_removed(ctx, w, w_zp, True), b, np.float64)
+    scale = (x_scale * w_scale) / y_scale
+    if scale.size > 1:
+        if scale.ndim != 1 or scale.size != w.shape[0]:
+            raise ctx.error(f"w_scale of shape {list(w_scale.shape)} does not fit "
+                            f"{w.shape[0]} output channels")
+        scale = scale.reshape((1, -1) + (1,) * (x.ndim - 2))
+    r = acc * scale.astype(np.float64)
+    dtype = x.dtype if y_zp is None else y_zp.dtype
+    if y_zp is not None:
+        r += y_zp.astype(np.float64)
+    info = np.iinfo(dtype)
+    return np.round(np.clip(r, info.min, info.max)).astype(dtype)
+
+
+def _conv(ctx, x, w, b, dtype):
+    """Conv's sums in float64, rounded once to ``dtype``."""
     if x.ndim < 3 or w.ndim != x.ndim:
         raise ctx.error(f"X {list(x.shape)} and W {list(w.shape)} need equal rank >= 3")
     g = ctx.attrs.get("group", 1)
@@ -123,7 +172,7 @@ def conv(ctx, x, w, b=None):
     blocks = [(i, r0, min(rows, out[0] - r0)) for i in range(n_) for r0 in range(0, out[0], rows)]
     wm = w.astype(np.float64).reshape(g, mg, cg * kk)
     bias = None if b is None else b.astype(np.float64).reshape(m, 1)
-    y = np.empty((n_, m, *out), x.dtype)
+    y = np.empty((n_, m, *out), dtype)
 
     def run(todo):
         buf = np.empty(c * kk * rows * inner)
