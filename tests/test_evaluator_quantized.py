@@ -1,6 +1,8 @@
-"""ConvInteger and QLinearConv against onnx.reference's kernels, exactly: random geometry
-(1-D to 3-D, groups, strides, dilations, pads), uint8 and int8, zero points absent, scalar or
-per output channel, B given or not; onnx's node tests; errors named."""
+"""ConvInteger, QLinearConv, MatMulInteger and QLinearMatMul against onnx.reference's
+kernels, exactly: random geometry (Conv 1-D to 3-D, groups, strides, dilations, pads;
+MatMul with batch broadcasting), uint8 and int8, zero points absent, scalar, per output
+channel or column, B given or not; the per-row form onnx.reference cannot run, against its
+formula; half-way rounding and clipping; onnx's node tests; errors named."""
 
 from __future__ import annotations
 
@@ -122,3 +124,74 @@ def test_qlinear_conv_rounds_half_to_even_and_clips():
                                  init("ws", np.float32(1)), init("wz", np.uint8(0)),
                                  init("ys", np.float32(1)), init("yz", np.uint8(200))])
     assert evaluate(m, {"x": x})["y"].reshape(-1).tolist() == [200, 202, 202, 255]
+
+
+MM_CASES = [(shapes, dtype) for shapes in (((5, 7), (7, 3)), ((2, 5, 7), (7, 4)),
+                                          ((3, 1, 4, 6), (2, 6, 5)))
+            for dtype in (np.uint8, np.int8)]
+
+
+@pytest.mark.parametrize("shapes,dtype", MM_CASES)
+@pytest.mark.parametrize("zps", ["none", "scalar", "column"])
+def test_matmul_integer_matches_onnx_reference(shapes, dtype, zps):
+    rng = np.random.default_rng([MM_CASES.index((shapes, dtype)), len(zps)])
+    a, b = _ints(rng, dtype, shapes[0]), _ints(rng, dtype, shapes[1])
+    inits, ins = [init("b", b)], ["a", "b"]
+    if zps != "none":
+        inits += [init("az", _ints(rng, dtype, [])),
+                  init("bz", _ints(rng, dtype, [shapes[1][-1]] if zps == "column" else []))]
+        ins += ["az", "bz"]
+    m = make_model([helper.make_node("MatMulInteger", ins, ["y"])],
+                   [_vi("a", dtype, list(a.shape))], [_vi("y", np.int32)], opset=10,
+                   initializers=inits)
+    got = evaluate(m, {"a": a})["y"]
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, ReferenceEvaluator(m).run(None, {"a": a})[0])
+
+
+@pytest.mark.parametrize("shapes,dtype", MM_CASES)
+@pytest.mark.parametrize("opset", [10, 21])
+def test_qlinear_matmul_matches_onnx_reference(shapes, dtype, opset):
+    rng = np.random.default_rng([MM_CASES.index((shapes, dtype)), opset])
+    a, b = _ints(rng, dtype, shapes[0]), _ints(rng, dtype, shapes[1])
+    n = shapes[1][-1]
+    inits = [init("as", np.float32(rng.random() * 0.05 + 0.001)),
+             init("az", _ints(rng, dtype, [])), init("b", b),
+             init("bs", (rng.random(n) * 0.05 + 0.001).astype(np.float32)),
+             init("bz", _ints(rng, dtype, [n])), init("ys", np.float32(rng.random() + 0.01)),
+             init("yz", _ints(rng, dtype, []))]
+    m = make_model([helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys",
+                                                       "yz"], ["y"])],
+                   [_vi("a", dtype, list(a.shape))], [_vi("y", dtype)], opset=opset,
+                   initializers=inits)
+    got = evaluate(m, {"a": a})["y"]
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, ReferenceEvaluator(m).run(None, {"a": a})[0])
+
+
+def test_per_row_quantization_of_a_2d_a():
+    """ONNX's per-row form of a 2-D A: [M] zero points and scales, one per row (M != K here;
+    onnx.reference's kernel broadcasts them along K instead and cannot run it)."""
+    rng = np.random.default_rng(3)
+    a, b = _ints(rng, np.uint8, [3, 4]), _ints(rng, np.uint8, [4, 2])
+    az = np.array([1, 100, 255], np.uint8)
+    a_scale = np.array([0.5, 0.25, 2.0], np.float32)
+    exact = (a.astype(np.int64) - az[:, None]) @ (b.astype(np.int64) - 7)
+    mi = make_model([helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])],
+                    [_vi("a", np.uint8, [3, 4])], [_vi("y", np.int32)], opset=10,
+                    initializers=[init("b", b), init("az", az), init("bz", np.uint8(7))])
+    np.testing.assert_array_equal(evaluate(mi, {"a": a})["y"], exact)
+    mq = make_model([helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys",
+                                                        "yz"], ["y"])],
+                    [_vi("a", np.uint8, [3, 4])], [_vi("y", np.uint8)], opset=21,
+                    initializers=[init("as", a_scale), init("az", az), init("b", b),
+                                  init("bs", np.float32(0.5)), init("bz", np.uint8(7)),
+                                  init("ys", np.float32(64)), init("yz", np.uint8(128))])
+    want = np.clip(np.rint(exact * (a_scale[:, None] * np.float32(0.5) / np.float32(64))
+                           .astype(np.float64) + 128), 0, 255).astype(np.uint8)
+    np.testing.assert_array_equal(evaluate(mq, {"a": a})["y"], want)
+
+
+@pytest.mark.parametrize("prefix", ["test_qlinearmatmul", "test_matmulinteger"])
+def test_onnx_matmul_node_tests_give_their_expected_outputs(prefix):
+    test_onnx_node_tests_give_their_expected_outputs(prefix)

@@ -26,12 +26,62 @@ from ._common import (
 
 @op("MatMul", 1, 9, 13)
 def matmul(ctx, a, b):
+    return _matmul(ctx, a, b, sum_dtype(a.dtype)).astype(a.dtype, copy=False)
+
+
+def _per_row(t, a):
+    """A per-row quantization parameter of a 2-D A (``[M]``) as ``[M, 1]``, as float64; any
+    other shape broadcasts as it is (a scalar, ``[..., M, 1]``, B's ``[N]`` per column)."""
+    t = np.asarray(t, np.float64)
+    return t.reshape(-1, 1) if t.ndim == 1 and t.size > 1 and a.ndim == 2 else t
+
+
+def _integers(ctx, v, zp, rows: bool):
+    """``v - zp`` as float64 (exact), the zero point per tensor, per row of A or per column
+    of B."""
+    out = v.astype(np.float64)
+    if zp is None:
+        return out
+    try:
+        return out - (_per_row(zp, v) if rows else zp.astype(np.float64))
+    except ValueError:
+        raise ctx.error(f"zero point of shape {list(zp.shape)} does not fit "
+                        f"{list(v.shape)}") from None
+
+
+@op("MatMulInteger", 10)
+def matmul_integer(ctx, a, b, a_zero_point=None, b_zero_point=None):
+    """The product of the zero-point-free integers, exact in float64 (a uint8/int8 product
+    sum stays far below 2**53), wrapped to int32 as an int32 sum would."""
+    y = _matmul(ctx, _integers(ctx, a, a_zero_point, True),
+                _integers(ctx, b, b_zero_point, False), np.dtype(np.float64))
+    return y.astype(np.int64).astype(np.int32)
+
+
+@op("QLinearMatMul", 10, 21)
+def qlinear_matmul(ctx, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp=None):
+    """The exact integer product scaled by a_scale * b_scale / y_scale (in their type),
+    shifted by y's zero point, rounded half to even and clipped to y's type, in float64 as
+    onnx.reference computes it."""
+    y = _matmul(ctx, _integers(ctx, a, a_zp, True), _integers(ctx, b, b_zp, False),
+                np.dtype(np.float64))
+    # the scales in their own type, a's and y's per row of a 2-D A, b's per column
+    a_s, y_s = (t.reshape(-1, 1) if t.ndim == 1 and t.size > 1 and a.ndim == 2 else t
+                for t in (a_scale, y_scale))
+    y *= np.asarray((a_s * b_scale) / y_s).astype(np.float64)
+    dtype = a.dtype if y_zp is None else y_zp.dtype
+    if y_zp is not None:
+        y += _per_row(y_zp, a)
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(y), info.min, info.max).astype(dtype)
+
+
+def _matmul(ctx, a, b, ct):
+    """``a @ b`` summed in ``ct``."""
     if a.ndim == 0 or b.ndim == 0:
         raise ctx.error("MatMul inputs must have rank >= 1")
-    ct = sum_dtype(a.dtype)
     if a.ndim < 2 or b.ndim < 2:
-        y = np.matmul(a.astype(ct, copy=False), b.astype(ct, copy=False))
-        return np.asarray(y).astype(a.dtype, copy=False)
+        return np.asarray(np.matmul(a.astype(ct, copy=False), b.astype(ct, copy=False)))
     try:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
@@ -58,7 +108,7 @@ def matmul(ctx, a, b):
                 np.matmul(a[rows_].astype(ct, copy=False), whole, out=y[rows_])
 
     in_parallel(range(0, n, step), run, work)
-    return y.astype(a.dtype, copy=False)
+    return y
 
 
 @op("Gemm", 1, 6, 7, 9, 11, 13)
