@@ -103,13 +103,16 @@ def weighted_model(op: str, x_shape, w, b, dtype, *, opset: int, name: str,
                       initializers=inits)
 
 
-def onnx_node_cases(prefix: str) -> list[tuple[str, onnx.ModelProto, dict, dict]]:
-    """onnx's backend node tests whose names start with ``prefix``: (name, model, feeds,
-    expected outputs by name) of each one's first data set."""
+def onnx_node_outputs(prefix: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """opshift's evaluator on onnx's backend node tests whose names start with ``prefix``:
+    (test and output name, what it computes, what the test expects) for each output of each
+    one's first data set."""
     import warnings
 
     from onnx import numpy_helper
     from onnx.backend.test.case.node import collect_testcases
+
+    from opshift.evaluator import evaluate
 
     def array(t):
         return np.asarray(t) if isinstance(t, (np.ndarray, np.generic)) else \
@@ -121,9 +124,9 @@ def onnx_node_cases(prefix: str) -> list[tuple[str, onnx.ModelProto, dict, dict]
     out = []
     for c in cases:
         inputs, expected = c.data_sets[0]
-        out.append((c.name, c.model,
-                    {v.name: array(t) for v, t in zip(c.model.graph.input, inputs)},
-                    {v.name: array(t) for v, t in zip(c.model.graph.output, expected)}))
+        got = evaluate(c.model, {v.name: array(t) for v, t in zip(c.model.graph.input, inputs)})
+        out += [(f"{c.name}:{v.name}", got[v.name], array(t))
+                for v, t in zip(c.model.graph.output, expected)]
     return out
 
 
