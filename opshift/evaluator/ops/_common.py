@@ -131,6 +131,20 @@ def threads_for(work: int) -> int:
     return cores() if work > PARALLEL_WORK else 1
 
 
+#: Blocks per thread at least, when several share a product: one whose core another
+#: process takes holds up the rest by one small block at most.
+BLOCKS_PER_THREAD = 4
+
+
+def block_size(units: int, work: int, largest: int) -> int:
+    """How many of ``units`` one block takes: at most ``largest``, and few enough for
+    :data:`BLOCKS_PER_THREAD` blocks per thread when threads share ``work``."""
+    threads = threads_for(work)
+    if threads > 1:
+        largest = min(largest, -(-units // (BLOCKS_PER_THREAD * threads)))
+    return max(1, largest)
+
+
 def in_parallel(blocks: Sequence, run: Callable[[Iterator], None], work: int) -> None:
     """``run(blocks)`` in up to :func:`threads_for` ``(work)`` threads at once, each taking the
     next block from one shared iterator until none is left (a thread that loses its core to
@@ -169,3 +183,13 @@ def in_parallel(blocks: Sequence, run: Callable[[Iterator], None], work: int) ->
                 t.join()
         if failed:
             raise failed[0]
+
+
+def requantized(r: np.ndarray, zero_point, dtype: np.dtype) -> np.ndarray:
+    """``r`` (float64) shifted by ``zero_point`` (float64, shaped to broadcast; None: no
+    shift), rounded half to even and clipped to the integer ``dtype``, as onnx.reference's
+    Q-linear kernels compute it."""
+    if zero_point is not None:
+        r += zero_point
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(r), info.min, info.max).astype(dtype)

@@ -13,12 +13,13 @@ import numpy as np
 
 from ..registry import op
 from ._common import (
+    block_size,
     in_parallel,
     is_float,
     normalize_axes,
     one_blas_thread,
+    requantized,
     sum_dtype,
-    threads_for,
 )
 
 # -- dense ------------------------------------------------------------------------------------
@@ -69,11 +70,8 @@ def qlinear_matmul(ctx, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp=None):
     a_s, y_s = (t.reshape(-1, 1) if t.ndim == 1 and t.size > 1 and a.ndim == 2 else t
                 for t in (a_scale, y_scale))
     y *= np.asarray((a_s * b_scale) / y_s).astype(np.float64)
-    dtype = a.dtype if y_zp is None else y_zp.dtype
-    if y_zp is not None:
-        y += _per_row(y_zp, a)
-    info = np.iinfo(dtype)
-    return np.clip(np.rint(y), info.min, info.max).astype(dtype)
+    return requantized(y, None if y_zp is None else _per_row(y_zp, a),
+                       a.dtype if y_zp is None else y_zp.dtype)
 
 
 def _matmul(ctx, a, b, ct):
@@ -95,7 +93,7 @@ def _matmul(ctx, a, b, ct):
     # by the thread that multiplies it: the other factor is read whole by every block.
     by_cols = rows <= cols
     n = cols if by_cols else rows
-    step = max(1, -(-n // (4 * threads_for(work))))
+    step = block_size(n, work, n)
     whole = (a if by_cols else b).astype(ct, copy=False)
 
     def run(todo):

@@ -16,14 +16,11 @@ import math
 import numpy as np
 
 from ..registry import op
-from ._common import in_parallel, is_float, threads_for
+from ._common import block_size, in_parallel, is_float, requantized
 
 #: float64 elements of one block of Conv's columns (8 MiB): a large input never needs all
 #: its columns at once, and each thread reuses its block's memory.
 _COLS_CHUNK = 1 << 20
-#: Blocks per thread at least, when several share a Conv: one whose core another process
-#: takes holds up the rest by one small block at most.
-_BLOCKS_PER_THREAD = 4
 
 
 def _window_geometry(ctx, spatial, kernel, ceil_mode=False):
@@ -136,23 +133,26 @@ def qlinear_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp=None, b=
             raise ctx.error(f"w_scale of shape {list(w_scale.shape)} does not fit "
                             f"{w.shape[0]} output channels")
         scale = scale.reshape((1, -1) + (1,) * (x.ndim - 2))
-    r = acc * scale.astype(np.float64)
-    dtype = x.dtype if y_zp is None else y_zp.dtype
-    if y_zp is not None:
-        r += y_zp.astype(np.float64)
-    info = np.iinfo(dtype)
-    return np.round(np.clip(r, info.min, info.max)).astype(dtype)
+    return requantized(acc * scale.astype(np.float64),
+                       None if y_zp is None else y_zp.astype(np.float64),
+                       x.dtype if y_zp is None else y_zp.dtype)
 
 
-def _conv(ctx, x, w, b, dtype):
-    """Conv's sums in float64, rounded once to ``dtype``."""
+def _kernel(ctx, x, w) -> list[int]:
+    """W's spatial dims, once X and W are of one rank >= 3 and kernel_shape (if set) agrees."""
     if x.ndim < 3 or w.ndim != x.ndim:
         raise ctx.error(f"X {list(x.shape)} and W {list(w.shape)} need equal rank >= 3")
-    g = ctx.attrs.get("group", 1)
     kernel = list(w.shape[2:])
     ks = ctx.attrs.get("kernel_shape")
     if ks and list(ks) != kernel:
         raise ctx.error(f"kernel_shape {ks} does not match W {list(w.shape)}")
+    return kernel
+
+
+def _conv(ctx, x, w, b, dtype):
+    """Conv's sums in float64, rounded once to ``dtype``."""
+    kernel = _kernel(ctx, x, w)
+    g = ctx.attrs.get("group", 1)
     n_, c = x.shape[:2]
     m = w.shape[0]
     if c % g or m % g or w.shape[1] != c // g:
@@ -164,11 +164,8 @@ def _conv(ctx, x, w, b, dtype):
     # windows as columns (im2col): [C, *kernel, rows of the first output axis, *out[1:]]
     v = v.transpose(0, 1, *range(2 + nk, 2 + 2 * nk), *range(2, 2 + nk))
     inner = math.prod(out[1:])
-    rows = max(1, min(out[0], _COLS_CHUNK // max(1, c * kk * inner)))
     work = n_ * m * cg * kk * out[0] * inner
-    threads = threads_for(work)
-    if threads > 1:
-        rows = min(rows, max(1, -(-out[0] * n_ // (_BLOCKS_PER_THREAD * threads))))
+    rows = block_size(out[0] * n_, work, min(out[0], _COLS_CHUNK // max(1, c * kk * inner)))
     blocks = [(i, r0, min(rows, out[0] - r0)) for i in range(n_) for r0 in range(0, out[0], rows)]
     wm = w.astype(np.float64).reshape(g, mg, cg * kk)
     bias = None if b is None else b.astype(np.float64).reshape(m, 1)
@@ -246,14 +243,9 @@ def conv_transpose(ctx, x, w, b=None):
     reaches: per group, W^T times the input's columns (one matrix product per block of
     output channels), scattered into place kernel position by kernel position, all in
     float64 and rounded once to X's type (as Conv)."""
-    if x.ndim < 3 or w.ndim != x.ndim:
-        raise ctx.error(f"X {list(x.shape)} and W {list(w.shape)} need equal rank >= 3")
+    kernel = _kernel(ctx, x, w)
     g = ctx.attrs.get("group", 1)
     n_, c = x.shape[:2]
-    kernel = list(w.shape[2:])
-    ks = ctx.attrs.get("kernel_shape")
-    if ks and list(ks) != kernel:
-        raise ctx.error(f"kernel_shape {ks} does not match W {list(w.shape)}")
     if g < 1 or c % g or w.shape[0] != c:
         raise ctx.error(f"channels do not fit group={g}: X {list(x.shape)}, W {list(w.shape)}")
     cg, mg, kk, nk = c // g, w.shape[1], math.prod(kernel), len(kernel)
@@ -268,11 +260,8 @@ def conv_transpose(ctx, x, w, b=None):
     # room for an output that reaches before or past the positions the input reaches
     lo = [max(0, -bg) for bg in begin]
     acc = np.zeros((n_, m, *(max(f, bg + o) + e for f, bg, o, e in zip(full, begin, out, lo))))
-    step = max(1, min(mg, _COLS_CHUNK // max(1, kk * inner)))
     work = n_ * m * kk * cg * inner
-    threads = threads_for(work)
-    if threads > 1:
-        step = min(step, max(1, -(-mg * n_ * g // (_BLOCKS_PER_THREAD * threads))))
+    step = block_size(mg * n_ * g, work, min(mg, _COLS_CHUNK // max(1, kk * inner)))
     blocks = [(i, gi, m0) for i in range(n_) for gi in range(g) for m0 in range(0, mg, step)]
 
     def run(todo):
@@ -303,6 +292,15 @@ def _pool_kernel(ctx, x):
     return list(kernel)
 
 
+def _fold(ufunc, v, kernel):
+    """``ufunc`` folded over the kernel positions of the windows ``v``, in window order: one
+    pass per position over a strided view, not a copy of every window."""
+    y = None
+    for pos in np.ndindex(*kernel):
+        y = v[(Ellipsis, *pos)].copy() if y is None else ufunc(y, v[(Ellipsis, *pos)], out=y)
+    return y
+
+
 def _lowest(dtype):
     return dtype.type(-np.inf) if is_float(np.empty(0, dtype)) else np.iinfo(dtype).min
 
@@ -316,11 +314,7 @@ def max_pool(ctx, x):
     xp = _pad_spatial(x, pb, pe2, _lowest(x.dtype))
     v = _windows(xp, kernel, strides, dil, out)
     nk = len(kernel)
-    # one pass per kernel position over strided views, not a copy of every window
-    y = None
-    for pos in np.ndindex(*kernel):
-        y = v[(Ellipsis, *pos)].copy() if y is None else np.maximum(y, v[(Ellipsis, *pos)],
-                                                                      out=y)
+    y = _fold(np.maximum, v, kernel)
     if len(ctx.node.output) < 2 or not ctx.node.output[1]:
         return y
     # Indices: the first position in window order that holds the maximum and lies inside
@@ -364,10 +358,7 @@ def average_pool(ctx, x):
     xp = _pad_spatial(x.astype(ct, copy=False), pb, pe2, 0)
     nk = len(kernel)
     axes = tuple(range(2 + nk, 2 + 2 * nk))
-    v = _windows(xp, kernel, strides, dil, out)
-    s = None
-    for pos in np.ndindex(*kernel):  # one pass per kernel position, no copy of each window
-        s = v[(Ellipsis, *pos)].copy() if s is None else np.add(s, v[(Ellipsis, *pos)], out=s)
+    s = _fold(np.add, _windows(xp, kernel, strides, dil, out), kernel)
     # Counted positions: the input, plus the explicit pads when count_include_pad=1; the
     # ceil_mode overhang is never counted.
     ones = np.ones((1, 1) + x.shape[2:], dtype=ct)
