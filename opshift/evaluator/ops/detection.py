@@ -68,27 +68,26 @@ def non_max_suppression(ctx, boxes, scores, max_per_class=None, iou_threshold=No
     threshold = _scalar(score_threshold, None)
     center = bool(ctx.attrs.get("center_point_box", 0))
     selected: list[tuple[int, int, int]] = []
-    with np.errstate(all="ignore"):
-        for b in range(boxes.shape[0] if limit else 0):
-            c = _corners(boxes[b], center)
-            n = boxes.shape[1]
-            # table[k, i]: box i (considered) is suppressed by box k (kept)
-            table = _suppressed(c, np.arange(n)[:, None], np.arange(n)[None, :], iou) \
-                if n <= _PAIRS and scores.shape[1] > 1 else None
-            for cls in range(scores.shape[1]):
-                s = scores[b, cls]
-                order = np.arange(s.size)
-                if threshold is not None:
-                    order = order[s > threshold]
-                ranked = s[order]
-                # highest score first, the lower index first among equals, NaN last
-                order = order[np.lexsort((order, -np.where(ranked != ranked, -np.inf, ranked)))]
-                kept = 0
-                while order.size and kept < limit:
-                    k = int(order[0])
-                    selected.append((b, cls, k))
-                    kept += 1
-                    rest = order[1:]
-                    hit = table[k, rest] if table is not None else _suppressed(c, k, rest, iou)
-                    order = rest[~hit]
+    for b in range(boxes.shape[0] if limit else 0):
+        c = _corners(boxes[b], center)
+        n = boxes.shape[1]
+        # table[k, i]: box i (considered) is suppressed by box k (kept)
+        table = _suppressed(c, np.arange(n)[:, None], np.arange(n)[None, :], iou) \
+            if n <= _PAIRS and scores.shape[1] > 1 else None
+        for cls in range(scores.shape[1]):
+            s = scores[b, cls]
+            order = np.arange(s.size)
+            if threshold is not None:
+                order = order[s > threshold]
+            ranked = s[order]
+            # highest score first, the lower index first among equals, NaN as -inf
+            order = order[np.lexsort((order, -np.where(ranked != ranked, -np.inf, ranked)))]
+            kept = 0
+            while order.size and kept < limit:
+                k = int(order[0])
+                selected.append((b, cls, k))
+                kept += 1
+                rest = order[1:]
+                hit = table[k, rest] if table is not None else _suppressed(c, k, rest, iou)
+                order = rest[~hit]
     return np.array(selected, np.int64).reshape(-1, 3)

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from ..registry import op
-from ._common import ints, normalize_axes, sum_dtype
+from ._common import BFLOAT16, ints, normalize_axes, sum_dtype
 
 #: TensorProto element types the evaluator computes with (others are refused by Cast).
 _CASTABLE = {
@@ -19,7 +19,6 @@ _CASTABLE = {
     onnx.TensorProto.UINT64,
 }
 _CASTABLE_DTYPES = {np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t)) for t in _CASTABLE}
-_BFLOAT16 = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(onnx.TensorProto.BFLOAT16))
 
 
 def _cast(ctx, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -27,7 +26,7 @@ def _cast(ctx, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
         raise ctx.unsupported(f"cast from {x.dtype} to {dtype} is not supported (the evaluator "
                               "casts between float16/bfloat16/float/double, int/uint widths "
                               "and bool)")
-    if x.dtype == _BFLOAT16 and dtype.kind in "iub":  # (dtype.name is slow: per node)
+    if x.dtype == BFLOAT16 and dtype.kind in "iub":  # (dtype.name is slow: per node)
         x = x.astype(np.float32)
     return x.astype(dtype)
 
