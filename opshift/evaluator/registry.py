@@ -12,6 +12,7 @@ silent fallback to a neighbour with a different meaning.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,17 @@ def op(name: str, *versions: int, domain: str = "") -> Callable[[Impl], Impl]:
 
 def lookup(domain: str, name: str, version: int) -> Impl | None:
     return _REGISTRY.get((domain, name), {}).get(version)
+
+
+def defaulted(domain: str, name: str, version: int) -> frozenset[int]:
+    """Input positions the registered kernel gives a default: it runs without them even where
+    the schema requires them (as models in use leave out Resize-11's roi)."""
+    fn = lookup(domain, name, version)
+    if fn is None:
+        return frozenset()
+    params = list(inspect.signature(fn).parameters.values())[1:]  # after ctx
+    return frozenset(i for i, p in enumerate(params)
+                     if p.default is not inspect.Parameter.empty)
 
 
 def supported() -> dict[tuple[str, str], tuple[int, ...]]:

@@ -14,7 +14,7 @@ import onnx
 from .. import opsets
 from ..errors import EvaluationError, UnsupportedError, where
 from ..external import tensor_array
-from . import kernels
+from . import kernels, registry
 from .lifetimes import last_reads
 
 Value = Any  # np.ndarray, or None for an absent optional input
@@ -78,17 +78,17 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
     required = frozenset(n for n, a in s.attributes.items()
                          if a.required and n != "consumed_inputs")
     single = onnx.defs.OpSchema.FormalParameterOption.Single
-    required_inputs = tuple(i for i, p in enumerate(s.inputs) if p.option == single)
+    kept = registry.defaulted(domain, op, version)  # inputs opshift's kernel runs without
+    required_inputs = tuple(i for i, p in enumerate(s.inputs)
+                            if p.option == single and i not in kept)
     return _Sig(ins, outs, allowed, attr_types, required, required_inputs)
 
 
 _A = onnx.AttributeProto
 #: how a kernel sees each kind of attribute (the rest as onnx.helper reads them)
 _READ: dict[int, Any] = {
-    _A.FLOAT: lambda a: a.f,
-    _A.INT: lambda a: a.i,
-    _A.INTS: lambda a: list(a.ints),
-    _A.FLOATS: lambda a: list(a.floats),
+    _A.FLOAT: lambda a: a.f, _A.INT: lambda a: a.i,
+    _A.INTS: lambda a: list(a.ints), _A.FLOATS: lambda a: list(a.floats),
     _A.STRING: lambda a: a.s.decode("utf-8"),
     _A.STRINGS: lambda a: [s.decode("utf-8") for s in a.strings],
     _A.TENSOR: lambda a: tensor_array(a.t),

@@ -7,8 +7,8 @@ from . import (  # noqa: F401
     elementwise,
     nn,
     reduce,
+    resize,
     scatter,
     tensor,
-    upsample,
     windows,
 )
