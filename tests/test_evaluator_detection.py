@@ -2,7 +2,11 @@
 boxes: both box formats, corners in either order, boxes of zero area, repeated scores and
 boxes, NaN corners, thresholds given or absent, several batches and classes; through the
 table of pairs and through the per-box comparison. Also onnx's node tests and the NaN-score
-rule."""
+rule.
+
+RoiAlign against onnx.reference's kernel on random RoIs (inside, across and off the map,
+smaller than a pixel, reversed), both modes and coordinate rules, fixed and adaptive
+sampling, versions 10, 16, 22; onnx's node tests; channel blocks; errors."""
 
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ from onnx import TensorProto as T
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+from opshift.errors import EvaluationError
 from opshift.evaluator import evaluate
+from opshift.evaluator.ops import detection
 
 
 def _model(center: int, given: tuple[bool, bool, bool], limit: int, iou: float,
@@ -87,3 +93,125 @@ def test_no_limit_selects_nothing_and_nan_scores_come_last():
                    {"boxes": boxes, "scores": scores})["y"]
     # the number first, then NaN and -inf as equals, the lower index first
     assert got.tolist() == [[0, 0, 1], [0, 0, 0], [0, 0, 2]]
+
+
+# -- RoiAlign ---------------------------------------------------------------------------------
+
+
+def _roi_model(x_shape, n_rois, opset, dtype=np.float32, **attrs):
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    node = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="ra", **attrs)
+    return make_model([node], [vi("x", elem, list(x_shape)), vi("rois", elem, [n_rois, 4]),
+                               vi("bi", T.INT64, [n_rois])], [vi("y", elem)], opset=opset)
+
+
+def _roi_case(seed: int):
+    rng = np.random.default_rng([7, seed])
+    opset = int(rng.choice([10, 16, 22]))
+    attrs = {"mode": str(rng.choice(["avg", "max"])),
+             "output_height": int(rng.integers(1, 5)), "output_width": int(rng.integers(1, 5)),
+             "sampling_ratio": int(rng.choice([0, 0, 1, 2, 3])),
+             "spatial_scale": float(rng.choice([1.0, 0.5, 0.25]))}
+    if opset >= 16 and rng.random() < 0.7:
+        attrs["coordinate_transformation_mode"] = str(rng.choice(["half_pixel",
+                                                                  "output_half_pixel"]))
+    dtype = np.float64 if rng.random() < 0.25 else np.float32
+    n, c, h, w = 2, int(rng.integers(1, 5)), int(rng.integers(2, 9)), int(rng.integers(2, 9))
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    scale = 1 / attrs["spatial_scale"]
+    r = int(rng.integers(1, 7))
+    # corners in pixels of X, some off the map, some under a pixel apart, some reversed
+    start = rng.uniform(-2, [w + 1, h + 1], (r, 2))
+    size = rng.choice([rng.uniform(0.1, 0.9), rng.uniform(1, 6), -rng.uniform(0.5, 2)],
+                      (r, 2))
+    rois = (np.concatenate([start, start + size], 1) * scale).astype(dtype)
+    bi = rng.integers(0, n, r).astype(np.int64)
+    return _roi_model(x.shape, r, opset, dtype, **attrs), {"x": x, "rois": rois, "bi": bi}
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_roi_align_matches_onnx_reference(seed):
+    m, feeds = _roi_case(seed)
+    got = evaluate(m, feeds)["y"]
+    ref = m
+    if m.opset_import[0].version == 10:  # onnx.reference's kernel knows the attribute only
+        ref = _roi_model(feeds["x"].shape, len(feeds["bi"]), 16, feeds["x"].dtype,
+                         coordinate_transformation_mode="output_half_pixel",
+                         **{a.name: helper.get_attribute_value(a)
+                            for a in m.graph.node[0].attribute})
+    want = ReferenceEvaluator(ref).run(None, feeds)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    mode = {a.name: a for a in m.graph.node[0].attribute}["mode"].s
+    if mode == b"max":  # the same points, weights and products: the same maximum
+        np.testing.assert_array_equal(got, want)
+    else:  # theirs adds in X's type, opshift's in float64
+        np.testing.assert_allclose(got, want, rtol=0,
+                                   atol=4 * np.finfo(got.dtype).eps * np.abs(feeds["x"]).max())
+
+
+def test_roi_align_node_tests_give_their_expected_outputs():
+    cases = onnx_node_outputs("test_roialign")
+    assert len(cases) >= 3
+    for name, got, want in cases:  # their expected values are written to 4 decimals
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4, err_msg=name)
+
+
+def test_roi_align_channels_in_blocks(monkeypatch):
+    m, feeds = _roi_case(3)
+    whole = evaluate(m, feeds)["y"]
+    monkeypatch.setattr(detection, "_TERM", 1)  # one channel at a time
+    np.testing.assert_array_equal(evaluate(m, feeds)["y"], whole)
+
+
+def test_roi_align_of_a_bin_with_no_points_is_0():
+    """A reversed RoI under half_pixel has a negative size: an adaptive grid of no points."""
+    m = _roi_model((1, 1, 4, 4), 1, 16, output_height=2, output_width=2)
+    feeds = {"x": np.ones((1, 1, 4, 4), np.float32), "rois": np.float32([[3, 3, 1, 1]]),
+             "bi": np.zeros(1, np.int64)}
+    np.testing.assert_array_equal(evaluate(m, feeds)["y"], np.zeros((1, 1, 2, 2)))
+
+
+def test_roi_align_errors_name_the_node():
+    m = _roi_model((1, 1, 4, 4), 1, 16)
+    feeds = {"x": np.ones((1, 1, 4, 4), np.float32), "rois": np.float32([[0, 0, 1, 1]]),
+             "bi": np.int64([1])}
+    with pytest.raises(EvaluationError, match=r"node 'ra' \(RoiAlign-16, graph 'g'\): batch "
+                                              r"index 1 is out of range"):
+        evaluate(m, feeds)
+
+
+def test_roi_align_point_on_the_far_edge_reads_the_last_pixel():
+    """A point at exactly W (or H) is on the map, read at the last pixel; beyond, off it."""
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    m = _roi_model(x.shape, 2, 16, sampling_ratio=1,
+                   coordinate_transformation_mode="output_half_pixel")
+    feeds = {"x": x, "rois": np.float32([[3, 0, 5, 2], [3.5, 0, 5.5, 2]]),
+             "bi": np.zeros(2, np.int64)}
+    np.testing.assert_array_equal(evaluate(m, feeds)["y"].reshape(-1), [x[0, 0, 1, 3], 0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_roi_align_max_with_nan_as_theirs(seed):
+    """A NaN corner term is passed over unless it comes first (Python's and std::max)."""
+    m, feeds = _roi_case(seed)
+    m = _roi_model(feeds["x"].shape, len(feeds["bi"]), 16, feeds["x"].dtype, mode="max",
+                   output_height=2, output_width=2, sampling_ratio=2)
+    rng = np.random.default_rng(seed)
+    feeds["x"][rng.random(feeds["x"].shape) < 0.2] = np.nan
+    got = evaluate(m, feeds)["y"]
+    np.testing.assert_array_equal(got, ReferenceEvaluator(m).run(None, feeds)[0])
+
+
+def test_roialign_10_keeps_its_output_half_pixel_rule(rng):
+    """RoiAlign-10 has no coordinate_transformation_mode: it always computes what
+    RoiAlign-16 calls output_half_pixel (RoiAlign-16's default is half_pixel)."""
+    feeds = {"x": rng.standard_normal((1, 2, 6, 6)).astype(np.float32),
+             "rois": np.float32([[0.3, 0.2, 4.9, 3.1], [1, 1, 2, 5]]),
+             "bi": np.array([0, 0], np.int64)}
+    outs = {}
+    for opset, attrs in ((10, {}), (16, {"coordinate_transformation_mode":
+                                         "output_half_pixel"}), (16, {})):
+        m = _roi_model((1, 2, 6, 6), 2, opset, **attrs)
+        outs[opset, bool(attrs)] = evaluate(m, feeds)["y"]
+    np.testing.assert_array_equal(outs[10, False], outs[16, True])
+    assert not np.array_equal(outs[10, False], outs[16, False])

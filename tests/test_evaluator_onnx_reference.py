@@ -216,23 +216,6 @@ def test_attributes_follow_the_node_version(mode16, mode20, rng):
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
-def test_roialign_10_keeps_its_output_half_pixel_rule(rng):
-    """RoiAlign-10 has no coordinate_transformation_mode: it always computes what
-    RoiAlign-16 calls output_half_pixel (RoiAlign-16's default is half_pixel)."""
-    feeds = {"x": rng.standard_normal((1, 2, 6, 6)).astype(np.float32),
-             "rois": np.float32([[0.3, 0.2, 4.9, 3.1], [1, 1, 2, 5]]),
-             "bi": np.array([0, 0], np.int64)}
-    outs = {}
-    for opset, attrs in ((10, {}), (16, {"coordinate_transformation_mode":
-                                         "output_half_pixel"}), (16, {})):
-        m = make_model([helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], **attrs)],
-                       [vi("x", [1, 2, 6, 6]), vi("rois", [2, 4]), vi("bi", [2], T.INT64)],
-                       [vi("y")], opset=opset)
-        outs[opset, bool(attrs)] = evaluate(m, feeds)["y"]
-    np.testing.assert_array_equal(outs[10, False], outs[16, True])
-    assert not np.array_equal(outs[10, False], outs[16, False])
-
-
 @pytest.mark.parametrize("opset,axis", [(10, None), (13, 1)])
 def test_qdq_at_opsets_10_and_13(opset, axis, rng):
     """DequantizeLinear-10/13 run on onnx.reference's DequantizeLinear-19 kernel (which only

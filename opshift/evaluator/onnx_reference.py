@@ -46,10 +46,6 @@ DOMAINS = frozenset(_MODULES)
 #: onnx.reference's kernel knows: (op, version) -> {attribute: {old: new}}.
 _RENAMED = {("GridSample", 16): {"mode": {"bilinear": "linear", "bicubic": "cubic"}}}
 
-#: Behaviour a version fixes that the newest version makes an attribute, given to
-#: onnx.reference's kernel as that attribute: (op, version) -> {attribute: value}.
-_IMPLIED = {("RoiAlign", 10): {"coordinate_transformation_mode": "output_half_pixel"}}
-
 #: Versions onnx.reference has no kernel for whose meaning a later version's kernel keeps
 #: (it only adds types or attributes whose defaults are the old behaviour): (op, version)
 #: -> the version whose kernel runs them.
@@ -98,20 +94,20 @@ def refusal(domain: str, op: str, version: int) -> str | None:
 def _node_for_reference(ctx) -> onnx.NodeProto:
     """``ctx.node`` as onnx.reference's kernel must see it. Its kernel knows the newest
     schema only, so the node gets every default of its own version written out; attributes
-    its version does not have then take the newest defaults, which keep the old behaviour
-    except where ``_IMPLIED`` says otherwise. Values in ``_RENAMED`` are spelled the newest
-    way, and attributes that refer to the calling function's are replaced by their values
-    (dropped where the call does not set them, so the default applies)."""
+    its version does not have then take the newest defaults, which keep the old behaviour.
+    Values in ``_RENAMED`` are spelled the newest way, and attributes that refer to the
+    calling function's are replaced by their values (dropped where the call does not set
+    them, so the default applies)."""
     out = function_body.node_with_defaults(ctx)
-    implied = dict(_IMPLIED.get((ctx.op, ctx.version), {}))
+    renamed = {}
     for name, values in _RENAMED.get((ctx.op, ctx.version), {}).items():
         if ctx.attrs.get(name) in values:
-            implied[name] = values[ctx.attrs[name]]
-    if implied:
-        kept = [a for a in out.attribute if a.name not in implied]
+            renamed[name] = values[ctx.attrs[name]]
+    if renamed:
+        kept = [a for a in out.attribute if a.name not in renamed]
         del out.attribute[:]
         out.attribute.extend(kept)
-        out.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in implied.items())
+        out.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in renamed.items())
     return out
 
 
