@@ -8,9 +8,11 @@ oldest, which imports the later opset it is written in), expanded
 for the node: its version's attribute defaults are written out, attributes referring to a
 calling function's are bound, and context-dependent bodies are built for the node's input
 types. An opshift kernel in the registry is kept only where it follows the body bit for bit,
-but for one meaning opshift chooses over the bodies': PRelu, LeakyRelu and Selu on float16 and
-bfloat16 are computed in float32 and rounded once, as runtimes compute them, where their
-bodies round after every step (see :mod:`opshift.evaluator.ops.activations`).
+but for two: PRelu, LeakyRelu and Selu on float16 and bfloat16 are computed in float32 and
+rounded once, as runtimes compute them, where their bodies round after every step (see
+:mod:`opshift.evaluator.ops.activations`); AffineGrid's body cannot run a batch of one (its
+Squeeze drops the batch axis too), so its kernel computes the grid itself (see
+:mod:`opshift.evaluator.ops.sampling`).
 """
 
 from __future__ import annotations

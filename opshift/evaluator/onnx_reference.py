@@ -24,8 +24,6 @@ import functools
 import importlib
 from typing import Any
 
-import onnx
-
 from . import function_body
 
 SOURCE = "onnx.reference"
@@ -41,10 +39,6 @@ _MODULES = {"": "onnx.reference.ops", "ai.onnx.ml": "onnx.reference.ops.aionnxml
 
 #: The domains onnx.reference has kernels for (opshift's own ops are in the default one).
 DOMAINS = frozenset(_MODULES)
-
-#: Attribute values a version spells differently from the newest one, which is all
-#: onnx.reference's kernel knows: (op, version) -> {attribute: {old: new}}.
-_RENAMED = {("GridSample", 16): {"mode": {"bilinear": "linear", "bicubic": "cubic"}}}
 
 #: Versions onnx.reference has no kernel for whose meaning a later version's kernel keeps
 #: (it only adds types or attributes whose defaults are the old behaviour): (op, version)
@@ -91,32 +85,16 @@ def refusal(domain: str, op: str, version: int) -> str | None:
     return "no kernel: neither the opshift evaluator nor onnx.reference implements it"
 
 
-def _node_for_reference(ctx) -> onnx.NodeProto:
-    """``ctx.node`` as onnx.reference's kernel must see it. Its kernel knows the newest
-    schema only, so the node gets every default of its own version written out; attributes
-    its version does not have then take the newest defaults, which keep the old behaviour.
-    Values in ``_RENAMED`` are spelled the newest way, and attributes that refer to the
-    calling function's are replaced by their values (dropped where the call does not set
-    them, so the default applies)."""
-    out = function_body.node_with_defaults(ctx)
-    renamed = {}
-    for name, values in _RENAMED.get((ctx.op, ctx.version), {}).items():
-        if ctx.attrs.get(name) in values:
-            renamed[name] = values[ctx.attrs[name]]
-    if renamed:
-        kept = [a for a in out.attribute if a.name not in renamed]
-        del out.attribute[:]
-        out.attribute.extend(kept)
-        out.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in renamed.items())
-    return out
-
-
 def _instance(ctx) -> Any:
     cache = ctx.runtime.reference_ops
     hit = cache.get(id(ctx.node))
     if hit is not None:
         return hit[1]
-    node = _node_for_reference(ctx)
+    # onnx.reference's kernel knows the newest schema only: the node gets every default of
+    # its own version written out (attributes its version does not have then take the newest
+    # defaults, which keep the old behaviour), and attributes that refer to the calling
+    # function's are replaced by their values (dropped where the call does not set them)
+    node = function_body.node_with_defaults(ctx)
     kind = _load(ctx.domain, ctx.op, ctx.version)
     params = {"log": _quiet, "opsets": dict(ctx.opsets), "verbose": 0, "new_ops": None,
               "evaluator_cls": _evaluator_cls()}

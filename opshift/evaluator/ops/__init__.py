@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     nn,
     reduce,
     resize,
+    sampling,
     scatter,
     tensor,
     windows,

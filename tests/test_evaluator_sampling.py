@@ -1,0 +1,220 @@
+"""GridSample and AffineGrid against onnx.reference's kernels on random cases (every mode,
+padding mode and corner rule; 1-3 spatial axes; versions 16, 20, 22; points inside, near and
+far outside the borders), onnx's node tests, onnxruntime as a second opinion, other element
+types and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import make_model, onnx_node_outputs, run_onnxruntime, vi
+from onnx import TensorProto as T
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from opshift.errors import EvaluationError, UnsupportedError
+from opshift.evaluator import evaluate
+
+
+def _grid_model(x, grid, opset, **attrs):
+    def info(name, a):
+        return vi(name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+
+    node = helper.make_node("GridSample", ["x", "g"], ["y"], name="gs", **attrs)
+    return make_model([node], [info("x", x), info("g", grid)],
+                      [vi("y", helper.np_dtype_to_tensor_dtype(x.dtype))], opset=opset)
+
+
+_NAMES = {16: {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}}
+
+
+def _grid_case(seed: int):
+    rng = np.random.default_rng([11, seed])
+    opset = int(rng.choice([16, 20, 22]))
+    k = 2 if opset == 16 else int(rng.choice([1, 2, 2, 3]))
+    mode = str(rng.choice(["linear", "nearest", "cubic"]))
+    attrs = {"mode": _NAMES.get(opset, {}).get(mode, mode),
+             "padding_mode": str(rng.choice(["zeros", "border", "reflection"])),
+             "align_corners": int(rng.integers(0, 2))}
+    dtype = np.float64 if rng.random() < 0.25 else np.float32
+    n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+    spatial = [int(rng.integers(1, 6)) for _ in range(k)]
+    out = [int(rng.integers(1, 5)) for _ in range(k)]
+    x = rng.standard_normal([n, c, *spatial]).astype(dtype)
+    spread = float(rng.choice([1.0, 1.5, 4.0]))  # inside, near and far outside the borders
+    grid = rng.uniform(-spread, spread, [n, *out, k]).astype(np.float32)
+    # onnx.reference's kernel knows version 20's mode names only
+    reference = _grid_model(x, grid, max(opset, 20), **{**attrs, "mode": mode})
+    return _grid_model(x, grid, opset, **attrs), reference, {"x": x, "g": grid}, mode
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_grid_sample_matches_onnx_reference(seed):
+    m, reference, feeds, mode = _grid_case(seed)
+    attrs = {a.name: helper.get_attribute_value(a) for a in m.graph.node[0].attribute}
+    if mode == "cubic" and attrs["padding_mode"] != b"zeros" and np.abs(feeds["g"]).max() > 1:
+        pytest.skip("onnx.reference moves a cubic point inside the borders first "
+                    "(test_grid_sample_cubic_pads_its_taps)")
+    if attrs["padding_mode"] == b"reflection" and attrs["align_corners"] and \
+            1 in feeds["x"].shape[2:]:
+        pytest.skip("onnx.reference cannot reflect off the borders of one pixel (0 and 0)")
+    got = evaluate(m, feeds)["y"]
+    want = ReferenceEvaluator(reference).run(None, feeds)[0]
+    assert got.dtype == feeds["x"].dtype and got.shape == want.shape
+    if mode == "nearest":  # the same pixels
+        np.testing.assert_array_equal(got, want)
+    else:  # the same points and weights; theirs adds in float32 axis by axis, opshift's not
+        scale = float(np.abs(feeds["x"]).max())
+        np.testing.assert_allclose(got, want, rtol=0, atol=8 * np.finfo(np.float32).eps * scale)
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_cubic_pads_its_taps(padding, align):
+    """Bicubic as PyTorch's grid_sample defines it: the point is not moved; each of its 4 x 4
+    taps reads the pixel padding_mode gives for it, weighted by Keys' kernel (a = -0.75)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 1, 4, 5)).astype(np.float64)
+    grid = rng.uniform(-1.8, 1.8, (1, 3, 4, 2))
+    m = _grid_model(x, grid, 20, mode="cubic", padding_mode=padding, align_corners=align)
+    got = evaluate(m, {"x": x, "g": grid})["y"][0, 0]
+    h, w = x.shape[2:]
+
+    def pixel(r, c):
+        if padding == "zeros":
+            return x[0, 0, r, c] if 0 <= r < h and 0 <= c < w else 0.0
+        if padding == "border":
+            return x[0, 0, min(max(r, 0), h - 1), min(max(c, 0), w - 1)]
+        return x[0, 0, _mirror(r, h, align), _mirror(c, w, align)]
+
+    def keys(t):
+        t, a = abs(t), -0.75
+        return (a + 2) * t**3 - (a + 3) * t**2 + 1 if t <= 1 else \
+            a * t**3 - 5 * a * t**2 + 8 * a * t - 4 * a if t < 2 else 0.0
+
+    for (i, j), want in np.ndenumerate(got):
+        gx, gy = grid[0, i, j]
+        px = (gx + 1) / 2 * (w - 1) if align else ((gx + 1) * w - 1) / 2
+        py = (gy + 1) / 2 * (h - 1) if align else ((gy + 1) * h - 1) / 2
+        bx, by = int(np.floor(px)), int(np.floor(py))
+        value = sum(keys(py - r) * keys(px - c) * pixel(r, c)
+                    for r in range(by - 1, by + 3) for c in range(bx - 1, bx + 3))
+        assert want == pytest.approx(value, rel=1e-12, abs=1e-12), (i, j)
+
+
+def _mirror(i: int, n: int, align: int) -> int:
+    """Index i reflected off the borders (pixel centres 0 and n - 1 with align_corners, the
+    pixel edges -0.5 and n - 0.5 without), whole pixels only."""
+    lo, hi = (0.0, n - 1.0) if align else (-0.5, n - 0.5)
+    v = float(i)
+    while not lo <= v <= hi and hi > lo:
+        v = 2 * lo - v if v < lo else 2 * hi - v
+    return int(lo) if hi == lo else int(v)
+
+
+def test_grid_sample_node_tests():
+    cases = onnx_node_outputs("test_gridsample")
+    assert len(cases) >= 15
+    for name, got, want in cases:  # some expected values are written to 4 decimals
+        assert got.dtype == want.dtype, name
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_grid_sample_against_onnxruntime(mode, padding):
+    """onnxruntime computes in float32: within a few ulps of the input's scale."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 4, 9, 11)).astype(np.float32)
+    grid = rng.uniform(-1.3, 1.3, (1, 6, 7, 2)).astype(np.float32)
+    m = _grid_model(x, grid, 16, mode=mode, padding_mode=padding)
+    got = evaluate(m, {"x": x, "g": grid})["y"]
+    (want,) = run_onnxruntime(m, {"x": x, "g": grid})
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * float(np.abs(x).max()))
+
+
+def test_grid_sample_nearest_copies_any_type_and_pads_zeros():
+    x = np.array([[[["a", "b"], ["c", "d"]]]], dtype=object)
+    grid = np.float32([[[[-0.5, -0.5], [0.5, 0.5], [3.0, 0.0]]]])  # the last is outside
+    m = _grid_model(x, grid, 20, mode="nearest")
+    np.testing.assert_array_equal(evaluate(m, {"x": x, "g": grid})["y"], [[[["a", "d", ""]]]])
+    xi = np.int32([[[[1, 2], [3, 4]]]])
+    m = _grid_model(xi, grid, 20, mode="nearest", padding_mode="border")
+    np.testing.assert_array_equal(evaluate(m, {"x": xi, "g": grid})["y"], [[[[1, 4, 2]]]])
+
+
+def test_grid_sample_reflection_of_a_single_pixel_axis():
+    """With align_corners both borders of a length-1 axis are 0: every point reads it."""
+    x = np.float32([[[[5.0, 7.0]]]])
+    grid = np.float32([[[[-1.0, 3.0], [1.0, -2.5]]]])
+    m = _grid_model(x, grid, 20, mode="nearest", padding_mode="reflection", align_corners=1)
+    np.testing.assert_array_equal(evaluate(m, {"x": x, "g": grid})["y"], [[[[5.0, 7.0]]]])
+
+
+def test_grid_sample_errors():
+    x = np.zeros((1, 1, 2, 2), np.int32)
+    grid = np.zeros((1, 1, 1, 2), np.float32)
+    with pytest.raises(UnsupportedError, match=r"node 'gs' \(GridSample-20, graph 'g'\): "
+                                               "linear sampling of int32 values"):
+        evaluate(_grid_model(x, grid, 20), {"x": x, "g": grid})
+    xf = x.astype(np.float32)
+    for opset, attrs, message in ((16, {"mode": "linear"}, "unknown mode 'linear'"),
+                                  (20, {"padding_mode": "wrap"}, "unknown padding_mode")):
+        with pytest.raises(EvaluationError, match=message):
+            evaluate(_grid_model(xf, grid, opset, **attrs), {"x": xf, "g": grid})
+    bad = np.zeros((1, 1, 1, 3), np.float32)
+    with pytest.raises(EvaluationError, match=r"must be \[N, C, \*spatial\]"):
+        evaluate(_grid_model(xf, bad, 20), {"x": xf, "g": bad})
+
+
+# -- AffineGrid -------------------------------------------------------------------------------
+
+
+def _affine_model(theta, size, **attrs):
+    node = helper.make_node("AffineGrid", ["t", "s"], ["y"], name="ag", **attrs)
+    elem = helper.np_dtype_to_tensor_dtype(theta.dtype)
+    return make_model([node], [vi("t", elem, list(theta.shape)), vi("s", T.INT64, [len(size)])],
+                      [vi("y", elem)], opset=20)
+
+
+@pytest.mark.parametrize("size", [[1, 3, 4, 5], [2, 1, 3, 2], [1, 2, 3, 4, 5], [3, 1, 2, 1, 4]])
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid_matches_onnx_reference(size, align):
+    """A batch of one too, which the operator's function body cannot run (its Squeeze of the
+    batch's rows drops the batch axis as well)."""
+    rng = np.random.default_rng(len(size) * 10 + size[0] + align)
+    k = len(size) - 2
+    theta = rng.standard_normal((size[0], k, k + 1)).astype(np.float32)
+    m = _affine_model(theta, size, align_corners=align)
+    feeds = {"t": theta, "s": np.int64(size)}
+    got = evaluate(m, feeds)["y"]
+    with np.errstate(divide="ignore"):  # its step 2 / (1 - 1) for a length-1 axis: -1 there
+        want = ReferenceEvaluator(m).run(None, feeds)[0]
+    assert got.dtype == np.float32 and got.shape == want.shape == (size[0], *size[2:], k)
+    np.testing.assert_allclose(got, want, rtol=0, atol=4e-7 * float(np.abs(theta).sum(-1).max()))
+
+
+def test_affine_grid_is_theta_times_the_base_grid_in_its_type():
+    theta = np.float64([[[2.0, 0.0, 0.5], [0.0, -1.0, 0.25]]])
+    m = _affine_model(theta, [1, 1, 2, 4])
+    y = evaluate(m, {"t": theta, "s": np.int64([1, 1, 2, 4])})["y"]
+    xs = np.float64([-0.75, -0.25, 0.25, 0.75])
+    ys = np.float64([-0.5, 0.5])
+    assert y.dtype == np.float64
+    np.testing.assert_array_equal(y[0, :, :, 0], np.broadcast_to(2 * xs + 0.5, (2, 4)))
+    np.testing.assert_array_equal(y[0, :, :, 1], np.broadcast_to(-ys[:, None] + 0.25, (2, 4)))
+
+
+def test_affine_grid_node_tests():
+    cases = onnx_node_outputs("test_affine_grid")
+    assert len(cases) >= 8
+    for name, got, want in cases:
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6, err_msg=name)
+
+
+def test_affine_grid_errors():
+    theta = np.zeros((2, 2, 3), np.float32)
+    m = _affine_model(theta, [1, 1, 2, 2])
+    with pytest.raises(EvaluationError, match=r"node 'ag' \(AffineGrid-20, graph 'g'\): "
+                                              r"theta \[2, 2, 3\] and size \[1, 1, 2, 2\]"):
+        evaluate(m, {"t": theta, "s": np.int64([1, 1, 2, 2])})
