@@ -120,10 +120,13 @@ def test_grid_sample_node_tests():
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-4, err_msg=name)
 
 
-@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
-@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode,padding", [
+    ("bilinear", "zeros"), ("bilinear", "border"), ("bilinear", "reflection"),
+    ("nearest", "zeros"), ("nearest", "border"), ("nearest", "reflection"),
+    ("bicubic", "zeros")])
 def test_grid_sample_against_onnxruntime(mode, padding):
-    """onnxruntime computes in float32: within a few ulps of the input's scale."""
+    """onnxruntime computes in float32: within a few ulps of the input's scale. (Not bicubic
+    with border or reflection padding: onnxruntime's releases disagree there.)"""
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 4, 9, 11)).astype(np.float32)
     grid = rng.uniform(-1.3, 1.3, (1, 6, 7, 2)).astype(np.float32)
