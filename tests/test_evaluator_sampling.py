@@ -221,3 +221,90 @@ def test_affine_grid_errors():
     with pytest.raises(EvaluationError, match=r"node 'ag' \(AffineGrid-20, graph 'g'\): "
                                               r"theta \[2, 2, 3\] and size \[1, 1, 2, 2\]"):
         evaluate(m, {"t": theta, "s": np.int64([1, 1, 2, 2])})
+
+
+# -- DeformConv -------------------------------------------------------------------------------
+
+
+def _deform_model(x, w, offset, b=None, mask=None, opset=19, **attrs):
+    names = ["x", "w", "o", "b" if b is not None else "", "m" if mask is not None else ""]
+    while names[-1] == "":
+        names.pop()
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    ins = [vi(name, elem, list(a.shape)) for name, a in
+           (("x", x), ("w", w), ("o", offset), ("b", b), ("m", mask)) if a is not None]
+    node = helper.make_node("DeformConv", names, ["y"], name="dc", **attrs)
+    feeds = {i.name: a for i, a in zip(ins, [a for a in (x, w, offset, b, mask)
+                                             if a is not None])}
+    return make_model([node], ins, [vi("y", elem)], opset=opset), feeds
+
+
+def _deform_case(seed: int, k: int = 2, offsets: float = 1.5, masked: bool | None = None):
+    rng = np.random.default_rng([13, seed])
+    g, og = int(rng.choice([1, 2])), int(rng.choice([1, 2]))
+    c, m = 2 * int(rng.integers(1, 3)), g * int(rng.integers(1, 3))
+    kernel = [int(rng.integers(1, 4)) for _ in range(k)]
+    strides = [int(rng.integers(1, 3)) for _ in range(k)]
+    dil = [int(rng.integers(1, 3)) for _ in range(k)]
+    pads = [int(rng.integers(0, 2)) for _ in range(2 * k)]
+    spatial = [max(int(rng.integers(4, 7)), (q - 1) * d + 1) for q, d in zip(kernel, dil)]
+    out = [(s + pads[a] + pads[k + a] - (q - 1) * d - 1) // st + 1
+           for a, (s, q, d, st) in enumerate(zip(spatial, kernel, dil, strides))]
+    n, kk = int(rng.integers(1, 3)), int(np.prod(kernel))
+    x = rng.standard_normal((n, c, *spatial)).astype(np.float32)
+    w = rng.standard_normal((m, c // g, *kernel)).astype(np.float32)
+    offset = (rng.standard_normal((n, og * kk * k, *out)) * offsets).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if rng.random() < 0.5 else None
+    masked = rng.random() < 0.5 if masked is None else masked
+    mask = rng.uniform(0, 1, (n, og * kk, *out)).astype(np.float32) if masked else None
+    return _deform_model(x, w, offset, b, mask, group=g, offset_group=og, strides=strides,
+                         dilations=dil, pads=pads, kernel_shape=kernel)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_deform_conv_matches_onnx_reference(seed):
+    m, feeds = _deform_case(seed)
+    got = evaluate(m, feeds)["y"]
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    # theirs rounds each sample point to float32 and adds in float32
+    scale = float(np.abs(feeds["x"]).max() * np.abs(feeds["w"]).sum(axis=tuple(
+        range(1, feeds["w"].ndim))).max())
+    np.testing.assert_allclose(got, want, rtol=0, atol=8 * np.finfo(np.float32).eps * scale)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_deform_conv_with_whole_pixel_offsets_is_conv(k):
+    """Offsets of whole pixels read the input's pixels themselves: with all offsets 0 and no
+    mask, DeformConv is Conv (1-3 spatial axes; onnx.reference's kernel has 2 only)."""
+    m, feeds = _deform_case(k, k=k, offsets=0.0, masked=False)
+    node = m.graph.node[0]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute
+             if a.name != "offset_group"}
+    names = ["x", "w"] + (["b"] if "b" in feeds else [])
+    conv = make_model([helper.make_node("Conv", names, ["y"], **attrs)],
+                      [i for i in m.graph.input if i.name in names], [vi("y")], opset=19)
+    got = evaluate(m, feeds)["y"]
+    want = evaluate(conv, {name: feeds[name] for name in names})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_deform_conv_of_a_mask_of_zeros_is_the_bias():
+    m, feeds = _deform_case(3)
+    feeds["m"] = np.zeros((feeds["x"].shape[0], m.graph.input[2].type.tensor_type.shape.dim[1]
+                           .dim_value // 2, *feeds["o"].shape[2:]), np.float32)
+    feeds.setdefault("b", np.float32([0.5] * feeds["w"].shape[0]))
+    m, feeds = _deform_model(feeds["x"], feeds["w"], feeds["o"], feeds["b"], feeds["m"],
+                             **{a.name: helper.get_attribute_value(a)
+                                for a in m.graph.node[0].attribute})
+    y = evaluate(m, feeds)["y"]
+    np.testing.assert_array_equal(y, np.broadcast_to(feeds["b"].reshape(1, -1, 1, 1), y.shape))
+
+
+def test_deform_conv_errors():
+    x = np.zeros((1, 2, 4, 4), np.float32)
+    w = np.zeros((2, 2, 3, 3), np.float32)
+    m, feeds = _deform_model(x, w, np.zeros((1, 17, 2, 2), np.float32))
+    with pytest.raises(EvaluationError, match=r"node 'dc' \(DeformConv-19, graph 'g'\): "
+                                              r"offset \[1, 17, 2, 2\] must be \[1, 18, 2, 2\]"):
+        evaluate(m, feeds)

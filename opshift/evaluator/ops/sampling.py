@@ -1,4 +1,5 @@
-"""Sampling at computed positions: GridSample (16, 20, 22) and AffineGrid (20).
+"""Sampling at computed positions: GridSample (16, 20, 22), AffineGrid (20) and DeformConv
+(19, 22).
 
 GridSample reads X at the positions ``grid`` gives (normalized to [-1, 1]; x, y[, z]: the
 last spatial axis first), as PyTorch's grid_sample, onnxruntime's kernel and onnx.reference's
@@ -12,6 +13,11 @@ a float64 grid) operation by operation as those kernels do, so every point lands
 theirs does, and so are the interpolation weights; the weighted taps are summed in float64
 and rounded once (theirs add in X's type, axis by axis). All output positions of an image at
 once, every channel together.
+
+DeformConv samples X for each kernel position at its window position plus ``offset`` (exact
+in float64; onnx.reference rounds each to float32 through GridSample's normalized form),
+bilinearly with zeros outside, times ``mask``: columns for each channel and kernel position,
+then one product with W per group, all in float64 and rounded once, as Conv's.
 
 AffineGrid's base grid is exact in float64 (-1 + (2i + 1) / n, or -1 + 2i / (n - 1) with
 ``align_corners``; a length-1 axis at -1 then, as the function body has it for depth) and each
@@ -28,6 +34,7 @@ import numpy as np
 
 from ..registry import op
 from ._common import is_float
+from .windows import _kernel, _window_geometry
 
 _MODES = {16: {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"},
           20: {"linear": "linear", "nearest": "nearest", "cubic": "cubic"}}
@@ -99,6 +106,33 @@ def _axis_taps(x, length, mode, padding, borders, ct):
             for k, w in enumerate(_keys(t, ct))]
 
 
+def _interpolated(flat: np.ndarray, axes, spatial) -> np.ndarray:
+    """The sum over every combination of one tap per axis (``axes``: each axis' taps from
+    :func:`_axis_taps`) of the taps' weights' product times the pixel they name, in float64
+    (for nearest, the pixel itself, in its type). ``flat``: the image [C, pixels + 1], its last
+    column the pixel read for taps outside."""
+    points = len(axes[0][0][0])
+    strides = [math.prod(spatial[a + 1:]) for a in range(len(spatial))]
+    total = None
+    for combo in itertools.product(*axes):
+        outside = np.zeros(points, bool)
+        index = np.zeros(points, np.int64)
+        weight = None
+        for (i, w), stride in zip(combo, strides):
+            outside |= i < 0
+            index += i * stride
+            if w is not None:
+                weight = w.astype(np.float64) if weight is None else weight * w
+        index[outside] = flat.shape[1] - 1
+        values = np.take(flat, index, axis=1)
+        if weight is None:  # nearest
+            return values
+        term = np.multiply(values, weight, dtype=np.float64)
+        total = term if total is None else total.__iadd__(term)
+    return total
+
+
+@op("GridSample", 16, 20, 22)
 def grid_sample(ctx, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
     versions = _MODES[16 if ctx.version < 20 else 20]
     name = ctx.attrs.get("mode", "bilinear" if ctx.version < 20 else "linear")
@@ -134,32 +168,10 @@ def grid_sample(ctx, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
             axes.append(_axis_taps(coord, length, mode, padding, borders, ct))
         # the image flat, with a zero pixel after it for taps outside (zeros padding)
         zero = np.full((c, 1), "" if x.dtype == object else 0, x.dtype)  # (strings: "")
-        flat = np.concatenate([x[b].reshape(c, -1), zero], axis=1)
-        strides = [math.prod(spatial[a + 1:]) for a in range(k)]
-        total = None
-        for combo in itertools.product(*axes):
-            outside = np.zeros(points, bool)
-            index = np.zeros(points, np.int64)
-            weight = None
-            for (i, w), stride in zip(combo, strides):
-                outside |= i < 0
-                index += i * stride
-                if w is not None:
-                    weight = w.astype(np.float64) if weight is None else weight * w
-            index[outside] = flat.shape[1] - 1
-            values = np.take(flat, index, axis=1)
-            if weight is None:  # nearest
-                total = values
-                break
-            term = np.multiply(values, weight, dtype=np.float64)
-            total = term if total is None else total.__iadd__(term)
+        total = _interpolated(np.concatenate([x[b].reshape(c, -1), zero], axis=1), axes,
+                              spatial)
         y[b] = total.reshape(c, *out).astype(x.dtype, copy=False)
     return y
-
-
-@op("GridSample", 16, 20, 22)
-def grid_sample_op(ctx, x, grid):
-    return grid_sample(ctx, x, grid)
 
 
 @op("AffineGrid", 20)
@@ -183,3 +195,46 @@ def affine_grid(ctx, theta, size):
     base = np.stack([*mesh[::-1], np.ones_like(mesh[0])], axis=-1).reshape(-1, k + 1)
     grid = np.matmul(theta.astype(np.float64), base.T).transpose(0, 2, 1)
     return grid.reshape(size[0], *size[2:], k).astype(theta.dtype)
+
+
+@op("DeformConv", 19, 22)
+def deform_conv(ctx, x, w, offset, b=None, mask=None):
+    kernel = _kernel(ctx, x, w)
+    g, og = ctx.attrs.get("group", 1), ctx.attrs.get("offset_group", 1)
+    n, c, m, k = x.shape[0], x.shape[1], w.shape[0], x.ndim - 2
+    if g < 1 or og < 1 or c != w.shape[1] * g or m % g or c % og:
+        raise ctx.error(f"channels do not fit group={g}, offset_group={og}: X "
+                        f"{list(x.shape)}, W {list(w.shape)}")
+    strides, dil, pb, _, _, out = _window_geometry(ctx, x.shape[2:], kernel)
+    kk, points = math.prod(kernel), math.prod(out)
+    if list(offset.shape) != [n, og * kk * k, *out]:
+        raise ctx.error(f"offset {list(offset.shape)} must be {[n, og * kk * k, *out]}")
+    if mask is not None and list(mask.shape) != [n, og * kk, *out]:
+        raise ctx.error(f"mask {list(mask.shape)} must be {[n, og * kk, *out]}")
+    offset = offset.reshape(n, og, kk, k, points).astype(np.float64)
+    # each kernel position's window position per output point, per axis
+    at_out = np.meshgrid(*[np.arange(o) for o in out], indexing="ij")
+    at_kernel = np.meshgrid(*[np.arange(q) for q in kernel], indexing="ij")
+    base = [(-pb[a] + strides[a] * at_out[a].reshape(1, -1)
+             + dil[a] * at_kernel[a].reshape(-1, 1)).astype(np.float64) for a in range(k)]
+    per_group = c // og
+    y = np.empty((n, m, points), x.dtype)
+    weights = w.astype(np.float64).reshape(g, m // g, (c // g) * kk)
+    for i in range(n):
+        cols = np.empty((c, kk, points))
+        for o in range(og):
+            chans = slice(o * per_group, (o + 1) * per_group)
+            flat = np.concatenate([x[i, chans].reshape(per_group, -1),
+                                   np.zeros((per_group, 1), x.dtype)], axis=1)
+            for q in range(kk):
+                taps = [_axis_taps(base[a][q] + offset[i, o, q, a], x.shape[2 + a], "linear",
+                                   "zeros", None, np.dtype(np.float64)) for a in range(k)]
+                v = _interpolated(flat, taps, x.shape[2:])
+                if mask is not None:
+                    v *= mask[i, o * kk + q].reshape(-1).astype(np.float64)
+                cols[chans, q] = v
+        r = np.matmul(weights, cols.reshape(g, (c // g) * kk, points)).reshape(m, points)
+        if b is not None:
+            r += b.astype(np.float64).reshape(m, 1)
+        y[i] = r
+    return y.reshape(n, m, *out)
