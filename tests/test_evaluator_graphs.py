@@ -471,10 +471,11 @@ def test_shape_ops_legacy_and_new():
 # -- errors -----------------------------------------------------------------------------------
 
 def test_unsupported_op_names_node_op_domain_version():
-    m = make_model([helper.make_node("GlobalLpPool", ["a"], ["y"], name="m1")],
-                   [vi("a", F, [1, 2, 2])], [vi("y")], opset=14)
-    with pytest.raises(UnsupportedError, match=r"node 'm1' \(GlobalLpPool-2\b.*no kernel"):
-        evaluate(m, {"a": np.ones((1, 2, 2), np.float32)})
+    m = make_model([helper.make_node("MaxRoiPool", ["a", "r"], ["y"], name="m1",
+                                     pooled_shape=[1, 1])],
+                   [vi("a", F, [1, 1, 2, 2]), vi("r", F, [1, 5])], [vi("y")], opset=14)
+    with pytest.raises(UnsupportedError, match=r"node 'm1' \(MaxRoiPool-1\b.*no kernel"):
+        evaluate(m, {"a": np.ones((1, 1, 2, 2), np.float32), "r": np.zeros((1, 5), np.float32)})
     m = make_model([helper.make_node("Foo", ["a"], ["y"], name="f", domain="acme")],
                    [vi("a", F, [2])], [vi("y")], opset=13,
                    extra_opsets=[helper.make_opsetid("acme", 2)])

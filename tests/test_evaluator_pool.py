@@ -1,10 +1,10 @@
-"""MaxPool and AveragePool: onnx's own node tests (expected outputs written out in the test
-cases; AveragePool's are float32 sums or 4 decimals, so to a tolerance), and both against
-their definitions, written here as loops over each window (MaxPool: the maximum of the
+"""MaxPool, AveragePool and LpPool: onnx's own node tests (expected outputs written out in
+the test cases; AveragePool's are float32 sums or 4 decimals, so to a tolerance), and each
+against its definition, written here as loops over each window (MaxPool: the maximum of the
 positions inside the input, NaN wins, and the first of them in the window as the index;
-AveragePool: the exact mean of the counted positions, rounded once) on random geometry: 1-D
-to 3-D, strides, dilations, pads, auto_pad, ceil_mode, storage_order, count_include_pad,
-several element types.
+AveragePool: the exact mean of the counted positions, rounded once; LpPool: the exact Lp norm
+of the positions inside, rounded once) on random geometry: 1-D to 3-D, strides, dilations,
+pads, auto_pad, ceil_mode, storage_order, count_include_pad, several element types.
 """
 
 from __future__ import annotations
@@ -17,16 +17,17 @@ import pytest
 from conftest import make_model, onnx_node_outputs
 from onnx import helper
 
+from opshift.errors import EvaluationError
 from opshift.evaluator import evaluate
 from opshift.verify import compare
 
 
-@pytest.mark.parametrize("prefix", ["test_maxpool", "test_averagepool"])
+@pytest.mark.parametrize("prefix", ["test_maxpool", "test_averagepool", "test_lppool"])
 def test_onnx_node_tests_give_their_expected_outputs(prefix):
     outputs = onnx_node_outputs(prefix)
-    assert len(outputs) >= 10
+    assert len(outputs) >= 5
     for name, got, want in outputs:
-        if prefix == "test_averagepool":
+        if prefix != "test_maxpool":  # float32 sums or 4 decimals
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
             continue
         c = compare(want, got)
@@ -202,3 +203,67 @@ def test_max_pool_index_never_points_into_the_padding(dtype):
     got = evaluate(m, {"x": x})
     assert (got["y"] == low).all()
     assert got["i"].reshape(-1).tolist() == [0, 1, 3, 4]  # (0,0), (0,1), (1,0), (1,1)
+
+
+def _lp_definition(x, kernel, attrs, p):
+    """LpPool as loops: (sum of |x|^p over the window's positions inside the input)^(1/p)."""
+    spatial = x.shape[2:]
+    n = len(spatial)
+    s = attrs.get("strides", [1] * n)
+    d = attrs.get("dilations", [1] * n)
+    begin, out = _geometry(spatial, kernel, attrs)
+    y = np.empty(x.shape[:2] + tuple(out))
+    for b, c in itertools.product(range(x.shape[0]), range(x.shape[1])):
+        for o in itertools.product(*map(range, out)):
+            terms = [abs(float(x[(b, c) + q])) ** p
+                     for k in itertools.product(*map(range, kernel))
+                     for q in [tuple(o[a] * s[a] + k[a] * d[a] - begin[a] for a in range(n))]
+                     if all(0 <= q[a] < spatial[a] for a in range(n))]
+            y[(b, c) + o] = math.fsum(terms) ** (1 / p)
+    return y
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("how", ["pads", "ceil", "SAME_LOWER", "VALID"])
+@pytest.mark.parametrize("p,opset", [(2, 18), (1, 11), (3, 22), (2.5, 1)])
+def test_lp_pool_matches_its_definition(nd, how, p, opset):
+    """Including windows past the input under ceil_mode, where onnx.reference's kernel scales
+    a mean of the positions inside by the kernel's size instead."""
+    rng = np.random.default_rng([nd, len(how), int(p * 2), opset])
+    spatial, attrs = _case(rng, nd, how)
+    if opset < 18:  # dilations and ceil_mode came with LpPool-18
+        if how == "ceil":
+            pytest.skip("LpPool before 18 has no ceil_mode")
+        attrs.pop("dilations")
+    attrs["p"] = p
+    x = rng.standard_normal([2, 3, *spatial]).astype(np.float32)
+    m = make_model([helper.make_node("LpPool", ["x"], ["y"], **attrs)],
+                   [helper.make_tensor_value_info("x", 1, list(x.shape))],
+                   [helper.make_tensor_value_info("y", 1, None)], opset=opset)
+    got = evaluate(m, {"x": x})["y"]
+    c = compare(_lp_definition(x, attrs["kernel_shape"], attrs, p).astype(np.float32), got)
+    assert c.ok, (attrs, c.reason)
+
+
+@pytest.mark.parametrize("p,opset", [(2, 2), (3, 22), (1.5, 1)])
+def test_global_lp_pool_is_the_exact_norm_rounded_once(p, opset, rng):
+    x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    m = make_model([helper.make_node("GlobalLpPool", ["x"], ["y"], p=p)],
+                   [helper.make_tensor_value_info("x", 1, list(x.shape))],
+                   [helper.make_tensor_value_info("y", 1, None)], opset=opset)
+    want = np.array([[math.fsum(abs(float(v)) ** p for v in x[b, c].ravel()) ** (1 / p)
+                      for c in range(3)] for b in range(2)]).reshape(2, 3, 1, 1)
+    c = compare(want.astype(np.float32), evaluate(m, {"x": x})["y"])
+    assert c.ok, c.reason
+
+
+def test_lp_pool_p_must_fit_the_version():
+    x = np.ones((1, 1, 3, 3), np.float32)
+    for opset, p, message in ((11, 0, "p=0 must be a positive integer"),
+                              (1, -1.0, "p=-1.0 must be a positive number")):
+        m = make_model([helper.make_node("LpPool", ["x"], ["y"], name="lp", kernel_shape=[2, 2],
+                                         p=p)],
+                       [helper.make_tensor_value_info("x", 1, [1, 1, 3, 3])],
+                       [helper.make_tensor_value_info("y", 1, None)], opset=opset)
+        with pytest.raises(EvaluationError, match=rf"node 'lp' \(LpPool-\d+, .*{message}"):
+            evaluate(m, {"x": x})

@@ -1,5 +1,5 @@
-"""Sliding-window ops: Conv, ConvTranspose, MaxPool, AveragePool and the global pools, in
-1-D, 2-D and 3-D.
+"""Convolutions: Conv, ConvTranspose, ConvInteger and QLinearConv, in 1-D, 2-D and 3-D; and
+the window geometry the pools share (:mod:`.pools`).
 
 Conv is one matrix product per group over the input's windows laid out as columns (im2col),
 ConvTranspose the transposed product scattered back into the windows (col2im); both are
@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..registry import op
-from ._common import block_size, in_parallel, is_float, requantized
+from ._common import block_size, in_parallel, requantized
 
 #: float64 elements of one block of Conv's columns (8 MiB): a large input never needs all
 #: its columns at once, and each thread reuses its block's memory.
@@ -281,102 +281,3 @@ def conv_transpose(ctx, x, w, b=None):
     if b is not None:
         y = y + b.astype(np.float64).reshape((m,) + (1,) * nk)
     return y.astype(x.dtype)
-
-
-def _pool_kernel(ctx, x):
-    kernel = ctx.attrs.get("kernel_shape")
-    if not kernel:
-        raise ctx.error("kernel_shape is required")
-    if len(kernel) != x.ndim - 2:
-        raise ctx.error(f"kernel_shape {kernel} does not fit X {list(x.shape)}")
-    return list(kernel)
-
-
-def _fold(ufunc, v, kernel):
-    """``ufunc`` folded over the kernel positions of the windows ``v``, in window order: one
-    pass per position over a strided view, not a copy of every window."""
-    y = None
-    for pos in np.ndindex(*kernel):
-        y = v[(Ellipsis, *pos)].copy() if y is None else ufunc(y, v[(Ellipsis, *pos)], out=y)
-    return y
-
-
-def _lowest(dtype):
-    return dtype.type(-np.inf) if is_float(np.empty(0, dtype)) else np.iinfo(dtype).min
-
-
-@op("MaxPool", 1, 8, 10, 11, 12, 22)
-def max_pool(ctx, x):
-    kernel = _pool_kernel(ctx, x)
-    strides, dil, pb, pe, extra, out = _window_geometry(ctx, x.shape[2:], kernel,
-                                                        bool(ctx.attrs.get("ceil_mode", 0)))
-    pe2 = [a + b for a, b in zip(pe, extra)]
-    xp = _pad_spatial(x, pb, pe2, _lowest(x.dtype))
-    v = _windows(xp, kernel, strides, dil, out)
-    nk = len(kernel)
-    y = _fold(np.maximum, v, kernel)
-    if len(ctx.node.output) < 2 or not ctx.node.output[1]:
-        return y
-    # Indices: the first position in window order that holds the maximum and lies inside
-    # the input (a padding position holds the lowest value, which the input may hold too),
-    # flattened per storage_order (1: column-major, the first spatial dim fastest).
-    spatial = x.shape[2:]
-    if ctx.attrs.get("storage_order", 0):
-        weights = [math.prod(spatial[:i]) for i in range(nk)]
-    else:
-        weights = [math.prod(spatial[i + 1:]) for i in range(nk)]
-    nan = np.isnan(y) if is_float(y) else None
-    index = np.full(y.shape, -1, np.int64)
-    for pos in np.ndindex(*kernel):
-        lin, inside = 0, True
-        for i in range(nk):
-            shape = [1] * (2 + nk)
-            shape[2 + i] = out[i]
-            c = (np.arange(out[i]) * strides[i] - pb[i] + pos[i] * dil[i]).reshape(shape)
-            lin = lin + c * weights[i]
-            inside = inside & (c >= 0) & (c < spatial[i])
-        v_pos = v[(Ellipsis, *pos)]
-        hit = v_pos == y
-        if nan is not None:
-            hit |= nan & np.isnan(v_pos)
-        hit &= inside & (index < 0)
-        index[hit] = np.broadcast_to(lin, y.shape)[hit]
-    nc = (np.arange(x.shape[0]).reshape((-1, 1) + (1,) * nk) * x.shape[1]
-          + np.arange(x.shape[1]).reshape((1, -1) + (1,) * nk))
-    return y, nc * math.prod(spatial) + index
-
-
-@op("AveragePool", 1, 7, 10, 11, 19, 22)
-def average_pool(ctx, x):
-    kernel = _pool_kernel(ctx, x)
-    strides, dil, pb, pe, extra, out = _window_geometry(ctx, x.shape[2:], kernel,
-                                                        bool(ctx.attrs.get("ceil_mode", 0)))
-    # summed in float64 and rounded once, as Conv: a float32 sum of values that nearly
-    # cancel lands many ulps from the mean
-    ct = np.dtype(np.float64)
-    pe2 = [a + b for a, b in zip(pe, extra)]
-    xp = _pad_spatial(x.astype(ct, copy=False), pb, pe2, 0)
-    nk = len(kernel)
-    axes = tuple(range(2 + nk, 2 + 2 * nk))
-    s = _fold(np.add, _windows(xp, kernel, strides, dil, out), kernel)
-    # Counted positions: the input, plus the explicit pads when count_include_pad=1; the
-    # ceil_mode overhang is never counted.
-    ones = np.ones((1, 1) + x.shape[2:], dtype=ct)
-    if ctx.attrs.get("count_include_pad", 0):
-        ones = _pad_spatial(ones, pb, pe, 1)
-        ones = _pad_spatial(ones, [0] * nk, extra, 0)
-    else:
-        ones = _pad_spatial(ones, pb, pe2, 0)
-    cnt = _windows(ones, kernel, strides, dil, out).sum(axis=axes)
-    return (s / cnt).astype(x.dtype)
-
-
-@op("GlobalAveragePool", 1, 22)
-def global_average_pool(ctx, x):
-    axes = tuple(range(2, x.ndim))
-    return x.astype(np.float64).mean(axis=axes, keepdims=True).astype(x.dtype)  # as AveragePool
-
-
-@op("GlobalMaxPool", 1, 22)
-def global_max_pool(ctx, x):
-    return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)
