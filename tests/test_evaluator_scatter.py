@@ -1,6 +1,7 @@
-"""ScatterND against onnx.reference's kernel (the operator's loop, written out) on random
-data: element and slice updates, negative indices, repeated index tuples (with and without a
-reduction), several element types and versions; and errors named."""
+"""ScatterND and ScatterElements against onnx.reference's kernels (the operators' loops,
+written out) on random data: element and slice updates, negative indices, repeated places
+(with and without a reduction), several element types and versions; max and min with NaN and
+signed zeros, bit for bit; Scatter-9/11; onnx's node tests; errors named."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from opshift.errors import EvaluationError
 from opshift.evaluator import evaluate
 
 
-def _model(data, indices, updates, opset, **attrs):
+def _model(data, indices, updates, opset, op="ScatterND", **attrs):
     def vi(name, a):
         return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
                                              list(a.shape))
 
-    node = helper.make_node("ScatterND", ["d", "i", "u"], ["y"], name="s", **attrs)
+    node = helper.make_node(op, ["d", "i", "u"], ["y"], name="s", **attrs)
     return make_model([node], [vi("d", data), vi("i", indices), vi("u", updates)],
                       [helper.make_tensor_value_info("y", 0, None)], opset=opset)
 
@@ -97,3 +98,88 @@ def test_tuples_of_no_index_and_no_tuples(reduction):
         feeds = {"d": data, "i": indices, "u": updates}
         np.testing.assert_array_equal(evaluate(m, feeds)["y"],
                                       ReferenceEvaluator(m).run(None, feeds)[0])
+
+
+# -- ScatterElements and Scatter --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reduction,opset", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float16])
+@pytest.mark.parametrize("seed", range(3))
+def test_scatter_elements_matches_onnx_reference(reduction, opset, dtype, seed):
+    rng = np.random.default_rng([20, CASES.index((reduction, opset)), seed,
+                                 np.dtype(dtype).num])
+    rank = int(rng.integers(1, 4))
+    shape = [int(rng.integers(1, 5)) for _ in range(rank)]
+    axis = int(rng.integers(-rank, rank))
+    ishape = [int(rng.integers(1, d + 1)) for d in shape]
+    ishape[axis] = int(rng.integers(1, 7))  # along axis: more updates than places too
+    dim = shape[axis]
+    indices = rng.integers(-dim, dim, ishape).astype(np.int64)
+    if reduction == "none":  # the operator leaves repeated places' order open: none here
+        indices = np.moveaxis(np.argsort(rng.random(np.moveaxis(indices, axis, -1).shape[:-1]
+                                                    + (dim,)), -1), -1, axis)
+        indices = np.take(indices, range(min(ishape[axis], dim)), axis=axis).astype(np.int64)
+    data = (rng.standard_normal(shape) * 4).astype(dtype)
+    updates = (rng.standard_normal(indices.shape) * 4).astype(dtype)
+    attrs = {"axis": axis} | ({} if reduction == "none" and opset < 16 else
+                              {"reduction": reduction})
+    m = _model(data, indices, updates, opset, op="ScatterElements", **attrs)
+    feeds = {"d": data, "i": indices, "u": updates}
+    got = evaluate(m, feeds)["y"]
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("reduction", ["max", "min", "add", "none"])
+@pytest.mark.parametrize("seed", range(8))
+def test_scatter_elements_nan_and_signed_zeros_as_onnx_reference(reduction, seed):
+    """Places updated many times, values among NaN, +0 and -0: bit for bit."""
+    rng = np.random.default_rng([21, seed])
+    data = rng.choice(np.float32([0.0, -0.0, 1.5, -2.0, np.nan, 3.0]), (3, 4, 5))
+    updates = rng.choice(np.float32([0.0, -0.0, 1.5, -2.0, np.nan, 4.0, -7.0]), (3, 6, 5))
+    indices = rng.integers(-4, 4, (3, 6, 5)).astype(np.int64)
+    m = _model(data, indices, updates, 18, op="ScatterElements", axis=1, reduction=reduction)
+    feeds = {"d": data, "i": indices, "u": updates}
+    got = evaluate(m, feeds)["y"]
+    with np.errstate(invalid="ignore"):
+        want = ReferenceEvaluator(m).run(None, feeds)[0]
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+
+
+@pytest.mark.parametrize("opset,negative_ok", [(9, False), (11, True)])
+def test_scatter_is_scatter_elements(opset, negative_ok):
+    data = np.zeros((2, 3), np.float32)
+    indices = np.array([[2, 0]], np.int64)
+    updates = np.float32([[5, 6]])
+    m = _model(data, indices, updates, opset, op="Scatter", axis=1)
+    got = evaluate(m, {"d": data, "i": indices, "u": updates})["y"]
+    np.testing.assert_array_equal(got, [[6, 0, 5], [0, 0, 0]])
+    feeds = {"d": data, "i": -indices - 1, "u": updates}
+    if negative_ok:
+        np.testing.assert_array_equal(evaluate(m, feeds)["y"], [[5, 0, 6], [0, 0, 0]])
+    else:
+        with pytest.raises(EvaluationError, match=r"Scatter-9.*index -3 is out of range "
+                                                  r"\[0, 2\]"):
+            evaluate(m, feeds)
+
+
+def test_scatter_elements_node_tests():
+    outputs = onnx_node_outputs("test_scatter_elements") + onnx_node_outputs("test_scatter_")
+    assert len(outputs) >= 8
+    for name, got, want in outputs:
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+@pytest.mark.parametrize("indices,updates,match", [
+    (np.array([[3]], np.int64), np.zeros((1, 1), np.float32),
+     r"index 3 is out of range \[-3, 2\] for axis 0 of data \[3, 2\]"),
+    (np.array([[0, 0, 0]], np.int64), np.zeros((1, 3), np.float32), r"within data \[3, 2\]"),
+    (np.array([[0]], np.int64), np.zeros((1, 2), np.float32), r"must have one shape"),
+])
+def test_scatter_elements_bad_input_is_named(indices, updates, match):
+    data = np.zeros((3, 2), np.float32)
+    m = _model(data, indices, updates, 13, op="ScatterElements")
+    with pytest.raises(EvaluationError, match=r"node 's' \(ScatterElements-13.*" + match):
+        evaluate(m, {"d": data, "i": indices, "u": updates})
