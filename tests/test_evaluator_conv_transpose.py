@@ -5,7 +5,8 @@ as the operator's text states) leave. The loops sum in float64 and round once, a
 kernel does, so the two must agree under the project's policy (``verify.compare``).
 
 Also onnx's own ConvTranspose node tests (hand-written expected outputs) and onnxruntime as
-a second opinion.
+a second opinion; and Col2Im, the same scatter of blocks without the kernel, against
+onnx.reference's loops and its node tests.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import onnx_node_outputs, weighted_model
+from conftest import init, make_model, onnx_node_outputs, weighted_model
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 from opshift.errors import EvaluationError
 from opshift.evaluator import evaluate
@@ -190,3 +193,46 @@ def test_bad_attributes_are_named(attrs, match):
     where = r"node 'deconv' \(ConvTranspose-11, graph 'g'\): "
     with pytest.raises(EvaluationError, match=where + ".*" + match):
         evaluate(_model(x.shape, w, None, np.float32, **attrs), {"x": x})
+
+
+# -- Col2Im -----------------------------------------------------------------------------------
+
+
+def _col2im(x, image, block, **attrs):
+    node = helper.make_node("Col2Im", ["x", "i", "b"], ["y"], name="c2i", **attrs)
+    return make_model([node], [helper.make_tensor_value_info("x", 1, list(x.shape))],
+                      [helper.make_tensor_value_info("y", 1, None)], opset=18,
+                      initializers=[init("i", np.int64(image)), init("b", np.int64(block))])
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_col2im_matches_onnx_reference(seed):
+    rng = np.random.default_rng([31, seed])
+    k = int(rng.integers(1, 4))
+    block = [int(rng.integers(1, 4)) for _ in range(k)]
+    attrs = {"strides": [int(rng.integers(1, 3)) for _ in range(k)],
+             "dilations": [int(rng.integers(1, 3)) for _ in range(k)],
+             "pads": [int(rng.integers(0, 2)) for _ in range(2 * k)]}
+    image = [max(int(rng.integers(2, 7)), (b - 1) * d + 1) for b, d in
+             zip(block, attrs["dilations"])]
+    out = [(i + attrs["pads"][a] + attrs["pads"][k + a] - (b - 1) * d - 1) // s + 1
+           for a, (i, b, d, s) in enumerate(zip(image, block, attrs["dilations"],
+                                                attrs["strides"]))]
+    x = rng.standard_normal((2, 3 * int(np.prod(block)), int(np.prod(out)))).astype(np.float32)
+    m = _col2im(x, image, block, **attrs)
+    got = evaluate(m, {"x": x})["y"]
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    assert got.dtype == np.float32 and got.shape == want.shape == (2, 3, *image)
+    # theirs adds in float32 block by block, opshift's in float64 rounded once
+    np.testing.assert_allclose(got, want, rtol=0, atol=4 * np.prod(block) * 6e-8 * 4)
+
+
+def test_col2im_node_tests_and_errors():
+    outputs = onnx_node_outputs("test_col2im")
+    assert len(outputs) >= 4
+    for name, got, want in outputs:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=name)
+    x = np.zeros((1, 4, 5), np.float32)
+    with pytest.raises(EvaluationError, match=r"node 'c2i' \(Col2Im-18, graph 'g'\): input "
+                                              r"\[1, 4, 5\] has 5 blocks"):
+        evaluate(_col2im(x, [3, 3], [2, 2]), {"x": x})

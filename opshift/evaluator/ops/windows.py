@@ -281,3 +281,29 @@ def conv_transpose(ctx, x, w, b=None):
     if b is not None:
         y = y + b.astype(np.float64).reshape((m,) + (1,) * nk)
     return y.astype(x.dtype)
+
+
+@op("Col2Im", 18)
+def col2im(ctx, x, image_shape, block_shape):
+    """Each column's block added back into the image at its window (col2im): one strided
+    slice per block position, summed in float64 and rounded once."""
+    image, block = [int(v) for v in image_shape.reshape(-1)], [int(v) for v in
+                                                              block_shape.reshape(-1)]
+    k, kk = len(image), math.prod(block)
+    if x.ndim != 3 or len(block) != k or k < 1 or min(block + image) < 1 or x.shape[1] % kk:
+        raise ctx.error(f"input {list(x.shape)}, image_shape {image} and block_shape {block} "
+                        "must be [N, C x prod(block_shape), L] and two shapes of one rank")
+    strides, dil, pb, pe, _, out = _window_geometry(ctx, image, block)
+    if math.prod(out) != x.shape[2]:
+        raise ctx.error(f"input {list(x.shape)} has {x.shape[2]} blocks; image_shape {image} "
+                        f"and the window geometry give {out} = {math.prod(out)}")
+    n, c = x.shape[0], x.shape[1] // kk
+    full = [i + b + e for i, b, e in zip(image, pb, pe)]
+    y = np.zeros((n, c, *full))
+    cols = x.reshape(n, c, *block, *out)
+    for pos in np.ndindex(*block):
+        at = tuple(slice(p * d, p * d + (o - 1) * s + 1, s)
+                   for p, d, o, s in zip(pos, dil, out, strides))
+        y[(slice(None), slice(None), *at)] += cols[(slice(None), slice(None), *pos)]
+    crop = tuple(slice(b, b + i) for b, i in zip(pb, image))
+    return y[(slice(None), slice(None), *crop)].astype(x.dtype)
