@@ -5,12 +5,12 @@ from . import (  # noqa: F401
     control,
     detection,
     elementwise,
+    indexing,
     nn,
     pools,
     reduce,
     resize,
     sampling,
-    scatter,
     tensor,
     windows,
 )

@@ -1,7 +1,8 @@
-"""ScatterND and ScatterElements against onnx.reference's kernels (the operators' loops,
-written out) on random data: element and slice updates, negative indices, repeated places
-(with and without a reduction), several element types and versions; max and min with NaN and
-signed zeros, bit for bit; Scatter-9/11; onnx's node tests; errors named."""
+"""GatherND, ScatterND and ScatterElements against onnx.reference's kernels (the operators'
+loops, written out) on random data: GatherND with batch_dims and negative indices; the
+scatters' element and slice updates, negative indices, repeated places (with and without a
+reduction), several element types and versions; max and min with NaN and signed zeros, bit for
+bit; Scatter-9/11; onnx's node tests; errors named."""
 
 from __future__ import annotations
 
@@ -183,3 +184,56 @@ def test_scatter_elements_bad_input_is_named(indices, updates, match):
     m = _model(data, indices, updates, 13, op="ScatterElements")
     with pytest.raises(EvaluationError, match=r"node 's' \(ScatterElements-13.*" + match):
         evaluate(m, {"d": data, "i": indices, "u": updates})
+
+
+# -- GatherND ---------------------------------------------------------------------------------
+
+
+def _gather_model(data, indices, opset=13, **attrs):
+    def vi(name, a):
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                             list(a.shape))
+
+    node = helper.make_node("GatherND", ["d", "i"], ["y"], name="g", **attrs)
+    return make_model([node], [vi("d", data), vi("i", indices)],
+                      [helper.make_tensor_value_info("y", 0, None)], opset=opset)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_gather_nd_matches_onnx_reference(seed):
+    rng = np.random.default_rng([40, seed])
+    rank = int(rng.integers(1, 5))
+    shape = [int(rng.integers(1, 5)) for _ in range(rank)]
+    b = int(rng.integers(0, rank))
+    k = int(rng.integers(1, rank - b + 1))
+    lead = [int(rng.integers(1, 4)) for _ in range(int(rng.integers(0, 3)))]
+    indices = np.stack([rng.integers(-shape[b + a], shape[b + a], shape[:b] + lead)
+                        for a in range(k)], -1).astype(np.int64)
+    data = rng.standard_normal(shape).astype(np.float32)
+    opset = 11 if b == 0 and seed % 3 == 0 else int(rng.choice([12, 13]))
+    m = _gather_model(data, indices, opset, **({"batch_dims": b} if opset >= 12 else {}))
+    if opset == 11 and b:
+        pytest.skip("batch_dims came with GatherND-12")
+    feeds = {"d": data, "i": indices}
+    np.testing.assert_array_equal(evaluate(m, feeds)["y"],
+                                  ReferenceEvaluator(m).run(None, feeds)[0])
+
+
+def test_gather_nd_tuples_of_no_index_take_all_of_each_batch():
+    """onnx.reference's kernel cannot reshape them; the operator: each names data[batch]."""
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    indices = np.zeros((2, 5, 0), np.int64)
+    y = evaluate(_gather_model(data, indices, batch_dims=1), {"d": data, "i": indices})["y"]
+    np.testing.assert_array_equal(y, np.broadcast_to(data[:, None], (2, 5, 3, 4)))
+
+
+def test_gather_nd_node_tests_and_errors():
+    outputs = onnx_node_outputs("test_gathernd")
+    assert len(outputs) >= 3
+    for name, got, want in outputs:
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    data = np.zeros((2, 3), np.float32)
+    for indices, match in ((np.array([[2, 0]], np.int64), r"index \[2, 0\] is out of range"),
+                           (np.array([[0, 0, 0]], np.int64), r"do not index data")):
+        with pytest.raises(EvaluationError, match=r"node 'g' \(GatherND-13.*" + match):
+            evaluate(_gather_model(data, indices), {"d": data, "i": indices})

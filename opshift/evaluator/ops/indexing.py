@@ -1,5 +1,10 @@
-"""ScatterND, ScatterElements and Scatter: a copy of ``data`` with the places ``indices``
-name set to their ``updates`` entries, or combined with them by ``reduction``. ScatterND's
+"""Reads and writes at computed indices: GatherND, ScatterND, ScatterElements and Scatter.
+
+GatherND: the elements or slices of ``data`` that the k-tuples of ``indices`` name, per batch
+(``batch_dims`` leading axes shared by both), all at once through numpy's indexing.
+
+The scatters: a copy of ``data`` with the places ``indices`` name set to their ``updates``
+entries, or combined with them by ``reduction``. ScatterND's
 k-tuples of indices name an element (k = the rank of data) or a slice; ScatterElements' (and
 Scatter's, its first name) each name one element: its own position with the index put in
 along ``axis``.
@@ -128,3 +133,27 @@ def scatter_elements(ctx, data, indices, updates):
     else:
         raise ctx.error(f"unknown reduction {reduction!r}")
     return out
+
+
+@op("GatherND", 11, 12, 13)
+def gather_nd(ctx, data, indices):
+    b = ctx.attrs.get("batch_dims", 0)
+    if indices.ndim < 1 or not 0 <= b < min(data.ndim, indices.ndim) or \
+            indices.shape[-1] > data.ndim - b or data.shape[:b] != indices.shape[:b]:
+        raise ctx.error(f"indices {list(indices.shape)} do not index data "
+                        f"{list(data.shape)} with batch_dims={b}")
+    k, batches = indices.shape[-1], math.prod(data.shape[:b])
+    idx = indices.reshape(batches, math.prod(indices.shape[b:-1]), k).astype(np.int64)
+    dims = np.array(data.shape[b:b + k], np.int64)
+    bad = (idx < -dims) | (idx >= dims)
+    if bad.any():
+        at = np.argwhere(bad.any(axis=-1))[0]
+        raise ctx.error(f"index {idx[tuple(at)].tolist()} is out of range for data "
+                        f"{list(data.shape)} (batch_dims={b})")
+    idx = np.where(idx < 0, idx + dims, idx)
+    rows = data.reshape(batches, *data.shape[b:])
+    if k:
+        out = rows[(np.arange(batches)[:, None], *np.moveaxis(idx, -1, 0))]
+    else:  # tuples of no index: each names all of its batch's data
+        out = np.repeat(rows[:, None], idx.shape[1], axis=1)
+    return out.reshape(indices.shape[:-1] + data.shape[b + k:])
