@@ -265,3 +265,24 @@ def test_clip_of_0d_values():
                    [vi("x", []), vi("lo", []), vi("hi", [])], [vi("y")], opset=11)
     y = evaluate(m, {"x": np.float32(3), "lo": np.float32(0), "hi": np.float32(2)})["y"]
     assert isinstance(y, np.ndarray) and y.shape == () and y == 2
+
+
+@pytest.mark.parametrize("op,gates,opset", [("RNN", 1, 1), ("GRU", 3, 1), ("GRU", 3, 3),
+                                            ("LSTM", 4, 1)])
+def test_recurrent_ops_before_7_compute_what_7_does(op, gates, opset, rng):
+    """Their output_sequence only made Y optional, which onnx.reference's kernels do not take,
+    and GRU-1's schema spells its default direction 'foward': the node is read as version 7."""
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    inits = [numpy_helper.from_array(rng.standard_normal((1, gates * 4, n)).astype(np.float32),
+                                     name) for name, n in (("w", 3), ("r", 4))]
+    outs = []
+    for at, attrs in ((opset, {"output_sequence": 1}), (opset, {}), (7, {})):
+        m = make_model([helper.make_node(op, ["x", "w", "r"], ["y", "yh"], hidden_size=4,
+                                         **attrs)],
+                       [vi("x", [5, 2, 3])], [vi("y"), vi("yh")], opset=at,
+                       initializers=inits)
+        outs.append(evaluate(m, {"x": x}))
+    assert kernels(m).sources[f"{op}-7"] == "onnx.reference"
+    for out in outs[:2]:
+        for name in ("y", "yh"):
+            np.testing.assert_array_equal(out[name], outs[2][name])

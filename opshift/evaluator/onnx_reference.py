@@ -43,7 +43,16 @@ DOMAINS = frozenset(_MODULES)
 #: Versions onnx.reference has no kernel for whose meaning a later version's kernel keeps
 #: (it only adds types or attributes whose defaults are the old behaviour): (op, version)
 #: -> the version whose kernel runs them.
-_LATER_KERNEL = {("DequantizeLinear", 10): 19, ("DequantizeLinear", 13): 19}
+_LATER_KERNEL = {("DequantizeLinear", 10): 19, ("DequantizeLinear", 13): 19, ("RNN", 1): 7}
+
+#: Attributes of old versions as the newest kernel must read them: (op, version) ->
+#: {attribute: None (dropped: the kernel does not take it, and it changes no value) or
+#: {old value: value}}. The recurrent ops' output_sequence only made Y optional (version 7
+#: made every output optional); GRU-1's schema spells its default direction 'foward'.
+_FOR_KERNEL: dict[tuple[str, int], dict[str, Any]] = {
+    ("RNN", 1): {"output_sequence": None}, ("GRU", 3): {"output_sequence": None},
+    ("GRU", 1): {"output_sequence": None, "direction": {"foward": "forward"}},
+    ("LSTM", 1): {"output_sequence": None}}
 
 def _quiet(*_args: Any) -> None:
     return None
@@ -95,6 +104,12 @@ def _instance(ctx) -> Any:
     # defaults, which keep the old behaviour), and attributes that refer to the calling
     # function's are replaced by their values (dropped where the call does not set them)
     node = function_body.node_with_defaults(ctx)
+    for name, how in _FOR_KERNEL.get((ctx.op, ctx.version), {}).items() if not ctx.domain else ():
+        at = next((a for a in node.attribute if a.name == name), None)
+        if at is not None and how is None:
+            node.attribute.remove(at)
+        elif at is not None and at.s.decode() in how:
+            at.s = how[at.s.decode()].encode()
     kind = _load(ctx.domain, ctx.op, ctx.version)
     params = {"log": _quiet, "opsets": dict(ctx.opsets), "verbose": 0, "new_ops": None,
               "evaluator_cls": _evaluator_cls()}
