@@ -257,6 +257,22 @@ def test_attribute_that_changed_meaning_is_refused():
         convert_other_ops(m, 11, 9)
 
 
+def test_mod_28_floored_remainder_of_floats_is_refused_below_28():
+    """Mod-28 takes fmod=0 on floats (the floored remainder); before, fmod=0 is for integers:
+    refused going down (a model that computes it cannot be written), integers cross."""
+    def mod(elem, **kw):
+        return make_model([one("Mod", ["a", "b"], ["y"], **kw)],
+                          [vi("a", elem, [3]), vi("b", elem, [3])], [vi("y", elem, [3])],
+                          opset=28)
+    with pytest.raises(ConversionError, match=r"Mod-28 -> 13.*fmod=0 on floating-point "
+                                              r"values"):
+        convert_other_ops(mod(F), 28, 13)
+    roundtrip(mod(F, fmod=1), 28, 13, {"a": np.float32([7.5, -7, 5]),
+                                       "b": np.float32([3, 2.5, -2])})
+    m = mod(TensorProto.INT32)
+    roundtrip(m, 28, 13, {"a": np.int32([7, -7, 5]), "b": np.int32([3, 3, -2])})
+
+
 def test_unset_attribute_whose_default_changes_is_written():
     # Clip-6's unset bounds are -FLT_MAX/FLT_MAX; Clip-1 has no default: written explicitly.
     m = make_model([one("Clip", ["x"], ["y"], max=2.0)], [vi("x", F, [3])], [vi("y", F, [3])],
