@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import init, make_model, onnx_node_outputs, vi
+from conftest import init, make_model, onnx_node_outputs, run_onnxruntime, vi
 from onnx import TensorProto as T
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
@@ -215,3 +215,77 @@ def test_roialign_10_keeps_its_output_half_pixel_rule(rng):
         outs[opset, bool(attrs)] = evaluate(m, feeds)["y"]
     np.testing.assert_array_equal(outs[10, False], outs[16, True])
     assert not np.array_equal(outs[10, False], outs[16, False])
+
+
+# -- MaxRoiPool -------------------------------------------------------------------------------
+
+
+def _max_roi_definition(x, rois, pooled, scale):
+    """Caffe's ROIPooling, written as loops (in float32, as its kernel computes)."""
+    f = np.float32
+    out = np.zeros((len(rois), x.shape[1], *pooled), x.dtype)
+    h, w = x.shape[2:]
+    for r, (b, *corners) in enumerate(rois):
+        x0, y0, x1, y1 = (int(np.copysign(np.floor(abs(f(v) * f(scale)) + 0.5), v))
+                          for v in corners)
+        bh, bw = f(max(y1 - y0 + 1, 1)) / f(pooled[0]), f(max(x1 - x0 + 1, 1)) / f(pooled[1])
+        for i in range(pooled[0]):
+            r0 = min(max(int(np.floor(f(i) * bh)) + y0, 0), h)
+            r1 = min(max(int(np.ceil(f(i + 1) * bh)) + y0, 0), h)
+            for j in range(pooled[1]):
+                c0 = min(max(int(np.floor(f(j) * bw)) + x0, 0), w)
+                c1 = min(max(int(np.ceil(f(j + 1) * bw)) + x0, 0), w)
+                if r1 > r0 and c1 > c0:
+                    for c in range(x.shape[1]):
+                        out[r, c, i, j] = max(x[int(b), c, r0:r1, c0:c1].ravel())
+    return out
+
+
+def _roi_pool_model(x, rois, opset, **attrs):
+    node = helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], name="mrp", **attrs)
+    return make_model([node], [vi("x", T.FLOAT, list(x.shape)),
+                               vi("rois", T.FLOAT, list(rois.shape))], [vi("y", T.FLOAT)],
+                      opset=opset)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_max_roi_pool_matches_its_definition(seed):
+    rng = np.random.default_rng([50, seed])
+    x = rng.standard_normal((2, 3, int(rng.integers(3, 12)), int(rng.integers(3, 12))))
+    x = x.astype(np.float32)
+    n = int(rng.integers(1, 8))
+    corners = rng.uniform(-6, 30, (n, 4))
+    corners[:, 2:] = np.maximum(corners[:, 2:], corners[:, :2])
+    rois = np.concatenate([rng.integers(0, 2, (n, 1)), corners], 1).astype(np.float32)
+    pooled = [int(rng.integers(1, 5)), int(rng.integers(1, 5))]
+    scale = float(rng.choice([1.0, 0.5, 0.25]))
+    m = _roi_pool_model(x, rois, int(rng.choice([13, 22])), pooled_shape=pooled,
+                        spatial_scale=scale)
+    got = evaluate(m, {"x": x, "rois": rois})["y"]
+    np.testing.assert_array_equal(got, _max_roi_definition(x, rois, pooled, scale))
+
+
+def test_max_roi_pool_against_onnxruntime():
+    rng = np.random.default_rng(51)
+    x = rng.standard_normal((2, 16, 20, 24)).astype(np.float32)
+    rois = np.concatenate([rng.integers(0, 2, (40, 1)), rng.uniform(-5, 30, (40, 4))], 1)
+    rois[:, 3:] = np.maximum(rois[:, 3:], rois[:, 1:3])
+    rois = rois.astype(np.float32)
+    m = _roi_pool_model(x, rois, 13, pooled_shape=[3, 4], spatial_scale=0.5)
+    (want,) = run_onnxruntime(m, {"x": x, "rois": rois})
+    np.testing.assert_array_equal(evaluate(m, {"x": x, "rois": rois})["y"], want)
+
+
+def test_max_roi_pool_errors():
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    m = _roi_pool_model(x, np.zeros((1, 5), np.float32), 22, pooled_shape=[2, 2])
+    with pytest.raises(EvaluationError, match=r"node 'mrp' \(MaxRoiPool-22, graph 'g'\): RoI 0: "
+                                              r"batch index 1.0 is out of range"):
+        evaluate(m, {"x": x, "rois": np.float32([[1, 0, 0, 2, 2]])})
+
+
+def test_max_roi_pool_rounds_corners_half_away_from_zero():
+    x = np.arange(36, dtype=np.float32).reshape(1, 1, 6, 6)
+    rois = np.float32([[0, 2.5, 0.5, 2.5, 0.5]])  # x 2.5 -> 3, y 0.5 -> 1: one pixel, (1, 3)
+    m = _roi_pool_model(x, rois, 22, pooled_shape=[1, 1])
+    assert evaluate(m, {"x": x, "rois": rois})["y"].item() == x[0, 0, 1, 3]

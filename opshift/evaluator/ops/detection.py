@@ -202,3 +202,45 @@ def roi_align(ctx, x, rois, batch_indices):
         y[r] = _roi_bins(x[int(batch_indices[r])], rois[r], ctx.attrs,
                          coords == "half_pixel", out_h, out_w)
     return y
+
+
+@op("MaxRoiPool", 1, 22)
+def max_roi_pool(ctx, x, rois):
+    """Fast R-CNN's RoI pooling, as Caffe and onnxruntime compute it: each RoI's corners
+    scaled and rounded half away from zero, its inclusive extent cut into pooled_shape bins
+    (floor of each start, ceil of each end, in X's type), clipped to the map; each bin's
+    maximum (NaN wins, as MaxPool's), 0 for an empty bin."""
+    shape = ctx.attrs.get("pooled_shape")
+    if not shape or len(shape) != 2 or min(shape) < 1:
+        raise ctx.error(f"pooled_shape {shape} must be two positive sizes")
+    if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 5:
+        raise ctx.error(f"X {list(x.shape)} and rois {list(rois.shape)} must be [N, C, H, W] "
+                        "and [R, 5]")
+    t = np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
+    scale = t.type(ctx.attrs.get("spatial_scale", 1.0))
+    (ph, pw), (h, w) = shape, x.shape[2:]
+    y = np.zeros((rois.shape[0], x.shape[1], ph, pw), x.dtype)
+    for r, roi in enumerate(rois.astype(t)):
+        b = int(roi[0])
+        if not 0 <= b < x.shape[0]:
+            raise ctx.error(f"RoI {r}: batch index {roi[0]} is out of range for X "
+                            f"{list(x.shape)}")
+        x0, y0, x1, y1 = (int(np.sign(v) * np.floor(np.abs(v) + 0.5)) for v in roi[1:] * scale)
+        rows = _bins(y0, max(y1 - y0 + 1, 1), ph, h, t)
+        cols = _bins(x0, max(x1 - x0 + 1, 1), pw, w, t)
+        for i, (r0, r1) in enumerate(rows):
+            for j, (c0, c1) in enumerate(cols):
+                if r1 > r0 and c1 > c0:
+                    y[r, :, i, j] = x[b, :, r0:r1, c0:c1].max(axis=(1, 2))
+    return y
+
+
+def _bins(start: int, extent: int, pooled: int, length: int, t) -> list[tuple[int, int]]:
+    """Each bin's [begin, end) along one axis of an RoI, clipped to [0, length]."""
+    size = t.type(extent) / t.type(pooled)
+    out = []
+    for p in range(pooled):
+        lo = int(np.floor(t.type(p) * size)) + start
+        hi = int(np.ceil(t.type(p + 1) * size)) + start
+        out.append((min(max(lo, 0), length), min(max(hi, 0), length)))
+    return out
