@@ -297,6 +297,32 @@ def test_blocks_in_parallel_run_once_and_errors_reach_the_caller(monkeypatch):
     assert threading.active_count() == before  # every thread joined
 
 
+def test_blocks_in_parallel_keep_the_callers_floating_point_error_state(monkeypatch):
+    """evaluate() ignores floating-point errors (inf and NaN flow as ONNX says); its worker
+    threads too, though a new thread starts with numpy's default state (warn)."""
+    import threading
+    import time
+    import warnings
+
+    from opshift.evaluator.ops import _common
+
+    monkeypatch.setattr(_common, "cores", lambda: 3)
+    seen = []
+
+    def run(todo):
+        for _ in todo:
+            seen.append((threading.get_ident(), np.geterr()["invalid"]))
+            np.array([np.inf]) * 0
+            time.sleep(0.002)  # (so that every thread takes blocks)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="ignore"):
+            _common.in_parallel(list(range(30)), run, _common.PARALLEL_WORK + 1)
+    assert {state for _, state in seen} == {"ignore"}
+    assert len({t for t, _ in seen}) > 1
+
+
 def test_one_blas_thread_in_several_threads_restores_the_count():
     """Blocks in several threads at once (a process evaluating in a thread pool) leave the
     BLAS thread count as it was, and each block runs on one BLAS thread."""

@@ -162,10 +162,12 @@ def in_parallel(blocks: Sequence, run: Callable[[Iterator], None], work: int) ->
             run(shared)
             return
         failed: list[BaseException] = []
+        errors = np.geterr()  # a new thread starts with numpy's default error state
 
         def worker() -> None:
             try:
-                run(shared)
+                with np.errstate(**errors):
+                    run(shared)
             except BaseException as e:  # re-raised in the caller's thread
                 failed.append(e)
 
