@@ -212,6 +212,23 @@ def test_resize_11_without_roi():
     np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], np.float32([[1, 1, 2, 2]]))
 
 
+def test_only_resize_11_may_leave_a_required_input_out():
+    """Resize-11 runs without its roi (and scales, given sizes), as models in use write it;
+    another opshift kernel whose schema requires an input left out is refused before it
+    runs (Gemm-9's C, which its kernel could take as absent: it is required at 9)."""
+    x = np.float32([[1, 2]])
+    m = _model(x.shape, np.float32, 11, sizes=[1, 4], mode="nearest")
+    assert list(m.graph.node[0].input) == ["x", "", "", "sizes"]
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], np.float32([[1, 1, 2, 2]]))
+    node = helper.make_node("Gemm", ["a", "b", ""], ["y"], name="gemm")
+    g = make_model([node], [helper.make_tensor_value_info("a", 1, [1, 2]),
+                            helper.make_tensor_value_info("b", 1, [2, 2])],
+                   [helper.make_tensor_value_info("y", 1, None)], opset=9)
+    with pytest.raises(EvaluationError, match=r"node 'gemm' \(Gemm-9.*required input 2 is "
+                                              "missing"):
+        evaluate(g, {"a": x, "b": np.eye(2, dtype=np.float32)})
+
+
 def test_integers_round_half_to_even_and_clip():
     x = np.uint8([[0, 1, 2, 3, 255, 0]])
     m = _model(x.shape, np.uint8, 13, scales=[1, 2], mode="linear",

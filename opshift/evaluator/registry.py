@@ -12,17 +12,21 @@ silent fallback to a neighbour with a different meaning.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 Impl = Callable[..., Any]
 
 _REGISTRY: dict[tuple[str, str], dict[int, Impl]] = {}
+_ABSENT: dict[tuple[str, str, int], frozenset[int]] = {}
 
 
-def op(name: str, *versions: int, domain: str = "") -> Callable[[Impl], Impl]:
-    """Register the decorated function for ``name`` at each schema version in ``versions``."""
+def op(name: str, *versions: int, domain: str = "",
+       absent: tuple[int, ...] = ()) -> Callable[[Impl], Impl]:
+    """Register the decorated function for ``name`` at each schema version in ``versions``.
+    ``absent``: positions of inputs the schema requires that the kernel runs without (as
+    models in use leave out Resize-11's roi); any other required input left out is an
+    error before the kernel runs."""
     if not versions:
         raise ValueError(f"op({name!r}) needs at least one version")
 
@@ -32,6 +36,8 @@ def op(name: str, *versions: int, domain: str = "") -> Callable[[Impl], Impl]:
             if v in table:
                 raise ValueError(f"{domain}::{name}-{v} registered twice")
             table[v] = fn
+            if absent:
+                _ABSENT[(domain, name, v)] = frozenset(absent)
         return fn
 
     return deco
@@ -41,15 +47,9 @@ def lookup(domain: str, name: str, version: int) -> Impl | None:
     return _REGISTRY.get((domain, name), {}).get(version)
 
 
-def defaulted(domain: str, name: str, version: int) -> frozenset[int]:
-    """Input positions the registered kernel gives a default: it runs without them even where
-    the schema requires them (as models in use leave out Resize-11's roi)."""
-    fn = lookup(domain, name, version)
-    if fn is None:
-        return frozenset()
-    params = list(inspect.signature(fn).parameters.values())[1:]  # after ctx
-    return frozenset(i for i, p in enumerate(params)
-                     if p.default is not inspect.Parameter.empty)
+def absent_ok(domain: str, name: str, version: int) -> frozenset[int]:
+    """Required inputs the registered kernel runs without (see :func:`op`)."""
+    return _ABSENT.get((domain, name, version), frozenset())
 
 
 def supported() -> dict[tuple[str, str], tuple[int, ...]]:

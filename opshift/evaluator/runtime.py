@@ -78,7 +78,7 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
     required = frozenset(n for n, a in s.attributes.items()
                          if a.required and n != "consumed_inputs")
     single = onnx.defs.OpSchema.FormalParameterOption.Single
-    kept = registry.defaulted(domain, op, version)  # inputs opshift's kernel runs without
+    kept = registry.absent_ok(domain, op, version)  # inputs opshift's kernel runs without
     required_inputs = tuple(i for i, p in enumerate(s.inputs)
                             if p.option == single and i not in kept)
     return _Sig(ins, outs, allowed, attr_types, required, required_inputs)

@@ -293,10 +293,10 @@ def resize(ctx, rule: _Rule, x: np.ndarray, roi=None, scales=None, sizes=None) -
     return v if v.dtype == x.dtype else _rounded(v, x.dtype)
 
 
-@op("Resize", 11)
+@op("Resize", 11, absent=(1, 2))
 def resize_11(ctx, x, roi=None, scales=None, sizes=None):
-    """Models in use leave Resize-11's roi out (it is required, and unused but by
-    tf_crop_and_resize): taken as absent."""
+    """Models in use leave Resize-11's roi out, and its scales when sizes are given (both are
+    required, roi is unused but by tf_crop_and_resize): taken as absent."""
     return resize(ctx, _Rule.of(ctx), x, roi, scales, sizes)
 
 
