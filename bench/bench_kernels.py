@@ -20,14 +20,15 @@ from onnx import TensorProto, helper, numpy_helper
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 
-def _model(op, args, opset=19, out=F, **attrs):
+def _model(op, args, opset=19, out=F, outputs=("y",), **attrs):
     """One ``op`` node on ``args``, (name, array, fed) in the node's input order: fed ones
     are graph inputs, the others initializers."""
     g = helper.make_graph(
-        [helper.make_node(op, [n for n, _, _ in args], ["y"], **attrs)], op,
+        [helper.make_node(op, [n for n, _, _ in args], list(outputs), **attrs)], op,
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
          for n, a, fed in args if fed],
-        [helper.make_tensor_value_info("y", out, None)],
+        [helper.make_tensor_value_info(o, out if i == 0 else I64, None)
+         for i, o in enumerate(outputs)],
         [numpy_helper.from_array(np.asarray(a), n) for n, a, fed in args if not fed])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 9
@@ -81,6 +82,9 @@ def cases():
                                   ("s", rng.random((1, 80, 1000), np.float32), True),
                                   ("m", np.int64([100]), False),
                                   ("iou", np.float32([0.5]), False)], opset=11, out=I64),
+        "TopK k=1000 of 1M": _model(
+            "TopK", [("x", f32(1, 1000000), True), ("k", np.int64([1000]), False)], opset=11,
+            outputs=("y", "i")),
         "QLinearConv 64->64 3x3 [1,64,56,56]": _model(
             "QLinearConv", [("x", q, True), ("xs", np.float32(0.02), False),
                             ("xz", np.uint8(128), False),

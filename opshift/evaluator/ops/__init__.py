@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     elementwise,
     indexing,
     nn,
+    order,
     pools,
     reduce,
     resize,
