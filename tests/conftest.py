@@ -103,10 +103,20 @@ def weighted_model(op: str, x_shape, w, b, dtype, *, opset: int, name: str,
                       initializers=inits)
 
 
-def onnx_node_outputs(prefix: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """opshift's evaluator on onnx's backend node tests whose names start with ``prefix``:
-    (test and output name, what it computes, what the test expects) for each output of each
-    one's first data set."""
+def by_policy(name: str, got, want) -> None:
+    """A ``check`` for :func:`assert_onnx_node_tests`: equal under ``verify.compare``."""
+    from opshift.verify import compare
+
+    c = compare(want, got)
+    assert c.ok, (name, c.reason)
+
+
+def assert_onnx_node_tests(*prefixes: str, at_least: int, atol: float = 0.0,
+                           rtol: float = 0.0, check=None) -> None:
+    """opshift's evaluator on onnx's backend node tests whose names start with one of
+    ``prefixes`` (at least ``at_least`` outputs): each output of each one's first data set
+    in the expected dtype and equal to the expected one (bit for bit; within ``atol`` +
+    ``rtol`` where onnx writes them rounded), or passing ``check(name, got, want)``."""
     import warnings
 
     from onnx import numpy_helper
@@ -120,14 +130,22 @@ def onnx_node_outputs(prefix: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cases = [c for c in collect_testcases(None) if c.name.startswith(prefix)]
-    out = []
+        cases = [c for c in collect_testcases(None) if c.name.startswith(prefixes)]
+    seen = 0
     for c in cases:
         inputs, expected = c.data_sets[0]
         got = evaluate(c.model, {v.name: array(t) for v, t in zip(c.model.graph.input, inputs)})
-        out += [(f"{c.name}:{v.name}", got[v.name], array(t))
-                for v, t in zip(c.model.graph.output, expected)]
-    return out
+        for v, t in zip(c.model.graph.output, expected):
+            name, out, want = f"{c.name}:{v.name}", got[v.name], array(t)
+            seen += 1
+            assert out.dtype == want.dtype, name
+            if check is not None:
+                check(name, out, want)
+            elif atol or rtol:
+                np.testing.assert_allclose(out, want, rtol=rtol, atol=atol, err_msg=name)
+            else:
+                np.testing.assert_array_equal(out, want, err_msg=name)
+    assert seen >= at_least, (prefixes, seen)
 
 
 def const(name: str, value, dtype=np.float32) -> onnx.NodeProto:

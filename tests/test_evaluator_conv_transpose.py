@@ -15,7 +15,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import init, make_model, onnx_node_outputs, weighted_model
+from conftest import assert_onnx_node_tests, by_policy, init, make_model, weighted_model
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
@@ -142,11 +142,7 @@ def test_depthwise_and_a_kernel_wider_than_the_output(rng):
 
 def test_onnx_node_tests_give_their_expected_outputs():
     """onnx's ConvTranspose node tests (expected outputs written by hand) run exactly."""
-    outputs = onnx_node_outputs("test_convtranspose")
-    assert len(outputs) >= 8
-    for name, got, want in outputs:
-        c = compare(want, got)
-        assert c.ok, (name, c.reason)
+    assert_onnx_node_tests("test_convtranspose", at_least=8, check=by_policy)
 
 
 def test_onnxruntime_agrees(rng):
@@ -228,10 +224,7 @@ def test_col2im_matches_onnx_reference(seed):
 
 
 def test_col2im_node_tests_and_errors():
-    outputs = onnx_node_outputs("test_col2im")
-    assert len(outputs) >= 4
-    for name, got, want in outputs:
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=name)
+    assert_onnx_node_tests("test_col2im", at_least=4, rtol=1e-6, atol=1e-6)
     x = np.zeros((1, 4, 5), np.float32)
     with pytest.raises(EvaluationError, match=r"node 'c2i' \(Col2Im-18, graph 'g'\): input "
                                               r"\[1, 4, 5\] has 5 blocks"):

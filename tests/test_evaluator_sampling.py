@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_model, onnx_node_outputs, run_onnxruntime, vi
+from conftest import assert_onnx_node_tests, make_model, run_onnxruntime, vi
 from onnx import TensorProto as T
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
@@ -113,11 +113,8 @@ def _mirror(i: int, n: int, align: int) -> int:
 
 
 def test_grid_sample_node_tests():
-    cases = onnx_node_outputs("test_gridsample")
-    assert len(cases) >= 15
-    for name, got, want in cases:  # some expected values are written to 4 decimals
-        assert got.dtype == want.dtype, name
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4, err_msg=name)
+    # some expected values are written to 4 decimals
+    assert_onnx_node_tests("test_gridsample", at_least=15, atol=1e-4)
 
 
 @pytest.mark.parametrize("mode,padding", [
@@ -209,10 +206,7 @@ def test_affine_grid_is_theta_times_the_base_grid_in_its_type():
 
 
 def test_affine_grid_node_tests():
-    cases = onnx_node_outputs("test_affine_grid")
-    assert len(cases) >= 8
-    for name, got, want in cases:
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6, err_msg=name)
+    assert_onnx_node_tests("test_affine_grid", at_least=8, atol=1e-6)
 
 
 def test_affine_grid_errors():
