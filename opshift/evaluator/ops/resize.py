@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..registry import op
-from ._common import in_parallel, is_float, normalize_axes
+from ._common import in_parallel, is_float, normalize_axes, requantized
 
 #: coordinate_transformation_mode -> the Resize versions that have it
 _COORDINATES = {
@@ -223,10 +223,8 @@ def _weighted_sum(v: np.ndarray, axis: int, idx: np.ndarray, w: np.ndarray,
 
 
 def _rounded(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        return np.clip(np.rint(v), info.min, info.max).astype(dtype)
-    return v.astype(dtype)
+    """float64 sums in X's type: integers half to even and clipped, as onnx.reference's."""
+    return requantized(np.asarray(v), None, dtype) if dtype.kind in "iu" else v.astype(dtype)
 
 
 def _axes(ctx, rule: _Rule, x, roi, scales, sizes) -> list[_Axis]:
