@@ -210,12 +210,25 @@ def _weighted_sum(v: np.ndarray, axis: int, idx: np.ndarray, w: np.ndarray,
     ws = [w[:, k].reshape(1, size, 1) for k in range(w.shape[1])]
 
     def run(blocks: Iterator[tuple[int, int]]) -> None:
+        buffers: dict[tuple, tuple] = {}  # per block shape: the sum, a term, a gather in v's type
         for r, c in blocks:
             part = src[r:r + rows, :, c:c + cols]
-            total = np.multiply(np.take(part, idx[:, 0], axis=1), ws[0], dtype=acc)
-            for k in range(1, len(ws)):
-                total += np.multiply(np.take(part, idx[:, k], axis=1), ws[k], dtype=acc)
-            out[r:r + rows, :, c:c + cols] = total if dtype == acc else _rounded(total, dtype)
+            shape = (part.shape[0], size, part.shape[2])
+            if shape not in buffers:
+                buffers[shape] = (np.empty(shape, acc), np.empty(shape, acc),
+                                  None if v.dtype == acc else np.empty(shape, v.dtype))
+            total, term, raw = buffers[shape]
+            for k, wk in enumerate(ws):
+                dest = term if k else total
+                np.take(part, idx[:, k], axis=1, out=dest if raw is None else raw, mode="clip")
+                np.multiply(dest if raw is None else raw, wk, out=dest)
+                if k:
+                    total += term
+            target = out[r:r + rows, :, c:c + cols]
+            if dtype.kind in "iu":
+                target[...] = _rounded(total, dtype)
+            else:
+                np.copyto(target, total, casting="unsafe")  # rounded once to X's type
 
     in_parallel([(r, c) for r in range(0, outer, rows) for c in range(0, inner, cols)], run,
                 out.size * len(ws) * _TAP)
