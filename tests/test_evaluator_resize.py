@@ -309,6 +309,18 @@ def test_upsample_by_the_asymmetric_rule(op, opset):
                                                      2, 1))
 
 
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_upsample_1_is_upsample_7_of_height_and_width(mode):
+    x = np.random.default_rng(9).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    m = make_model([helper.make_node("Upsample", ["x"], ["y"], mode=mode, height_scale=1.5,
+                                     width_scale=2.0)],
+                   [helper.make_tensor_value_info("x", 1, list(x.shape))],
+                   [helper.make_tensor_value_info("y", 1, None)], opset=5)
+    assert kernels(m).sources["Upsample-1"] == "opshift"
+    want = _scaled("Upsample", 7, x, [1, 1, 1.5, 2.0], "linear" if mode == "bilinear" else mode)
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], want)
+
+
 @pytest.mark.parametrize("mode,extra", [("linear", {}), ("nearest", {"nearest_mode": "floor"})])
 def test_resize_10_is_resize_11_with_asymmetric_coordinates(mode, extra, rng):
     x = rng.standard_normal((1, 2, 5, 7)).astype(np.float32)

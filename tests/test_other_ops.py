@@ -893,6 +893,19 @@ def test_upsample_scales_forms():
         convert_other_ops(m, 9, 10)
 
 
+def test_upsample_1_bilinear_is_7s_linear():
+    """Upsample-1 names linear sampling 'bilinear', which Upsample-7 does not accept."""
+    x = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3)
+    m = make_model([one("Upsample", ["x"], ["y"], mode="bilinear", height_scale=2.0,
+                        width_scale=1.5)], [vi("x", F, [1, 1, 2, 3])], [vi("y", F, [1, 1, 4, 4])],
+                   opset=5)
+    roundtrip(m, 1, 7, {"x": x})
+    assert attrs(m.graph.node[0]) == {"mode": b"linear", "scales": [1.0, 1.0, 2.0, 1.5]}
+    convert(m, 7, 1)
+    assert attrs(m.graph.node[0]) == {"mode": b"bilinear", "height_scale": 2.0,
+                                      "width_scale": 1.5}
+
+
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
 @pytest.mark.parametrize("scale", [2.0, 1.5, 0.6])
 def test_resize_10_and_11(mode, scale):

@@ -1,8 +1,8 @@
 """Resampling ops.
 
 * Resize **11** (Resize-10 is asymmetric sampling with floor rounding), **13** (roi/scales
-  optional), **19** (half_pixel_symmetric); Upsample **7** (height/width_scale -> scales),
-  **9** (scales input);
+  optional), **19** (half_pixel_symmetric); Upsample **7** (height/width_scale -> scales,
+  mode bilinear -> linear), **9** (scales input);
 * GridSample **20** (mode names bilinear/bicubic -> linear/cubic); RoiAlign **16** (the old
   behaviour is coordinate mode 'output_half_pixel').
 """
@@ -101,6 +101,8 @@ def resize_symmetric(st: Step) -> None:
 
 @at(7, "Upsample")
 def upsample_height_width(st: Step) -> None:
+    mode = st.attr("mode", b"nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
     if st.up:
         h, w = st.attr("height_scale"), st.attr("width_scale")
         if h is None or w is None:
@@ -109,6 +111,8 @@ def upsample_height_width(st: Step) -> None:
         st.del_attr("width_scale")
         st.set_attr("scales", [1.0, 1.0, float(h), float(w)])
         st.note("height_scale/width_scale written as scales (NCHW)")
+        if mode == "bilinear":  # Upsample-1's name of what 7 calls linear
+            st.set_attr("mode", "linear")
         return
     scales = st.attr("scales")
     if scales is None or len(scales) != 4 or scales[0] != 1 or scales[1] != 1:
@@ -116,6 +120,8 @@ def upsample_height_width(st: Step) -> None:
     st.del_attr("scales")
     st.set_attr("height_scale", float(scales[2]))
     st.set_attr("width_scale", float(scales[3]))
+    if mode == "linear":
+        st.set_attr("mode", "bilinear")
 
 
 @at(9, "Upsample")

@@ -17,7 +17,8 @@ neighbour's inf or NaN does not reach it through a weight of 0 (onnx.reference w
 ``length_resized`` in the formulas is scale x input length (fractional when computed from a
 scale, as onnx's node tests expect), or the size asked for; pytorch_half_pixel maps a length-1
 output to 0, as its formula states (onnx.reference: -0.5). Upsample-7/9 and Resize-10 are
-Resize with asymmetric coordinates and nearest rounding down.
+Resize with asymmetric coordinates and nearest rounding down, as is the experimental
+Upsample-1 (NCHW, scales of H and W, its bilinear mode being linear).
 """
 from __future__ import annotations
 
@@ -316,10 +317,9 @@ def resize_13(ctx, x, roi=None, scales=None, sizes=None):
     return resize(ctx, _Rule.of(ctx), x, roi, scales, sizes)
 
 
-def _asymmetric(ctx, x, scales) -> np.ndarray:
-    """Upsample-7/9 and Resize-10: Resize-11 with asymmetric coordinates, nearest rounding
+def _asymmetric(ctx, x, scales, mode: str) -> np.ndarray:
+    """Upsample-1/7/9 and Resize-10: Resize-11 with asymmetric coordinates, nearest rounding
     down, and a scale for every axis."""
-    mode = ctx.attrs.get("mode", "nearest")
     if mode not in ("nearest", "linear"):
         raise ctx.error(f"unknown mode {mode!r} (nearest or linear)")
     scales = np.asarray(scales, dtype=np.float32).reshape(-1)
@@ -329,16 +329,24 @@ def _asymmetric(ctx, x, scales) -> np.ndarray:
     return resize(ctx, _Rule(mode, "asymmetric", "floor"), x, None, scales, None)
 
 
+@op("Upsample", 1)
+def upsample_1(ctx, x):
+    """The experimental Upsample: NCHW, height_scale and width_scale, bilinear for linear."""
+    mode = ctx.attrs.get("mode", "nearest")
+    return _asymmetric(ctx, x, [1, 1, ctx.attrs["height_scale"], ctx.attrs["width_scale"]],
+                       "linear" if mode == "bilinear" else mode)
+
+
 @op("Upsample", 7)
 def upsample_7(ctx, x):
-    return _asymmetric(ctx, x, ctx.attrs["scales"])
+    return _asymmetric(ctx, x, ctx.attrs["scales"], ctx.attrs.get("mode", "nearest"))
 
 
-@op("Upsample", 9)
+@op("Upsample", 9, 10)  # 10 deprecates the op, unchanged
 def upsample_9(ctx, x, scales):
-    return _asymmetric(ctx, x, scales)
+    return _asymmetric(ctx, x, scales, ctx.attrs.get("mode", "nearest"))
 
 
 @op("Resize", 10)
 def resize_10(ctx, x, scales):
-    return _asymmetric(ctx, x, scales)
+    return _asymmetric(ctx, x, scales, ctx.attrs.get("mode", "nearest"))
