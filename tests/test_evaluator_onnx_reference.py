@@ -11,7 +11,7 @@ import math
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, table_cells
+from conftest import make_model, run_onnxruntime, table_cells
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -291,3 +291,32 @@ def test_recurrent_ops_before_7_compute_what_7_does(op, gates, opset, rng):
     for out in outs[:2]:
         for name in ("y", "yh"):
             np.testing.assert_array_equal(out[name], outs[2][name])
+
+
+@pytest.mark.parametrize("direction", ["to ints", "to strings"])
+def test_label_encoder_1(direction):
+    """LabelEncoder-1 (onnx.reference's kernel takes version 2's key/value lists only):
+    a string's index in classes_strings (the first, for a string listed twice: the operator
+    looks it up in the list; onnxruntime's map keeps the last), or default_int64; an index's
+    string, or default_string. onnxruntime as a second opinion, on classes listed once."""
+    if direction == "to ints":
+        x, out, extra = np.array(["b", "a", "z", "b"], dtype=object), T.INT64, {
+            "default_int64": 7}
+        want = np.int64([1, 0, 7, 1])
+    else:
+        x, out, extra = np.int64([1, 0, 5, -1]), T.STRING, {"default_string": "none"}
+        want = np.array(["b", "a", "none", "none"], dtype=object)
+
+    def model(classes):
+        return make_model([helper.make_node("LabelEncoder", ["a"], ["y"], domain="ai.onnx.ml",
+                                            classes_strings=classes, **extra)],
+                          [vi("a", [4], T.STRING if x.dtype == object else T.INT64)],
+                          [vi("y", None, out)], opset=11,
+                          extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
+
+    np.testing.assert_array_equal(evaluate(model(["a", "b", "a"]), {"a": x})["y"], want)
+    once = model(["a", "b"])
+    got = evaluate(once, {"a": x})["y"]
+    np.testing.assert_array_equal(got, want)
+    (theirs,) = run_onnxruntime(once, {"a": x})
+    np.testing.assert_array_equal(got, theirs)

@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     detection,
     elementwise,
     indexing,
+    ml,
     nn,
     order,
     pools,
