@@ -54,6 +54,7 @@ _FOR_KERNEL: dict[tuple[str, int], dict[str, Any]] = {
     ("GRU", 1): {"output_sequence": None, "direction": {"foward": "forward"}},
     ("LSTM", 1): {"output_sequence": None}}
 
+
 def _quiet(*_args: Any) -> None:
     return None
 
