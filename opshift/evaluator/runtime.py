@@ -307,8 +307,8 @@ class Runtime:
     def _run_op(self, node, domain, inputs, env, graph_opsets, graph_name, fattrs, keep):
         impl, source, version, sig, attrs, loc = self._prepare(node, domain, graph_opsets,
                                                                graph_name, fattrs, keep)
-        # opshift's kernels count on the inputs their schema requires (onnx.reference's take
-        # what models in use pass, Resize-11's empty roi, and report their own failures)
+        # opshift's kernels count on the inputs their schema requires, but those they declare
+        # they run without (registry.op's absent); onnx.reference's report their own failures
         for i in sig.required_inputs if source == "opshift" else ():
             if i >= len(inputs) or inputs[i] is None:
                 raise EvaluationError(f"{loc}: required input {i} is missing")
