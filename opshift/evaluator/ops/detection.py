@@ -1,4 +1,4 @@
-"""Detection heads: NonMaxSuppression and RoiAlign.
+"""Detection heads: NonMaxSuppression, RoiAlign and MaxRoiPool.
 
 NonMaxSuppression: per batch and class, the boxes in order of score (highest first, the
 lower index first among equal scores), each kept unless its intersection over union with a
@@ -19,6 +19,8 @@ compute it). Sample coordinates and weights are computed in the RoIs' type opera
 operation as those kernels do, so that every point lands where theirs do; a point more than
 one pixel off the map weighs 0. One RoI at a time, all channels and points at once: the
 corner values times their weights (exact in float64), averaged in float64 and rounded once.
+
+MaxRoiPool: Fast R-CNN's RoI pooling, the maximum of each of an RoI's bins (see its kernel).
 """
 
 from __future__ import annotations

@@ -4,10 +4,9 @@ GatherND: the elements or slices of ``data`` that the k-tuples of ``indices`` na
 (``batch_dims`` leading axes shared by both), all at once through numpy's indexing.
 
 The scatters: a copy of ``data`` with the places ``indices`` name set to their ``updates``
-entries, or combined with them by ``reduction``. ScatterND's
-k-tuples of indices name an element (k = the rank of data) or a slice; ScatterElements' (and
-Scatter's, its first name) each name one element: its own position with the index put in
-along ``axis``.
+entries, or combined with them by ``reduction``. ScatterND's k-tuples of indices name an
+element (k = the rank of data) or a slice; ScatterElements' (and Scatter's, its first name)
+each name one element: its own position with the index put in along ``axis``.
 
 All places are updated at once by numpy's indexing, as the operators' loops over ``indices``
 (row-major) would: where two name the same place, the later one's value stays (without
