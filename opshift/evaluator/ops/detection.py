@@ -157,7 +157,9 @@ def _roi_bins(plane, roi, attrs, half_pixel: bool, out_h: int, out_w: int) -> np
     step = max(1, _TERM // off.size)
     for c0 in range(0, c, step):
         block = plane[c0:c0 + step]
-        terms = [np.multiply(block[:, r, k], wt, dtype=np.float64) for r, k, wt in corners]
+        terms = [block[:, r, k].astype(np.float64) for r, k, _ in corners]
+        for term, (_, _, wt) in zip(terms, corners):
+            term *= wt
         out[c0:c0 + step] = _pool(terms, attrs.get("mode", "avg"), (gh, gw), (out_h, out_w))
     return out
 

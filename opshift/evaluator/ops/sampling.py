@@ -127,7 +127,8 @@ def _interpolated(flat: np.ndarray, axes, spatial) -> np.ndarray:
         values = np.take(flat, index, axis=1)
         if weight is None:  # nearest
             return values
-        term = np.multiply(values, weight, dtype=np.float64)
+        term = values.astype(np.float64)  # (a ufunc given dtype= takes a slower, buffered path)
+        term *= weight
         total = term if total is None else total.__iadd__(term)
     return total
 
