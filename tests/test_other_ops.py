@@ -1377,3 +1377,30 @@ def test_an_initializer_that_can_be_fed_is_not_a_constant(ir):
     else:
         convert_other_ops(m, 13, 4)
         assert attrs(m.graph.node[0]) == {"shape": [0, -1]}
+
+
+def test_other_domain_body_that_needs_newer_ai_onnx_is_refused_going_down():
+    """ai.onnx.preview::FlexAttention is defined by a function body in ai.onnx ops that does
+    not import ai.onnx: it runs at the model's ai.onnx opset, where (below 15) its Shape has
+    no 'start'. convert keeps the node but refuses an opset its body does not fit."""
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+
+    from opshift.passes.convert import convert as convert_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        case = next((c for c in collect_testcases(None) if c.name == "test_flexattention"),
+                    None)
+    if case is None:
+        pytest.skip("this onnx has no FlexAttention node test")
+    with pytest.raises(ConversionError, match=r"ai.onnx.preview::FlexAttention-1.*its function "
+                                              r"body uses Shape's 'start', which Shape-13"):
+        convert_model(case.model, 13)
+    m = convert_model(case.model, 20)
+    assert [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")] == [20]
+    inputs, expected = case.data_sets[0]
+    got = evaluate(m, {v.name: np.asarray(t) for v, t in zip(m.graph.input, inputs)})
+    np.testing.assert_allclose(got[m.graph.output[0].name], np.asarray(expected[0]),
+                               rtol=1e-5, atol=1e-6)

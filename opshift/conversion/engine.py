@@ -32,6 +32,7 @@ from ..graph.edit import Edits
 from ..graph.facts import Facts
 from ..graph.scopes import Scope, subgraphs
 from ..memory import no_cyclic_gc
+from .bodies import body_refusal
 from .fuse_first import MissingOps, fuse_then_plan
 from .result import RELABEL, Change, ConvertResult, Relabels, all_changes, record_region
 from .step import Context
@@ -96,6 +97,8 @@ class _Planner:
         src = _scope_source(sc, self.source, model_opset)
         if src == target:
             return 0
+        if target < src and any(dom not in ("", "ai.onnx") for _, dom in sc.kinds):
+            self._check_bodies(sc)
         walks: dict[str, tuple[Walk, bool]] = {}
         for op, dom in sc.kinds:
             walk = self._walk(op, src) if dom in ("", "ai.onnx") else None
@@ -135,6 +138,25 @@ class _Planner:
                     raise self.refused[0][-1] from None
                 raise
         return counted
+
+    def _check_bodies(self, sc: Scope) -> None:
+        """Refuse going down under an other-domain node whose schema body no longer fits
+        (:mod:`.bodies`): its first node of each such op, with its input types."""
+        facts, seen = self.ctx.facts, set()
+        for i, n in enumerate(sc.nodes):
+            dom = opsets.normalize_domain(n.domain)
+            if not dom or (dom, n.op_type) in seen:
+                continue
+            seen.add((dom, n.op_type))
+            version = sc.opsets.get(dom)
+            types = [helper.make_tensor_type_proto(facts.elem_type(x) or 0, facts.shape(x))
+                     if x else onnx.TypeProto() for x in n.input]
+            why = body_refusal(n, version, types, self.ctx.target) if version else None
+            if why:
+                name = n.name or f"<{n.op_type} #{i}>"
+                self._refused(ConversionError(
+                    f"node {name!r} ({dom}::{n.op_type}-{version}, {sc.label}): {why}"),
+                    (n, name, sc.label, version))
 
     def _refused(self, e: ConversionError, node: tuple) -> None:
         """Raise ``e``, or when collecting, keep it with its node (node, name, scope label,
