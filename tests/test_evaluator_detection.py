@@ -146,6 +146,21 @@ def test_roi_align_matches_onnx_reference(seed):
                                    atol=4 * np.finfo(got.dtype).eps * np.abs(feeds["x"]).max())
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_roi_align_against_onnxruntime(seed):
+    """onnxruntime as a second opinion (it computes in float32: within a few float32 eps of
+    the input's scale); skipped where it cannot run the version or types."""
+    m, feeds = _roi_case(seed)
+    if m.opset_import[0].version == 22:  # RoiAlign-22 only adds types: 16's model, for it
+        m = _roi_model(feeds["x"].shape, len(feeds["bi"]), 16, feeds["x"].dtype,
+                       **{a.name: helper.get_attribute_value(a)
+                          for a in m.graph.node[0].attribute})
+    (want,) = run_onnxruntime(m, feeds)
+    got = evaluate(m, feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=0,
+                               atol=8 * np.finfo(np.float32).eps * np.abs(feeds["x"]).max())
+
+
 def test_roi_align_node_tests_give_their_expected_outputs():
     # their expected values are written to 4 decimals
     assert_onnx_node_tests("test_roialign", at_least=3, atol=1e-4)
