@@ -41,6 +41,30 @@ def since_version(op: str, opset: int, domain: str = "") -> int | None:
     return None if s is None else s.since_version
 
 
+def function_body(op: str, opset: int, domain: str, node: onnx.NodeProto,
+                  input_types: list[onnx.TypeProto]) -> onnx.FunctionProto | None:
+    """The schema function body of ``op`` in force at ``opset`` of ``domain``, expanded for
+    ``node`` (a context-dependent body is built for ``input_types``), or None when the op has
+    none. The body is the newest written for ``opset`` or below, else the oldest (a body
+    written for a later opset imports it). onnx.defs' own errors building it pass through."""
+    s = schema(op, opset, domain)
+    if s is None or not (s.has_function or s.has_context_dependent_function):
+        return None
+
+    def newest(versions) -> int:
+        return max((v for v in versions if v <= opset), default=min(versions))
+
+    if s.has_function:
+        raw = s.get_function_with_opset_version(newest(s.function_opset_versions))
+    else:
+        raw = s.get_context_dependent_function_with_opset_version(
+            newest(s.context_dependent_function_opset_versions), node.SerializeToString(),
+            [t.SerializeToString() for t in input_types])
+    body = onnx.FunctionProto()
+    body.ParseFromString(raw)
+    return body
+
+
 @functools.cache
 def _schemas(op: str, domain: str = "") -> tuple[onnx.defs.OpSchema, ...]:
     """Every schema of ``op`` in the installed onnx, oldest first: asked version by version

@@ -15,31 +15,16 @@ from .. import opsets
 from ..graph.scopes import subgraphs
 
 
-def body_refusal(node: onnx.NodeProto, version: int, types: list[onnx.TypeProto],
+def body_refusal(node: onnx.NodeProto, opset: int, types: list[onnx.TypeProto],
                  target: int) -> str | None:
-    """Why ``node`` (its op at ``version`` of its domain; ``types``: its inputs') has no
-    meaning at default-domain opset ``target``, or None (no such body, or it fits)."""
-    s = opsets.schema(node.op_type, version, node.domain)
-    if s is None or s.since_version != version:
-        return None
-    def newest(versions) -> int:  # the body the evaluator runs for the node's version
-        return max((v for v in versions if v <= version), default=min(versions))
-
+    """Why ``node`` (its domain at ``opset``; ``types``: its inputs') has no meaning at
+    default-domain opset ``target``, or None (no such body, or it fits)."""
     try:
-        if s.has_function:
-            raw = s.get_function_with_opset_version(newest(s.function_opset_versions))
-        elif s.has_context_dependent_function:
-            raw = s.get_context_dependent_function_with_opset_version(
-                newest(s.context_dependent_function_opset_versions), node.SerializeToString(),
-                [t.SerializeToString() for t in types])
-        else:
-            return None
+        body = opsets.function_body(node.op_type, opset, node.domain, node, types)
     except Exception:  # onnx.defs cannot build it (input types unknown): nothing to check
         return None
-    body = onnx.FunctionProto()
-    body.ParseFromString(raw)
-    if any(opsets.normalize_domain(i.domain) == "" for i in body.opset_import):
-        return None  # the body names the ai.onnx opset it is written for
+    if body is None or any(opsets.normalize_domain(i.domain) == "" for i in body.opset_import):
+        return None  # no body, or one that names the ai.onnx opset it is written for
     return _misfit(body.node, target)
 
 

@@ -148,12 +148,13 @@ class _Planner:
             if not dom or (dom, n.op_type) in seen:
                 continue
             seen.add((dom, n.op_type))
-            version = sc.opsets.get(dom)
+            opset = sc.opsets.get(dom)
             types = [helper.make_tensor_type_proto(facts.elem_type(x) or 0, facts.shape(x))
                      if x else onnx.TypeProto() for x in n.input]
-            why = body_refusal(n, version, types, self.ctx.target) if version else None
+            why = body_refusal(n, opset, types, self.ctx.target) if opset else None
             if why:
                 name = n.name or f"<{n.op_type} #{i}>"
+                version = opsets.since_version(n.op_type, opset, dom)
                 self._refused(ConversionError(
                     f"node {name!r} ({dom}::{n.op_type}-{version}, {sc.label}): {why}"),
                     (n, name, sc.label, version))

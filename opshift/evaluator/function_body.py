@@ -68,32 +68,12 @@ def _input_types(inputs) -> list[onnx.TypeProto]:
     return out
 
 
-def _body_version(versions, opset: int) -> int:
-    """The newest body written for ``opset`` or below, else the oldest (a body written for a
-    later opset runs its inner nodes at the opset it imports)."""
-    return max((v for v in versions if v <= opset), default=min(versions))
-
-
-def _body(ctx, node: onnx.NodeProto, inputs) -> onnx.FunctionProto:
-    s = opsets.schema(ctx.op, ctx.version, ctx.domain)
-    opset = ctx.opsets.get(ctx.domain, ctx.version)
-    if s.has_function:
-        raw = s.get_function_with_opset_version(_body_version(s.function_opset_versions, opset))
-    else:
-        raw = s.get_context_dependent_function_with_opset_version(
-            _body_version(s.context_dependent_function_opset_versions, opset),
-            node.SerializeToString(),
-            [t.SerializeToString() for t in _input_types(inputs)])
-    f = onnx.FunctionProto()
-    f.ParseFromString(raw)
-    return f
-
-
 def run(ctx, *inputs) -> list[Any]:
     """Run ``ctx.node`` through its version's function body with opshift's runtime."""
     node = node_with_defaults(ctx)
     try:
-        f = _body(ctx, node, inputs)
+        f = opsets.function_body(ctx.op, ctx.opsets.get(ctx.domain, ctx.version), ctx.domain,
+                                 node, _input_types(inputs))
     except Exception as e:  # onnx.defs refuses to build the body for these inputs
         first = (str(e).strip().splitlines() or [""])[0]
         raise ctx.error(f"its function body cannot be built: {type(e).__name__}: {first}"
