@@ -190,6 +190,17 @@ def _conv(ctx, x, w, b, dtype):
     return y
 
 
+def _add_windows(dst, cols, kernel, dil, counts, strides, start) -> None:
+    """col2im: each kernel position's values ``cols[..., *pos, *counts]`` added into ``dst``
+    (``[..., *spatial]``, the same leading axes) at ``start + pos * dil + i * stride``, one
+    strided slice per kernel position."""
+    lead = (slice(None),) * (dst.ndim - len(kernel))
+    for pos in np.ndindex(*kernel):
+        at = tuple(slice(e + p * d, e + p * d + (n - 1) * s + 1, s)
+                   for p, d, n, s, e in zip(pos, dil, counts, strides, start))
+        dst[lead + at] += cols[lead + pos]
+
+
 def _transpose_geometry(ctx, spatial, kernel):
     """(strides, dilations, full, begin, out) for ConvTranspose: ``full`` is every position
     the input's windows reach (output_padding included), of which the output is ``out``
@@ -269,11 +280,8 @@ def conv_transpose(ctx, x, w, b=None):
             r = min(step, mg - m0)
             cols = np.matmul(wt[gi, m0 * kk:(m0 + r) * kk], xs[i, gi].astype(np.float64))
             cols = cols.reshape(r, *kernel, *x.shape[2:])
-            dst = acc[i, gi * mg + m0:gi * mg + m0 + r]
-            for pos in np.ndindex(*kernel):
-                at = tuple(slice(e + p * d, e + p * d + (n - 1) * s + 1, s)
-                           for p, d, n, s, e in zip(pos, dil, x.shape[2:], strides, lo))
-                dst[(slice(None),) + at] += cols[(slice(None),) + pos]
+            _add_windows(acc[i, gi * mg + m0:gi * mg + m0 + r], cols, kernel, dil,
+                         x.shape[2:], strides, lo)
 
     in_parallel(blocks, run, work)
     y = acc[(slice(None), slice(None)) + tuple(slice(bg + e, bg + e + o)
@@ -300,10 +308,6 @@ def col2im(ctx, x, image_shape, block_shape):
     n, c = x.shape[0], x.shape[1] // kk
     full = [i + b + e for i, b, e in zip(image, pb, pe)]
     y = np.zeros((n, c, *full))
-    cols = x.reshape(n, c, *block, *out)
-    for pos in np.ndindex(*block):
-        at = tuple(slice(p * d, p * d + (o - 1) * s + 1, s)
-                   for p, d, o, s in zip(pos, dil, out, strides))
-        y[(slice(None), slice(None), *at)] += cols[(slice(None), slice(None), *pos)]
+    _add_windows(y, x.reshape(n, c, *block, *out), block, dil, out, strides, [0] * k)
     crop = tuple(slice(b, b + i) for b, i in zip(pb, image))
     return y[(slice(None), slice(None), *crop)].astype(x.dtype)
