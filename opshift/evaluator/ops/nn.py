@@ -31,9 +31,10 @@ def matmul(ctx, a, b):
 
 
 def _per_row(t, a):
-    """A per-row quantization parameter of a 2-D A (``[M]``) as ``[M, 1]``, as float64; any
-    other shape broadcasts as it is (a scalar, ``[..., M, 1]``, B's ``[N]`` per column)."""
-    t = np.asarray(t, np.float64)
+    """A per-row quantization parameter of a 2-D A (``[M]``) as ``[M, 1]``, in its own type;
+    any other shape broadcasts as it is (a scalar, ``[..., M, 1]``, B's ``[N]`` per
+    column)."""
+    t = np.asarray(t)
     return t.reshape(-1, 1) if t.ndim == 1 and t.size > 1 and a.ndim == 2 else t
 
 
@@ -44,7 +45,7 @@ def _integers(ctx, v, zp, rows: bool):
     if zp is None:
         return out
     try:
-        return out - (_per_row(zp, v) if rows else zp.astype(np.float64))
+        return out - (_per_row(zp, v) if rows else zp).astype(np.float64)
     except ValueError:
         raise ctx.error(f"zero point of shape {list(zp.shape)} does not fit "
                         f"{list(v.shape)}") from None
@@ -67,10 +68,9 @@ def qlinear_matmul(ctx, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp=None):
     y = _matmul(ctx, _integers(ctx, a, a_zp, True), _integers(ctx, b, b_zp, False),
                 np.dtype(np.float64))
     # the scales in their own type, a's and y's per row of a 2-D A, b's per column
-    a_s, y_s = (t.reshape(-1, 1) if t.ndim == 1 and t.size > 1 and a.ndim == 2 else t
-                for t in (a_scale, y_scale))
+    a_s, y_s = _per_row(a_scale, a), _per_row(y_scale, a)
     y *= np.asarray((a_s * b_scale) / y_s).astype(np.float64)
-    return requantized(y, None if y_zp is None else _per_row(y_zp, a),
+    return requantized(y, None if y_zp is None else _per_row(y_zp, a).astype(np.float64),
                        a.dtype if y_zp is None else y_zp.dtype)
 
 
