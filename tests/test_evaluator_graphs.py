@@ -471,13 +471,13 @@ def test_shape_ops_legacy_and_new():
 # -- errors -----------------------------------------------------------------------------------
 
 def test_unsupported_op_names_node_op_domain_version():
-    m = make_model([helper.make_node("CategoryMapper", ["a"], ["y"], name="m1",
-                                     domain="ai.onnx.ml", cats_int64s=[1], cats_strings=["a"])],
-                   [vi("a", TP.INT64, [2])], [vi("y")], opset=14,
-                   extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
-    with pytest.raises(UnsupportedError, match=r"node 'm1' \(ai.onnx.ml::CategoryMapper-1\b"
-                                               r".*no kernel"):
-        evaluate(m, {"a": np.ones(2, np.int64)})
+    m = make_model([helper.make_node("Gradient", ["a"], ["y"], name="m1",
+                                     domain="ai.onnx.preview.training", xs=["a"], y="a")],
+                   [vi("a", F, [2])], [vi("y")], opset=14,
+                   extra_opsets=[helper.make_opsetid("ai.onnx.preview.training", 1)])
+    with pytest.raises(UnsupportedError, match=r"node 'm1' \(ai.onnx.preview.training::"
+                                               r"Gradient-1\b.*no kernel"):
+        evaluate(m, {"a": np.ones(2, np.float32)})
     m = make_model([helper.make_node("Foo", ["a"], ["y"], name="f", domain="acme")],
                    [vi("a", F, [2])], [vi("y")], opset=13,
                    extra_opsets=[helper.make_opsetid("acme", 2)])

@@ -10,6 +10,7 @@ table in :mod:`opshift.evaluator.registry`, else onnx.reference's for that versi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import onnx
@@ -18,6 +19,7 @@ from ..errors import EvaluationError
 from ..modelio import ModelLike, to_proto
 from . import registry
 from .runtime import NodeContext, Runtime
+from .values import checked
 
 __all__ = ["evaluate", "NodeContext", "Runtime", "supported_ops", "check_inputs"]
 
@@ -27,49 +29,30 @@ def supported_ops() -> dict[tuple[str, str], tuple[int, ...]]:
     return registry.supported()
 
 
-def _elem_dtype(vi: onnx.ValueInfoProto) -> np.dtype | None:
-    tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-    if tt is None or not tt.elem_type:
-        return None
-    return onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-
-
-def check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Check that ``inputs`` fit the graph's declared inputs (names, dtypes, ranks, fixed dims)."""
+def check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Check that ``inputs`` fit the graph's declared inputs (names; tensors' dtypes, ranks
+    and fixed dims; sequences, maps and optionals element by element: see
+    :mod:`opshift.evaluator.values`)."""
     init_names = {t.name for t in graph.initializer}
     declared = {vi.name: vi for vi in graph.input}
     extra = [k for k in inputs if k not in declared]
     if extra:
         raise EvaluationError(f"input {extra[0]!r} is not an input of the graph "
                               f"(inputs: {', '.join(declared) or 'none'})")
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Any] = {}
     for name, vi in declared.items():
         if name not in inputs:
             if name in init_names:
                 continue
             raise EvaluationError(f"graph input {name!r} was not given a value")
-        v = np.asarray(inputs[name])
-        want = _elem_dtype(vi)
-        if want is not None and v.dtype != want:
-            raise EvaluationError(f"graph input {name!r}: dtype {v.dtype} given, the model "
-                                  f"declares {np.dtype(want)}")
-        tt = vi.type.tensor_type
-        if tt.HasField("shape"):
-            dims = tt.shape.dim
-            if len(dims) != v.ndim:
-                raise EvaluationError(f"graph input {name!r}: rank {v.ndim} given (shape "
-                                      f"{list(v.shape)}), the model declares rank {len(dims)}")
-            for i, d in enumerate(dims):
-                if d.HasField("dim_value") and d.dim_value != v.shape[i]:
-                    raise EvaluationError(
-                        f"graph input {name!r}: dim {i} is {v.shape[i]}, the model declares "
-                        f"{d.dim_value}")
-        out[name] = v
+        out[name] = checked(vi.type, inputs[name], f"graph input {name!r}")
     return out
 
 
-def evaluate(model: ModelLike, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run ``model`` (ModelProto, onnx_ir.Model or path) on ``inputs``; return its outputs."""
+def evaluate(model: ModelLike, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Run ``model`` (ModelProto, onnx_ir.Model or path) on ``inputs``; return its outputs:
+    tensors as ndarrays, sequences as lists, maps as dicts, an empty optional as None (see
+    :mod:`opshift.evaluator.values`)."""
     registry._load_all()
     proto, _, _ = to_proto(model, load_external_data=True)
     rt = Runtime(proto)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import onnx
 
 from .. import opsets
+from .values import type_proto
 
 SOURCE = "function body"
 
@@ -56,24 +56,12 @@ def node_with_defaults(ctx) -> onnx.NodeProto:
     return out
 
 
-def _input_types(inputs) -> list[onnx.TypeProto]:
-    """Tensor types (element type and shape) of ``inputs``; an empty type for the rest."""
-    out = []
-    for v in inputs:
-        if isinstance(v, np.ndarray):
-            elem = onnx.helper.np_dtype_to_tensor_dtype(v.dtype)
-            out.append(onnx.helper.make_tensor_type_proto(elem, list(v.shape)))
-        else:
-            out.append(onnx.TypeProto())
-    return out
-
-
 def run(ctx, *inputs) -> list[Any]:
     """Run ``ctx.node`` through its version's function body with opshift's runtime."""
     node = node_with_defaults(ctx)
     try:
         f = opsets.function_body(ctx.op, ctx.opsets.get(ctx.domain, ctx.version), ctx.domain,
-                                 node, _input_types(inputs))
+                                 node, [type_proto(v) for v in inputs])
     except Exception as e:  # onnx.defs refuses to build the body for these inputs
         first = (str(e).strip().splitlines() or [""])[0]
         raise ctx.error(f"its function body cannot be built: {type(e).__name__}: {first}"

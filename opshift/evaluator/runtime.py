@@ -16,8 +16,7 @@ from ..errors import EvaluationError, UnsupportedError, where
 from ..external import tensor_array
 from . import kernels, registry
 from .lifetimes import last_reads
-
-Value = Any  # np.ndarray, or None for an absent optional input
+from .values import Value
 
 
 @dataclass
@@ -79,8 +78,9 @@ def _signature(op: str, version: int, domain: str) -> _Sig:
                          if a.required and n != "consumed_inputs")
     single = onnx.defs.OpSchema.FormalParameterOption.Single
     kept = registry.absent_ok(domain, op, version)  # inputs opshift's kernel runs without
-    required_inputs = tuple(i for i, p in enumerate(s.inputs)
-                            if p.option == single and i not in kept)
+    required_inputs = tuple(  # (an input that may be an optional may be an empty one: None)
+        i for i, p in enumerate(s.inputs) if p.option == single and i not in kept
+        and not any(t.startswith("optional(") for t in allowed.get(p.type_str, ())))
     return _Sig(ins, outs, allowed, attr_types, required, required_inputs)
 
 
@@ -387,7 +387,7 @@ class Runtime:
             allowed = sig.allowed.get(t)
             ts = opsets.type_str(v.dtype)
             if allowed is not None:
-                if ts not in allowed:
+                if ts not in allowed and f"optional({ts})" not in allowed:
                     raise UnsupportedError(f"{loc}: input {i} has type {ts}, not allowed "
                                            f"for {t} at this version")
                 prev = binding.setdefault(t, v.dtype)

@@ -115,8 +115,10 @@ def _row(name: str, v: Any, c: Comparison | None, ok: bool, reason: str, label: 
         v = np.asarray(v)
     if isinstance(v, np.ndarray):
         dtype, shape = str(v.dtype), [int(d) for d in v.shape]
-    else:
-        dtype, shape = type(v).__name__, None
+    else:  # a sequence, map or optional
+        from ..evaluator.values import describe
+
+        dtype, shape = describe(v), None
     return Row(name, dtype, shape, c.max_abs if c else None, c.max_ulp if c else None, ok,
                reason, label)
 
@@ -213,7 +215,8 @@ def _check_given(inputs: Mapping[str, np.ndarray], ref: onnx.ModelProto,
         if k not in names:
             raise EvaluationError(f"input {k!r} is not an input of either model (inputs: "
                                   f"{', '.join(sorted(names)) or 'none'})")
-    out = {k: np.asarray(v) for k, v in inputs.items()}
+    out = {k: v if isinstance(v, (list, tuple, dict)) or v is None else np.asarray(v)
+           for k, v in inputs.items()}  # (sequences, maps and optionals as they are)
     for proto, who in ((ref, rwho), (cand, cwho)):
         try:
             check_inputs(proto.graph, _feeds(proto.graph, out))

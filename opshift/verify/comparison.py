@@ -87,10 +87,7 @@ def compare(expected: Any, actual: Any, *, ulp: int | None = None,
     if isinstance(actual, np.generic):
         actual = np.asarray(actual)
     if not isinstance(expected, np.ndarray) or not isinstance(actual, np.ndarray):
-        if expected is None and actual is None:
-            return Comparison(True, 0.0, 0)
-        te, ta = type(expected).__name__, type(actual).__name__
-        return Comparison(False, reason=f"not both tensors ({te} vs {ta})")
+        return _compare_values(expected, actual, ulp, signed_zeros)
     if expected.dtype != actual.dtype:
         return Comparison(False, reason=f"dtype differs: expected {expected.dtype}, "
                                         f"got {actual.dtype}")
@@ -122,6 +119,44 @@ def compare(expected: Any, actual: Any, *, ulp: int | None = None,
     bad = ~np.asarray(eq, dtype=bool)
     n = int(bad.sum())
     return _result(n, bad, expected, actual, None, None, "differ")
+
+
+def _compare_values(e: Any, a: Any, ulp: int | None, signed_zeros: bool) -> Comparison:
+    """Values that are not both tensors: sequences element by element (of one length), maps
+    key by key (of the same keys), an empty optional (None) only with another."""
+    if e is None and a is None:
+        return Comparison(True, 0.0, 0)
+    if isinstance(e, (list, tuple)) and isinstance(a, (list, tuple)):
+        if len(e) != len(a):
+            return Comparison(False, reason=f"sequence length differs: expected {len(e)}, "
+                                            f"got {len(a)}")
+        parts = [(f"element {i}", x, y) for i, (x, y) in enumerate(zip(e, a))]
+    elif isinstance(e, dict) and isinstance(a, dict):
+        if e.keys() != a.keys():
+            missing = sorted(map(repr, e.keys() - a.keys()))
+            extra = sorted(map(repr, a.keys() - e.keys()))
+            return Comparison(False, reason="map keys differ: " + "; ".join(
+                f"{what} {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
+                for what, keys in (("missing", missing), ("unexpected", extra)) if keys))
+        parts = [(f"key {k!r}", x, a[k]) for k, x in e.items()]
+    else:
+        from ..evaluator.values import describe  # (the evaluator is not every command's)
+
+        return Comparison(False, reason=f"expected {describe(e)}, got {describe(a)}")
+    max_abs: float | None = 0.0
+    max_ulp: int | float | None = 0
+    bad = []
+    for where, x, y in parts:
+        c = compare(x, y, ulp=ulp, signed_zeros=signed_zeros)
+        max_abs = None if max_abs is None or c.max_abs is None else max(max_abs, c.max_abs)
+        max_ulp = None if max_ulp is None or c.max_ulp is None else max(max_ulp, c.max_ulp)
+        if not c.ok:
+            bad.append((where, c.reason))
+    if not bad:
+        return Comparison(True, max_abs, max_ulp)
+    where, reason = bad[0]
+    return Comparison(False, max_abs, max_ulp,
+                      f"{len(bad)} of {len(parts)} differ; first, {where}: {reason}")
 
 
 def _result(n: int, bad: np.ndarray, e: np.ndarray, a: np.ndarray, max_abs, max_ulp,

@@ -109,11 +109,15 @@ def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
     for vi in graph.input:
         if vi.name in inits:
             continue
-        if not vi.type.HasField("tensor_type"):
-            kind = vi.type.WhichOneof("value") or "unknown"
-            raise UnsupportedError(f"graph input {vi.name!r}: cannot generate values of "
-                                   f"{kind} type; pass inputs explicitly")
-        tt = vi.type.tensor_type
+        tp = vi.type
+        if tp.HasField("optional_type") and tp.optional_type.elem_type.HasField("tensor_type"):
+            tp = tp.optional_type.elem_type  # an optional tensor: generated full
+        if not tp.HasField("tensor_type"):
+            kind = (vi.type.WhichOneof("value") or "unknown_type").removesuffix("_type")
+            raise UnsupportedError(f"graph input {vi.name!r}: cannot generate a value of "
+                                   f"{kind} type; give it through the Python API "
+                                   "(opshift.verify.verify(..., inputs={...}))")
+        tt = tp.tensor_type
         if not tt.elem_type:
             raise UnsupportedError(f"graph input {vi.name!r} declares no element type; pass "
                                    "inputs explicitly")
@@ -254,9 +258,12 @@ def _rounds(specs: Sequence[_InputSpec]) -> int:
     return max(1, min(need, budget, _MAX_ROUNDS))
 
 
-def _describe(inputs: Mapping[str, np.ndarray], source: str, finite: Collection[str] = ()
+def _describe(inputs: Mapping[str, Any], source: str, finite: Collection[str] = ()
               ) -> dict[str, dict[str, Any]]:
-    return {k: {"dtype": str(v.dtype), "shape": list(v.shape),
+    from ..evaluator.values import describe
+
+    return {k: {"dtype": str(v.dtype) if isinstance(v, np.ndarray) else describe(v),
+                "shape": list(v.shape) if isinstance(v, np.ndarray) else None,
                 "source": f"{source}, finite" if k in finite else source}
             for k, v in inputs.items()}
 

@@ -104,7 +104,10 @@ def run_onnxruntime(model, feeds: Mapping[str, np.ndarray]) -> list[Any]:
         sess = ort.InferenceSession(model.SerializeToString(), so,
                                     providers=["CPUExecutionProvider"])
         names = {i.name for i in sess.get_inputs()}
-        return sess.run(None, {k: v for k, v in feeds.items() if k in names})
+        outs = sess.run(None, {k: v for k, v in feeds.items() if k in names})
     except Exception as e:  # onnxruntime raises many types; its first line says why
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         raise UnsupportedError(f"onnxruntime cannot run it: {reason}") from e
+    from ..evaluator.values import held
+
+    return [held(vi.type, v) for vi, v in zip(model.graph.output, outs)]

@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     indexing,
     ml,
     nn,
+    optional,
     order,
     pools,
     reduce,

@@ -78,7 +78,7 @@ def constant_of_shape(ctx, shape):
 
 @op("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25)
 def identity(ctx, x):
-    return x
+    return (x,)  # (x may be a sequence: a list returned alone would be read as outputs)
 
 
 def _reshape(ctx, x, shape, allowzero: int):
