@@ -137,6 +137,19 @@ def type_str(dtype: np.dtype) -> str:
     return s
 
 
+def type_proto(type_str: str) -> onnx.TypeProto:
+    """The TypeProto a schema's type string names (``tensor(float)``, ``seq(tensor(int64))``,
+    ``optional(...)``), shapes left out."""
+    for kind, make in (("seq(", onnx.helper.make_sequence_type_proto),
+                       ("optional(", onnx.helper.make_optional_type_proto)):
+        if type_str.startswith(kind) and type_str.endswith(")"):
+            return make(type_proto(type_str[len(kind):-1]))
+    if not (type_str.startswith("tensor(") and type_str.endswith(")")):
+        raise ValueError(f"not a tensor, sequence or optional type: {type_str!r}")
+    elem = onnx.TensorProto.DataType.Value(type_str[len("tensor("):-1].upper())
+    return onnx.helper.make_tensor_type_proto(elem, None)
+
+
 def tensor_type_name(elem_type: int) -> str:
     """TensorProto data type -> the name used in type strings ('float', 'bfloat16', ...)."""
     try:

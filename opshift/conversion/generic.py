@@ -169,14 +169,13 @@ class SchemaStep:
                 sf = _formal_at(src_f, i)
                 if sf is not None and sf[2] <= df[2]:
                     continue
-                t = st.elem_type(v)
-                if t is None:
+                ts = st.facts.type_str(v)
+                if ts is None:
                     dropped = (sf[2] - df[2]) if sf is not None else frozenset(["?"])
                     if not dropped & st.facts.possible_types():
                         continue  # no value of the model can have a type dst drops
-                    raise Refuse(f"the element type of {kind} {i} ({v!r}) is unknown and "
+                    raise Refuse(f"the type of {kind} {i} ({v!r}) is unknown and "
                                  f"{op}-{dst} allows fewer types")
-                ts = f"tensor({opsets.tensor_type_name(t)})"
                 if ts not in df[2]:
                     raise Refuse(f"{kind} {i} ({v!r}) is {ts}, not allowed at {op}-{dst}")
 

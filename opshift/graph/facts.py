@@ -170,6 +170,15 @@ class Facts:
             return t
         return self._infer().elem_type(name)
 
+    def type_str(self, name: str) -> str | None:
+        """The type of ``name`` as schemas spell it, in full: ``tensor(float)`` from its
+        element type, a sequence's or optional's (``seq(tensor(float))``) from onnx shape
+        inference and declarations (main graph and subgraphs); None when unknown."""
+        t = self.elem_type(name)
+        if t:
+            return f"tensor({opsets.tensor_type_name(t)})"
+        return None if self.local is not None or not name else self._infer().type_str(name)
+
     def propagated(self) -> dict[str, int]:
         """The declared and propagated element types (no shape inference)."""
         if self._types is None:

@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import onnx
 
+from .. import opsets
 from .scopes import constant_tensor, subgraphs
 
 
 def _dims(tt) -> tuple:
     return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                  for d in tt.shape.dim)
+
+
+def _type_str_of(tp: onnx.TypeProto) -> str | None:
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        elem = tp.tensor_type.elem_type
+        return f"tensor({opsets.tensor_type_name(elem)})" if elem else None
+    inner = {"sequence_type": ("seq", lambda: tp.sequence_type.elem_type),
+             "optional_type": ("optional", lambda: tp.optional_type.elem_type)}.get(kind)
+    if inner is None:
+        return None
+    elem = _type_str_of(inner[1]())
+    return None if elem is None else f"{inner[0]}({elem})"
 
 
 class Inferred:
@@ -54,6 +68,14 @@ class Inferred:
         if src is None or not src.type.HasField("tensor_type"):
             return None
         return src.type.tensor_type.elem_type or None
+
+    def type_str(self, name: str) -> str | None:
+        """The type of ``name`` as schemas spell it (``tensor(float)``,
+        ``seq(tensor(float))``, ``optional(seq(tensor(int64)))``), when known in full."""
+        src = self._src.get(name)
+        if isinstance(src, onnx.TensorProto):
+            return _type_str_of(onnx.helper.make_tensor_type_proto(src.data_type, None))
+        return None if src is None else _type_str_of(src.type)
 
     def shape(self, name: str) -> tuple | None:
         src = self._src.get(name)

@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     constant,
     missing_ops,
     negative_axes,
+    optional,
     pooling,
     prelu,
     refused,

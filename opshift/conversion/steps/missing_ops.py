@@ -75,11 +75,11 @@ def _input_types(st: Step) -> list[bytes]:
     for name in st.w.input:
         tp = onnx.TypeProto()
         if name:
-            t = st.elem_type(name)
-            if t is None:
-                raise Refuse(f"the element type of {name!r} is unknown (the function body "
-                             "depends on it)")
-            tp.tensor_type.elem_type = t
+            ts = st.facts.type_str(name)
+            if ts is None:
+                raise Refuse(f"the type of {name!r} is unknown (the function body depends on "
+                             "it)")
+            tp = opsets.type_proto(ts)
         types.append(tp.SerializeToString())
     return types
 

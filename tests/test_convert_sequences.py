@@ -1,0 +1,131 @@
+"""convert on sequences and optionals: the schema step reads a value's whole type (a
+sequence's, an optional's) from declarations and shape inference, and OptionalGetElement /
+OptionalHasElement of a plain value go below version 18 as what they compute."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from conftest import make_model, vi
+from onnx import TensorProto as T
+from onnx import helper
+
+from opshift.errors import ConversionError
+from opshift.evaluator import evaluate
+from opshift.passes.convert import convert_proto
+from opshift.verify import compare
+
+
+def _node_tests():
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    return [c for c in cases if not all(
+        v.type.HasField("tensor_type") for v in [*c.model.graph.input, *c.model.graph.output])
+        or any(n.op_type.startswith(("Sequence", "Optional", "SplitToSequence",
+                                     "ConcatFromSequence")) for n in c.model.graph.node)]
+
+
+def _same_values(c, model) -> None:
+    inputs, expected = c.data_sets[0]
+    g = model.graph
+    got = evaluate(model, {v.name: t for v, t in zip(g.input, inputs)})
+    for v, want in zip(g.output, expected):
+        r = compare(want, got[v.name], ulp=0)
+        assert r.ok, (c.name, v.name, r.reason)
+
+
+def test_onnx_node_tests_of_sequences_and_optionals_convert_exactly():
+    """Every onnx node test taking, giving or making sequences and optionals converts to
+    opsets 18 and 24 (all their types exist there), and wherever it converts to 15 and 11
+    computes the expected values; below, only what has no exact form is refused."""
+    converted = {18: 0, 24: 0, 15: 0, 11: 0}
+    cases = _node_tests()
+    for c in cases:
+        for target in converted:
+            m = onnx.ModelProto()
+            m.CopyFrom(c.model)
+            try:
+                convert_proto(m, target)
+            except ConversionError as e:
+                assert target in (15, 11), (c.name, target, str(e))
+                assert "unknown" not in str(e), (c.name, target, str(e))
+                continue
+            converted[target] += 1
+            _same_values(c, m)
+    assert converted[18] == converted[24] == len(cases) >= 30
+    # (SequenceMap's body holds a Loop, which convert does not inline below 17)
+    assert converted[15] >= 26 and converted[11] >= 12, converted
+
+
+def _opt_model(op: str, given: str, opset: int = 18) -> onnx.ModelProto:
+    """``op`` of a tensor (``given='tensor'``), of an optional holding it (``'optional'``) or
+    of nothing (``''``)."""
+    nodes, inputs = [], []
+    if given:
+        inputs.append(vi("x", T.FLOAT, [2]))
+    if given == "optional":
+        nodes.append(helper.make_node("Optional", ["x"], ["o"]))
+    arg = {"tensor": "x", "optional": "o", "": ""}[given]
+    out = vi("y", T.BOOL if op == "OptionalHasElement" else T.FLOAT, [] if op ==
+             "OptionalHasElement" else [2])
+    nodes.append(helper.make_node(op, [arg] if arg else [], ["y"], name="n"))
+    return make_model(nodes, inputs, [out], opset=opset)
+
+
+@pytest.mark.parametrize("op,given,target,ops_after", [
+    ("OptionalGetElement", "tensor", 15, ["Identity"]),
+    ("OptionalGetElement", "tensor", 9, ["Identity"]),
+    ("OptionalGetElement", "optional", 15, ["Optional", "OptionalGetElement"]),
+    ("OptionalHasElement", "tensor", 15, ["Identity"]),
+    ("OptionalHasElement", "tensor", 9, ["Identity"]),
+    ("OptionalHasElement", "", 15, ["Identity"]),
+    ("OptionalHasElement", "optional", 15, ["Optional", "OptionalHasElement"]),
+])
+def test_optional_ops_of_plain_values_below_18(op, given, target, ops_after):
+    m = _opt_model(op, given)
+    feeds = {"x": np.array([1.5, -0.0], np.float32)} if given else {}
+    want = evaluate(m, feeds)["y"]
+    res = convert_proto(m, target)
+    assert [n.op_type for n in m.graph.node] == ops_after
+    assert m.opset_import[0].version == target
+    onnx.checker.check_model(m, full_check=True)
+    assert compare(want, evaluate(m, feeds)["y"], ulp=0).ok
+    if ops_after == ["Identity"]:
+        assert any(op in ch.what and "written as" in ch.what for ch in res.changes)
+
+
+def test_optional_ops_refused_where_no_exact_form_exists():
+    m = _opt_model("OptionalHasElement", "optional")
+    with pytest.raises(ConversionError, match="Optional does not exist at opset 11"):
+        convert_proto(m, 11)
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(T.FLOAT, None))
+    get = make_model([helper.make_node("SequenceEmpty", [], ["s"]),
+                      helper.make_node("OptionalGetElement", ["s"], ["y"], name="get")], [],
+                     [helper.make_value_info("y", seq)], opset=18)
+    with pytest.raises(ConversionError, match=r"OptionalGetElement of a seq\(tensor\(float\)\) "
+                                              "is that value, which Identity-1 does not take"):
+        convert_proto(get, 11)
+
+
+def test_a_sequence_type_refused_where_the_op_does_not_take_it():
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(T.FLOAT, None))
+    branch = helper.make_graph([helper.make_node("SequenceEmpty", [], ["s"])], "b", [],
+                               [helper.make_value_info("s", seq)])
+    m = make_model([helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch,
+                                     else_branch=branch)],
+                   [vi("c", T.BOOL, [])], [helper.make_value_info("y", seq)], opset=13)
+    with pytest.raises(ConversionError, match=r"output 0 \('y'\) is seq\(tensor\(float\)\), "
+                                              "not allowed at If-11"):
+        convert_proto(m, 11)
+    split = make_model([helper.make_node("SplitToSequence", ["x"], ["s"])],
+                       [vi("x", T.BFLOAT16, [4])], [helper.make_value_info("s", seq)],
+                       opset=24)
+    with pytest.raises(ConversionError, match=r"input 0 \('x'\) is tensor\(bfloat16\), not "
+                                              "allowed at SplitToSequence-11"):
+        convert_proto(split, 18)
