@@ -9,6 +9,7 @@ from typing import Any
 import onnx
 from onnx import TensorProto
 
+from .. import opsets
 from ..graph.facts import Facts
 from ..graph.scopes import Scope
 from ..verify.region import region_model, value_info
@@ -193,6 +194,9 @@ def _value_infos(facts: Facts, node: onnx.NodeProto, consts
     """Declared types and shapes of a node's non-constant inputs and its outputs."""
 
     def vi(name: str) -> onnx.ValueInfoProto:
+        ts = facts.type_str(name)
+        if ts is not None and not ts.startswith("tensor("):  # a sequence, an optional
+            return onnx.helper.make_value_info(name, opsets.type_proto(ts))
         shape = facts.shape(name)
         return value_info(name, facts.elem_type(name) or TensorProto.FLOAT,
                           None if shape is None else [d if d is not None else "?"
