@@ -27,6 +27,7 @@ from opshift.verify import (
     make_inputs,
     region_key,
     region_model,
+    special_values,
     verify,
     verify_rewrites,
 )
@@ -225,8 +226,37 @@ def test_make_inputs_dims_initializers_and_unknowns():
                                  [])
     with pytest.raises(OpshiftError, match="'x' declares no shape"):
         make_inputs(no_shape)
-    with pytest.raises(OpshiftError, match="cannot generate values of type string"):
-        make_inputs(graph_with(T.STRING, [2]))
+    with pytest.raises(OpshiftError, match="cannot generate values of type complex64"):
+        make_inputs(graph_with(T.COMPLEX64, [2]))
+
+
+def test_make_inputs_strings():
+    """String inputs: lowercase words, half the elements special strings (empty, blanks,
+    case, digits, non-ASCII, long); reproducible for a seed."""
+    x = make_inputs(graph_with(T.STRING, [40]))["x"]
+    assert x.dtype == object and x.shape == (40,)
+    assert all(type(v) is str for v in x)
+    specials = set(special_values(np.dtype(object)))
+    assert {"", "ünïcödé ß 漢字", "x" * 64} <= specials
+    assert len(specials & set(x)) >= 8
+    assert all(w.isalpha() and w.islower() for v in x if v not in specials for w in v.split())
+    assert x.tolist() == make_inputs(graph_with(T.STRING, [40]))["x"].tolist()
+    assert x.tolist() != make_inputs(graph_with(T.STRING, [40]), seed=1)["x"].tolist()
+
+
+def test_cli_strings_generated_or_from_npz(capsys, tmp_path):
+    m = make_model([helper.make_node("CategoryMapper", ["x"], ["y"], domain="ai.onnx.ml",
+                                     cats_strings=["a", "The Cat"], cats_int64s=[1, 2])],
+                   [helper.make_tensor_value_info("x", T.STRING, [3])],
+                   [helper.make_tensor_value_info("y", T.INT64, [3])], opset=13,
+                   extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
+    p = save(m, tmp_path / "m.onnx")
+    rc, out, err = run_cli(capsys, p, p, "-v")
+    assert rc == 0 and "generated inputs, seed 0, 10 rounds:\n  x: object [3]\n" in out, err
+    for arr in (np.array(["The Cat", "a", "dog"]), np.array([b"The Cat", b"a", b"dog"])):
+        np.savez(tmp_path / "s.npz", x=arr)  # numpy's own strings, unicode or bytes
+        rc, out, err = run_cli(capsys, p, p, "--inputs", tmp_path / "s.npz", "-v")
+        assert rc == 0 and "x: object [3]" in out, out + err
 
 
 # ---------------------------------------------------------------------------------------------

@@ -124,12 +124,17 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
     return out
 
 
+def _text(v: str | bytes) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
 def _first_line(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> None:
-    """View raw void arrays (how numpy stores bfloat16/float8) as the declared dtype."""
+    """View raw void arrays (how numpy stores bfloat16/float8) as the declared dtype, and
+    numpy's strings (unicode or bytes) as ONNX strings."""
     declared = {}
     for g in graphs:
         for vi in g.input:
@@ -139,6 +144,9 @@ def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> No
                         vi.type.tensor_type.elem_type)))
     for k, v in inputs.items():
         want = declared.get(k)
+        if want is not None and want.kind == "O" and v.dtype.kind in "US":  # numpy's strings
+            inputs[k] = np.vectorize(_text, otypes=[object])(v) if v.size else v.astype(object)
+            continue
         # ml_dtypes types (kind "V") have no .npz form: accept their raw bits, stored as
         # numpy's V2 or as unsigned ints of the same width.
         if want is None or want.kind != "V" or v.dtype == want:

@@ -40,16 +40,23 @@ MAX_GENERATED_ELEMENTS = 1 << 27
 _MAX_ROUNDS = 32
 
 
+_SPECIAL_STRINGS = ["", " ", "\t\n", "a", "A", "The Cat", "0", "-1.5e3", "ünïcödé ß 漢字",
+                    "x" * 64]
+
+
 def special_values(dtype: Any) -> np.ndarray:
     """The special values mixed into generated inputs of ``dtype``.
 
     Floats: +0, -0, +inf, -inf, NaN, +-smallest subnormal, +-largest subnormal, +-tiny
     (smallest normal), max, min (lowest), +-1. Signed ints: 0, 1, -1, min, min + 1, max,
-    max - 1. Unsigned ints: 0, 1, max, max - 1. Bool: False, True.
+    max - 1. Unsigned ints: 0, 1, max, max - 1. Bool: False, True. Strings: empty, blanks,
+    case, digits and a number, non-ASCII letters, a long one.
     """
     dt = np.dtype(dtype)
     if dt.kind == "b":
         return np.array([False, True])
+    if dt.kind == "O":  # ONNX strings
+        return np.array(_SPECIAL_STRINGS, object)
     if dt.kind in "iu":
         info = np.iinfo(dt)
         vals = [0, 1, int(info.max), int(info.max) - 1]
@@ -126,7 +133,7 @@ def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
         except (KeyError, TypeError, ValueError):
             dt = None
         name = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
-        if dt is None or not (dt in _FLOATS or dt.kind in "biu"):
+        if dt is None or not (dt in _FLOATS or dt.kind in "biuO"):
             raise UnsupportedError(f"graph input {vi.name!r}: cannot generate values of type "
                                    f"{name}; pass inputs explicitly")
         if not tt.HasField("shape"):
@@ -156,6 +163,11 @@ def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
     dt, n = spec.dtype, spec.size
     if dt.kind == "b":
         flat = rng.random(n) < 0.5
+    elif dt.kind == "O":  # strings: one to three lowercase words
+        letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+        flat = np.empty(n, object)
+        flat[:] = [" ".join("".join(rng.choice(letters, rng.integers(1, 9)))
+                            for _ in range(rng.integers(1, 4))) for _ in range(n)]
     elif dt.kind in "iu":
         info = np.iinfo(dt)
         full = rng.integers(int(info.min), int(info.max), size=n, dtype=dt, endpoint=True)
