@@ -318,3 +318,13 @@ def test_label_encoder_1(direction):
     np.testing.assert_array_equal(got, want)
     (theirs,) = run_onnxruntime(once, {"a": x})
     np.testing.assert_array_equal(got, theirs)
+
+
+def test_string_ops_give_onnx_strings():
+    """onnx.reference's StringNormalizer (and StringConcat of 0-d strings) give numpy's
+    fixed-width strings: the evaluator hands them on as ONNX strings (object arrays), with
+    the values of onnx's node tests."""
+    from conftest import assert_onnx_node_tests
+
+    assert_onnx_node_tests("test_strnormalizer", "test_string_concat", "test_string_split",
+                           at_least=20)

@@ -24,6 +24,8 @@ import functools
 import importlib
 from typing import Any
 
+import numpy as np
+
 from . import function_body
 
 SOURCE = "onnx.reference"
@@ -129,4 +131,7 @@ def run(ctx, *inputs) -> list[Any]:
     except Exception as e:  # any failure inside onnx.reference: one line naming the node
         first = (str(e).strip().splitlines() or [""])[0]
         raise ctx.error(f"onnx.reference's kernel failed: {type(e).__name__}: {first}") from e
-    return list(results)
+    # ONNX strings are object arrays (str): some kernels (StringNormalizer, StringConcat of
+    # 0-d strings) give numpy's fixed-width ones
+    return [r.astype(object) if isinstance(r, np.ndarray) and r.dtype.kind in "US" else r
+            for r in results]
