@@ -306,6 +306,23 @@ def test_compare_nan_and_infinities():
     assert not c.ok and "infinity" in c.reason
 
 
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"])
+def test_compare_narrow_floats_exactly_nan_payloads_aside(name):
+    dt = np.dtype(getattr(ml_dtypes, name))
+    nan = np.array([np.nan], np.float32).astype(dt).view(np.uint8)[0]
+    other_nan = nan ^ 0x80 if "fnuz" not in name else nan  # (fnuz: one NaN, 0x80)
+    bits = np.array([nan, 0x01, 0x38], np.uint8)
+    e = bits.view(dt)
+    assert compare(e, np.array([other_nan, 0x01, 0x38], np.uint8).view(dt)).ok
+    r = compare(e, np.array([nan, 0x02, 0x38], np.uint8).view(dt))
+    assert not r.ok and r.reason.startswith("1 of 3 elements differ")
+    assert not compare(e, np.array([nan, 0x01, 0x39], np.uint8).view(dt)).ok  # one step
+    if "fnuz" not in name:
+        zeros = np.array([0x00, 0x80], np.uint8).view(dt)
+        assert not compare(zeros, zeros[::-1].copy()).ok  # -0 vs +0
+        assert compare(zeros, zeros[::-1].copy(), signed_zeros=False).ok
+
+
 def test_compare_signed_zero_policy():
     pz, nz = np.array([0.0], np.float32), np.array([-0.0], np.float32)
     c = compare(pz, nz)

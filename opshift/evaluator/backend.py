@@ -30,14 +30,18 @@ def _graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                     yield from _graphs(sub)
 
 
-#: Element types the evaluator computes with. float8/float4/int4/int2, strings and complex
-#: are refused (by Cast and by input checks) rather than approximated.
+#: Element types the evaluator computes with (the narrow ones as ml_dtypes holds them).
+#: Complex is refused (by input checks) rather than approximated. Of values other than
+#: tensors, sequences and optionals are claimed (maps: only ai.onnx.ml makes them).
 CLAIMED_TYPES = frozenset({
     onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
     onnx.TensorProto.BFLOAT16, onnx.TensorProto.BOOL,
     onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
     onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32,
-    onnx.TensorProto.UINT64,
+    onnx.TensorProto.UINT64, onnx.TensorProto.STRING, onnx.TensorProto.FLOAT8E4M3FN,
+    onnx.TensorProto.FLOAT8E4M3FNUZ, onnx.TensorProto.FLOAT8E5M2, onnx.TensorProto.FLOAT8E5M2FNUZ,
+    onnx.TensorProto.FLOAT8E8M0, onnx.TensorProto.UINT4, onnx.TensorProto.INT4,
+    onnx.TensorProto.FLOAT4E2M1, onnx.TensorProto.UINT2, onnx.TensorProto.INT2,
 })
 
 
@@ -45,8 +49,10 @@ def _type_tags(g: onnx.GraphProto) -> Iterator[str]:
     """Unclaimed value types of a graph's inputs/outputs/initializers and Cast targets."""
     for vi in [*g.input, *g.output]:
         which = vi.type.WhichOneof("value")
-        if which != "tensor_type":
+        if which not in ("tensor_type", "sequence_type", "optional_type"):
             yield f"{which or 'untyped'} value {vi.name!r}"
+        elif which != "tensor_type":
+            continue
         elif vi.type.tensor_type.elem_type not in CLAIMED_TYPES:
             yield f"type {onnx.TensorProto.DataType.Name(vi.type.tensor_type.elem_type)}"
     for t in g.initializer:

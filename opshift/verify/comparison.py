@@ -36,6 +36,13 @@ _BF16 = np.dtype(ml_dtypes.bfloat16)
 _FLOATS = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), _BF16}
 
 
+#: ml_dtypes' float8 and float4 types (their bit layouts differ from IEEE's: fnuz types have
+#: no -0.0, float4 lives in the low bits of a byte)
+NARROW_FLOATS = {np.dtype(getattr(ml_dtypes, n)) for n in (
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+    "float4_e2m1fn") if hasattr(ml_dtypes, n)}
+
+
 def _is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f" or dtype == _BF16
 
@@ -115,6 +122,9 @@ def compare(expected: Any, actual: Any, *, ulp: int | None = None,
         return _result(n, bad, expected, actual, float(d), int(d), "differ")
     if _is_float(dt) and dt.itemsize in (1, 2, 4, 8):
         return _compare_float(expected, actual, ulp, signed_zeros)
+    if dt in NARROW_FLOATS:  # exact, as their float32 values (NaN payloads aside)
+        return _compare_float(expected.astype(np.float32), actual.astype(np.float32), 0,
+                              signed_zeros)
     eq = expected == actual
     bad = ~np.asarray(eq, dtype=bool)
     n = int(bad.sum())

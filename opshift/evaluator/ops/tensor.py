@@ -6,11 +6,13 @@ import math
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from ..registry import op
 from ._common import BFLOAT16, ints, normalize_axes, sum_dtype
 
-#: TensorProto element types the evaluator computes with (others are refused by Cast).
+#: TensorProto element types Cast converts between by numpy alone (see _cast_other for the
+#: rest: strings, float8/float4/int4/int2).
 _CASTABLE = {
     onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
     onnx.TensorProto.BFLOAT16, onnx.TensorProto.BOOL,
@@ -21,13 +23,32 @@ _CASTABLE = {
 _CASTABLE_DTYPES = {np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t)) for t in _CASTABLE}
 
 
+_T = onnx.TensorProto
+_FLOAT8 = {_T.FLOAT8E4M3FN, _T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2, _T.FLOAT8E5M2FNUZ}
+
+
 def _cast(ctx, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if x.dtype not in _CASTABLE_DTYPES or dtype not in _CASTABLE_DTYPES:
-        raise ctx.unsupported(f"cast from {x.dtype} to {dtype} is not supported (the evaluator "
-                              "casts between float16/bfloat16/float/double, int/uint widths "
-                              "and bool)")
+        return _cast_other(ctx, x, onnx.helper.np_dtype_to_tensor_dtype(dtype), dtype)
     if x.dtype == BFLOAT16 and dtype.kind in "iub":  # (dtype.name is slow: per node)
         x = x.astype(np.float32)
+    return x.astype(dtype)
+
+
+def _cast_other(ctx, x: np.ndarray, to: int, dtype: np.dtype) -> np.ndarray:
+    """A cast from or to strings or the narrow types, as the spec's rules (and onnx's
+    reference) have it: strings read and written by numpy's str; a float8 of the four
+    saturating types clamped to its largest finite value unless ``saturate`` is 0 (then out
+    of range is NaN or inf); float8e8m0 by ``round_mode``; the rest rounded to nearest even
+    and wrapped as ml_dtypes converts."""
+    saturate = bool(ctx.attrs.get("saturate", 1))
+    if to == _T.STRING:
+        return x.astype(np.str_).astype(object)
+    if to in _FLOAT8 and saturate:
+        return numpy_helper.saturate_cast(x, dtype)
+    if to == _T.FLOAT8E8M0:
+        return numpy_helper.to_float8e8m0(x, saturate, ctx.attrs.get("round_mode", "up")
+                                          ).astype(dtype)
     return x.astype(dtype)
 
 
@@ -39,8 +60,6 @@ def cast(ctx, x):
             to = onnx.TensorProto.DataType.Value(to.upper())
         except ValueError:
             raise ctx.error(f"unknown type name to={to!r}") from None
-    if to not in _CASTABLE:
-        raise ctx.unsupported(f"cast to {onnx.TensorProto.DataType.Name(to)} is not supported")
     return _cast(ctx, x, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(to)))
 
 
