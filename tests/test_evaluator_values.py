@@ -118,8 +118,16 @@ def test_fed_values_checked_against_the_declared_types():
         evaluate(m, {"s": [np.ones(2, np.float32), np.ones(2)]})
     t = make_model([helper.make_node("Identity", ["x"], ["y"])], [vi("x", T.FLOAT, [2])],
                    [vi("y")], opset=13)
-    with pytest.raises(EvaluationError, match="graph input 'x': sequence.* declares a tensor"):
-        evaluate(t, {"x": [np.ones(2, np.float32)]})
+    with pytest.raises(EvaluationError, match="graph input 'x': map.* declares a tensor"):
+        evaluate(t, {"x": {1: np.ones(2, np.float32)}})
+    with pytest.raises(EvaluationError, match="graph input 'x': empty optional given, the "
+                                              "model declares a tensor"):
+        evaluate(t, {"x": None})
+    with pytest.raises(EvaluationError, match="graph input 'x': not a tensor: "):
+        evaluate(t, {"x": [[1.0], [1.0, 2.0]]})
+    ints = make_model([helper.make_node("Identity", ["x"], ["y"])], [vi("x", T.INT64, [2])],
+                      [vi("y")], opset=13)
+    assert evaluate(ints, {"x": [3, 4]})["y"].tolist() == [3, 4]  # array-like, as numpy
     c = _ml(helper.make_node("CastMap", ["m"], ["y"], domain="ai.onnx.ml"),
             [_typed("m", _map(T.INT64, T.FLOAT))], [vi("y")])
     # Python values take the map's declared value type

@@ -27,8 +27,8 @@ def checked(tp: onnx.TypeProto, v: Value, what: str) -> Value:
     EvaluationError naming ``what`` when it does not fit. An undeclared type takes any
     value."""
     kind = tp.WhichOneof("value")
-    if kind == "tensor_type":
-        if isinstance(v, (list, dict)) or v is None:
+    if kind == "tensor_type":  # (a list is array-like: numpy's rules make it a tensor)
+        if isinstance(v, dict) or v is None:
             raise EvaluationError(f"{what}: {describe(v)} given, the model declares a tensor")
         return _tensor(tp.tensor_type, v, what)
     if kind == "sequence_type":
@@ -92,7 +92,10 @@ def _scalars(v: Value) -> Value:
 
 
 def _tensor(tt: onnx.TypeProto.Tensor, v: Any, what: str) -> np.ndarray:
-    v = np.asarray(v)
+    try:
+        v = np.asarray(v)
+    except (ValueError, TypeError) as e:  # a ragged list, say
+        raise EvaluationError(f"{what}: not a tensor: {e}") from None
     if tt.elem_type:
         want = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
         if v.dtype != want:
