@@ -134,10 +134,6 @@ def test_training_mode_cases_are_refused(name):
 # -- cases that need onnx.reference's kernels -------------------------------------------------
 
 
-#: onnx.reference's own kernel takes longer than the rest of this group together (~9 s).
-SLOW_IN_ONNX_REFERENCE = {"test_lppool_3d_default"}
-
-
 @functools.cache
 def _borrowing() -> tuple[str, ...]:
     """Cases opshift's own kernels do not cover (element types aside) but onnx.reference's
@@ -160,7 +156,7 @@ def test_most_unclaimed_cases_run_with_onnx_reference_kernels():
         _claimed())
 
 
-@pytest.mark.parametrize("name", [n for n in _borrowing() if n not in SLOW_IN_ONNX_REFERENCE])
+@pytest.mark.parametrize("name", _borrowing())
 def test_onnx_node_case_with_onnx_reference_kernels(name):
     from onnx.backend.test.runner import Runner
 
