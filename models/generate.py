@@ -549,6 +549,45 @@ def control_flow() -> Case:
     return m, {"x": x}, {"y": y, "prelu_flag_out": flag, "acts": acts}
 
 
+@generator("sequence_loop")
+def sequence_loop() -> Case:
+    src = Source(350)
+    x = with_specials(src.normal((3, 4, 4), 2.0), F32)
+    slope = np.array([0.25, 0.5, 0.0, 1.25], F32)
+    # Expected: each [4, 4] slice of x through PRelu (slope on the last axis), restacked.
+    y = np.stack([ref_prelu(x[i], slope) for i in range(3)])
+
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT,
+                                                                        None))
+    body = helper.make_graph(
+        [helper.make_node("SequenceAt", ["slices", "i"], ["slice"], name="take"),
+         helper.make_node("PRelu", ["slice", "slope"], ["act"], name="prelu"),
+         helper.make_node("SequenceInsert", ["acc_in", "act"], ["acc_out"], name="append"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")],
+        "per_slice",
+        [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+         helper.make_value_info("acc_in", seq)],
+        [vi("cond_out", TensorProto.BOOL, []), helper.make_value_info("acc_out", seq)])
+    g = helper.make_graph(
+        [helper.make_node("SplitToSequence", ["x"], ["slices"], name="split", axis=0,
+                          keepdims=0),
+         helper.make_node("SequenceLength", ["slices"], ["n"], name="count"),
+         helper.make_node("SequenceEmpty", [], ["empty"], name="start",
+                          dtype=TensorProto.FLOAT),
+         helper.make_node("Loop", ["n", "", "empty"], ["acts"], name="each_slice",
+                          body=body),
+         helper.make_node("ConcatFromSequence", ["acts"], ["y"], name="restack", axis=0,
+                          new_axis=1)],
+        "per_slice_activation", [vi("x", TensorProto.FLOAT, [3, 4, 4])],
+        [vi("y", TensorProto.FLOAT, [3, 4, 4])], [init("slope", slope)])
+    m = model(g, 13, "x split into a sequence of its [4, 4] slices (SplitToSequence), a Loop "
+                     "that applies PRelu (slope on the last axis) to each slice and appends "
+                     "it to a loop-carried sequence (SequenceAt, SequenceInsert), and the "
+                     "results stacked back (ConcatFromSequence): a sequence carried through "
+                     "control flow, the body reading the slices and slope from outside.")
+    return m, {"x": x}, {"y": y}
+
+
 @generator("local_function")
 def local_function() -> Case:
     src = Source(400)
