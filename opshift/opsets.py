@@ -137,6 +137,22 @@ def type_str(dtype: np.dtype) -> str:
     return s
 
 
+def type_string(tp: onnx.TypeProto) -> str | None:
+    """A TypeProto as schemas spell it (``tensor(float)``, ``seq(tensor(float))``,
+    ``optional(seq(tensor(int64)))``); None when it is not a tensor, sequence or optional
+    of a known element type."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        elem = tp.tensor_type.elem_type
+        return f"tensor({tensor_type_name(elem)})" if elem else None
+    inner = {"sequence_type": ("seq", tp.sequence_type),
+             "optional_type": ("optional", tp.optional_type)}.get(kind)
+    if inner is None:
+        return None
+    elem = type_string(inner[1].elem_type)
+    return None if elem is None else f"{inner[0]}({elem})"
+
+
 def type_proto(type_str: str) -> onnx.TypeProto:
     """The TypeProto a schema's type string names (``tensor(float)``, ``seq(tensor(int64))``,
     ``optional(...)``), shapes left out."""

@@ -22,7 +22,7 @@ from typing import Any
 import onnx
 
 from .. import opsets
-from .values import type_proto
+from .values import type_of
 
 SOURCE = "function body"
 
@@ -61,7 +61,7 @@ def run(ctx, *inputs) -> list[Any]:
     node = node_with_defaults(ctx)
     try:
         f = opsets.function_body(ctx.op, ctx.opsets.get(ctx.domain, ctx.version), ctx.domain,
-                                 node, [type_proto(v) for v in inputs])
+                                 node, [type_of(v) for v in inputs])
     except Exception as e:  # onnx.defs refuses to build the body for these inputs
         first = (str(e).strip().splitlines() or [""])[0]
         raise ctx.error(f"its function body cannot be built: {type(e).__name__}: {first}"

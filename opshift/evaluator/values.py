@@ -113,7 +113,7 @@ def _tensor(tt: onnx.TypeProto.Tensor, v: Any, what: str) -> np.ndarray:
     return v
 
 
-def type_proto(v: Value) -> onnx.TypeProto:
+def type_of(v: Value) -> onnx.TypeProto:
     """The type of value ``v`` as a TypeProto: a tensor's element type and shape; a
     sequence's element type (of its first element; shapes left out: they may differ); a map's
     key and value types; an empty TypeProto for None (an empty optional, an absent input)."""
@@ -121,14 +121,14 @@ def type_proto(v: Value) -> onnx.TypeProto:
         return onnx.helper.make_tensor_type_proto(
             onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
     if isinstance(v, (list, tuple)):
-        elem = type_proto(v[0]) if v else onnx.TypeProto()
+        elem = type_of(v[0]) if v else onnx.TypeProto()
         if elem.HasField("tensor_type"):
             elem.tensor_type.ClearField("shape")
         return onnx.helper.make_sequence_type_proto(elem)
     if isinstance(v, dict) and v:
         k, x = next(iter(v.items()))
         key = onnx.TensorProto.STRING if isinstance(k, str) else onnx.TensorProto.INT64
-        return onnx.helper.make_map_type_proto(key, type_proto(np.asarray(x)))
+        return onnx.helper.make_map_type_proto(key, type_of(np.asarray(x)))
     return onnx.TypeProto()
 
 

@@ -14,19 +14,6 @@ def _dims(tt) -> tuple:
                  for d in tt.shape.dim)
 
 
-def _type_str_of(tp: onnx.TypeProto) -> str | None:
-    kind = tp.WhichOneof("value")
-    if kind == "tensor_type":
-        elem = tp.tensor_type.elem_type
-        return f"tensor({opsets.tensor_type_name(elem)})" if elem else None
-    inner = {"sequence_type": ("seq", lambda: tp.sequence_type.elem_type),
-             "optional_type": ("optional", lambda: tp.optional_type.elem_type)}.get(kind)
-    if inner is None:
-        return None
-    elem = _type_str_of(inner[1]())
-    return None if elem is None else f"{inner[0]}({elem})"
-
-
 class Inferred:
     """Element types and shapes (ints, symbolic names, or None) from one run of onnx shape
     inference on a copy, for the main graph, subgraphs and function value_info; what
@@ -74,8 +61,8 @@ class Inferred:
         ``seq(tensor(float))``, ``optional(seq(tensor(int64)))``), when known in full."""
         src = self._src.get(name)
         if isinstance(src, onnx.TensorProto):
-            return _type_str_of(onnx.helper.make_tensor_type_proto(src.data_type, None))
-        return None if src is None else _type_str_of(src.type)
+            return opsets.type_string(onnx.helper.make_tensor_type_proto(src.data_type, None))
+        return None if src is None else opsets.type_string(src.type)
 
     def shape(self, name: str) -> tuple | None:
         src = self._src.get(name)
