@@ -63,18 +63,18 @@ SAME_AS_FIRST = (("input", 0, False),)
 
 
 @functools.cache
-def output_type_rules(op: str, opset: int) -> tuple | None:
-    """How each output of default-domain ``op`` at ``opset`` gets its element type:
-    ``("input", j, variadic)`` (that of input j, or of any present input from j on),
-    ``("fixed", elem)``, ``("to",)`` (Cast's attribute) or None (not without inference).
-    None for an op the opset does not have."""
-    s = opsets.schema(op, opset)
+def output_type_rules(op: str, opset: int, domain: str = "") -> tuple | None:
+    """How each output of ``op`` at ``opset`` of ``domain`` (default: ai.onnx) gets its
+    element type: ``("input", j, variadic)`` (that of input j, or of any present input from j
+    on), ``("fixed", elem)``, ``("to",)`` (Cast's attribute) or None (not without
+    inference). None for an op the opset does not have."""
+    s = opsets.schema(op, opset, domain)
     if s is None:
         return None
     params = {tc.type_param_str for tc in s.type_constraints}
     rules: list[tuple | None] = []
     for k, out in enumerate(s.outputs):
-        if op == "Cast" and k == 0:
+        if op == "Cast" and k == 0 and not domain:
             rules.append(("to",))
         elif out.type_str in params:
             j = next((j for j, p in enumerate(s.inputs) if p.type_str == out.type_str), None)
@@ -183,6 +183,9 @@ class Propagation:
         self.local = {(f.domain, f.name): f for f in model.functions}
         self.variants: dict[FunctionKey, dict[tuple[int, ...], dict[str, int]]] = {}
         self._opsets: dict[FunctionKey, int] = {}
+        #: the model's other domains onnx.defs has schemas for (ai.onnx.ml, ...), by opset
+        self._domains = {d: i.version for i in model.opset_import
+                         if (d := opsets.normalize_domain(i.domain))}
 
     def declare(self, g: onnx.GraphProto, types: dict[str, int], declared=None) -> None:
         """Record the element types ``g`` declares (initializers last). ``declared``: the
@@ -252,9 +255,13 @@ class Propagation:
         """Type the outputs of ``n`` by ``rules`` (:func:`output_type_rules` of its op),
         its subgraphs already walked."""
         op, dom = n.op_type, n.domain
-        if rules is None or (dom and dom != "ai.onnx"):
+        if dom and dom != "ai.onnx":
             if self.local and (dom, op) in self.local:
                 self._call(n, types)
+                return
+            version = self._domains.get(dom)  # (a schema of ai.onnx.ml types its outputs)
+            rules = None if version is None else output_type_rules(op, version, dom)
+        if rules is None:
             return
         if op == "Constant":
             c = constant_tensor(n)

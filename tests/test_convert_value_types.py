@@ -1,6 +1,7 @@
-"""convert on sequences and optionals: the schema step reads a value's whole type (a
-sequence's, an optional's) from declarations and shape inference, and OptionalGetElement /
-OptionalHasElement of a plain value go below version 18 as what they compute."""
+"""convert reading the types of values: a sequence's or optional's whole type (from
+declarations and shape inference), an output typed only by another domain's schema
+(ai.onnx.ml); OptionalGetElement / OptionalHasElement of a plain value go below version 18 as
+what they compute."""
 
 from __future__ import annotations
 
@@ -129,3 +130,23 @@ def test_a_sequence_type_refused_where_the_op_does_not_take_it():
     with pytest.raises(ConversionError, match=r"input 0 \('x'\) is tensor\(bfloat16\), not "
                                               "allowed at SplitToSequence-11"):
         convert_proto(split, 18)
+
+
+def test_an_output_typed_by_an_ai_onnx_ml_schema():
+    """SVMClassifier's scores are tensor(float) by its schema, which onnx's shape inference
+    does not apply: the Cast reading them goes below Cast-9 (whose types Cast-6 narrows)
+    knowing that, as skl2onnx's SVC exports need."""
+    svm = helper.make_node("SVMClassifier", ["X"], ["label", "scores"], domain="ai.onnx.ml",
+                           classlabels_ints=[0, 1], kernel_type="LINEAR",
+                           support_vectors=[1., 0., 0., 1.], vectors_per_class=[1, 1],
+                           coefficients=[1.0, -1.0], rho=[0.25])
+    m = make_model([svm, helper.make_node("Cast", ["scores"], ["y"], to=T.DOUBLE)],
+                   [vi("X", T.FLOAT, [3, 2])], [vi("y", T.DOUBLE, [3, 2]),
+                                                vi("label", T.INT64, [3])],
+                   opset=9, extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
+    x = np.array([[1, 2], [-1, 0.5], [0, 0]], np.float32)
+    want = evaluate(m, {"X": x})
+    convert_proto(m, 6)
+    assert [n.op_type for n in m.graph.node] == ["SVMClassifier", "Cast"]
+    got = evaluate(m, {"X": x})
+    assert all(compare(want[k], got[k], ulp=0).ok for k in want)
