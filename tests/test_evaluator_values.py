@@ -370,3 +370,12 @@ def test_verify_cannot_generate_a_sequence_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "graph input 's': cannot generate a value of sequence " \
         "type; give it through the Python API" in err
+
+
+def test_a_hostile_size_is_a_one_line_error():
+    """CastMap's SPARSE output has max_map positions: 2**40 of them (8 TiB) is numpy's
+    MemoryError, reported as the node's error."""
+    m = _cast_map(T.FLOAT, "SPARSE", "TO_INT64", max_map=1 << 40)
+    with pytest.raises(EvaluationError, match=r"node 'cast' \(ai.onnx.ml::CastMap-1.*Unable to "
+                                              "allocate"):
+        evaluate(m, {"m": {0: np.float32(1)}})

@@ -324,7 +324,7 @@ class Runtime:
         except (EvaluationError, UnsupportedError):
             raise
         except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
-                OverflowError) as e:
+                OverflowError, MemoryError) as e:  # (a hostile size: numpy's own message)
             raise EvaluationError(f"{loc}: {e}") from e
         if not isinstance(results, (list, tuple)):
             results = [results]
