@@ -305,7 +305,7 @@ def test_census_types_through_constants_casts_and_where():
     census = validate.Census()
     validate.check(m, "m", census=census)
     assert census.types == {"x": TP.INT32, "k": TP.DOUBLE, "c": TP.FLOAT16, "r": TP.FLOAT16,
-                            "w": TP.DOUBLE, "y": TP.FLOAT}
+                            "b": TP.BOOL, "w": TP.DOUBLE, "s": TP.INT64, "y": TP.FLOAT}
     m18 = make_model(nodes, [helper.make_tensor_value_info("x", TP.INT32, [2])],
                      [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=18)
     census = validate.Census()

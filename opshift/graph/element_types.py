@@ -71,15 +71,17 @@ def output_type_rules(op: str, opset: int, domain: str = "") -> tuple | None:
     s = opsets.schema(op, opset, domain)
     if s is None:
         return None
-    params = {tc.type_param_str for tc in s.type_constraints}
+    params = {tc.type_param_str: tc.allowed_type_strs for tc in s.type_constraints}
     rules: list[tuple | None] = []
     for k, out in enumerate(s.outputs):
+        allowed = params.get(out.type_str)
         if op == "Cast" and k == 0 and not domain:
             rules.append(("to",))
-        elif out.type_str in params:
+        elif allowed is not None:
             j = next((j for j, p in enumerate(s.inputs) if p.type_str == out.type_str), None)
-            rules.append(None if j is None else
-                         ("input", j, s.inputs[j].option == _VARIADIC))
+            elem = _elem_of_type_str(allowed[0]) if len(allowed) == 1 else None
+            rules.append(("input", j, s.inputs[j].option == _VARIADIC) if j is not None
+                         else None if elem is None else ("fixed", elem))
         else:
             elem = _elem_of_type_str(out.type_str)
             rules.append(None if elem is None else ("fixed", elem))
