@@ -1170,14 +1170,39 @@ def test_function_body_that_cannot_reach_the_target_is_refused():
         convert_other_ops(m, 12, 10)
 
 
-def test_function_body_that_does_not_type_check_is_refused():
-    # onnx builds float16 Attention's body with a float32 ConstantOfShape bias.
+def test_float16_attention_body_below_23():
+    """onnx builds float16 Attention's body with a float32 ConstantOfShape bias cast back, and
+    CastLikes whose element types only shape inference of the body tells: written out at
+    opset 13 it type-checks and computes the same bits."""
     q = [vi(n, TensorProto.FLOAT16, [1, 2, 3, 4]) for n in ("q", "k", "v")]
     m = make_model([one("Attention", ["q", "k", "v"], ["y"], is_causal=1)], q,
                    [vi("y", TensorProto.FLOAT16, [1, 2, 3, 4])], opset=23)
-    with pytest.raises(ConversionError, match=r"Attention does not exist at opset 13.*"
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal((1, 2, 3, 4)).astype(np.float16) for n in "qkv"}
+    want = evaluate(m, feeds)["y"]
+    convert_other_ops(m, 23, 13)
+    m.opset_import[0].version = 13
+    m.ir_version = ir_version_for_opset(13)
+    onnx.checker.check_model(m, full_check=True)
+    assert "Attention" not in {n.op_type for n in m.graph.node}
+    assert_exact(want, evaluate(m, feeds)["y"])
+
+
+def test_function_body_that_does_not_type_check_is_refused(monkeypatch):
+    """A written body is type-checked on its own at the target: one that mixes element
+    types (here a body adding a float to an int64) is refused, never written."""
+    from opshift.conversion.steps import missing_ops
+
+    body = helper.make_function("", "Mish", ["X"], ["Y"], [
+        helper.make_node("Constant", [], ["k"], value=helper.make_tensor("k", TensorProto.INT64,
+                                                                         [], [1])),
+        helper.make_node("Add", ["X", "k"], ["Y"])], [helper.make_opsetid("", 18)])
+    monkeypatch.setattr(missing_ops, "_function_body", lambda st: (body, 18))
+    m = make_model([one("Mish", ["x"], ["y"])], [vi("x", TensorProto.FLOAT, [2])],
+                   [vi("y", TensorProto.FLOAT, [2])], opset=18)
+    with pytest.raises(ConversionError, match=r"Mish does not exist at opset 13.*"
                                               r"does not type-check"):
-        convert_other_ops(m, 23, 13)
+        convert_other_ops(m, 18, 13)
 
 
 # ------------------------------------------------------------ function bodies typed by calls

@@ -16,6 +16,7 @@ from onnx import helper
 from ... import opsets
 from ...errors import ConversionError
 from ...graph.scopes import constant_tensor
+from ..folding import fold_shape_arithmetic
 from ..registry import replaces
 from ..step import Refuse, Step
 
@@ -44,8 +45,9 @@ def write_function_body(st: Step, src: int, depth: int) -> None:
     if depth > 4:
         raise Refuse("function bodies nest too deep")
     body, body_opset = _function_body(st)
-    nodes = _inline_body(st, body)
+    nodes = fold_shape_arithmetic(st, _inline_body(st, body), body_opset)
     st.facts.propagate(nodes, body_opset)
+    _infer_body(st, nodes, body_opset)
     for b in nodes:
         c = constant_tensor(b)
         if c is not None:
@@ -165,6 +167,34 @@ def _inline_body(st: Step, body: onnx.FunctionProto) -> list[onnx.NodeProto]:
         new.attribute.extend(attrs)
         nodes.append(new)
     return nodes
+
+
+def _infer_body(st: Step, nodes: list[onnx.NodeProto], opset: int) -> None:
+    """What onnx's shape inference says of the body's own values (element types the schema
+    rules leave open, such as ConstantOfShape's; shapes, whose ranks steps such as Softmax's
+    need), from the types and shapes known of the values it reads: kept as the values'
+    facts. Best effort: what inference cannot say stays unknown."""
+    made = {o for n in nodes for o in n.output}
+    inputs = [helper.make_tensor_value_info(name, st.elem_type(name) or 0, st.shape(name))
+              for name in dict.fromkeys(i for n in nodes for i in n.input if i and i not in made)]
+    g = helper.make_graph(nodes, "body", inputs, [helper.make_tensor_value_info(o, 0, None)
+                                                  for o in st.w.output if o])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        g = onnx.shape_inference.infer_shapes(m, strict_mode=False).graph
+    except Exception:  # (inference's failures: the body's values stay as they were)
+        return
+    facts = st.facts
+    for vi in [*g.value_info, *g.output]:
+        if vi.name not in made or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        if tt.elem_type and not facts.extra_types.get(vi.name):
+            facts.extra_types[vi.name] = tt.elem_type
+        if tt.HasField("shape"):
+            facts.extra_shapes[vi.name] = tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim)
 
 
 def _check_types(st: Step, nodes: list[onnx.NodeProto]) -> None:
