@@ -1,0 +1,107 @@
+"""convert writing an op's function body below the op's version: the body's shape arithmetic
+folded where it only depends on ranks and constants, its values typed and shaped by onnx's
+inference of the body, and the written model computing the op's own values."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_exact, make_model, vi
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from opshift.errors import ConversionError
+from opshift.evaluator import evaluate
+from opshift.passes.convert import convert_proto
+
+
+def _ops(m: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in m.graph.node]
+
+
+def _converted(m: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    convert_proto(c, target)
+    onnx.checker.check_model(c, full_check=True)
+    return c
+
+
+def _rms(shape, axis: int = -1) -> onnx.ModelProto:
+    return make_model([helper.make_node("RMSNormalization", ["x", "scale"], ["y"], axis=axis)],
+                      [vi("x", T.FLOAT, shape)], [vi("y", T.FLOAT, shape)], opset=23,
+                      initializers=[numpy_helper.from_array(
+                          np.linspace(0.5, 2.0, 8, dtype=np.float32), "scale")])
+
+
+@pytest.mark.parametrize("target", [17, 13, 11, 7])
+def test_rms_normalization_with_symbolic_dims_below_18(target):
+    """Its body takes ReduceMean's axes from Range(axis, Size(Shape(X)), 1): X's rank (3,
+    with batch and sequence dims symbolic) makes them the constant [2], which ReduceMean
+    below 18 takes as an attribute. No dim is baked in: two batch sizes run."""
+    m = _rms(["batch", "seq", 8])
+    c = _converted(m, target)
+    ops = _ops(c)
+    assert "RMSNormalization" not in ops and "Range" not in ops and "Size" not in ops
+    reduce_mean = next(n for n in c.graph.node if n.op_type == "ReduceMean")
+    assert helper.get_attribute_value(reduce_mean.attribute[0]) == [2]
+    rng = np.random.default_rng(target)
+    for batch in (1, 3):
+        x = rng.standard_normal((batch, 5, 8)).astype(np.float32)
+        x[0, 0, :3] = [0.0, -0.0, 1e-30]
+        assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"])
+
+
+def test_rms_normalization_of_unknown_rank_is_refused_below_18():
+    m = _rms(None)
+    with pytest.raises(ConversionError, match=r"ReduceMean.*axes .* is not a constant"):
+        convert_proto(m, 17)
+
+
+def test_layer_normalization_below_13():
+    """Its body's ConstantOfShape is typed by inference (the schema leaves its type open)
+    and its Shape output is int64: the body converts down to opset 9, exactly, and the
+    shapes it reads stay computed (Shape nodes kept) so another batch size runs."""
+    shape = ["n", 3, 4]
+    m = make_model([helper.make_node("LayerNormalization", ["x", "w", "b"], ["y"], axis=1)],
+                   [vi("x", T.FLOAT, shape)], [vi("y", T.FLOAT, shape)], opset=17,
+                   initializers=[numpy_helper.from_array(np.full((3, 4), 1.5, np.float32), "w"),
+                                 numpy_helper.from_array(np.full((3, 4), -0.25, np.float32),
+                                                         "b")])
+    for target in (11, 9):
+        c = _converted(m, target)
+        assert "LayerNormalization" not in _ops(c) and "Shape" in _ops(c)
+        rng = np.random.default_rng(target)
+        for n in (1, 2):
+            x = rng.standard_normal((n, 3, 4)).astype(np.float32)
+            assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"])
+
+
+@pytest.mark.parametrize("dtype,elem", [(np.float32, T.FLOAT), (np.float16, T.FLOAT16)])
+def test_attention_below_23(dtype, elem):
+    """Attention-23's body needs Softmax's input rank (Softmax-11 coerces to 2-D) and its
+    CastLikes' types: both from inference of the body. Causal, float32 and float16."""
+    q = [vi(n, elem, [2, 2, 3, 4]) for n in ("q", "k", "v")]
+    m = make_model([helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1)], q,
+                   [vi("y", elem, [2, 2, 3, 4])], opset=23)
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal((2, 2, 3, 4)).astype(dtype) for n in "qkv"}
+    for target in (13, 11):
+        c = _converted(m, target)
+        assert "Attention" not in _ops(c) and "Softmax" in _ops(c)
+        assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"])
+
+
+def test_folding_keeps_what_it_cannot_know():
+    """A dim (not a rank) is never folded: LayerNormalization with static dims keeps its
+    Shape nodes; folded values are only small integer constants."""
+    m = make_model([helper.make_node("LayerNormalization", ["x", "w"], ["y"], axis=-1)],
+                   [vi("x", T.FLOAT, [2, 4])], [vi("y", T.FLOAT, [2, 4])], opset=17,
+                   initializers=[numpy_helper.from_array(np.ones(4, np.float32), "w")])
+    c = _converted(m, 11)
+    assert "Shape" in _ops(c)
+    for n in c.graph.node:
+        if n.op_type == "Constant":
+            t = n.attribute[0].t
+            assert t.data_type != T.INT64 or len(t.dims) <= 1
