@@ -540,6 +540,30 @@ def test_gemm_optional_c_and_legacy_broadcast():
                                rtol=1e-5)
 
 
+@pytest.mark.parametrize("const", [True, False])
+def test_gemm_c_with_outer_ones_below_7(const):
+    """C of shape [1, 4] on Y [2, 4] is not a trailing shape of Y, but C without its outer
+    1s is: Gemm-6 gets C as [4] (a constant reshaped in place, a computed one through
+    Squeeze) with broadcast=1, the same values."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    w = numpy_helper.from_array(rng.standard_normal((3, 4)).astype(np.float32), "w")
+    c = rng.standard_normal((1, 4)).astype(np.float32)
+    inits = [w, numpy_helper.from_array(c, "c")] if const else [w]
+    inputs = [vi("a", F, [2, 3])] + ([] if const else [vi("c", F, [1, 4])])
+    m = make_model([one("Gemm", ["a", "w", "c"], ["y"], beta=0.5)], inputs,
+                   [vi("y", F, [2, 4])], opset=13, initializers=inits)
+    feeds = {"a": a} if const else {"a": a, "c": c}
+    roundtrip(m, 13, 6, feeds)
+    gemm = node(m, "Gemm")
+    assert attrs(gemm)["broadcast"] == 1
+    if const:
+        assert [n.op_type for n in m.graph.node] == ["Gemm"]
+        assert list(next(t for t in m.graph.initializer if t.name == gemm.input[2]).dims) == [4]
+    else:
+        assert [n.op_type for n in m.graph.node] == ["Squeeze", "Gemm"]
+
+
 @pytest.mark.parametrize("n,width", [(2, 6), (2, 5), (3, 5)])
 def test_split_num_outputs(n, width):
     x = np.arange(2 * width, dtype=np.float32).reshape(2, width)

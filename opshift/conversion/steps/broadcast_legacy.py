@@ -11,7 +11,8 @@
   it: a constant written broadcast, a computed A as ``Mul(ones, A, broadcast=1)`` (exact:
   ``x * 1`` is ``x``); B is then placed, or widened too. Up reshapes B for ``axis``.
 * Sum/Max/Min/Mean **8**: all inputs had to share one shape before 8.
-* Gemm **7**: ``broadcast`` of C (<= 6); Gemm **11**: C optional (made an explicit zero down).
+* Gemm **7**: ``broadcast`` of C (<= 6; C read without its outer 1s when that makes it a
+  trailing shape of Y); Gemm **11**: C optional (made an explicit zero down).
 """
 
 from __future__ import annotations
@@ -226,6 +227,13 @@ def gemm_broadcast(st: Step) -> None:
     if known_shape(sc) and sy is not None and is_suffix(sc, sy):
         st.set_attr("broadcast", 1)
         st.note(f"broadcast=1 for C of shape {sc}")
+        return
+    lead = next((k for k, d in enumerate(sc or ()) if d != 1), len(sc or ()))
+    if known_shape(sc) and sy is not None and lead and is_suffix(sc[lead:], sy):
+        # C without its outer 1s ([1, N] -> [N]) is a trailing shape of Y: the same values
+        how = st.read_input_as(2, sc[lead:], "Squeeze", list(range(lead)), "trailing")
+        st.set_attr("broadcast", 1)
+        st.note(f"broadcast=1 for C of shape {sc}, {how}")
         return
     raise Refuse(f"C of shape {sc} vs Y of shape {sy}: Gemm-6 broadcasts only trailing shapes")
 
