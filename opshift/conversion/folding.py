@@ -90,6 +90,10 @@ def _fold(st: Step, n: onnx.NodeProto, opset: int, known: dict[str, np.ndarray],
         values.append(v)
     if not values:
         return None
+    if op == "Range" and len(values) == 3 and all(v is not None for v in values):
+        start, limit, delta = (int(np.asarray(v).reshape(-1)[0]) for v in values)
+        if delta == 0 or max(0, -(-(limit - start) // delta)) > _LARGEST:
+            return None  # (a hostile attribute would have the evaluator make it whole)
     return _run(n, opset, values)
 
 
