@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 from ..external import tensor_array
 from ..graph.edit import Edits, Pending, axes_nodes, constant_node
 from ..graph.facts import Constant, Facts
-from ..graph.scopes import Scope, may_hold_subgraphs, node_label, subgraphs
+from ..graph.scopes import Scope, node_label
 
 
 class Refuse(Exception):
@@ -97,11 +97,11 @@ class Step:
         return self.ctx.edits.names.fresh(base)
 
     def edit(self) -> onnx.NodeProto:
-        """A writable copy of the node (made once per node)."""
+        """A writable copy of the node (made once per node). A node holding subgraphs gets
+        them back from the original when written (:meth:`~opshift.graph.edit.Edits.write`),
+        with the edits planned inside them: a step edits its inputs, outputs and other
+        attributes only."""
         if self.state.work is None:
-            if may_hold_subgraphs(self.node.domain, self.node.op_type) and any(
-                    True for _ in subgraphs(self.node)):
-                raise Refuse("a node holding subgraphs cannot be rewritten")
             w = onnx.NodeProto()
             w.CopyFrom(self.node)
             self.state.work = w

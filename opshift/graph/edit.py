@@ -130,6 +130,8 @@ class Edits:
                 scope.graph.initializer.extend(inits[key])
             repl = self._replace.get(key)
             if repl is not None:
+                for index, nodes in repl[1].items():
+                    _keep_subgraphs(scope.nodes[index], nodes)
                 splice(scope.nodes, repl[1])
             if key in unused:
                 # read by as many nodes as before but for the reads rewrites took away
@@ -194,6 +196,22 @@ def _remove_unused_constants(scope: Scope, names: set[str]) -> None:
         for i in reversed(range(len(g.initializer))):
             if g.initializer[i].name in dead and g.initializer[i].name not in inputs:
                 del g.initializer[i]
+
+
+def _keep_subgraphs(original: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
+    """A rewritten node holding subgraphs was copied when planned; the edits planned inside
+    its subgraphs were written into the original's since (subgraphs are written first): its
+    rewritten form (the node of ``nodes`` of its op) takes them."""
+    if not may_hold_subgraphs(original.domain, original.op_type):
+        return
+    graphs = {a.name: a for a in original.attribute
+              if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)}
+    for n in nodes if graphs else ():
+        if n.op_type == original.op_type and n.domain == original.domain:
+            for a in n.attribute:
+                g = graphs.get(a.name)
+                if g is not None and a.type == g.type:
+                    a.CopyFrom(g)
 
 
 def axes_nodes(op: str, inp: str, out: str, axes: list[int], opset: int, names

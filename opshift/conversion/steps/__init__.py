@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     prelu,
     refused,
     sampling,
+    scan,
     softmax,
     training,
 )

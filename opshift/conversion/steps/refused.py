@@ -1,8 +1,7 @@
 """Features that exist only from a newer version and have no older exact form: refused going
 down. Pad **19** (mode 'wrap'), QuantizeLinear/DequantizeLinear **13** (per-axis scales),
-ScatterND/ScatterElements **18** (reduction min/max), Scan **9** (different inputs, both
-ways), GroupNormalization **21** (per-group vs per-channel scale, both ways), Mod **28**
-(fmod=0 on floating-point values).
+ScatterND/ScatterElements **18** (reduction min/max), GroupNormalization **21** (per-group vs
+per-channel scale, both ways), Mod **28** (fmod=0 on floating-point values).
 """
 
 from __future__ import annotations
@@ -33,11 +32,6 @@ def scatter_min_max(st: Step) -> None:
     red = st.attr("reduction", b"none")
     if not st.up and red in (b"min", b"max", "min", "max"):
         raise Refuse(f"reduction={red!r} exists only from {st.op}-18")
-
-
-@at(9, "Scan")
-def scan_8_9(st: Step) -> None:
-    raise Refuse("Scan-8 and Scan-9 take different inputs (batch axis, sequence_lens)")
 
 
 @at(21, "GroupNormalization")
