@@ -112,3 +112,16 @@ def test_scan_refusals():
     scan.attribute.append(helper.make_attribute("scan_input_axes", [1]))
     with pytest.raises(ConversionError, match=r"Scan-9 -> Scan-8.*scan_input_axes=\[1\]"):
         convert_proto(up, 8)
+
+
+def test_convert_verify_checks_a_rewritten_scan_with_the_whole_model(tmp_path, capsys):
+    """The Scan's body is converted on its own, after the Scan's plan: its rewrite is
+    checked with the whole model (a region of the planned copy would hold the old body)."""
+    from opshift import cli
+
+    src, out = tmp_path / "scan8.onnx", tmp_path / "scan13.onnx"
+    onnx.save(_scan8(), src)
+    assert cli.main(["convert", str(src), "--opset", "13", "-o", str(out), "--verify"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(Scan-8->11): not checked on its own: it holds subgraphs" in text
+    assert "verify: ok:" in text and "the whole model (2 outputs) match" in text

@@ -193,7 +193,9 @@ class _Planner:
             why = sys.intern("; ".join(whys)) or ("" if notes else RELABEL)
         change = Change(name, n.op_type, sc.label, walk.v_from, walk.v_to,
                         "rewrite" if new is not None else "relabel", what, why)
-        if self.record:
+        # a node holding subgraphs gets them written after this plan (their own edits in):
+        # its rewrite is checked with the whole model only
+        if self.record and not any(True for _ in subgraphs(n)):
             dims = {id(c.tensor): s for c, s in state.pending.dims}
             change.region = record_region(self.ctx.facts, sc, n, new if new is not None
                                           else [n], dims, self.ctx.target, self.base_dir)
