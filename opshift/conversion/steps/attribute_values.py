@@ -1,6 +1,7 @@
 """Attribute values whose spelling or default changed: GRU **3** (default direction spelled
 'foward' at 1), Concat **4** (axis defaulted to 1 before 4, required from 4), Cast **6** (``to``
-a type name before 6), Shape **15** (start/end written as a Slice of the whole shape below).
+a type name before 6), Shape **15** (start/end written as a Slice of the whole shape below),
+ArgMax/ArgMin **12** (select_last_index=1 below: the first index of the input reversed).
 """
 
 from __future__ import annotations
@@ -62,3 +63,41 @@ def shape_start_end(st: Step) -> None:
         st.add_node("Slice", [full], "slice", after=True, output=y, starts=[start], ends=ends)
     st.note(f"start={start}, end={end} written as a Slice of the whole shape")
 
+
+
+@at(12, "ArgMax", "ArgMin")
+def arg_select_last_index(st: Step) -> None:
+    """The last index of the extreme value is n - 1 - the first index in the input reversed
+    along the axis (a Slice of step -1: from opset 10), whatever the values (ties and NaN
+    alike): positions map one to one."""
+    if st.up or not st.attr("select_last_index", 0):
+        return
+    if st.target < 10:
+        raise Refuse("select_last_index=1 needs the input reversed by a Slice of step -1, "
+                     "which exists from opset 10")
+    x = st.input(0)
+    rank = st.need_rank(x, "select_last_index=1 reverses one axis")
+    axis = st.attr("axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    st.del_attr("select_last_index")
+    st.set_attr("axis", axis)
+    const = {k: st.add_const(k, np.array([v], np.int64))
+             for k, v in (("starts", -1), ("ends", -2**63), ("axes", axis), ("steps", -1))}
+    reversed_x = st.add_node("Slice", [x, const["starts"], const["ends"], const["axes"],
+                                       const["steps"]], "reversed")
+    dim = (st.shape(x) or [None] * rank)[axis]
+    if isinstance(dim, int):
+        last = st.add_const("last", np.array(dim - 1, np.int64))
+    else:
+        shape = st.add_node("Shape", [x], "shape")
+        n = st.add_node("Gather", [shape, st.add_const("axis", np.array(axis, np.int64))],
+                        "n")
+        last = st.add_node("Sub", [n, st.add_const("one", np.array(1, np.int64))], "last")
+    y = st.w.output[0]
+    first = st.fresh_value("first_index")
+    st.facts.extra_types[first] = onnx.TensorProto.INT64
+    w = st.edit()
+    w.input[0] = reversed_x
+    w.output[0] = first
+    st.add_node("Sub", [last, first], "last_index", after=True, output=y)
+    st.note("select_last_index=1 written as n - 1 - the first index of the input reversed")
