@@ -1484,3 +1484,50 @@ def test_other_domain_body_that_needs_newer_ai_onnx_is_refused_going_down():
     got = evaluate(m, {v.name: np.asarray(t) for v, t in zip(m.graph.input, inputs)})
     np.testing.assert_allclose(got[m.graph.output[0].name], np.asarray(expected[0]),
                                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["scales", "scales_reversed", "sizes", "negative", "crop"])
+def test_resize_axes_below_18_nearest(case):
+    """Resize-18's axes written out for nearest mode: scale 1 (or the dim itself) and roi
+    [0, 1] on the other axes select every element where it is: the same values, inf and NaN
+    included; linear is refused."""
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    x[0, 0, 0, :2] = [np.inf, np.nan]
+    kw = {"mode": "nearest"}
+    roi, scales, sizes = "", "", ""
+    inits = []
+    if case in ("scales", "scales_reversed", "negative", "crop"):
+        axes = {"scales": [2, 3], "scales_reversed": [3, 2], "negative": [-1],
+                "crop": [2, 3]}[case]
+        vals = {2: 2.0, 3: 1.5, -1: 3.0}
+        inits.append(numpy_helper.from_array(np.array([vals[a] for a in axes], np.float32),
+                                             "scales"))
+        scales = "scales"
+    else:
+        axes = [3, 2]
+        inits.append(numpy_helper.from_array(np.array([7, 6], np.int64), "sizes"))
+        sizes = "sizes"
+    if case == "crop":
+        kw["coordinate_transformation_mode"] = "tf_crop_and_resize"
+        inits.append(numpy_helper.from_array(np.array([0.2, 0.1, 0.9, 0.8], np.float32),
+                                             "roi"))
+        roi = "roi"
+    m = make_model([one("Resize", ["x", roi, scales, sizes], ["y"], axes=axes, **kw)],
+                   [vi("x", F, [2, 3, 4, 5])], [vi("y", F, 4)], opset=18, initializers=inits)
+    want = evaluate(m, {"x": x})["y"]
+    for target in (13, 11):
+        c = onnx.ModelProto()
+        c.CopyFrom(m)
+        convert(c, 18, target)
+        assert "axes" not in attrs(node(c, "Resize"))
+        assert_exact(want, evaluate(c, {"x": x})["y"])
+    before, after = onnxruntime_outputs(m, {"x": x}), onnxruntime_outputs(c, {"x": x})
+    if not isinstance(before, str) and not isinstance(after, str):
+        np.testing.assert_array_equal(after[0], before[0])
+    linear = make_model([one("Resize", ["x", "", "scales"], ["y"], axes=[2, 3], mode="linear")],
+                        [vi("x", F, [2, 3, 4, 5])], [vi("y", F, 4)], opset=18,
+                        initializers=[numpy_helper.from_array(np.array([2.0, 2.0], np.float32),
+                                                              "scales")])
+    with pytest.raises(ConversionError, match="axes=.* mode='linear'"):
+        convert(linear, 18, 13)
+

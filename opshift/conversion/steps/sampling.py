@@ -92,6 +92,57 @@ def resize_optional_inputs(st: Step) -> None:
     st.set_inputs(inputs)
 
 
+@at(18, "Resize")
+def resize_axes(st: Step) -> None:
+    """``axes`` (from 18) names the axes roi, scales and sizes give; the others are not
+    resized. Going down, nearest mode spells that out: scale 1 (size: the dim itself, when
+    static) and roi [0, 1] on the other axes, which select each element where it is.
+    Linear and cubic would weigh its neighbours by 0 there (inf and NaN neighbours then
+    show): refused."""
+    axes = st.attr("axes")
+    if st.up or axes is None:
+        return
+    mode = text(st.attr("mode", b"nearest"))
+    if mode != "nearest":
+        raise Refuse(f"axes={axes} with mode={mode!r}: below 18 every axis is interpolated, "
+                     "and a weight of 0 on an inf or NaN neighbour is NaN")
+    if text(st.attr("keep_aspect_ratio_policy", b"stretch")) != "stretch":
+        raise Refuse("keep_aspect_ratio_policy exists only from Resize-18")
+    x = st.input(0)
+    rank = st.need_rank(x, "axes written out")
+    axes = [a + rank if a < 0 else a for a in axes]
+    inputs = [x, st.input(1), st.input(2), st.input(3)]
+    if inputs[2]:
+        scales = st.need_const(2, "scales given for axes")
+        full = np.ones(rank, np.float32)
+        full[axes] = scales
+        inputs[2] = st.add_const("scales", full)
+    if inputs[3]:
+        sizes = st.need_const(3, "sizes given for axes")
+        dims = st.shape(x)
+        if dims is None or any(not isinstance(d, int) for i, d in enumerate(dims)
+                               if i not in axes):
+            raise Refuse(f"sizes for axes {axes} need the other dims of {x!r} (shape "
+                         f"{dims}) to be static")
+        full_sizes = np.array(dims, np.int64)
+        full_sizes[axes] = sizes
+        inputs[3] = st.add_const("sizes", full_sizes)
+    if inputs[1]:
+        roi = st.const(inputs[1])
+        if roi is None:
+            raise Refuse("roi given for axes is not a constant")
+        if roi.size:
+            full_roi = np.concatenate([np.zeros(rank), np.ones(rank)]).astype(roi.dtype)
+            full_roi[axes] = roi[:len(axes)]
+            full_roi[[rank + a for a in axes]] = roi[len(axes):]
+            inputs[1] = st.add_const("roi", full_roi)
+    st.del_attr("axes")
+    if st.has_attr("keep_aspect_ratio_policy"):
+        st.del_attr("keep_aspect_ratio_policy")
+    st.set_inputs(inputs)
+    st.note(f"axes={axes} written out: scale 1 and roi [0, 1] on the other axes")
+
+
 @at(19, "Resize")
 def resize_symmetric(st: Step) -> None:
     mode = st.attr("coordinate_transformation_mode", b"half_pixel")
