@@ -15,6 +15,7 @@ from onnx import helper
 
 from ... import opsets
 from ...errors import ConversionError
+from ...graph.inferred import Inferred
 from ...graph.scopes import constant_tensor
 from ..folding import fold_shape_arithmetic
 from ..registry import replaces
@@ -174,42 +175,47 @@ def _infer_body(st: Step, nodes: list[onnx.NodeProto], opset: int) -> None:
     rules leave open, such as ConstantOfShape's; shapes, whose ranks steps such as Softmax's
     need), from the types and shapes known of the values it reads: kept as the values'
     facts. Best effort: what inference cannot say stays unknown."""
-    made = {o for n in nodes for o in n.output}
-    inputs = [helper.make_tensor_value_info(name, st.elem_type(name) or 0, st.shape(name))
-              for name in dict.fromkeys(i for n in nodes for i in n.input if i and i not in made)]
-    g = helper.make_graph(nodes, "body", inputs, [helper.make_tensor_value_info(o, 0, None)
-                                                  for o in st.w.output if o])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    try:
-        g = onnx.shape_inference.infer_shapes(m, strict_mode=False).graph
-    except Exception:  # (inference's failures: the body's values stay as they were)
+    m = _body_model(st, nodes, opset, [
+        helper.make_tensor_value_info(name, st.elem_type(name) or 0, st.shape(name))
+        for name in _read(nodes)])
+    try:  # (a model of its own: nothing to copy first)
+        inferred = Inferred(m, onnx.shape_inference.infer_shapes(m, strict_mode=False))
+    except Exception:  # inference's failures: the body's values stay as they were
         return
     facts = st.facts
-    for vi in [*g.value_info, *g.output]:
-        if vi.name not in made or not vi.type.HasField("tensor_type"):
-            continue
-        tt = vi.type.tensor_type
-        if tt.elem_type and not facts.extra_types.get(vi.name):
-            facts.extra_types[vi.name] = tt.elem_type
-        if tt.HasField("shape"):
-            facts.extra_shapes[vi.name] = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in tt.shape.dim)
+    for name in {o for n in nodes for o in n.output if o}:
+        t = inferred.elem_type(name)
+        if t and not facts.extra_types.get(name):
+            facts.extra_types[name] = t
+        shape = inferred.shape(name)
+        if shape is not None:
+            facts.extra_shapes[name] = shape
+
+
+def _read(nodes: list[onnx.NodeProto]) -> list[str]:
+    """The values ``nodes`` read that none of them makes, in order."""
+    made = {o for n in nodes for o in n.output}
+    return list(dict.fromkeys(i for n in nodes for i in n.input if i and i not in made))
+
+
+def _body_model(st: Step, nodes: list[onnx.NodeProto], opset: int,
+                inputs: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
+    """``nodes`` (a body written for ``st``'s node) as a model of its own at ``opset``."""
+    outputs = [helper.make_tensor_value_info(o, 0, None) for o in st.w.output if o]
+    g = helper.make_graph(nodes, "body", inputs, outputs)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def _check_types(st: Step, nodes: list[onnx.NodeProto]) -> None:
     """Type-check the written body on its own (onnx builds some bodies, e.g. float16
     Attention's, that mix element types)."""
-    made = {o for n in nodes for o in n.output}
     inputs = []
-    for name in dict.fromkeys(i for n in nodes for i in n.input if i and i not in made):
+    for name in _read(nodes):
         t = st.elem_type(name)
         if t is None:
             raise Refuse(f"the element type of {name!r} is unknown")
         inputs.append(helper.make_tensor_value_info(name, t, None))
-    outputs = [helper.make_tensor_value_info(o, 0, None) for o in st.w.output if o]
-    g = helper.make_graph(nodes, "body", inputs, outputs)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", st.target)])
+    m = _body_model(st, nodes, st.target, inputs)
     try:
         onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
     except Exception as e:  # onnx's message, first line
