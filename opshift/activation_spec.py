@@ -12,7 +12,7 @@ from . import wellformed
 from .broadcast import SlopeRule, legacy_is_per_channel, rule_for_version, slope_shape_for
 from .errors import EvaluationError
 from .graph import element_types
-from .opsets import activation_attribute_types, schema, tensor_type_name, x_types_of_any_version
+from .opsets import activation_attribute_types, schema, tensor_type, x_types_of_any_version
 
 
 @functools.cache
@@ -29,7 +29,7 @@ def activation_spec(op: str, opset: int
     rule = rule_for_version(version) if op == "PRelu" else None
     takes = x_types_of_any_version(op)
     numeric = frozenset(e for e in wellformed.KNOWN_ELEM_TYPES
-                        if e and f"tensor({tensor_type_name(e)})" in takes)
+                        if e and tensor_type(e) in takes)
     return version, types, rule, schema(op, version).max_input, numeric
 
 

@@ -126,13 +126,18 @@ def allowed_types(op: str, version: int, domain: str = "", param: str = "T") -> 
 _TYPE_STR_BY_DTYPE: dict[np.dtype, str] = {}
 
 
+def tensor_type(elem_type: int) -> str:
+    """``tensor(<name>)`` of a TensorProto element type, as schemas list allowed types."""
+    return f"tensor({tensor_type_name(elem_type)})"
+
+
 def type_str(dtype: np.dtype) -> str:
     """numpy dtype -> ONNX type string, e.g. float32 -> 'tensor(float)'."""
     dtype = np.dtype(dtype)
     s = _TYPE_STR_BY_DTYPE.get(dtype)
     if s is None:
         elem = onnx.helper.np_dtype_to_tensor_dtype(dtype)
-        s = f"tensor({tensor_type_name(elem)})"
+        s = tensor_type(elem)
         _TYPE_STR_BY_DTYPE[dtype] = s
     return s
 
@@ -144,7 +149,7 @@ def type_string(tp: onnx.TypeProto) -> str | None:
     kind = tp.WhichOneof("value")
     if kind == "tensor_type":
         elem = tp.tensor_type.elem_type
-        return f"tensor({tensor_type_name(elem)})" if elem else None
+        return tensor_type(elem) if elem else None
     inner = {"sequence_type": ("seq", tp.sequence_type),
              "optional_type": ("optional", tp.optional_type)}.get(kind)
     if inner is None:

@@ -8,18 +8,13 @@ from onnx import helper
 from .. import opsets
 
 
-def type_str(elem_type: int) -> str:
-    """``tensor(<name>)``, as schemas list allowed types."""
-    return f"tensor({opsets.tensor_type_name(elem_type)})"
-
-
 def cast_supports(elem_from: int, elem_to: int, opset: int) -> bool:
     """Cast at ``opset`` of the default domain converts ``elem_from`` to ``elem_to``."""
     v = opsets.since_version("Cast", opset)
     if v is None:
         return False
-    return (type_str(elem_from) in opsets.allowed_types("Cast", v, param="T1")
-            and type_str(elem_to) in opsets.allowed_types("Cast", v, param="T2"))
+    return (opsets.tensor_type(elem_from) in opsets.allowed_types("Cast", v, param="T1")
+            and opsets.tensor_type(elem_to) in opsets.allowed_types("Cast", v, param="T2"))
 
 
 def make_cast(inp: str, out: str, to: int, opset: int, name: str) -> onnx.NodeProto:

@@ -334,7 +334,7 @@ def _free_output_types(domain: str, op: str, opset: int) -> frozenset[str]:
     return frozenset(out)
 
 
-ALL_TYPES = frozenset(f"tensor({opsets.tensor_type_name(t)})"
+ALL_TYPES = frozenset(opsets.tensor_type(t)
                       for t in TensorProto.DataType.values() if t)
 
 
@@ -382,5 +382,5 @@ def possible_types(model: onnx.ModelProto) -> frozenset[str]:
     scan(model.graph.node, model_opsets(model), model.graph)
     for f in model.functions:
         scan(f.node, function_opsets(model, f), None)
-    found |= {f"tensor({opsets.tensor_type_name(t)})" for t in elems if t}
+    found |= {opsets.tensor_type(t) for t in elems if t}
     return frozenset(found)

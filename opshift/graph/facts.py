@@ -5,16 +5,15 @@ before anything is written):
 
 * element types: declared, then propagated through each node's schema (model-local
   functions once per tuple of call-site input types; a body value's type is the one every
-  typed call agrees on); onnx shape inference as the last resort (for call sites too);
+  typed call agrees on); onnx shape inference as the last resort (for call sites too, and
+  for the whole types of sequences and optionals);
 * shapes and ranks (symbolic dims kept): declared shapes, constants and onnx shape
-  inference -- run at most once, on a copy, only when a shape is asked for that the main
-  graph does not declare in full -- completed
-  by each op's own rules (:mod:`.shape_rules`: Gemm's output is 2-D whatever onnx can
-  infer), worked out backwards from the value asked for, each value at most once;
-* constants per scope (initializers that cannot be fed, Constant nodes), seen from nested
-  subgraphs too;
-* use counts per root (the main graph with its subgraphs, or a function);
-* the element types any value could have, and fresh names.
+  inference (run at most once, on a copy, only when a shape is asked for that the main graph
+  does not declare in full), completed by each op's own rules (:mod:`.shape_rules`: Gemm's
+  output is 2-D whatever onnx can infer), worked out backwards from each value asked for;
+* constants per scope (initializers that cannot be fed, Constant nodes), also as nested
+  subgraphs see them; use counts per root (the main graph with its subgraphs, or a
+  function); the element types any value could have; fresh names.
 """
 
 from __future__ import annotations
@@ -171,12 +170,10 @@ class Facts:
         return self._infer().elem_type(name)
 
     def type_str(self, name: str) -> str | None:
-        """The type of ``name`` as schemas spell it, in full: ``tensor(float)`` from its
-        element type, a sequence's or optional's (``seq(tensor(float))``) from onnx shape
-        inference and declarations (main graph and subgraphs); None when unknown."""
-        t = self.elem_type(name)
-        if t:
-            return f"tensor({opsets.tensor_type_name(t)})"
+        """``name``'s type as schemas spell it: ``tensor(float)`` from its element type, else
+        (``seq(tensor(float))``, ``optional(...)``) as declared or inferred; None: unknown."""
+        if t := self.elem_type(name):
+            return opsets.tensor_type(t)
         return None if self.local is not None or not name else self._infer().type_str(name)
 
     def propagated(self) -> dict[str, int]:
@@ -246,7 +243,7 @@ class Facts:
         if self._possible is None:
             types = self.propagated()
             if type(types) is Uniform:
-                self._possible = frozenset({f"tensor({opsets.tensor_type_name(types.elem)})"})
+                self._possible = frozenset({opsets.tensor_type(types.elem)})
             elif any(not self.function_variants(f) or any(
                     0 in ins for ins, _ in self.function_variants(f))
                     for f in self.model.functions if f.input):

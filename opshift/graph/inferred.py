@@ -57,12 +57,11 @@ class Inferred:
         return src.type.tensor_type.elem_type or None
 
     def type_str(self, name: str) -> str | None:
-        """The type of ``name`` as schemas spell it (``tensor(float)``,
-        ``seq(tensor(float))``, ``optional(seq(tensor(int64)))``), when known in full."""
+        """The declared or inferred type of ``name`` as schemas spell it
+        (``seq(tensor(float))``, ``optional(...)``), when known in full. (A constant's is
+        its element type: :meth:`elem_type`.)"""
         src = self._src.get(name)
-        if isinstance(src, onnx.TensorProto):
-            return opsets.type_string(onnx.helper.make_tensor_type_proto(src.data_type, None))
-        return None if src is None else opsets.type_string(src.type)
+        return opsets.type_string(src.type) if isinstance(src, onnx.ValueInfoProto) else None
 
     def shape(self, name: str) -> tuple | None:
         src = self._src.get(name)

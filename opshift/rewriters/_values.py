@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from ..external import plain_array
 from ..graph.shape_rules import merge
-from ..opsets import allowed_types, since_version, tensor_type_name
+from ..opsets import allowed_types, since_version, tensor_type
 
 #: True while matching in a model whose IR version is < 4 (set by the rules' checks).
 LEGACY_INITIALIZER_INPUTS: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -332,7 +332,7 @@ def type_allowed(op: str, opset: int, dtype: ir.DataType) -> tuple[int | None, b
     version = since_version(op, opset)
     if version is None:
         return None, False
-    return version, f"tensor({tensor_type_name(int(dtype))})" in allowed_types(op, version)
+    return version, tensor_type(int(dtype)) in allowed_types(op, version)
 
 
 def float32_attr(value: np.ndarray, dtype: np.dtype) -> float | None:

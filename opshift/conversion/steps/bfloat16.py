@@ -25,7 +25,7 @@ from onnx import TensorProto
 
 from ... import opsets
 from ...errors import ConversionError
-from ...graph.cast import cast_supports, make_cast, type_str
+from ...graph.cast import cast_supports, make_cast
 from ..registry import at
 from ..step import Refuse, Step
 
@@ -62,10 +62,10 @@ def exact_compute_type(elem_type: int, allowed_type_strs, opset: int) -> int | N
     Cast at ``opset`` converts to and from; None when there is none (for 64-bit integers
     the answer, float64, is exact only up to 2**53)."""
     allowed = frozenset(allowed_type_strs)
-    if type_str(elem_type) in allowed:
+    if opsets.tensor_type(elem_type) in allowed:
         return elem_type
     for wide in _WIDER.get(elem_type, ()):
-        if (type_str(wide) in allowed and cast_supports(elem_type, wide, opset)
+        if (opsets.tensor_type(wide) in allowed and cast_supports(elem_type, wide, opset)
                 and cast_supports(wide, elem_type, opset)):
             return wide
     return None
@@ -120,7 +120,7 @@ def compute_wider(st: Step) -> None:
         return
     allowed = opsets.allowed_types(st.op, st.dst)
     tname = opsets.tensor_type_name(elem)
-    if f"tensor({tname})" in allowed:
+    if opsets.tensor_type(elem) in allowed:
         return
     compute = exact_compute_type(elem, allowed, st.target)
     if compute is None:

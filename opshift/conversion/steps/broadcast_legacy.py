@@ -139,7 +139,7 @@ def _widen(st: Step, i: int, out: tuple[int, ...]) -> None:
                 "is given the output's shape")
         return
     t = st.elem_type(name)
-    if t is None or f"tensor({opsets.tensor_type_name(t)})" not in opsets.allowed_types(
+    if t is None or opsets.tensor_type(t) not in opsets.allowed_types(
             "Mul", st.target):
         raise Refuse(f"{name!r} broadcasts to {list(out)}: widening it as Mul by ones needs a "
                      f"type Mul-{opsets.since_version('Mul', st.target)} accepts, not "

@@ -30,7 +30,7 @@ def castlike_as_cast(st: Step) -> None:
         raise Refuse("the element types of its inputs are unknown")
     cast_v = opsets.since_version("Cast", st.target)
     for param, t in (("T1", src), ("T2", to)):
-        ts = f"tensor({opsets.tensor_type_name(t)})"
+        ts = opsets.tensor_type(t)
         if ts not in opsets.allowed_types("Cast", cast_v, param=param):
             raise Refuse(f"Cast-{cast_v} does not take {ts}")
     st.add_node("Cast", [st.input(0)], "cast", output=st.w.output[0],
