@@ -159,13 +159,11 @@ class Facts:
             return None
         if function is not None:
             return self.body_elem_type(function, name)
-        t = self.extra_types.get(name)
-        if t:
+        if t := self.extra_types.get(name):
             return t
         if self.local is not None:
             return self.local.get(name) or None
-        t = self.propagated().get(name)
-        if t:
+        if t := self.propagated().get(name):
             return t
         return self._infer().elem_type(name)
 
