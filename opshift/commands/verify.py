@@ -124,10 +124,6 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
     return out
 
 
-def _text(v: str | bytes) -> str:
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-
-
 def _first_line(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
@@ -145,7 +141,8 @@ def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> No
     for k, v in inputs.items():
         want = declared.get(k)
         if want is not None and want.kind == "O" and v.dtype.kind in "US":  # numpy's strings
-            inputs[k] = np.vectorize(_text, otypes=[object])(v) if v.size else v.astype(object)
+            text = np.char.decode(v, "utf-8", "replace") if v.dtype.kind == "S" else v
+            inputs[k] = text.astype(object)
             continue
         # ml_dtypes types (kind "V") have no .npz form: accept their raw bits, stored as
         # numpy's V2 or as unsigned ints of the same width.
