@@ -132,6 +132,14 @@ def type_of(v: Value) -> onnx.TypeProto:
     return onnx.TypeProto()
 
 
+def dtype_and_shape(v: Value) -> tuple[str, list[int] | None]:
+    """What reports list of a value: a tensor's dtype name and shape, another value's kind
+    (:func:`describe`) and no shape."""
+    if isinstance(v, (np.ndarray, np.generic)):
+        return str(v.dtype), [int(d) for d in np.shape(v)]
+    return describe(v), None
+
+
 def describe(v: Value) -> str:
     """A short name of ``v``'s kind and type: ``float32 tensor``, ``sequence[3] of float32
     tensor``, ``map(int -> float32)``, ``empty optional``."""

@@ -111,14 +111,9 @@ def _compare_outputs(ref: onnx.ModelProto, cand: onnx.ModelProto, exp: list[Any]
 
 
 def _row(name: str, v: Any, c: Comparison | None, ok: bool, reason: str, label: str) -> Row:
-    if isinstance(v, np.generic):
-        v = np.asarray(v)
-    if isinstance(v, np.ndarray):
-        dtype, shape = str(v.dtype), [int(d) for d in v.shape]
-    else:  # a sequence, map or optional
-        from ..evaluator.values import describe
+    from ..evaluator.values import dtype_and_shape
 
-        dtype, shape = describe(v), None
+    dtype, shape = dtype_and_shape(v)
     return Row(name, dtype, shape, c.max_abs if c else None, c.max_ulp if c else None, ok,
                reason, label)
 

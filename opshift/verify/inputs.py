@@ -272,10 +272,9 @@ def _rounds(specs: Sequence[_InputSpec]) -> int:
 
 def _describe(inputs: Mapping[str, Any], source: str, finite: Collection[str] = ()
               ) -> dict[str, dict[str, Any]]:
-    from ..evaluator.values import describe
+    from ..evaluator.values import dtype_and_shape
 
-    return {k: {"dtype": str(v.dtype) if isinstance(v, np.ndarray) else describe(v),
-                "shape": list(v.shape) if isinstance(v, np.ndarray) else None,
-                "source": f"{source}, finite" if k in finite else source}
+    return {k: dict(zip(("dtype", "shape"), dtype_and_shape(v)),
+                    source=f"{source}, finite" if k in finite else source)
             for k, v in inputs.items()}
 
