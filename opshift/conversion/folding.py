@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..verify.region import region_model
 from .step import Step
 
 #: integer and boolean ops a body uses on shapes, axes and counts
@@ -114,9 +115,8 @@ def _run(n: onnx.NodeProto, opset: int, values: list) -> np.ndarray | None:
     node.input.extend(names)
     node.output[0] = "out"
     inits = [numpy_helper.from_array(v, nm) for v, nm in zip(values, names) if v is not None]
-    g = helper.make_graph([node], "fold", [], [helper.make_tensor_value_info("out", 0, None)],
-                          initializer=inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m = region_model([node], [], [helper.make_tensor_value_info("out", 0, None)], inits,
+                     {"": opset})
     try:
         out = evaluate(m, {})["out"]
     except (OpshiftError, ValueError, TypeError):  # (not folded: the node stays as it is)

@@ -17,6 +17,7 @@ from ... import opsets
 from ...errors import ConversionError
 from ...graph.inferred import Inferred
 from ...graph.scopes import constant_tensor
+from ...verify.region import region_model
 from ..folding import fold_shape_arithmetic
 from ..registry import replaces
 from ..step import Refuse, Step
@@ -201,9 +202,8 @@ def _read(nodes: list[onnx.NodeProto]) -> list[str]:
 def _body_model(st: Step, nodes: list[onnx.NodeProto], opset: int,
                 inputs: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
     """``nodes`` (a body written for ``st``'s node) as a model of its own at ``opset``."""
-    outputs = [helper.make_tensor_value_info(o, 0, None) for o in st.w.output if o]
-    g = helper.make_graph(nodes, "body", inputs, outputs)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    return region_model(nodes, inputs, [helper.make_tensor_value_info(o, 0, None)
+                                        for o in st.w.output if o], opset_imports={"": opset})
 
 
 def _check_types(st: Step, nodes: list[onnx.NodeProto]) -> None:
