@@ -281,8 +281,9 @@ class Step:
         if const is not None and const.scope is self.scope:
             return self.reshape_constant_input(i, const, shape, name)
         out = self.fresh(f"{name}_{suffix}")
-        self.state.pre.extend(axes_nodes(op, name, out, axes, self.target,
-                                         self.ctx.edits.names))
+        edits = self.ctx.edits
+        self.state.pre.extend(axes_nodes(op, name, out, axes, self.target, edits.names,
+                                         edits.new_node))
         self.state.shapes[out] = tuple(shape)
         t = self.elem_type(name)
         if t:

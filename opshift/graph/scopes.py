@@ -147,23 +147,46 @@ def node_label(node: onnx.NodeProto, index: int) -> str:
     return node.name or f"{node.op_type.lower()}_{index}"
 
 
-def splice(nodes, replacements: dict[int, list[onnx.NodeProto]]) -> None:
-    """Replace ``nodes[i]`` by ``replacements[i]`` (possibly several nodes) in one pass.
+def arrange(nodes, order: list[onnx.NodeProto], start: int = 0) -> None:
+    """Make the node list ``nodes`` hold ``order`` after its first ``start`` nodes, in place.
 
-    Only the tail from the first replaced index is rebuilt.
+    Nodes of the list named in ``order`` (the wrappers it handed out, e.g. ``list(nodes)``
+    or ``nodes.add()``, kept alive by the caller) are moved into place by one (stable) sort
+    of the list, which moves messages and copies none; other nodes are copied in; nodes
+    after ``start`` that ``order`` leaves out are deleted. Rebuilding the list instead
+    (``del`` and ``extend``) copies every node it keeps into the model's arena, whose
+    memory is held until the model is freed.
     """
+    held = nodes[start:]  # alive through the sort, so the list hands out these same objects
+    key: dict[int, int] = dict.fromkeys(map(id, held), -2)  # -2: not listed (deleted)
+    for k, node in enumerate(order):
+        if key.get(id(node)) == -2:
+            key[id(node)] = k
+        else:  # a node from elsewhere, or one listed twice: a copy
+            nodes.append(node)
+            held.append(nodes[-1])
+            key[id(held[-1])] = k
+    gone = sum(1 for k in key.values() if k == -2)
+    last, get = len(order), key.get
+    nodes.sort(key=lambda n: last if (k := get(id(n), -1)) == -2 else k)
+    if gone:
+        del nodes[len(nodes) - gone:]
+
+
+def splice(nodes, replacements: dict[int, list[onnx.NodeProto]]) -> None:
+    """Replace ``nodes[i]`` by ``replacements[i]`` (possibly several nodes, or none) in place
+    (:func:`arrange`, from the first replaced node on)."""
     if not replacements:
         return
     first = min(replacements)
-    new: list[onnx.NodeProto] = []
+    order: list[onnx.NodeProto] = []
     for i in range(first, len(nodes)):
         r = replacements.get(i)
         if r is None:
-            new.append(nodes[i])
+            order.append(nodes[i])
         else:
-            new.extend(r)
-    del nodes[first:]
-    nodes.extend(new)
+            order.extend(r)
+    arrange(nodes, order, first)
 
 
 _CONSTANT_VALUE_ATTRS = ("value_float", "value_floats", "value_int", "value_ints")

@@ -79,22 +79,23 @@ def _prelu_slope(fx: Fixer, facts: Facts, edits: Edits, scope: Scope, i: int,
         fx.leave("prelu_slope", scope.label, nid, what, why)
         return
     what = f"slope {slope!r} {what}"
-    new = onnx.NodeProto()
-    new.CopyFrom(node)
     prefix: list[onnx.NodeProto] = []
     if const is not None:
         pending = Pending()
-        new.input[1], how = edits.reshaped_constant(pending, scope, slope, const,
-                                                    tuple(target), prefix)
+        read, how = edits.reshaped_constant(pending, scope, slope, const, tuple(target),
+                                            prefix)
         how = f"constant {how}"
         edits.commit(pending)
     else:  # dynamic slope: Unsqueeze it to [C, 1, ..., 1]
         axes = list(range(1, len(target)))
-        new.input[1] = edits.names.fresh(f"{slope}_per_channel")
-        prefix = axes_nodes("Unsqueeze", slope, new.input[1], axes, scope.opset,
-                            edits.names)
+        read = edits.names.fresh(f"{slope}_per_channel")
+        prefix = axes_nodes("Unsqueeze", slope, read, axes, scope.opset, edits.names,
+                            edits.new_node)
         how = f"Unsqueeze {prefix[-1].name!r} inserted (axes {axes})"
-    edits.replace(scope, i, [*prefix, new])
+    if prefix:
+        edits.replace(scope, i, [*prefix, node], {1: read})
+    elif read != slope:
+        edits.replace(scope, i, [node], {1: read})
     fx.change("prelu_slope", scope.label, nid, f"{what} ({how})", why)
 
 
