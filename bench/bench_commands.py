@@ -5,9 +5,11 @@ Cases (bench/cases.py): convert 9->16, 16->9 and 6->17, fix, inspect, inline at 
 and 9, fuse; targets (issue 17): convert and fix <= 1.5x ``onnx.load`` + ``onnx.save`` of
 the input, in time and in peak RSS; inspect <= 1.2x of it (the ``onnx.load`` alone is shown
 too; so is the load+read+save floor: one Python pass reading every node, value_info entry
-and initializer between load and save, which bounds any command that reads the graph);
-inline <= 1.5x ``onnx.load`` + ``onnx.save`` of its own output; fuse <= 2x
-``onnx_ir.load`` + ``onnx_ir.save``. A ratio over its target is marked ``!``.
+and initializer between load and save, which bounds any command that reads the graph; for
+convert 6->17 and fix also the same edits written by hand, bench/by_hand.py, with no check
+and no report: what the edits themselves cost); inline <= 1.5x ``onnx.load`` +
+``onnx.save`` of its own output; fuse <= 2x ``onnx_ir.load`` + ``onnx_ir.save``. A ratio
+over its target is marked ``!``.
 
 Each case is also run on a model of ``--startup-nodes`` nodes: the cost per node is
 ``(time - time on that model) / (nodes - its nodes)``, which stays flat across sizes when
@@ -76,6 +78,8 @@ def _size(case: Case, n: int, first: bool, args, trees, out_dir, startup, summar
         jobs.append(floor_job("load", src, out_dir, "onnx load"))
     if case.floor == "onnx":
         jobs.append(floor_job("read", src, out_dir, "onnx load+read+save"))
+    if case.by_hand:
+        jobs.append(floor_job(case.key, src, out_dir, "by hand"))
     jobs += [case.job(tree, src, out_dir) for tree in trees]
     res = h.measure(jobs, args.repeat)
     label = "startup" if first else h.size_label(n)
@@ -93,6 +97,12 @@ def _size(case: Case, n: int, first: bool, args, trees, out_dir, startup, summar
             extra = f"  (x onnx load {h.verdict(h.ratio(r, res['onnx load']), 99)})"
         if case.floor == "onnx":
             extra += f"  (x load+read+save {h.verdict(h.ratio(r, res['onnx load+read+save']), 99)})"
+        if case.by_hand:
+            hand = res["by hand"]
+            extra += (f"  (x by hand {h.verdict(h.ratio(r, hand), 99)} / "
+                      f"{h.verdict(h.ratio(r, hand, 'rss_kib'), 99)}; by hand x floor "
+                      f"{h.verdict(h.ratio(hand, floor), 99)} / "
+                      f"{h.verdict(h.ratio(hand, floor, 'rss_kib'), 99)})")
         per_node = ""
         if first and r.ok:
             startup[tree.label] = (r.wall, nodes)

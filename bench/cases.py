@@ -45,6 +45,7 @@ class Case:
     floor: str  # "onnx", "onnx_out" (load+save of the command's output) or "onnx_ir"
     target: float
     writes: bool = True
+    by_hand: bool = False  # bench/by_hand.py writes the same edits: timed beside it
 
     def model_spec(self, nodes: int, **overrides) -> dict:
         return {**self.spec, **overrides, "nodes": nodes}
@@ -69,8 +70,9 @@ def _safe(name: str) -> str:
 CASES = {c.key: c for c in (
     Case("convert-9-16", {"opset": 9}, ("convert", "IN", "--opset", "16"), "onnx", 1.5),
     Case("convert-16-9", {"opset": 16}, ("convert", "IN", "--opset", "9"), "onnx", 1.5),
-    Case("convert-6-17", {"opset": 6}, ("convert", "IN", "--opset", "17"), "onnx", 1.5),
-    Case("fix", {"opset": 9, "slope_defect": True}, ("fix", "IN"), "onnx", 1.5),
+    Case("convert-6-17", {"opset": 6}, ("convert", "IN", "--opset", "17"), "onnx", 1.5,
+         by_hand=True),
+    Case("fix", {"opset": 9, "slope_defect": True}, ("fix", "IN"), "onnx", 1.5, by_hand=True),
     Case("inspect", {"opset": 6}, ("inspect", "IN"), "onnx", 1.2, writes=False),
     Case("inline-18", {"opset": 18, "acts": "mixed"}, ("inline", "IN"), "onnx_out", 1.5),
     Case("inline-9", {"opset": 9}, ("inline", "IN"), "onnx_out", 1.5),
@@ -94,8 +96,12 @@ def select(names: str) -> list[Case]:
 def floor_job(kind: str, src: Path, out_dir: Path, name: str) -> Job:
     """A whole-process floor: ``onnx`` / ``onnx_out`` (onnx.load + onnx.save), ``load``
     (onnx.load), ``read`` (onnx.load, one Python pass over every node, value_info entry and
-    initializer, onnx.save) or ``onnx_ir`` (onnx_ir.load + onnx_ir.save) of ``src``."""
+    initializer, onnx.save), ``onnx_ir`` (onnx_ir.load + onnx_ir.save) of ``src``, or a
+    case's key: its edits written by hand (bench/by_hand.py)."""
     out = out_dir / f"floor-{_safe(name)}.onnx"
+    if kind in CASES:
+        return Job(name, [PY, str(Path(__file__).with_name("by_hand.py")), kind, str(src),
+                          str(out)], output=out)
     if kind in ("onnx", "onnx_out"):
         return Job(name, [PY, "-c", ONNX_LOAD_SAVE, str(src), str(out)], output=out)
     if kind == "load":
