@@ -194,3 +194,32 @@ def test_long_names_wrap_within_100_columns(tmp_path):
     assert p.returncode == 0
     table = p.stdout[p.stdout.index(VERIFY_HEAD):p.stdout.index("verify: ok")]
     assert max(map(len, table.splitlines())) <= 100
+
+
+def _prelu_chain(path, opset, n=25):
+    """``n`` PRelu nodes in a row on [1, 3, 4, 5], each with its own 1-D slope [3]: what fix
+    repairs at opset 9 and convert reshapes from opset 6 (one change per node)."""
+    nodes, inits, x = [], [], "x"
+    for i in range(n):
+        inits.append(numpy_helper.from_array(np.full(3, 0.1 * (i + 1), np.float32), f"s{i}"))
+        nodes.append(helper.make_node("PRelu", [x, f"s{i}"], [f"y{i}"], name=f"p{i}"))
+        x = f"y{i}"
+    vi = [helper.make_tensor_value_info(v, T.FLOAT, [1, 3, 4, 5]) for v in ("x", x)]
+    onnx.save(make_model(nodes, vi[:1], vi[1:], opset=opset, initializers=inits,
+                         ir_version=4), path)  # (IR 3 would list the slopes as inputs)
+    return path
+
+
+@pytest.mark.parametrize("command", ["fix", "convert"])
+def test_long_change_lists_show_twenty_and_count_the_rest(tmp_path, command):
+    src = _prelu_chain(tmp_path / "m.onnx", 9 if command == "fix" else 6)
+    args = [command, src, "-o", tmp_path / "o.onnx", *(["--opset", "17"]
+                                                        if command == "convert" else [])]
+    mark = "fixed: " if command == "fix" else "(PRelu-6->16): "
+    p = opshift(*args)
+    assert p.returncode == 0, p.stderr
+    assert sum(mark in line for line in p.stdout.splitlines()) == 20
+    assert "  ... 5 more (-v lists all" in p.stdout
+    p = opshift(*args, "-v")
+    assert p.returncode == 0 and "more (-v lists all" not in p.stdout
+    assert sum(f"p{i}" in p.stdout for i in range(25)) == 25

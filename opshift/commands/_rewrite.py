@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import onnx
@@ -43,6 +44,19 @@ class Rewritten:
 
 
 Rewrite = Callable[[Any, Opened], Rewritten]
+
+
+#: Changes a command lists without ``-v``; the rest are counted (``-v`` lists all).
+LISTED = 20
+
+
+def listed(lines: Iterable[str], total: int, what: str = "") -> list[str]:
+    """The first :data:`LISTED` of ``lines`` (``total`` of them), then how many more ``-v``
+    lists (``what``: e.g. ``", with reasons"``)."""
+    out = list(islice(lines, LISTED))
+    if total > LISTED:
+        out.append(f"  ... {total - LISTED:,} more (-v lists all{what})")
+    return out
 
 
 def reported(args) -> bool:

@@ -96,10 +96,8 @@ def _convert(args, src) -> _rewrite.Rewritten:
     def lines():
         if args.verbose:
             return [f"  {m}" for m in log]
-        out = [f"  {c['node']} ({c['op']}): {c['what']}" for c in changes[:20]]
-        if n > 20:
-            out.append(f"  ... {n - 20:,} more (-v lists all, with reasons)")
-        return out
+        return _rewrite.listed((f"  {c['node']} ({c['op']}): {c['what']}" for c in changes),
+                               n, ", with reasons")
 
     fused = [c for c in result.changes if c.action == "fuse"]
     notes = [f"fused {plural(len(fused), 'region')} into "

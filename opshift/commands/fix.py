@@ -91,8 +91,11 @@ def _fix(args, src) -> _rewrite.Rewritten:
         summary += "; nothing written (--dry-run)"
 
     def lines():
-        return [*(f"fixed: {c.line()}" for c in result.changes),
-                *(f"left alone: {c.line()}" for c in result.left_alone)]
+        fixed = (f"fixed: {c.line()}" for c in result.changes)
+        left = (f"left alone: {c.line()}" for c in result.left_alone)
+        if args.verbose:
+            return [*fixed, *left]
+        return [*_rewrite.listed(fixed, n), *_rewrite.listed(left, len(result.left_alone))]
 
     def check():
         return verify_fix(*with_external_data(src, original, fixed)[0], seed=args.seed)
