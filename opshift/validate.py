@@ -41,11 +41,15 @@ ATTRIBUTE = "attribute"  # an attribute the op version does not define, or of th
 SLOPE = "slope"  # a PRelu-7+ slope numpy cannot broadcast to X but fix may read per channel
 UNFIT_SLOPE = "unfit-slope"  # a PRelu slope no reading fits to X's declared shape
 DUPLICATE_FUNCTION = "duplicate-function"  # two model-local functions with one identity
+#: a graph input, output or value_info dim below 0: read as unknown, as runtimes read it
+#: (every command allows it; ``fix`` clears it)
+NEGATIVE_DIM = "negative-dim"
 #: the problems ``fix`` repairs
-REPAIRABLE = (DUPLICATE_VALUE, MISSING_OPSET, ATTRIBUTE, SLOPE, DUPLICATE_FUNCTION)
+REPAIRABLE = (DUPLICATE_VALUE, MISSING_OPSET, ATTRIBUTE, SLOPE, DUPLICATE_FUNCTION,
+              NEGATIVE_DIM)
 #: not a well-formed model (:mod:`opshift.wellformed`): a name that is not UTF-8, an unknown
-#: element type, a negative dim, tensor data that does not fit its dims, an activation with
-#: the wrong inputs or outputs, a function that calls itself; never allowed
+#: element type, a tensor with a negative dim or data that does not fit its dims, an
+#: activation with the wrong inputs or outputs, a function that calls itself; never allowed
 MALFORMED = "malformed"
 UNSUPPORTED = "unsupported"  # well-formed, but nothing opshift can rewrite (sparse initializers)
 
@@ -78,6 +82,8 @@ class _Walker:
         h = self._headers[id(g)] = wellformed.read_header(g, label)
         for p in h.problems:
             self.add(MALFORMED, p)
+        for p in h.negative_dims:
+            self.add(NEGATIVE_DIM, p)
         if len(g.sparse_initializer):
             self.add(UNSUPPORTED, f"{label}: sparse initializers are not supported (convert "
                                   "them to dense initializers first)")
@@ -388,9 +394,10 @@ def problems(model: onnx.ModelProto, census: Census | None = None, *,
 
 def check(model: onnx.ModelProto, origin: str = "<model>", *,
           allow: Iterable[str] = (), census: Census | None = None) -> None:
-    """Raise :class:`ModelLoadError` for the first problem whose kind is not in ``allow``;
-    fill ``census`` (see :class:`Census`) when given."""
-    allowed = set(allow)
+    """Raise :class:`ModelLoadError` for the first problem whose kind is not in ``allow``
+    (a negative graph dim never: :data:`NEGATIVE_DIM`); fill ``census`` (see
+    :class:`Census`) when given."""
+    allowed = {NEGATIVE_DIM, *allow}
     for kind, msg in problems(model, census, skip=allowed):
         if kind not in allowed:
             raise ModelLoadError(f"{origin}: {msg}")

@@ -76,9 +76,10 @@ def _elem_problem(elem: int, what: str, *, undefined_ok: bool) -> str | None:
 
 
 def type_problem(tp: onnx.TypeProto, what: str, *, undefined_ok: bool = True) -> str | None:
-    """An unknown element type or a negative dim anywhere in ``tp`` (tensor, sparse tensor,
-    sequence, optional, map). ``undefined_ok``: element type 0 (not yet known) is allowed,
-    as in value_info; a graph input must say what it takes."""
+    """An unknown element type or a dimension name that is not text anywhere in ``tp``
+    (tensor, sparse tensor, sequence, optional, map). ``undefined_ok``: element type 0 (not
+    yet known) is allowed, as in value_info; a graph input must say what it takes. A
+    negative dim is not a problem here (:func:`negative_dim`)."""
     kind = tp.WhichOneof("value")
     if kind in ("tensor_type", "sparse_tensor_type"):
         tt = getattr(tp, kind)
@@ -87,8 +88,6 @@ def type_problem(tp: onnx.TypeProto, what: str, *, undefined_ok: bool = True) ->
             return p
         if tt.HasField("shape"):
             for d in tt.shape.dim:
-                if d.dim_value < 0:
-                    return f"{what} has a negative dimension ({d.dim_value})"
                 if not isinstance(d.dim_param, str):
                     return not_text(f"{what}: dimension name", d.dim_param)
         return None
@@ -191,6 +190,8 @@ class Header:
     initializer_names: list[str] = field(default_factory=list)
     #: name -> its declared TypeProto, serialized (value_info over outputs over inputs)
     types: dict[str, bytes] = field(default_factory=dict)
+    #: per list (inputs, outputs, value_info), its first entry declaring a negative dim
+    negative_dims: list[str] = field(default_factory=list)
     #: the serialized types of the inputs, outputs and value_info entries, in entry order
     listed_types: list[list[bytes]] = field(default_factory=list)
     _positions: dict[str, int] | None = None
@@ -228,9 +229,11 @@ def read_header(g: onnx.GraphProto, label: str) -> Header:
             h.problems.append(f"{label}: {not_text(f'{kind} name', bad)}")
         types = [vi.type.SerializeToString() for vi in infos]
         h.listed_types.append(types)
-        p = _types_problem(infos, types, kind)
+        p, negative = _types_problem(infos, types, kind)
         if p is not None:
             h.problems.append(f"{label}: {p}")
+        if negative is not None:
+            h.negative_dims.append(f"{label}: {negative}")
         h.types.update(zip(names, types))
     h.input_names, h.output_names, h.value_info_names = listed
     h.initializer_names = names = [t.name for t in g.initializer]
@@ -245,18 +248,38 @@ def read_header(g: onnx.GraphProto, label: str) -> Header:
     return h
 
 
+def negative_dim(tp: onnx.TypeProto) -> int | None:
+    """The first negative dim anywhere in ``tp``, or None. Exporters write -1 for a dynamic
+    dim (paddle2onnx); runtimes read it as unknown, and so does opshift
+    (:func:`opshift.graph.declared.dims`); ``fix`` clears it."""
+    kind = tp.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        return next((d.dim_value for d in getattr(tp, kind).shape.dim if d.dim_value < 0),
+                    None)
+    if kind in ("sequence_type", "optional_type"):
+        return negative_dim(getattr(tp, kind).elem_type)
+    if kind == "map_type":
+        return negative_dim(tp.map_type.value_type)
+    return None
+
+
 def _types_problem(infos: Sequence[onnx.ValueInfoProto], types: list[bytes], kind: str
-                   ) -> str | None:
-    """:func:`type_problem` of the first entry of ``infos`` whose type has one, checking
-    each distinct type (``types``: each entry's, serialized) once."""
+                   ) -> tuple[str | None, str | None]:
+    """(:func:`type_problem` of the first entry of ``infos`` whose type has one, what the
+    first entry declaring a negative dim declares), checking each distinct type
+    (``types``: each entry's, serialized) once."""
     n = len(types)
     first = dict(zip(reversed(types), range(n - 1, -1, -1)))  # the first entry wins
+    negative = None
     for i in sorted(first.values()):
         vi = infos[i]
         p = type_problem(vi.type, f"{kind} {vi.name!r}", undefined_ok=kind != "input")
         if p is not None:
-            return p
-    return None
+            return p, negative
+        d = negative_dim(vi.type) if negative is None else None
+        if d is not None:
+            negative = f"{kind} {vi.name!r} declares dimension {d}"
+    return None, negative
 
 
 def attribute_tensor_problem(n: onnx.NodeProto) -> str | None:

@@ -107,7 +107,7 @@ def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, list[int]], origi
                 raise OpshiftError(f"{origin}: --input-shape {name}: rank {len(dims)} given, "
                                    f"the model declares rank {len(have)} ({_dims(have)})")
             for i, (d, v) in enumerate(zip(have, dims)):
-                if d.HasField("dim_value") and d.dim_value != v:
+                if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != v:
                     raise OpshiftError(f"{origin}: --input-shape {name}: dim {i} is {v}, the "
                                        f"model declares {d.dim_value} ({_dims(have)})")
         declared[name] = onnx.TypeProto()

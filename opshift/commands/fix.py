@@ -26,7 +26,9 @@ change (node, what, why):
   - a model-local function defined twice (a later identical copy removed; differing bodies
     refused: a call could mean either);
   - an IR version too old or too new for the opset (set to the opset's, never below what the
-    model's imports and features need).
+    model's imports and features need);
+  - a negative dim in a graph input, output or value_info (paddle2onnx writes -1 for a
+    dynamic dim): cleared, so it says unknown, as runtimes and every opshift command read it.
 Each fix is exact; --verify compares the outputs of the original and the fixed model, as
 every command's --verify does (--backend onnxruntime to run them on onnxruntime); when the
 defect makes the original impossible to run, it says so and runs the fixed model alone.
@@ -85,6 +87,7 @@ def _fix(args, src) -> _rewrite.Rewritten:
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise
+    _negative_input_dims(fixed, src, result)
     n = len(result.changes)
     summary = f"{plural(n, 'change')}, {len(result.left_alone):,} left alone"
     if args.dry_run:
@@ -105,3 +108,19 @@ def _fix(args, src) -> _rewrite.Rewritten:
         details={"dry_run": bool(args.dry_run),
                  "left_alone": [c.to_dict() for c in result.left_alone]},
         lines=lines, check=check, write=not args.dry_run)
+
+
+def _negative_input_dims(fixed, src, result) -> None:
+    """The inputs --input-shape gave shapes to get their declared types back when written
+    (:func:`~._models.restore_inputs`): their negative dims are cleared there, as the
+    repair clears every other (it saw the given shapes)."""
+    from ..repair.dims import WHY, cleared
+    from ..repair.report import FixChange
+
+    for name, tp in src.declared.items():
+        what = cleared(tp)
+        if what is not None:
+            result.changes.append(FixChange("negative_dim",
+                                            f"graph {fixed.graph.name!r}", "",
+                                            f"input {name!r}: {what}", WHY))
+

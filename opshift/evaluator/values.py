@@ -107,7 +107,7 @@ def _tensor(tt: onnx.TypeProto.Tensor, v: Any, what: str) -> np.ndarray:
             raise EvaluationError(f"{what}: rank {v.ndim} given (shape {list(v.shape)}), the "
                                   f"model declares rank {len(dims)}")
         for i, d in enumerate(dims):
-            if d.HasField("dim_value") and d.dim_value != v.shape[i]:
+            if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != v.shape[i]:
                 raise EvaluationError(f"{what}: dim {i} is {v.shape[i]}, the model declares "
                                       f"{d.dim_value}")
     return v

@@ -174,8 +174,15 @@ class Declared:
         return (None, False) if t is None else (tuple(t.dims), True)
 
 
+def dims(shape: onnx.TensorShapeProto) -> Shape:
+    """A declared shape as opshift reads it: each dim its value, its name, or None (unknown).
+    A negative value is unknown, as runtimes read it (paddle2onnx, among others, writes -1
+    for a dynamic dim; ONNX dims are >= 0, and ``opshift fix`` clears such a value)."""
+    return tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0
+                 else (d.dim_param or None) for d in shape.dim)
+
+
 def _shape(tp: onnx.TypeProto) -> Shape | None:
     if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
         return None
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                 for d in tp.tensor_type.shape.dim)
+    return dims(tp.tensor_type.shape)

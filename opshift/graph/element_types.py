@@ -10,6 +10,7 @@ import onnx
 from onnx import TensorProto
 
 from .. import opsets
+from .declared import dims
 from .scopes import (
     constant_tensor,
     function_opsets,
@@ -37,9 +38,7 @@ def take_value_infos(vis, types: dict[str, int], shapes: dict[str, tuple] | None
         if tt.elem_type:
             types[vi.name] = tt.elem_type
         if shapes is not None and tt.HasField("shape"):
-            shapes[vi.name] = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in tt.shape.dim)
+            shapes[vi.name] = dims(tt.shape)
 
 
 def _elem_type(data: bytes) -> int:

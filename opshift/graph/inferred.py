@@ -6,12 +6,12 @@ from __future__ import annotations
 import onnx
 
 from .. import opsets
+from .declared import dims
 from .scopes import constant_tensor, subgraphs
 
 
 def _dims(tt) -> tuple:
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                 for d in tt.shape.dim)
+    return dims(tt.shape)
 
 
 class Inferred:

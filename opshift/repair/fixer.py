@@ -11,8 +11,9 @@ from .. import opsets, progress
 from ..census import Census
 from ..errors import ConversionError, function_label
 from ..graph.scopes import Scope, iter_scopes
-from ..validate import DUPLICATE_VALUE
+from ..validate import DUPLICATE_VALUE, NEGATIVE_DIM
 from .attributes import fix_attributes
+from .dims import fix_negative_dims
 from .ir_version import fix_ir_version
 from .names import fix_node_names, fix_value_names
 from .prelu_slope import fix_prelu_slopes
@@ -97,8 +98,12 @@ class Fixer:
     def run(self) -> None:
         """Every repair in order, but for one of a defect the structural check looked for
         and did not find (see :func:`fix_proto`); the progress line counts them."""
-        values = self._census is None or DUPLICATE_VALUE in self._census.found
-        repairs = (fix_duplicate_functions, fix_opset_imports, _per_scope(fix_attributes),
+        found = self._census.found if self._census is not None else None
+        values = found is None or DUPLICATE_VALUE in found
+        dims = found is None or NEGATIVE_DIM in found
+        repairs = (fix_duplicate_functions, fix_opset_imports, *([fix_negative_dims] if dims
+                                                                  else []),
+                   _per_scope(fix_attributes),
                    *([_per_scope(fix_value_names)] if values else []), fix_node_names,
                    fix_prelu_slopes, fix_ir_version)
         with progress.stage("fix", len(repairs), "repairs"):

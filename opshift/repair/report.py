@@ -19,7 +19,7 @@ class FixChange:
     """One change ``fix`` made (or, in a report of defects, one it would leave alone)."""
 
     kind: str  # consumed_inputs | attribute_type | prelu_slope | opset_import | node_name
-    #            | value_name | ir_version | unknown_attribute | function
+    #            | value_name | ir_version | unknown_attribute | function | negative_dim
     scope: str  # iter_scopes label, or 'model'
     node: str  # node name, '<Op #i>' when unnamed, '' for model-level changes
     what: str

@@ -167,7 +167,7 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
     rows: list[Row] | None = None
     # a whole-model check (no label) can take minutes: count its runs on the progress line
     with progress.stage("whole model", 2 * len(rounds), "runs") if not label else \
-            contextlib.nullcontext():
+            contextlib.nullcontext(), _guessed_dims(specs if inputs is None else ()):
         for feeds in rounds:
             exp = _run(ref, _feeds(ref.graph, feeds), rwho)
             progress.advance()
@@ -176,6 +176,20 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
             rows = _merge_rows(rows, _compare_outputs(ref, cand, exp, act, label,
                                                       signed_zeros))
     return rows or []
+
+
+@contextlib.contextmanager
+def _guessed_dims(specs) -> Iterator[None]:
+    """A run that fails on inputs whose unknown dims were guessed says so: the real sizes
+    (a CNN's height and width) are what the model needs."""
+    try:
+        yield
+    except OpshiftError as e:
+        guessed = [f"{s.name} {list(s.shape)}" for s in specs if s.guessed]
+        if guessed:
+            e.args = (f"{e} (inputs generated with {DEFAULT_DIM} for each unknown dim: "
+                      f"{', '.join(guessed)}; --input-shape gives real ones)",) + e.args[1:]
+        raise
 
 
 def verify(reference: ModelLike, candidate: ModelLike,

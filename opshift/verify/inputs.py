@@ -80,6 +80,7 @@ class _InputSpec:
     dtype: np.dtype
     shape: tuple[int, ...]
     finite: bool = False  # no +-inf, no NaN among the special values
+    guessed: bool = False  # some dim is unknown: DEFAULT_DIM
 
     @property
     def size(self) -> int:
@@ -139,15 +140,16 @@ def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
         if not tt.HasField("shape"):
             raise UnsupportedError(f"graph input {vi.name!r} declares no shape (rank "
                                    "unknown); pass inputs explicitly")
-        shape = []
+        shape, guessed = [], False
         for d in tt.shape.dim:
-            if d.HasField("dim_value"):
+            if d.HasField("dim_value") and d.dim_value >= 0:
                 shape.append(int(d.dim_value))
             elif d.HasField("dim_param") and d.dim_param in dims:
                 shape.append(int(dims[d.dim_param]))
             else:
                 shape.append(DEFAULT_DIM)
-        specs.append(_InputSpec(vi.name, dt, tuple(shape), vi.name in finite))
+                guessed = True
+        specs.append(_InputSpec(vi.name, dt, tuple(shape), vi.name in finite, guessed))
     return specs
 
 

@@ -34,7 +34,7 @@ def _empty_like_output(vi: onnx.ValueInfoProto) -> np.ndarray:
     """An empty scan output ([0, *dims]) for a Loop that ran zero iterations."""
     tt = vi.type.tensor_type
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt.elem_type else np.float32
-    dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tt.shape.dim]
+    dims = [max(d.dim_value, 0) for d in tt.shape.dim]  # (unknown: 0)
     return np.empty([0, *dims], dtype=dtype)
 
 
