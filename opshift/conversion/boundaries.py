@@ -8,7 +8,7 @@ replacement, its onnx function body, or not at all). ``opshift ops`` prints this
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from .. import opsets
 from .generic import schema_step
@@ -46,6 +46,9 @@ class SchemaSide:
     retyped: tuple[str, ...]  # attributes whose type changes: refused when set
     narrowed: tuple[str, ...]  # types allowed at src but not at dst: nodes of them refused
     counts: bool  # input/output counts or required positions are checked
+    #: the registered function that replaces every node this way (the schema step never
+    #: sees one), or ''
+    replaced: str = ""
 
     @classmethod
     def of(cls, op: str, src: int, dst: int) -> SchemaSide:
@@ -68,6 +71,8 @@ class SchemaSide:
 
     def words(self) -> str:
         """A few words for people."""
+        if self.replaced:
+            return f"replaced ({self.replaced})"
         if self.refused:
             return f"refused ({self.refused})"
         if self.relabel:
@@ -126,10 +131,15 @@ class Crossings:
 def crossings(op: str) -> Crossings:
     """The :class:`Crossings` of default-domain ``op``."""
     vs = opsets.versions(op)
-    bounds = tuple(Boundary(lo, hi, tuple(StepFunction.of(r) for r in steps_for(op, hi)),
-                            SchemaSide.of(op, lo, hi), SchemaSide.of(op, hi, lo))
-                   for lo, hi in zip(vs, vs[1:]))
-    return Crossings(op, vs, bounds, _below(op, vs[0]))
+    bounds = []
+    for lo, hi in zip(vs, vs[1:]):
+        up = SchemaSide.of(op, lo, hi)
+        for r in steps_for(op, hi):
+            if r.replaces_up:
+                up = replace(up, refused="", replaced=r.fn.__name__)
+        bounds.append(Boundary(lo, hi, tuple(StepFunction.of(r) for r in steps_for(op, hi)),
+                               up, SchemaSide.of(op, hi, lo)))
+    return Crossings(op, vs, tuple(bounds), _below(op, vs[0]))
 
 
 def _below(op: str, first: int) -> str | None:

@@ -30,6 +30,8 @@ When = Callable[[str, int, int, bool, "Facts"], bool]
 class Registered:
     fn: StepFunction
     when: When | None = None
+    #: it replaces every node going up (by another op): the schema step never sees one
+    replaces_up: bool = False
 
     def may_act(self, op: str, lo: int, hi: int, up: bool, facts: Facts) -> bool:
         return self.when is None or self.when(op, lo, hi, up, facts)
@@ -41,13 +43,14 @@ STEPS: dict[tuple[str, int], list[Registered]] = {}
 REPLACEMENTS: dict[str, StepFunction] = {}
 
 
-def at(version: int, *ops: str, when: When | None = None
+def at(version: int, *ops: str, when: When | None = None, replaces_up: bool = False
        ) -> Callable[[StepFunction], StepFunction]:
-    """Register a step function for the step into ``version`` of each of ``ops``."""
+    """Register a step function for the step into ``version`` of each of ``ops``
+    (``replaces_up``: it replaces every node going up, see :class:`Registered`)."""
 
     def deco(fn: StepFunction) -> StepFunction:
         for op in ops:
-            STEPS.setdefault((op, version), []).append(Registered(fn, when))
+            STEPS.setdefault((op, version), []).append(Registered(fn, when, replaces_up))
         return fn
 
     return deco

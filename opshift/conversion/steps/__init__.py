@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     pooling,
     prelu,
     refused,
+    renamed,
     sampling,
     scan,
     softmax,

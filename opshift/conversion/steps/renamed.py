@@ -1,0 +1,85 @@
+"""Ops onnx deprecated for another op of the same meaning.
+
+* **Upsample** is deprecated at 10, where **Resize-10** takes its inputs (X, scales) and its
+  mode with the same semantics (asymmetric coordinates, nearest rounding down; onnx's own
+  converter renames Upsample-9 to Resize-10, and the evaluator runs both with one kernel).
+  Up, an Upsample becomes a Resize-10; down, below 10, a Resize-10 with constant scales
+  >= 1 becomes an Upsample-9 (Upsample takes no smaller scale: Resize-10 samples down).
+* **Scatter** is deprecated at 11 for **ScatterElements-11** (data, indices, updates, axis),
+  which also takes negative indices. Up, a Scatter becomes a ScatterElements-11; down, a
+  ScatterElements-11 becomes a Scatter-9 when its indices are a constant with none negative
+  (Scatter-9 rejects a negative index where ScatterElements counts from the end).
+
+The new node is then converted on from that version to the target, as any node is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ... import opsets
+from ...errors import ConversionError
+from ..registry import at, replaces
+from ..step import Refuse, Step
+
+
+@at(10, "Upsample", replaces_up=True)
+def upsample_as_resize(st: Step) -> None:
+    if st.up:
+        _renamed(st, "Resize", 10, "Upsample is deprecated from opset 10; Resize-10 is the "
+                 "same op (X, scales, mode: asymmetric, nearest rounding down)")
+
+
+@replaces("Resize")
+def resize_as_upsample(st: Step) -> None:
+    scales = st.const(st.input(1)) if len(st.w.input) > 1 else None
+    if scales is None:
+        raise Refuse("its scales are not a constant: Resize-10 samples down where a scale "
+                     "is below 1, Upsample takes scales >= 1 only")
+    if scales.size and float(np.min(scales)) < 1:
+        raise Refuse(f"scale {float(np.min(scales))} samples down: Upsample takes scales "
+                     ">= 1 only")
+    _renamed(st, "Upsample", 9, "Resize exists from opset 10; Upsample-9 is the same op for "
+             "scales >= 1 (X, scales, mode: asymmetric, nearest rounding down)")
+
+
+@at(11, "Scatter", replaces_up=True)
+def scatter_as_scatter_elements(st: Step) -> None:
+    if st.up:
+        _renamed(st, "ScatterElements", 11, "Scatter is deprecated from opset 11; "
+                 "ScatterElements-11 is the same op (and also takes negative indices)")
+
+
+@replaces("ScatterElements")
+def scatter_elements_as_scatter(st: Step) -> None:
+    indices = st.const(st.input(1))
+    if indices is None:
+        raise Refuse("its indices are not a constant: a negative index counts from the end "
+                     "in ScatterElements and is an error in Scatter-9")
+    if indices.size and int(np.min(indices)) < 0:
+        raise Refuse(f"index {int(np.min(indices))} is negative: Scatter-9 takes indices "
+                     ">= 0 only")
+    _renamed(st, "Scatter", 9, "ScatterElements exists from opset 11; Scatter-9 is the same "
+             "op for indices >= 0")
+
+
+def _renamed(st: Step, op: str, version: int, why: str) -> None:
+    """Replace the node (as converted so far) by ``op``-``version`` with its inputs,
+    outputs and attributes, converted on from ``version`` to the target."""
+    from ..walk import walk_node
+
+    node = onnx.NodeProto()
+    node.CopyFrom(st.w)
+    node.op_type = op
+    name = node.name or st.label
+    target = opsets.since_version(op, st.target)
+    try:
+        new, inner = walk_node(st.ctx, st.scope, st.index, node, version, version, target,
+                               name)
+    except ConversionError as e:
+        raise Refuse(f"as {op}-{version}: {e}") from None
+    st.state.pending.absorb(inner.pending)
+    st.state.pre.extend(new if new is not None else [node])
+    st.remove(f"written as {op}-{version}" + (f" -> {op}-{target}" if target != version
+                                              else ""), why)
