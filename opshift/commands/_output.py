@@ -34,7 +34,8 @@ Every command that reads a model (convert, inline, fuse, fix, inspect, verify) r
                  ``refused``, ``functions`` (``name``, ``module``, ``doc``, ``when``,
                  ``refusal``), ``schema_up`` and ``schema_down`` (``refused``, ``writes``,
                  ``required``, ``dropped``, ``retyped``, ``narrowed``, ``counts``,
-                 ``relabel``)); ...)
+                 ``replaced`` (the function replacing every node, or ""), ``relabel``));
+                 ...)
 """
 
 from __future__ import annotations

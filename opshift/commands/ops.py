@@ -130,7 +130,7 @@ def _sources(vs: dict[int, str | None]) -> str:
 
 
 def _refused_ways(b) -> str:
-    ways = [w for w, side in (("up", b.up), ("down", b.down)) if side.refused]
+    ways = [w for w, side in (("up", b.up), ("down", b.down)) if side.refuses]
     return f"refused {'/'.join(ways)}" if ways else ""
 
 

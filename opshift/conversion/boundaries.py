@@ -64,6 +64,11 @@ class SchemaSide:
                    tuple(sorted(s.narrowed)), not s.refused and not s.counts_inert)
 
     @property
+    def refuses(self) -> bool:
+        """Every node is refused this way (no registered function replaces them first)."""
+        return bool(self.refused and not self.replaced)
+
+    @property
     def relabel(self) -> bool:
         """No node needs more than its new version number."""
         return not (self.refused or self.writes or self.required or self.dropped
@@ -101,7 +106,7 @@ class Boundary:
     @property
     def refused(self) -> bool:
         """Some nodes are refused here by a refusal step or every node by the schemas."""
-        return bool(self.up.refused or self.down.refused
+        return bool(self.up.refuses or self.down.refuses
                     or any(f.refusal for f in self.functions))
 
 
@@ -136,7 +141,7 @@ def crossings(op: str) -> Crossings:
         up = SchemaSide.of(op, lo, hi)
         for r in steps_for(op, hi):
             if r.replaces_up:
-                up = replace(up, refused="", replaced=r.fn.__name__)
+                up = replace(up, replaced=r.fn.__name__)
         bounds.append(Boundary(lo, hi, tuple(StepFunction.of(r) for r in steps_for(op, hi)),
                                up, SchemaSide.of(op, hi, lo)))
     return Crossings(op, vs, tuple(bounds), _below(op, vs[0]))
