@@ -252,3 +252,33 @@ def test_facts_rules_in_a_function_body():
     finally:
         facts.enter_function(None, None)
     assert facts.shape("f") is None  # not a name of the main graph
+
+
+def _ints(*vs):
+    return {f"i{k}": np.array(v, np.int64) for k, v in vs}
+
+
+@pytest.mark.parametrize("x,n,consts,want", [
+    ((5, 6, 7), 4, _ints((1, [1]), (2, [4]), (3, [0])), (3, 6, 7)),
+    ((5, 6, 7), 4, _ints((1, [-3]), (2, [100]), (3, [2])), (5, 6, 3)),  # clamped at the end
+    ((5, 6, 7), 5, _ints((1, [4, 0]), (2, [-10, 3]), (3, [0, 1]), (4, [-1, 1])), (5, 3, 7)),
+    ((5, 6, 7), 5, _ints((1, [-1]), (2, [-1000]), (3, [1]), (4, [-2])), (5, 3, 7)),
+    ((5, 6, 7), 4, _ints((1, [2]), (2, [2]), (3, [2])), (5, 6, 0)),  # empty
+    (("N", 6, 7), 3, _ints((1, [0, 1]), (2, [9, 3])), (None, 2, 7)),  # no axes: 0 and 1
+    (("N", 6, 7), 4, _ints((3, [2])), ("N", 6, None)),  # computed starts: that axis unknown
+    (("N", 6, 7), 5, _ints((1, [0]), (2, [1]), (3, [1])), ("N", None, 7)),  # computed steps
+    (("N", 6, 7), 4, _ints((1, [0]), (2, [1])), (None, None, None)),  # computed axes: rank
+    (("N", 6, 7), 3, {}, (None, 6, 7)),  # no axes, computed starts: its length, 1
+    (None, 3, {}, None),
+])
+def test_slice_keeps_the_rank_and_computes_what_it_can(x, n, consts, want):
+    shapes = [x] + [(1,)] * (n - 1)
+    assert shape_by_rule("Slice", shapes, 13, consts) == want
+
+
+def test_slice_1_reads_its_attributes():
+    assert shape_by_rule("Slice", [(4, 5)], 1, starts=[1], ends=[-1], axes=[1]) == (4, 3)
+
+
+def test_slice_of_computed_starts_of_unknown_length_knows_only_the_rank():
+    assert shape_by_rule("Slice", [(4, 5), None, None], 13) == (None, None)

@@ -264,6 +264,43 @@ def _transpose(a: Ask) -> Shape | None:
     return tuple(x[p] for p in perm)
 
 
+@rule("Slice")
+def _slice(a: Ask) -> Shape | None:
+    """X's rank; a sliced dim's length where X's dim and the slice are known (numpy's
+    clamping, which Slice states), unknown otherwise; the dims it does not slice kept."""
+    x = a.shape(0)
+    if x is None:
+        return None
+    legacy = a.version < 10
+    starts, ends = a.ints(1, "starts" if legacy else None), a.ints(2, "ends" if legacy else None)
+    axes = a.ints(3, "axes" if legacy else None)
+    steps = [] if legacy else a.ints(4)
+    if axes == []:  # the first len(starts) axes
+        n = next((len(v) for v in (starts, ends, steps) if v), None)
+        if n is None and not legacy:
+            s = a.shape(1)
+            n = s[0] if s is not None and len(s) == 1 and isinstance(s[0], int) else None
+        axes = None if n is None else list(range(n))
+    if axes is None:
+        return (None,) * len(x)
+    ks = [_axis(k, len(x)) for k in axes]
+    if None in ks:
+        return None
+    out = list(x)
+    n = len(ks)
+    if starts is None or ends is None or steps is None or len(starts) != n \
+            or len(ends) != n or len(steps or [1] * n) != n:
+        for i in ks:
+            out[i] = None
+        return tuple(out)
+    for i, b, e, st in zip(ks, starts, ends, steps or [1] * n):
+        if st == 0:
+            return None
+        d = x[i]
+        out[i] = len(range(*slice(b, e, st).indices(d))) if isinstance(d, int) else None
+    return tuple(out)
+
+
 @rule("Squeeze")
 def _squeeze(a: Ask) -> Shape | None:
     x, axes = a.shape(0), a.ints(1, "axes")
