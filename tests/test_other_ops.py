@@ -630,6 +630,14 @@ def test_pad_slice_topk_between_attributes_and_inputs():
                    [vi("y", F, None)], opset=13, initializers=[*sl, steps])
     with pytest.raises(ConversionError, match=r"Slice-10 -> Slice-1.*steps"):
         convert_other_ops(m, 13, 9)
+    # steps of 1, given (paddle2onnx writes them): dropped
+    ones = numpy_helper.from_array(np.array([1], np.int64), "st")
+    ax = numpy_helper.from_array(np.array([2], np.int64), "ax")
+    m = make_model([one("Slice", ["x", "s", "e", "ax", "st"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, [2, 3, 4])], opset=13, initializers=[*sl, ax, ones])
+    roundtrip(m, 13, 9, {"x": x})
+    assert list(m.graph.node[0].input) == ["x"]
+    assert attrs(m.graph.node[0]) == {"starts": [0], "ends": [4], "axes": [2]}
 
 
 def test_concat_and_cast_old_forms():

@@ -222,6 +222,8 @@ def slice_inputs(st: Step) -> None:
         steps = st.need_const(4, "steps")
         if (steps != 1).any():
             raise Refuse(f"steps {steps.tolist()} exist only from Slice-10")
+        st.set_inputs(list(st.w.input)[:4])
+        st.note("steps of 1 dropped (Slice-1 steps by 1)")
     for i, name in ((3, "axes"), (2, "ends"), (1, "starts")):
         input_to_attr(st, i, name)
 
