@@ -84,9 +84,20 @@ def complete(s: Shape | None) -> bool:
     return s is not None and all(isinstance(d, int) for d in s)
 
 
+#: How onnx's shape inference (and tf2onnx) names a dim nobody knows: a fresh name per dim,
+#: which says no more than None, so the rules may still find its size.
+MADE_UP = "unk__"
+
+
 def known(s: Shape | None) -> bool:
-    """Every dim an int or a name (what the rules add is for dims nothing else knows)."""
-    return s is not None and None not in s
+    """Every dim an int or a name (what the rules add is for dims nothing else knows), but
+    a made-up one (:data:`MADE_UP`)."""
+    if s is None:
+        return False
+    for d in s:
+        if type(d) is not int and (d is None or d.startswith(MADE_UP)):
+            return False
+    return True
 
 
 def _axis(axis: int, rank: int) -> int | None:
@@ -299,6 +310,34 @@ def _slice(a: Ask) -> Shape | None:
         d = x[i]
         out[i] = len(range(*slice(b, e, st).indices(d))) if isinstance(d, int) else None
     return tuple(out)
+
+
+_REDUCE = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+           "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare")
+
+
+@rule(*_REDUCE, "ArgMax", "ArgMin")
+def _reduce(a: Ask) -> Shape | None:
+    """X's dims but the reduced ones: 1 with keepdims (the default), dropped without; no
+    axes reduce every axis, or none with noop_with_empty_axes."""
+    x = a.shape(0)
+    if x is None:
+        return None
+    keep = a.attr("keepdims", 1)
+    if a.node.op_type in ("ArgMax", "ArgMin"):
+        axes: list[int] | None = [a.attr("axis", 0)]
+    else:
+        axes = a.ints(1, "axes")
+        if axes == []:
+            if a.attr("noop_with_empty_axes", 0):
+                return x
+            axes = list(range(len(x)))
+    if axes is None:  # computed axes: the rank with keepdims, else nothing
+        return (None,) * len(x) if keep else None
+    ks = {_axis(k, len(x)) for k in axes}
+    if None in ks:
+        return None
+    return tuple(1 if i in ks else d for i, d in enumerate(x) if keep or i not in ks)
 
 
 @rule("Squeeze")
