@@ -626,9 +626,10 @@ def test_pad_slice_topk_between_attributes_and_inputs():
     roundtrip(m, 13, 9, {"x": x})
     steps = numpy_helper.from_array(np.array([2], np.int64), "st")
     sl = [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("s", 0), ("e", 4))]
-    m = make_model([one("Slice", ["x", "s", "e", "", "st"], ["y"])], [vi("x", F, [2, 3, 4])],
-                   [vi("y", F, None)], opset=13, initializers=[*sl, steps])
-    with pytest.raises(ConversionError, match=r"Slice-10 -> Slice-1.*steps"):
+    m = make_model([one("Slice", ["x", "s", "e", "", "st"], ["y"])], [vi("x", F, ["N", 3, 4])],
+                   [vi("y", F, ["N", 3, 4])], opset=13, initializers=[*sl, steps])
+    with pytest.raises(ConversionError, match=r"Slice-10 -> Slice-1.*steps \[2\].*axis 0 "
+                                              r"needs its size, unknown"):
         convert_other_ops(m, 13, 9)
     # steps of 1, given (paddle2onnx writes them): dropped
     ones = numpy_helper.from_array(np.array([1], np.int64), "st")
@@ -638,6 +639,31 @@ def test_pad_slice_topk_between_attributes_and_inputs():
     roundtrip(m, 13, 9, {"x": x})
     assert list(m.graph.node[0].input) == ["x"]
     assert attrs(m.graph.node[0]) == {"starts": [0], "ends": [4], "axes": [2]}
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps,ops", [
+    ([-1], [-2**63], [1], [-1], ["Gather"]),  # reversed
+    ([0, 5], [9, 0], [0, 2], [1, -2], ["Gather", "Slice"]),  # step 1 stays in the Slice
+    ([1, 0, -1], [3, 5, -8], [0, 1, 2], [1, 2, -3], ["Gather", "Gather", "Slice"]),
+    ([3], [0], [2], [-1], ["Gather"]),
+    ([0], [9], [2], [5], ["Gather"]),
+    ([2], [2], [1], [-1], ["Gather"]),  # empty
+])
+def test_slice_steps_below_10_are_gathers_of_known_axes(starts, ends, axes, steps, ops):
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    consts = [numpy_helper.from_array(np.array(v, np.int64), k)
+              for k, v in (("s", starts), ("e", ends), ("a", axes), ("p", steps))]
+    want = evaluate(make_model([one("Slice", ["x", "s", "e", "a", "p"], ["y"])],
+                               [vi("x", F, [2, 3, 4])], [vi("y", F, None)], opset=13,
+                               initializers=consts), {"x": x})["y"]
+    m = make_model([one("Slice", ["x", "s", "e", "a", "p"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, list(want.shape))], opset=13, initializers=consts)
+    for target in (9, 1):
+        c = onnx.ModelProto()
+        c.CopyFrom(m)
+        convert(c, 13, target)
+        assert [n.op_type for n in c.graph.node] == ops
+        np.testing.assert_array_equal(evaluate(c, {"x": x})["y"], want)
 
 
 def test_concat_and_cast_old_forms():

@@ -92,12 +92,8 @@ MADE_UP = "unk__"
 def known(s: Shape | None) -> bool:
     """Every dim an int or a name (what the rules add is for dims nothing else knows), but
     a made-up one (:data:`MADE_UP`)."""
-    if s is None:
-        return False
-    for d in s:
-        if type(d) is not int and (d is None or d.startswith(MADE_UP)):
-            return False
-    return True
+    return s is not None and all(
+        type(d) is int or (d is not None and not d.startswith(MADE_UP)) for d in s)
 
 
 def _axis(axis: int, rank: int) -> int | None:
