@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from . import wellformed
+from . import function_checks, wellformed
 from .activation_spec import activation_spec, judge_slope
 from .census import Census, CensusScope, holds_external_data
 from .errors import ModelLoadError, function_label, where
@@ -41,12 +41,9 @@ ATTRIBUTE = "attribute"  # an attribute the op version does not define, or of th
 SLOPE = "slope"  # a PRelu-7+ slope numpy cannot broadcast to X but fix may read per channel
 UNFIT_SLOPE = "unfit-slope"  # a PRelu slope no reading fits to X's declared shape
 DUPLICATE_FUNCTION = "duplicate-function"  # two model-local functions with one identity
-#: a graph input, output or value_info dim below 0: read as unknown, as runtimes read it
-#: (every command allows it; ``fix`` clears it)
-NEGATIVE_DIM = "negative-dim"
+NEGATIVE_DIM = "negative-dim"  # a declared dim < 0: read as unknown, allowed; fix clears it
 #: the problems ``fix`` repairs
-REPAIRABLE = (DUPLICATE_VALUE, MISSING_OPSET, ATTRIBUTE, SLOPE, DUPLICATE_FUNCTION,
-              NEGATIVE_DIM)
+REPAIRABLE = (DUPLICATE_VALUE, MISSING_OPSET, ATTRIBUTE, SLOPE, DUPLICATE_FUNCTION, NEGATIVE_DIM)
 #: not a well-formed model (:mod:`opshift.wellformed`): a name that is not UTF-8, an unknown
 #: element type, a tensor with a negative dim or data that does not fit its dims, an
 #: activation with the wrong inputs or outputs, a function that calls itself; never allowed
@@ -358,7 +355,7 @@ def problems(model: onnx.ModelProto, census: Census | None = None, *,
     w.reads = None
     identities: set[tuple[str, str, str]] = set()
     for f in model.functions:
-        p, named = wellformed.function_problem(f)
+        p, named = function_checks.function_problem(f)
         if p is not None:
             w.add(MALFORMED, p)
             if not named:
@@ -380,7 +377,7 @@ def problems(model: onnx.ModelProto, census: Census | None = None, *,
         w.nodes(f.node, fops, defined, frozenset(), label)
         if w.naming:
             census.add_names(defined)
-    p = wellformed.recursion_problem(model)
+    p = function_checks.recursion_problem(model)
     if p is not None:
         w.add(MALFORMED, p)
     if w.naming:
@@ -395,8 +392,7 @@ def problems(model: onnx.ModelProto, census: Census | None = None, *,
 def check(model: onnx.ModelProto, origin: str = "<model>", *,
           allow: Iterable[str] = (), census: Census | None = None) -> None:
     """Raise :class:`ModelLoadError` for the first problem whose kind is not in ``allow``
-    (a negative graph dim never: :data:`NEGATIVE_DIM`); fill ``census`` (see
-    :class:`Census`) when given."""
+    (never :data:`NEGATIVE_DIM`); fill ``census`` (see :class:`Census`) when given."""
     allowed = {NEGATIVE_DIM, *allow}
     for kind, msg in problems(model, census, skip=allowed):
         if kind not in allowed:

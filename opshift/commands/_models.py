@@ -12,6 +12,7 @@ from typing import Any
 import onnx
 
 from ..errors import ModelLoadError, OpshiftError
+from ..graph.declared import dims_text
 
 STDIO = "-"
 
@@ -105,11 +106,12 @@ def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, list[int]], origi
             have = tt.shape.dim
             if len(have) != len(dims):
                 raise OpshiftError(f"{origin}: --input-shape {name}: rank {len(dims)} given, "
-                                   f"the model declares rank {len(have)} ({_dims(have)})")
+                                   f"the model declares rank {len(have)} "
+                                   f"({dims_text(tt.shape)})")
             for i, (d, v) in enumerate(zip(have, dims)):
                 if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != v:
                     raise OpshiftError(f"{origin}: --input-shape {name}: dim {i} is {v}, the "
-                                       f"model declares {d.dim_value} ({_dims(have)})")
+                                       f"model declares {d.dim_value} ({dims_text(tt.shape)})")
         declared[name] = onnx.TypeProto()
         declared[name].CopyFrom(vi.type)
         tt.ClearField("shape")
@@ -119,9 +121,6 @@ def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, list[int]], origi
     return declared
 
 
-def _dims(dims) -> str:
-    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?"
-                           for d in dims) + "]"
 
 
 def restore_inputs(model: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> None:

@@ -182,6 +182,30 @@ def dims(shape: onnx.TensorShapeProto) -> Shape:
                  else (d.dim_param or None) for d in shape.dim)
 
 
+def dims_text(shape: onnx.TensorShapeProto) -> str:
+    """A declared shape as written: ``[-1, 3, N, ?]``."""
+    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?"
+                           for d in shape.dim) + "]"
+
+
+def tensor_shapes(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto]:
+    """The shapes type ``tp`` declares (its own message): a tensor's, dense or sparse, or
+    that of the tensor in a sequence, an optional or a map's values."""
+    kind = tp.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        t = getattr(tp, kind)
+        return [t.shape] if t.HasField("shape") else []
+    if kind in ("sequence_type", "optional_type"):
+        return tensor_shapes(getattr(tp, kind).elem_type)
+    return tensor_shapes(tp.map_type.value_type) if kind == "map_type" else []
+
+
+def negative_dim(tp: onnx.TypeProto) -> int | None:
+    """The first negative dim type ``tp`` declares, or None (see :func:`dims`)."""
+    return next((d.dim_value for s in tensor_shapes(tp) for d in s.dim if d.dim_value < 0),
+                None)
+
+
 def _shape(tp: onnx.TypeProto) -> Shape | None:
     if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
         return None

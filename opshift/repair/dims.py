@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING
 
 import onnx
 
-from ..wellformed import negative_dim
+from ..graph.declared import dims_text, negative_dim, tensor_shapes
 
 if TYPE_CHECKING:
     from .fixer import Fixer
+
+WHY = "a negative dim is not ONNX (dims are >= 0); runtimes read it as unknown, which it now says"
+
 
 def fix_negative_dims(fx: Fixer) -> None:
     """Clear every negative dim the main graph and its subgraphs declare (where the
@@ -34,40 +37,15 @@ def fix_negative_dims(fx: Fixer) -> None:
                               WHY)
 
 
-WHY = "a negative dim is not ONNX (dims are >= 0); runtimes read it as unknown, which it now says"
-
-
 def cleared(tp: onnx.TypeProto) -> str | None:
     """Clear the negative dims of ``tp``; what changed (``[-1, 3] -> [?, 3]``), or None when
     it has none."""
     if negative_dim(tp) is None:
         return None
-    before = _text(tp)
-    _clear(tp)
-    return f"{before} -> {_text(tp)}"
-
-
-def _clear(tp: onnx.TypeProto) -> None:
-    kind = tp.WhichOneof("value")
-    if kind in ("tensor_type", "sparse_tensor_type"):
-        for d in getattr(tp, kind).shape.dim:
+    shapes = tensor_shapes(tp)
+    before = ", ".join(map(dims_text, shapes))
+    for shape in shapes:
+        for d in shape.dim:
             if d.dim_value < 0:
                 d.ClearField("dim_value")
-    elif kind in ("sequence_type", "optional_type"):
-        _clear(getattr(tp, kind).elem_type)
-    elif kind == "map_type":
-        _clear(tp.map_type.value_type)
-
-
-def _text(tp: onnx.TypeProto) -> str:
-    """A type's shapes as ``[-1, 3, ?, ?]`` (nested types: their element's)."""
-    kind = tp.WhichOneof("value")
-    if kind in ("sequence_type", "optional_type"):
-        return _text(getattr(tp, kind).elem_type)
-    if kind == "map_type":
-        return _text(tp.map_type.value_type)
-    if kind not in ("tensor_type", "sparse_tensor_type"):
-        return "?"
-    dims = getattr(tp, kind).shape.dim
-    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?"
-                           for d in dims) + "]"
+    return f"{before} -> {', '.join(map(dims_text, shapes))}"
