@@ -325,3 +325,48 @@ def test_a_made_up_dim_name_is_worked_out_by_the_rules():
     assert walk("unk__7").shape("one") == (1,)
     assert walk("unk__7").shape("sh") == (2,)
     assert walk("batch_len").shape("one") == ("batch_len",)
+
+
+def test_every_rule_agrees_with_onnx_node_tests():
+    """Each one-node test of onnx whose op has a rule: the rule's output-0 shape, given the
+    inputs' shapes and their small integer values as constants, never contradicts the
+    expected output's (a dim it leaves unknown or names is no contradiction)."""
+    import warnings
+
+    import onnx
+    from onnx import numpy_helper
+    from onnx.backend.test.case.node import collect_testcases
+
+    from opshift import opsets
+    from opshift.graph.shape_rules import RULES
+
+    def array(t):
+        return numpy_helper.to_array(t) if isinstance(t, onnx.TensorProto) else t
+
+    with warnings.catch_warnings():  # (onnx's case generators cast out of range on purpose)
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    checked, wrong = 0, []
+    for case in cases:
+        g = case.model.graph
+        if "expanded" in case.name or len(g.node) != 1:
+            continue
+        n = g.node[0]
+        if n.domain not in ("", "ai.onnx") or n.op_type not in RULES:
+            continue
+        opset = next(o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx"))
+        inputs, outputs = case.data_sets[0]
+        arrays = {vi.name: array(t) for vi, t in zip(g.input, inputs)}
+        arrays = {k: a for k, a in arrays.items() if isinstance(a, (np.ndarray, np.generic))}
+        consts = {k: a for k, a in arrays.items()
+                  if np.asarray(a).dtype.kind in "iu" and np.ndim(a) <= 1 and np.size(a) <= 64}
+        got = output_shape(n, opsets.since_version(n.op_type, opset),
+                           {k: np.shape(a) for k, a in arrays.items()}.get, consts.get)
+        want = array(outputs[0])
+        if got is None or not isinstance(want, (np.ndarray, np.generic)):
+            continue
+        checked += 1
+        if len(got) != np.ndim(want) or any(isinstance(d, int) and d != w
+                                            for d, w in zip(got, np.shape(want))):
+            wrong.append((case.name, got, np.shape(want)))
+    assert checked > 900 and not wrong, wrong[:5]

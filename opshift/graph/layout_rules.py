@@ -1,6 +1,7 @@
 """Shape rules of the ops that move or select data (see :mod:`.shape_rules`): Flatten,
 Reshape, Transpose, Slice, Squeeze, Unsqueeze, Concat, Shape, Size, Gather, ConstantOfShape,
-Expand."""
+Expand, Pad, Tile, the resamplers (their rank), DepthToSpace, SpaceToDepth, Split and TopK
+(output 0), GatherElements, NonZero."""
 
 from __future__ import annotations
 
@@ -184,3 +185,96 @@ def _expand(a: Ask) -> Shape | None:
     if x is None or s is None or len(s) != 1 or not isinstance(s[0], int):
         return None
     return (None,) * max(len(x), s[0])
+
+
+@rule("Pad")
+def _pad(a: Ask) -> Shape | None:
+    """X's rank; a padded dim grows by its pads where they and the dim are known."""
+    x = a.shape(0)
+    if x is None:
+        return None
+    r = len(x)
+    pads = a.ints(1, "pads" if a.version >= 2 else "paddings") if a.version < 11 else a.ints(1)
+    axes = a.ints(3) if a.version >= 18 else []
+    if pads is None or axes is None:
+        return (None,) * r
+    ks = [_axis(k, r) for k in axes] if axes else list(range(r))
+    if None in ks or len(pads) != 2 * len(ks):
+        return None
+    out = list(x)
+    for j, k in enumerate(ks):
+        d = x[k]
+        out[k] = d + pads[j] + pads[j + len(ks)] if isinstance(d, int) else None
+    return tuple(out)
+
+
+@rule("Tile")
+def _tile(a: Ask) -> Shape | None:
+    x, reps = a.shape(0), a.ints(1)
+    if x is None:
+        return None
+    if a.version < 6 or reps is None or len(reps) != len(x):  # (Tile-1: tiles along an axis)
+        return (None,) * len(x)
+    return tuple(d * k if isinstance(d, int) else (d if k == 1 else None)
+                 for d, k in zip(x, reps))
+
+
+@rule("Resize", "Upsample", "CenterCropPad")
+def _resample(a: Ask) -> Shape | None:
+    """X's rank (the sizes depend on modes, roi and rounding: left unknown)."""
+    x = a.shape(0)
+    return None if x is None else (None,) * len(x)
+
+
+@rule("DepthToSpace", "SpaceToDepth")
+def _depth_space(a: Ask) -> Shape | None:
+    x, b = a.shape(0), a.attr("blocksize")
+    if x is None or len(x) != 4 or not isinstance(b, int) or b < 1:
+        return None
+    n, c, h, w = x
+    up = a.node.op_type == "DepthToSpace"
+
+    def scaled(d: Dim, mul: int, div: int) -> Dim:
+        return d * mul // div if isinstance(d, int) and (d * mul) % div == 0 else None
+    return (n, scaled(c, 1, b * b), scaled(h, b, 1), scaled(w, b, 1)) if up else \
+        (n, scaled(c, b * b, 1), scaled(h, 1, b), scaled(w, 1, b))
+
+
+@rule("Split")
+def _split(a: Ask) -> Shape | None:
+    """Output 0: X's dims but along the axis, its size from a constant split."""
+    x = a.shape(0)
+    if x is None:
+        return None
+    k = _axis(a.attr("axis", 0), len(x))
+    if k is None:
+        return None
+    split = a.ints(1, "split") if a.version >= 2 else a.attr("split")
+    first = split[0] if split else None
+    return tuple(first if i == k else d for i, d in enumerate(x))
+
+
+@rule("TopK")
+def _topk(a: Ask) -> Shape | None:
+    """Output 0: X's dims but along the axis, k of them."""
+    x = a.shape(0)
+    if x is None:
+        return None
+    k = _axis(a.attr("axis", -1), len(x))
+    ks = [a.attr("k")] if a.version < 10 else a.ints(1)
+    if k is None:
+        return None
+    n = ks[0] if ks and len(ks) == 1 and isinstance(ks[0], int) else None
+    return tuple(n if i == k else d for i, d in enumerate(x))
+
+
+@rule("GatherElements")
+def _gather_elements(a: Ask) -> Shape | None:
+    return a.shape(1)
+
+
+@rule("NonZero")
+def _nonzero(a: Ask) -> Shape | None:
+    x = a.shape(0)
+    return None if x is None else (len(x), None)
+

@@ -171,6 +171,9 @@ _UNARY = (
     "LogSoftmax", "LpNormalization", "LRN", "MeanVarianceNormalization", "Mish", "Neg", "Not",
     "PRelu", "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh",
     "Softmax", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu",
+    # output 0 shaped as input 0 too
+    "Cumsum", "Trilu", "ReverseSequence", "Scatter", "ScatterElements", "ScatterND",
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
 )
 
 
@@ -185,7 +188,8 @@ _LEGACY_BROADCAST = (  # a ``broadcast`` attribute before version 7
 )
 
 
-@rule(*_LEGACY_BROADCAST, "BitShift", "Mod", "GreaterOrEqual", "LessOrEqual", "Where")
+@rule(*_LEGACY_BROADCAST, "BitShift", "Mod", "GreaterOrEqual", "LessOrEqual", "Where",
+      "BitwiseAnd", "BitwiseOr", "BitwiseXor")
 def _binary(a: Ask) -> Shape | None:
     shapes = [a.shape(i) for i in range(len(a.node.input))]
     if a.node.op_type in _LEGACY_BROADCAST and a.version < 7:
