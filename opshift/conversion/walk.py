@@ -112,6 +112,28 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
     return _result(n, state), state
 
 
+def walk_on(st: Step, nodes: list[onnx.NodeProto], opset: int, what: str, depth: int = 0
+            ) -> list[onnx.NodeProto]:
+    """``nodes``, written at ``opset`` in place of ``st``'s node, each converted on to the
+    target as any node is, their planned edits joined to the node's; a refusal says they are
+    ``what`` (e.g. "its function body (opset 18)")."""
+    out: list[onnx.NodeProto] = []
+    for b in nodes:
+        bf = opsets.since_version(b.op_type, opset)
+        bt = opsets.since_version(b.op_type, st.target)
+        if bf == bt:
+            out.append(b)
+            continue
+        try:
+            new, inner = walk_node(st.ctx, st.scope, st.index, b, opset, bf, bt,
+                                   b.name or st.label, depth=depth + 1)
+        except ConversionError as e:
+            raise Refuse(f"{what}: {e}") from None
+        st.state.pending.absorb(inner.pending)
+        out.extend(new if new is not None else [b])
+    return out
+
+
 def _loc(n: onnx.NodeProto, name: str, v_from: int | None, v_to: int | None, sc: Scope
          ) -> str:
     """Where a refusal is: node, versions, scope (made only for a refusal)."""

@@ -14,7 +14,6 @@ import onnx
 from onnx import helper
 
 from ... import opsets
-from ...errors import ConversionError
 from ...graph.inferred import Inferred
 from ...graph.scopes import constant_tensor
 from ...verify.region import region_model
@@ -42,7 +41,7 @@ def castlike_as_cast(st: Step) -> None:
 def write_function_body(st: Step, src: int, depth: int) -> None:
     """Replace the node by its onnx function body, each body node converted to the target
     (``src``: the scope's source opset)."""
-    from ..walk import walk_node
+    from ..walk import walk_on
 
     if depth > 4:
         raise Refuse("function bodies nest too deep")
@@ -54,20 +53,7 @@ def write_function_body(st: Step, src: int, depth: int) -> None:
         c = constant_tensor(b)
         if c is not None:
             st.facts.add_constant(st.scope, b.output[0], c)
-    out: list[onnx.NodeProto] = []
-    for b in nodes:
-        bf = opsets.since_version(b.op_type, body_opset)
-        bt = opsets.since_version(b.op_type, st.target)
-        if bf == bt:
-            out.append(b)
-            continue
-        try:
-            new, inner = walk_node(st.ctx, st.scope, st.index, b, body_opset, bf, bt, b.name,
-                                   depth=depth + 1)
-        except ConversionError as e:
-            raise Refuse(f"its function body (opset {body_opset}): {e}") from None
-        st.state.pending.absorb(inner.pending)
-        out.extend(new if new is not None else [b])
+    out = walk_on(st, nodes, body_opset, f"its function body (opset {body_opset})", depth)
     _check_types(st, out)
     st.state.pre.extend(out)
     st.remove(f"written as its onnx function body ({', '.join(b.op_type for b in nodes)}) "

@@ -19,7 +19,6 @@ import numpy as np
 import onnx
 
 from ... import opsets
-from ...errors import ConversionError
 from ..registry import at, replaces
 from ..step import Refuse, Step
 
@@ -67,19 +66,12 @@ def scatter_elements_as_scatter(st: Step) -> None:
 def _renamed(st: Step, op: str, version: int, why: str) -> None:
     """Replace the node (as converted so far) by ``op``-``version`` with its inputs,
     outputs and attributes, converted on from ``version`` to the target."""
-    from ..walk import walk_node
+    from ..walk import walk_on
 
     node = onnx.NodeProto()
     node.CopyFrom(st.w)
     node.op_type = op
-    name = node.name or st.label
     target = opsets.since_version(op, st.target)
-    try:
-        new, inner = walk_node(st.ctx, st.scope, st.index, node, version, version, target,
-                               name)
-    except ConversionError as e:
-        raise Refuse(f"as {op}-{version}: {e}") from None
-    st.state.pending.absorb(inner.pending)
-    st.state.pre.extend(new if new is not None else [node])
+    st.state.pre.extend(walk_on(st, [node], version, f"as {op}-{version}"))
     st.remove(f"written as {op}-{version}" + (f" -> {op}-{target}" if target != version
                                               else ""), why)
