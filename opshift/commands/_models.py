@@ -12,7 +12,7 @@ from typing import Any
 import onnx
 
 from ..errors import ModelLoadError, OpshiftError
-from ..graph.declared import dims_text
+from ..graph import declared as declared_shapes
 
 STDIO = "-"
 
@@ -103,15 +103,14 @@ def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, list[int]], origi
             raise OpshiftError(f"{origin}: --input-shape {name}: the input is not a tensor")
         tt = vi.type.tensor_type
         if tt.HasField("shape"):
-            have = tt.shape.dim
+            have, text = declared_shapes.dims(tt.shape), declared_shapes.dims_text(tt.shape)
             if len(have) != len(dims):
                 raise OpshiftError(f"{origin}: --input-shape {name}: rank {len(dims)} given, "
-                                   f"the model declares rank {len(have)} "
-                                   f"({dims_text(tt.shape)})")
+                                   f"the model declares rank {len(have)} ({text})")
             for i, (d, v) in enumerate(zip(have, dims)):
-                if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != v:
+                if isinstance(d, int) and d != v:
                     raise OpshiftError(f"{origin}: --input-shape {name}: dim {i} is {v}, the "
-                                       f"model declares {d.dim_value} ({dims_text(tt.shape)})")
+                                       f"model declares {d} ({text})")
         declared[name] = onnx.TypeProto()
         declared[name].CopyFrom(vi.type)
         tt.ClearField("shape")

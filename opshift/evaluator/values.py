@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 
 from ..errors import EvaluationError
+from ..graph.declared import dims as declared_dims
 
 Value = Any  # np.ndarray, list, dict, or None (an empty optional, an absent input)
 
@@ -106,10 +107,10 @@ def _tensor(tt: onnx.TypeProto.Tensor, v: Any, what: str) -> np.ndarray:
         if len(dims) != v.ndim:
             raise EvaluationError(f"{what}: rank {v.ndim} given (shape {list(v.shape)}), the "
                                   f"model declares rank {len(dims)}")
-        for i, d in enumerate(dims):
-            if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != v.shape[i]:
+        for i, d in enumerate(declared_dims(tt.shape)):
+            if isinstance(d, int) and d != v.shape[i]:
                 raise EvaluationError(f"{what}: dim {i} is {v.shape[i]}, the model declares "
-                                      f"{d.dim_value}")
+                                      f"{d}")
     return v
 
 

@@ -28,6 +28,7 @@ import onnx
 from onnx import helper
 
 from ..errors import LimitError, OpshiftError, UnsupportedError
+from ..graph.declared import dims as declared_dims
 from .comparison import _FLOATS
 
 #: Size used for a symbolic or unknown dim that ``dims`` does not name.
@@ -141,11 +142,11 @@ def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
             raise UnsupportedError(f"graph input {vi.name!r} declares no shape (rank "
                                    "unknown); pass inputs explicitly")
         shape, guessed = [], False
-        for d in tt.shape.dim:
-            if d.HasField("dim_value") and d.dim_value >= 0:
-                shape.append(int(d.dim_value))
-            elif d.HasField("dim_param") and d.dim_param in dims:
-                shape.append(int(dims[d.dim_param]))
+        for d in declared_dims(tt.shape):
+            if isinstance(d, int):
+                shape.append(d)
+            elif d in dims:  # (a name)
+                shape.append(int(dims[d]))
             else:
                 shape.append(DEFAULT_DIM)
                 guessed = True

@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 
 from ...errors import LimitError
+from ...graph.declared import dims as declared_dims
 from ..registry import op
 from ._common import normalize_axes
 
@@ -34,7 +35,7 @@ def _empty_like_output(vi: onnx.ValueInfoProto) -> np.ndarray:
     """An empty scan output ([0, *dims]) for a Loop that ran zero iterations."""
     tt = vi.type.tensor_type
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt.elem_type else np.float32
-    dims = [max(d.dim_value, 0) for d in tt.shape.dim]  # (unknown: 0)
+    dims = [d if isinstance(d, int) else 0 for d in declared_dims(tt.shape)]  # (unknown: 0)
     return np.empty([0, *dims], dtype=dtype)
 
 
