@@ -120,8 +120,6 @@ def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, list[int]], origi
     return declared
 
 
-
-
 def restore_inputs(model: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> None:
     """Put back the declared types of the inputs --input-shape overrode (the passes write no
     inferred shapes into the model, so nothing else depends on the given ones)."""

@@ -123,4 +123,3 @@ def _negative_input_dims(fixed, src, result) -> None:
             result.changes.append(FixChange("negative_dim",
                                             f"graph {fixed.graph.name!r}", "",
                                             f"input {name!r}: {what}", WHY))
-

@@ -101,9 +101,8 @@ class Fixer:
         found = self._census.found if self._census is not None else None
         values = found is None or DUPLICATE_VALUE in found
         dims = found is None or NEGATIVE_DIM in found
-        repairs = (fix_duplicate_functions, fix_opset_imports, *([fix_negative_dims] if dims
-                                                                  else []),
-                   _per_scope(fix_attributes),
+        repairs = (fix_duplicate_functions, fix_opset_imports,
+                   *([fix_negative_dims] if dims else []), _per_scope(fix_attributes),
                    *([_per_scope(fix_value_names)] if values else []), fix_node_names,
                    fix_prelu_slopes, fix_ir_version)
         with progress.stage("fix", len(repairs), "repairs"):

@@ -64,7 +64,6 @@ def shape_start_end(st: Step) -> None:
     st.note(f"start={start}, end={end} written as a Slice of the whole shape")
 
 
-
 @at(12, "ArgMax", "ArgMin")
 def arg_select_last_index(st: Step) -> None:
     """The last index of the extreme value is n - 1 - the first index in the input reversed

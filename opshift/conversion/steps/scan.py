@@ -61,12 +61,13 @@ def _around(st: Step, inputs: list[str], into: str, out_of: str, what: str,
             first: list[str]) -> None:
     """The node reads ``inputs`` through ``into`` of axis 0 (after ``first``) and its
     outputs come back through ``out_of`` of axis 0."""
-    names = st.ctx.edits.names
+    edits = st.ctx.edits
     w = st.edit()
     read = []
     for x in inputs:
         y = st.fresh_value(f"{x}_{what}", like=x)
-        st.state.pre.extend(axes_nodes(into, x, y, [0], st.target, names))
+        st.state.pre.extend(axes_nodes(into, x, y, [0], st.target, edits.names,
+                                       edits.new_node))
         read.append(y)
     del w.input[:]
     w.input.extend(first + read)
@@ -74,4 +75,5 @@ def _around(st: Step, inputs: list[str], into: str, out_of: str, what: str,
         if o:
             y = st.fresh_value(f"{o}_{what}", like=o)
             w.output[k] = y
-            st.state.post.extend(axes_nodes(out_of, y, o, [0], st.target, names))
+            st.state.post.extend(axes_nodes(out_of, y, o, [0], st.target, edits.names,
+                                            edits.new_node))
