@@ -26,7 +26,7 @@ from onnx_ir import passes as ir_passes
 
 from .. import validate
 from ..external import read_through_opshift
-from ..graph.scopes import may_hold_subgraphs, node_kinds, subgraphs
+from ..graph.scopes import arrange, may_hold_subgraphs, node_kinds, subgraphs
 from ..memory import no_cyclic_gc
 from ..modelio import ModelLike, has_external_data, to_proto
 from .fuse_ir import FuseResult, Region, Unused, fuse_ir, fuse_typed, ir_subgraphs, may_match
@@ -151,8 +151,7 @@ def _write_back(graph: ir.Graph | ir.Function, proto, before: list[ir.Node],
         new.append(old[i] if i is not None else ir.serde.serialize_node(n))
     first = next((k for k, (a, b) in enumerate(zip(new, old)) if a is not b),
                  min(len(new), len(old)))
-    del proto.node[first:]
-    proto.node.extend(new[first:])
+    arrange(proto.node, new[first:], first)
     if not proto.value_info:
         return
     kept = set(map(id, after))
