@@ -139,6 +139,8 @@ def record_region(facts: Facts, scope: Scope, node: onnx.NodeProto,
     id(tensor) -> the shape the plan gives it in place."""
     before_consts = _constants(facts, scope, [node], {}, base_dir)
     ins, outs = _value_infos(facts, node, before_consts)
+    made = {o for n in after for o in n.output}
+    outs = [v for v in outs if v.name in made] or outs  # (a step drops outputs read by none)
     return (region_model([node], ins, outs, before_consts.values(), scope.opsets),
             region_model(after, ins, outs, _constants(facts, scope, after, dims,
                                                       base_dir).values(),

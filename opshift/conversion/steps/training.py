@@ -4,12 +4,15 @@
 * BatchNormalization/Dropout **7**: ``is_test=0`` meant training at <= 6; later versions are
   inference only.
 * BatchNormalization **14**: training outputs exist only with ``training_mode=1``.
+* Dropout **10**: the mask output is bool, no longer of X's type. In inference the mask is
+  all ones, so a mask read by nothing is dropped and a read one is cast to the old type.
 * Dropout **12**: ``ratio``/``training_mode`` inputs instead of the ``ratio`` attribute.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from ..registry import at
 from ..step import Refuse, Step
@@ -54,6 +57,33 @@ def bn_training_mode(st: Step) -> None:
 
 
 # ------------------------------------------------------------------ Dropout
+
+
+@at(10, "Dropout")
+def dropout_mask_type(st: Step) -> None:
+    outs = st.outputs()
+    if len(outs) < 2:
+        return
+    mask = outs[1]
+    if not st.facts.uses(st.scope, mask):
+        del st.edit().output[1:]
+        st.note(f"mask output {mask!r}, read by nothing, dropped",
+                "its type changes at 10 (bool from 10, X's type before)")
+        return
+    x_type = st.elem_type(st.input(0))
+    if x_type is None:
+        raise Refuse(f"the mask {mask!r} is read and the element type of X is unknown (the "
+                     "mask has X's type before 10, bool from 10)")
+    new_type, old_type = ((onnx.TensorProto.BOOL, x_type) if st.up
+                          else (x_type, onnx.TensorProto.BOOL))
+    new = st.fresh_value("mask")
+    st.edit().output[1] = new
+    st.facts.extra_types[new] = new_type
+    cast_to = old_type if st.target >= 6 else onnx.TensorProto.DataType.Name(old_type)
+    st.add_node("Cast", [new], "mask_cast", after=True, output=mask, to=cast_to)
+    st.facts.extra_types[mask] = old_type
+    st.note(f"mask output {mask!r} cast to {onnx.TensorProto.DataType.Name(old_type)}",
+            "in inference the mask is all ones; its type is bool from 10, X's type before")
 
 
 @at(12, "Dropout")
