@@ -337,10 +337,29 @@ def test_binary_legacy_axis_upgrade_reshapes_b():
     np.testing.assert_allclose(evaluate(m6, {"x": X234})["y"], y, rtol=1e-6)
 
 
-def test_variadic_sum_needs_equal_shapes_below_8():
-    m = make_model([one("Sum", ["x", "z"], ["y"])], [vi("x", F, [2, 3]), vi("z", F, [3])],
-                   [vi("y", F, [2, 3])], opset=13)
-    with pytest.raises(ConversionError, match=r"Sum-8 -> Sum-6.*one shape"):
+@pytest.mark.parametrize("op", ["Sum", "Max", "Min", "Mean"])
+@pytest.mark.parametrize("target", [7, 6])
+def test_variadic_inputs_widened_below_8(op, target):
+    """Before 8 every input has the output's shape: a computed input of another shape is
+    multiplied by ones of it (at 6 through legacy broadcast, a Transpose when its dims are
+    not one run), a constant one written broadcast."""
+    rng = np.random.default_rng(8)
+    k = numpy_helper.from_array(rng.standard_normal((1, 3)).astype(np.float32), "k")
+    m = make_model([one(op, ["x", "z", "w", "k"], ["y"])],
+                   [vi("x", F, [2, 3]), vi("z", F, [3]), vi("w", F, [2, 1])],
+                   [vi("y", F, [2, 3])], opset=13, initializers=[k])
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32),
+             "z": np.array([-0.0, np.inf, np.nan], np.float32),
+             "w": rng.standard_normal((2, 1)).astype(np.float32)}
+    roundtrip(m, 13, target, feeds)
+    (n,) = [n for n in m.graph.node if n.op_type == op]
+    assert n.input[0] == "x" and all(i != name for i, name in zip(n.input[1:], "zwk"))
+
+
+def test_variadic_with_a_symbolic_output_shape_is_refused_below_8():
+    m = make_model([one("Sum", ["x", "z"], ["y"])], [vi("x", F, ["n", 3]), vi("z", F, [3])],
+                   [vi("y", F, ["n", 3])], opset=13)
+    with pytest.raises(ConversionError, match=r"Sum-8 -> Sum-6.*one shape.*not static"):
         convert_other_ops(m, 13, 7)
 
 

@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     attribute_values,
     bfloat16,
     broadcast_legacy,
+    broadcast_to,
     constant,
     missing_ops,
     negative_axes,

@@ -10,7 +10,9 @@
   (Div, Pow, unsigned Sub, both operands broadcast) a static output shape lets A be widened to
   it: a constant written broadcast, a computed A as ``Mul(ones, A, broadcast=1)`` (exact:
   ``x * 1`` is ``x``); B is then placed, or widened too. Up reshapes B for ``axis``.
-* Sum/Max/Min/Mean **8**: all inputs had to share one shape before 8.
+* Sum/Max/Min/Mean **8**: all inputs had to share one shape before 8. Down, with a static
+  output shape, each input of another shape is widened to it as above (a constant written
+  broadcast, anything else multiplied by ones).
 * Gemm **7**: ``broadcast`` of C (<= 6; C read without its outer 1s when that makes it a
   trailing shape of Y); Gemm **11**: C optional (made an explicit zero down).
 """
@@ -144,6 +146,14 @@ def _widen(st: Step, i: int, out: tuple[int, ...]) -> None:
         raise Refuse(f"{name!r} broadcasts to {list(out)}: widening it as Mul by ones needs a "
                      f"type Mul-{opsets.since_version('Mul', st.target)} accepts, not "
                      f"{'unknown' if t is None else opsets.tensor_type_name(t)}")
+    if st.target >= 7:  # numpy broadcasting: the ones give the shape
+        ones = st.add_const("ones", np.ones(out, np_dtype(t)))
+        wide = st.add_node("Mul", [ones, name], f"{name}_widened")
+        st.state.shapes[wide] = out
+        st.edit().input[i] = wide
+        st.note(f"{name!r} widened to {list(out)} as Mul(ones, {name!r})", "all inputs "
+                "share one shape before opset 8; x * 1 is x bit for bit")
+        return
     shape = st.shape(name)
     p = legacy_placement(out, shape)
     if isinstance(p, Placement):
@@ -207,7 +217,17 @@ def variadic_same_shape(st: Step) -> None:
     shapes = [st.shape(n) for n in names]
     if all(known_shape(s) for s in shapes) and len(set(shapes)) == 1:
         return
-    raise Refuse(f"input shapes {shapes}: before opset 8 all inputs must have one shape")
+    out = None
+    if all(s is not None for s in shapes):
+        out = shapes[0]
+        for s in shapes[1:]:
+            out = None if out is None else _static_broadcast(out, s)
+    if out is None:
+        raise Refuse(f"input shapes {shapes}: before opset 8 all inputs must have one shape, "
+                     "and the output shape is not static (no input can be widened to it)")
+    for i, name in enumerate(st.w.input):
+        if name and st.shape(name) != out:
+            _widen(st, i, out)
 
 
 # ------------------------------------------------------------------ Gemm

@@ -1,11 +1,5 @@
 """Constant: **9** (only float types before 9: others become an initializer going down),
 **11** (sparse_value), **12** (value_* attributes written as a value tensor going down).
-
-ConstantOfShape exists from 9. Below, a node of it is written as what it means, its value
-broadcast to the shape its input gives: an Expand of the value (from 8, any shape input), a
-Tile of the value as ``[1] * rank`` by the shape (6 and 7: the shape's length must be
-known), below 6 the tensor itself when the shape is a constant (at most
-:data:`LARGEST_FOLD` bytes).
 """
 
 from __future__ import annotations
@@ -13,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...graph.edit import constant_node
-from ..registry import at, replaces
+from ..registry import at
 from ..step import Refuse, Step
 
 
@@ -58,57 +51,3 @@ def constant_sparse(st: Step) -> None:
         raise Refuse("sparse_value exists only from Constant-11")
 
 
-
-#: the most bytes a ConstantOfShape below opset 6 is written out as a tensor
-LARGEST_FOLD = 256 << 20
-_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
-
-
-@replaces("ConstantOfShape")
-def constant_of_shape_below_9(st: Step) -> None:
-    t = st.attr("value")
-    value = (np.zeros((), np.float32) if t is None
-             else onnx.numpy_helper.to_array(t).reshape(()))
-    elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
-    if st.scope.graph is None and elem not in _FLOATS:
-        raise Refuse(f"its value is {onnx.TensorProto.DataType.Name(elem)}: inside a function "
-                     "it would be a Constant node, which takes float types only before 9")
-    shape_in, y = st.input(0), st.w.output[0]
-    if st.target >= 8:
-        v = st.add_const("value", value)
-        st.add_node("Expand", [v, shape_in], "expand", output=y)
-        st.remove("written as an Expand of its value to the shape")
-        return
-    dims = st.const(shape_in)
-    if st.target >= 6:
-        length = st.shape(shape_in)
-        rank = len(dims) if dims is not None else (
-            length[0] if length and isinstance(length[0], int) else None)
-        if rank is None:
-            raise Refuse("the length of its shape input is unknown: Tile-6 needs the value "
-                         "as a tensor of that rank")
-        v = st.add_const("value", value.reshape((1,) * rank))
-        if rank == 0:
-            st.add_node("Identity", [v], "scalar", output=y)
-        else:
-            st.add_node("Tile", [v, shape_in], "tile", output=y)
-        st.remove(f"written as a Tile of its value as {[1] * rank} by the shape")
-        return
-    if dims is None:
-        raise Refuse("its shape input is not a constant: below opset 6 (no Tile-6 or Expand) "
-                     "only a constant shape can be written out as the tensor")
-    shape = tuple(int(d) for d in dims.reshape(-1))
-    if min(shape, default=0) < 0:
-        raise Refuse(f"its shape {list(shape)} has a negative dim")
-    nbytes = int(np.prod(shape, dtype=object)) * value.itemsize
-    if nbytes > LARGEST_FOLD:
-        raise Refuse(f"its tensor {list(shape)} would be {nbytes >> 20} MiB written out "
-                     f"(below opset 6; the limit is {LARGEST_FOLD >> 20} MiB; from 6 it is a "
-                     "Tile)")
-    tensor = onnx.numpy_helper.from_array(np.full(shape, value, value.dtype), y)
-    if st.scope.graph is not None:
-        st.ctx.edits.add_initializer(st.state.pending, st.scope, tensor)
-    else:
-        st.state.pre.append(constant_node(y, tensor, st.fresh(f"{st.label}/value")))
-        st.facts.add_constant(st.scope, y, tensor)
-    st.remove(f"written out as its tensor {list(shape)} (constant shape)")

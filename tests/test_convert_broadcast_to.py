@@ -1,7 +1,9 @@
-"""ConstantOfShape below opset 9 (conversion/steps/constant.py): its value broadcast to the
-shape, as an Expand (8), a Tile of the value as [1] * rank (6, 7) or the tensor written out
-(below 6, constant shapes only); every result checked on the evaluator against the
-original, the refusals tested."""
+"""Ops that broadcast a tensor to a shape, below their opset (conversion/steps/
+broadcast_to.py): ConstantOfShape below 9 as an Expand (8), a Tile of the value as
+[1] * rank (6, 7) or the tensor written out (below 6, constant shapes only); Expand below 8
+as a Tile of X where its dims are 1 (6, 7). Every result checked on the evaluator against
+the original (bits, signed zeros, NaN), onnxruntime a second opinion at 7 and 8; the
+refusals tested."""
 
 from __future__ import annotations
 
@@ -110,3 +112,88 @@ def test_value_inside_a_function_below_9(value):
     feeds = {"s": np.array([2, 3], np.int64)}
     y = evaluate(out, feeds)["y"]
     assert compare(evaluate(m, feeds)["y"], y).ok and y.shape == (2, 3)
+
+
+def _expand(x_shape: list, shape: list[int] | None, elem: int = T.FLOAT,
+            out_shape: list | None = None) -> onnx.ModelProto:
+    """Expand of x (``x_shape``) to the constant ``shape``, or (None) to the shape of a
+    second input ``t`` of ``out_shape``."""
+    inputs = [helper.make_tensor_value_info("x", elem, x_shape)]
+    nodes, inits = [], []
+    if shape is None:
+        inputs.append(helper.make_tensor_value_info("t", T.FLOAT, out_shape))
+        nodes.append(helper.make_node("Shape", ["t"], ["s"]))
+    else:
+        inits.append(numpy_helper.from_array(np.array(shape, np.int64), "s"))
+    nodes.append(helper.make_node("Expand", ["x", "s"], ["y"]))
+    return make_model(nodes, inputs, [helper.make_tensor_value_info("y", elem, out_shape)],
+                      opset=13, initializers=inits)
+
+
+def _values(shape: tuple, dtype) -> np.ndarray:
+    rng = np.random.default_rng(9)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-50, 50, shape).astype(dtype)
+    v = rng.standard_normal(shape).astype(dtype)
+    flat = v.reshape(-1)
+    flat[: min(3, flat.size)] = np.array([-0.0, np.nan, -np.inf], dtype)[: min(3, flat.size)]
+    return v
+
+
+EXPANDS = [  # x shape, constant shape (None: computed from t), output shape
+    ([3, 1], [2, 3, 4], [2, 3, 4]),
+    ([1, 4], [3, 1], [3, 4]),
+    ([2, 1, 3], [1], [2, 1, 3]),
+    ([2, 1], None, [2, 5]),
+    ([4], None, [3, 2, 4]),
+    ([1, 1], None, [1, 1]),
+    ([2, 1], [2, 0], [2, 0]),
+]
+
+
+@pytest.mark.parametrize("elem", [T.FLOAT, T.FLOAT16, T.INT64, T.BOOL],
+                         ids=lambda t: T.DataType.Name(t))
+@pytest.mark.parametrize("case", EXPANDS, ids=str)
+@pytest.mark.parametrize("target", [7, 6])
+def test_expand_below_8_as_a_tile(case, elem, target):
+    x_shape, shape, out_shape = case
+    m = _expand(x_shape, shape, elem, out_shape)
+    out = opshift.convert(m, target)
+    onnx.checker.check_model(out, full_check=True)
+    assert "Expand" not in [n.op_type for n in out.graph.node]
+    feeds = {"x": _values(tuple(x_shape), helper.tensor_dtype_to_np_dtype(elem))}
+    if shape is None:
+        feeds["t"] = np.zeros(out_shape, np.float32)
+    ya, yb = evaluate(m, feeds)["y"], evaluate(out, feeds)["y"]
+    assert yb.shape == tuple(out_shape) and yb.dtype == ya.dtype
+    c = compare(ya, yb)
+    assert c.ok, c.reason
+    if target == 7:
+        theirs = onnxruntime_outputs(out, feeds)
+        if not isinstance(theirs, str):
+            assert compare(ya, theirs[0]).ok
+
+
+@pytest.mark.parametrize("x_shape, shape, target, pattern", [
+    (["n", 1], [4, 3], 7, r"dim 0 of X is 'n': tiled or not depends on whether it is 1"),
+    (["n", 1], None, 7, r"dim 0 of X is 'n' and the shape is computed"),
+    (None, [2, 3], 7, r"the shape of X .'x'. is unknown"),
+    ([3, 1], [2, 3, 4], 5, r"Tile-6 .* does not exist either"),
+])
+def test_expand_refusals(x_shape, shape, target, pattern):
+    m = _expand(x_shape, shape, out_shape=None if shape is not None else [4, 3])
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError, match=r"Expand does not exist at opset \d.*" + pattern):
+        opshift.convert(m, target)
+    assert m.SerializeToString() == before
+
+
+def test_expand_with_a_symbolic_dim_the_shape_keeps():
+    """A symbolic dim of X where the shape asks for 1 keeps X's dim: it is not tiled."""
+    m = _expand(["n", 1], [1, 3], out_shape=["n", 3])
+    out = opshift.convert(m, 7)
+    feeds = {"x": _values((5, 1), np.float32)}
+    ya, yb = evaluate(m, feeds)["y"], evaluate(out, feeds)["y"]
+    assert yb.shape == (5, 3) and compare(ya, yb).ok
