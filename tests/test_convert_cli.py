@@ -182,3 +182,25 @@ def test_verify_checks_every_rewrite_it_can_run(tmp_path, capsys):
     assert rows[-1] == "whole"  # the whole-model row comes last
     assert any(n.startswith("/Reshape (Reshape-14->5): not checked on its own")
                for n in v["notes"])
+
+
+def test_verify_fails_a_converted_model_the_evaluator_cannot_run(tmp_path, capsys,
+                                                                  monkeypatch):
+    """Break the widening of Max's inputs below 8 on purpose: the converted Max-6 gets inputs
+    of two shapes, which it does not take. --verify fails it (exit 1), writes nothing."""
+    from onnx import TensorProto, helper
+
+    from opshift.conversion.steps import broadcast_legacy
+
+    monkeypatch.setattr(broadcast_legacy, "_widen", lambda st, i, out: None)
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Max", ["x", "z"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    src, out = tmp_path / "max13.onnx", tmp_path / "o.onnx"
+    onnx.save(m, src)
+    rc, text, err = run(["convert", src, "--opset", 7, "-o", out, "--verify"], capsys)
+    assert rc == 1, (text, err)
+    assert "Max-6" in err and "runs on the same inputs" in err and not out.exists()

@@ -842,3 +842,19 @@ def test_region_inputs_follow_the_structure_not_the_names():
     assert np.array_equal(d1[0]["z"], d2[0]["z"], equal_nan=True)
     assert not np.array_equal(RegionInputs(seed=4).rounds(specs("x1"), {"x1": 0})[0][0]["x1"],
                               a[0]["x1"], equal_nan=True)
+
+
+def test_a_rewrite_failing_where_the_reference_runs_is_a_mismatch():
+    """Given two models, a candidate the evaluator cannot run is bad input (exit 2); as a
+    rewrite of the reference (every command's --verify) it computes something else there."""
+    from opshift.errors import EvaluationError
+
+    ref, bad = prelu_model(), prelu_model(slope=(0.1, 0.2, 0.3, 0.4, 0.5))
+    with pytest.raises(EvaluationError, match=r"candidate: node 'prelu'") as e:
+        verify(ref, bad)
+    assert not isinstance(e.value, VerificationError)
+    with pytest.raises(VerificationError, match=r"candidate: node 'prelu'.*reference runs on "
+                                                r"the same inputs"):
+        verify(ref, bad, rewritten=True)
+    with pytest.raises(EvaluationError, match=r"reference: node 'prelu'"):
+        verify(bad, ref, rewritten=True)  # the reference fails first: bad input

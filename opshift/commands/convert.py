@@ -163,9 +163,10 @@ def _verify(original, converted, result, src, seed: int):
                                                         limit=_WHOLE_MODEL_EXTERNAL_LIMIT)
     if why is None:
         try:
-            report.merge(verify(original, converted, seed=seed, signed_zeros=signed_zeros))
-        except ModelLoadError:
-            raise  # the model's own data is broken (a tensor that does not fit its dims)
+            report.merge(verify(original, converted, seed=seed, signed_zeros=signed_zeros,
+                                rewritten=True))
+        except (ModelLoadError, VerificationError):
+            raise  # the model's own data is broken, or the converted model fails to run
         except OpshiftError as e:
             notes.append(f"whole model: not verified: {e}")
     else:

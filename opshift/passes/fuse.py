@@ -194,7 +194,7 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
     ``result`` must come from ``fuse_proto(..., capture_regions=True)``.
     Returns ``(VerifyReport, notes)``.
     """
-    from ..errors import OpshiftError
+    from ..errors import OpshiftError, VerificationError
     from ..verify import Rewrite, VerifyReport, check_rewrites, evaluator_supports, verify
 
     report = VerifyReport(seed=seed)
@@ -216,7 +216,10 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
     else:
         exact = all(r.signed_zero_exact for r in result.regions) and not missing
         try:
-            report.merge(verify(original, fused, seed=seed, signed_zeros=exact))
+            report.merge(verify(original, fused, seed=seed, signed_zeros=exact,
+                                rewritten=True))
+        except VerificationError:
+            raise
         except OpshiftError as e:
             notes.append(f"whole model: not verified: {e}")
     return report, notes

@@ -13,11 +13,13 @@ def verify_fix(original: onnx.ModelProto, fixed: onnx.ModelProto, *, seed: int =
     command's ``--verify`` does (:func:`opshift.verify`, under the verify policy in force:
     evaluator or onnxruntime, tolerances). When the defect keeps the original from running,
     that is a note, and the fixed model is run alone. Returns ``(VerifyReport, notes)``."""
-    from ..errors import OpshiftError
+    from ..errors import OpshiftError, VerificationError
     from ..verify import VerifyReport, verify
 
     try:
-        return verify(original, fixed, seed=seed), []
+        return verify(original, fixed, seed=seed, rewritten=True), []
+    except VerificationError:
+        raise  # the original runs and the fixed model does not
     except OpshiftError as e:
         notes = [f"whole model: not verified: {e}"]
     try:

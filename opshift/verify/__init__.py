@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 
 from .. import progress
-from ..errors import EvaluationError, OpshiftError, UnsupportedError
+from ..errors import EvaluationError, OpshiftError, UnsupportedError, VerificationError
 from ..modelio import ModelLike, to_proto
 from . import policy as _policy
 from .comparison import ULP_TOLERANCE, Comparison, _max, compare
@@ -138,8 +138,8 @@ def _load(model: ModelLike, role: str) -> tuple[onnx.ModelProto, str]:
 def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str,
                inputs: Mapping[str, np.ndarray] | None, dims, seed: int, label: str,
                signed_zeros: bool, report: VerifyReport, finite: Collection[str] = (),
-               tables=None, region: tuple[RegionInputs, dict[str, int]] | None = None
-               ) -> list[Row]:
+               tables=None, region: tuple[RegionInputs, dict[str, int]] | None = None,
+               rewritten: bool = True) -> list[Row]:
     if inputs is not None:
         rounds = [dict(inputs)]
         report.inputs.update(_describe(inputs, "given"))
@@ -171,7 +171,13 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
         for feeds in rounds:
             exp = _run(ref, _feeds(ref.graph, feeds), rwho)
             progress.advance()
-            act = _run(cand, _feeds(cand.graph, feeds), cwho)
+            try:
+                act = _run(cand, _feeds(cand.graph, feeds), cwho)
+            except EvaluationError as e:
+                if not rewritten:
+                    raise  # a model given to compare: bad input
+                # opshift's rewrite fails where the reference runs: it computes something else
+                raise VerificationError(f"{e}; {rwho} runs on the same inputs") from None
             progress.advance()
             rows = _merge_rows(rows, _compare_outputs(ref, cand, exp, act, label,
                                                       signed_zeros))
@@ -195,7 +201,8 @@ def _guessed_dims(specs) -> Iterator[None]:
 def verify(reference: ModelLike, candidate: ModelLike,
            inputs: Mapping[str, np.ndarray] | None = None, *,
            dims: Mapping[str, int] | None = None, seed: int = 0,
-           signed_zeros: bool = True, finite: Collection[str] = ()) -> VerifyReport:
+           signed_zeros: bool = True, finite: Collection[str] = (),
+           rewritten: bool = False) -> VerifyReport:
     """Run both models through the evaluator on the same inputs and compare every output.
 
     ``inputs`` (name -> array) are fed to each model that declares them; a name neither
@@ -203,7 +210,10 @@ def verify(reference: ModelLike, candidate: ModelLike,
     with :func:`make_inputs` (``dims``, ``seed``, ``finite``: inputs given no +-inf or NaN),
     in as many rounds as it takes to feed every special value (bounded). Outputs are
     matched by position. Evaluator failures raise an :class:`OpshiftError` naming the model
-    and node (exit 2); mismatches are report rows.
+    and node (exit 2); with ``rewritten`` (the candidate is a rewrite of the reference, as
+    every command's ``--verify`` checks) the candidate failing on inputs the reference runs
+    on is a :class:`VerificationError` (exit 1): it computes something else there.
+    Mismatches are report rows.
     """
     ref, rwho = _load(reference, "reference")
     cand, cwho = _load(candidate, "candidate")
@@ -211,7 +221,7 @@ def verify(reference: ModelLike, candidate: ModelLike,
     if inputs is not None:
         inputs = _check_given(inputs, ref, cand, rwho, cwho)
     report.rows = _pair_rows(ref, cand, rwho, cwho, inputs, dims, seed, "", signed_zeros,
-                             report, finite)
+                             report, finite, rewritten=rewritten)
     return report
 
 

@@ -7,7 +7,7 @@ from itertools import tee
 
 import onnx
 
-from ...errors import OpshiftError
+from ...errors import OpshiftError, VerificationError
 from ...graph.edit import constant_node
 from ...graph.facts import Facts
 from ...graph.scopes import subgraphs
@@ -94,7 +94,9 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
         finite = _slope_sources(original, accepted) if accepted else []
         try:
             report.merge(verify(original, inlined, seed=seed, signed_zeros=exact,
-                                finite=finite))
+                                finite=finite, rewritten=True))
+        except VerificationError:
+            raise
         except OpshiftError as e:
             notes.append(f"whole model: not verified: {e}")
         else:
