@@ -204,3 +204,27 @@ def test_verify_fails_a_converted_model_the_evaluator_cannot_run(tmp_path, capsy
     rc, text, err = run(["convert", src, "--opset", 7, "-o", out, "--verify"], capsys)
     assert rc == 1, (text, err)
     assert "Max-6" in err and "runs on the same inputs" in err and not out.exists()
+
+
+def test_verify_checks_a_constant_turned_initializer(tmp_path, capsys):
+    """An int64 Constant goes below 9 as an initializer: its rewrite has no node after it,
+    and is checked against that initializer (not left to the whole model)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Constant", [], ["r"], value=numpy_helper.from_array(
+            np.array([1, 2], np.int64))),
+         helper.make_node("Tile", ["x", "r"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])]),
+        opset_imports=[helper.make_opsetid("", 9)])
+    src, out = tmp_path / "tile9.onnx", tmp_path / "o.onnx"
+    onnx.save(m, src)
+    rc, text, err = run(["convert", src, "--opset", 7, "-o", out, "--verify", "--json"],
+                        capsys)
+    d = json.loads(text)
+    assert rc == 0 and d["ok"], err
+    assert not [n for n in d["notes"] if "not checked" in n], d["notes"]
+    rows = d["verify"]["rows"]
+    assert rows[0]["label"].startswith("<Constant #0>") and rows[0]["output"] == "r"
+    assert all(r["ok"] for r in rows) and d["verify"]["checks"]["rewrites"] == 1

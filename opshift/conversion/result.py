@@ -140,10 +140,20 @@ def record_region(facts: Facts, scope: Scope, node: onnx.NodeProto,
     before_consts = _constants(facts, scope, [node], {}, base_dir)
     ins, outs = _value_infos(facts, node, before_consts)
     made = {o for n in after for o in n.output}
+    after_consts = _constants(facts, scope, after, dims, base_dir)
+    for v in outs:  # an output the plan made a constant (a Constant turned initializer)
+        c = facts.constant(scope, v.name) if v.name not in made else None
+        if c is not None and not c.tensor.external_data:
+            t = c.tensor
+            if t.name != v.name:
+                t = onnx.TensorProto()
+                t.CopyFrom(c.tensor)
+                t.name = v.name
+            after_consts[v.name] = t
+            made.add(v.name)
     outs = [v for v in outs if v.name in made] or outs  # (a step drops outputs read by none)
     return (region_model([node], ins, outs, before_consts.values(), scope.opsets),
-            region_model(after, ins, outs, _constants(facts, scope, after, dims,
-                                                      base_dir).values(),
+            region_model(after, ins, outs, after_consts.values(),
                          {**scope.opsets, "": target}))
 
 
