@@ -27,6 +27,7 @@ from opshift.conversion.engine import convert_nodes
 from opshift.errors import ConversionError, UnsupportedError
 from opshift.evaluator import evaluate
 from opshift.opsets import ACTIVATIONS, ir_version_for_opset
+from opshift.verify import compare
 
 
 def convert_other_ops(model, source, target, *, skip=ACTIVATIONS):
@@ -1584,3 +1585,28 @@ def test_resize_axes_below_18_nearest(case):
     with pytest.raises(ConversionError, match="axes=.* mode='linear'"):
         convert(linear, 18, 13)
 
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("source, target", [(6, 13), (13, 6), (13, 1), (6, 1), (1, 13)])
+def test_clip_unset_bounds_across_versions(dtype, source, target):
+    """Unset bounds mean no bound at 1, +-FLT_MAX at 6 (compared in X's type: +-inf in
+    float16), the type's own finite limits from 11 (+-65504 in float16): infinities and
+    values beyond FLT_MAX tell them apart. Double's limits do not fit Clip-6's attributes."""
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = make_model([one("Clip", ["x"], ["y"])], [vi("x", t, [6])], [vi("y", t, [6])],
+                   opset=source)
+    big = 1e300 if dtype == np.float64 else 1e4
+    x = np.array([-np.inf, -big, -1.5, -0.0, big, np.inf], dtype)
+    if dtype == np.float64 and source == 13 and target < 11:
+        with pytest.raises(ConversionError, match=r"Clip-11 -> Clip-6.*omitted min is "
+                                                  r"double's .*float attribute"):
+            convert_other_ops(m, source, target)
+        return
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    convert(m, source, target)
+    want, got = evaluate(before, {"x": x})["y"], evaluate(m, {"x": x})["y"]
+    c = compare(want, got)
+    assert c.ok, c.reason
+    assert got.dtype == dtype

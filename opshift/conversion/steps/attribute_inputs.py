@@ -11,8 +11,8 @@ Gather); TopK **10** (k); DFT **20** (axis, default 1 vs -2).
 from __future__ import annotations
 
 import numpy as np
-import onnx
 
+from ... import opsets
 from ..registry import at
 from ..step import Refuse, Step, norm_axis, np_dtype
 
@@ -150,31 +150,39 @@ def clip_unset_bounds(st: Step) -> None:
 
 @at(11, "Clip")
 def clip_inputs(st: Step) -> None:
+    """Clip-6's unset bounds are its float attributes' defaults, +-FLT_MAX, compared in X's
+    type (in float16 that is +-inf: no bound); Clip-11's omitted bounds are X's type's own
+    lowest/largest finite values (float16 +-65504). Each is written out explicitly."""
+    t = st.elem_type(st.input(0))
+    if t is None:
+        raise Refuse("the element type of the input is unknown (an omitted bound depends "
+                     "on it)")
+    dtype = np_dtype(t)
     if st.up:
-        t = st.elem_type(st.input(0))
-        if t is None:
-            raise Refuse("the element type of the input is unknown")
         inputs = [st.input(0), "", ""]
-        for i, (name, d) in enumerate((("min", -FLT_MAX), ("max", FLT_MAX)), 1):
-            if not st.has_attr(name) and t == onnx.TensorProto.FLOAT16:
-                continue  # +-FLT_MAX is +-inf in float16: no bound
-            v = st.attr(name, d)
+        for i, (name, sign) in enumerate((("min", -1), ("max", 1)), 1):
+            v = st.attr(name, sign * FLT_MAX)
             if st.has_attr(name):
                 st.del_attr(name)
-            inputs[i] = st.add_const(name, np.array(v, np_dtype(t)))
+            with np.errstate(over="ignore"):  # as Clip-6 compares: FLT_MAX in float16 is inf
+                inputs[i] = st.add_const(name, np.array(v, dtype))
         st.set_inputs(inputs)
         st.note("min/max attributes moved to inputs")
         return
-    for i, (name, d) in enumerate((("min", -np.inf), ("max", np.inf)), 1):
+    for i, (name, sign) in enumerate((("min", -1), ("max", 1)), 1):
         if st.input(i):
             v = st.need_const(i, name)
             if v.size != 1 or float(np.float32(v.reshape(-1)[0])) != float(v.reshape(-1)[0]):
                 raise Refuse(f"{name} {v!r} is not one float32 value")
             st.set_attr(name, float(v.reshape(-1)[0]))
-        else:
-            st.set_attr(name, float(d))
+            continue
+        limit = sign * float(np.finfo(dtype).max)
+        if float(np.float32(limit)) != limit:
+            raise Refuse(f"its omitted {name} is {opsets.tensor_type_name(t)}'s {limit:g}, "
+                         "which Clip-6's float attribute cannot hold")
+        st.set_attr(name, limit)
     st.set_inputs([st.input(0)])
-    st.note("min/max inputs folded into attributes")
+    st.note("min/max inputs folded into attributes (an omitted one as the type's limit)")
 
 
 @at(2, "Pad")
