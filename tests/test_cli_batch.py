@@ -131,3 +131,29 @@ def test_a_batch_frees_each_models_cycles_before_the_next(folder, tmp_path, monk
     assert gc.isenabled()
     assert seen == [(False, []), (False, [True]), (False, [True, True]),
                     (False, [True, True, True])]
+
+
+def _dies_on_b(args, job):
+    """A process function whose worker is killed (as by the out-of-memory killer) on the
+    job named 'b'."""
+    import os
+    import signal
+
+    from opshift.commands._output import Outcome
+
+    if job.input == "b":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return Outcome(args.command, job.input)
+
+
+def test_a_worker_killed_fails_its_model_and_the_batch_goes_on():
+    from argparse import Namespace
+
+    from opshift.commands._batch import Job, _results
+
+    args = Namespace(jobs=2, command="inspect", verbose=False)
+    todo = [Job(name, None, single=False) for name in ("a", "b", "c", "d", "e")]
+    got = list(_results(args, _dies_on_b, todo))
+    assert [o.input for o in got] == ["a", "b", "c", "d", "e"]
+    assert [o.exit_code for o in got] == [0, 2, 0, 0, 0]
+    assert "the worker process died" in str(got[1].error)

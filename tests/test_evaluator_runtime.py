@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from conftest import make_model
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
@@ -163,3 +164,31 @@ def test_small_graphs_keep_their_values():
     assert last_reads(chain(FEW - 1)) == ([None] * (FEW - 1), {})
     names, done = last_reads(chain(FEW))
     assert names[3] == ["v3"] and done[3] == ["v3"] and 5 not in done and len(done) == FEW - 1
+
+
+@pytest.mark.parametrize("op, inputs, feeds", [
+    ("Range", ["s", "l", "d"], {"s": np.array(0, np.int64), "l": np.array(2**28 + 1, np.int64),
+                                "d": np.array(1, np.int64)}),
+    ("ConstantOfShape", ["shape"], {"shape": np.array([2**14, 2**14 + 1], np.int64)}),
+    ("Expand", ["x", "shape"], {"x": np.ones([1], np.float32),
+                                "shape": np.array([2**28 + 1], np.int64)}),
+    ("Tile", ["x", "shape"], {"x": np.ones([2], np.float32),
+                              "shape": np.array([2**27 + 1], np.int64)}),
+    ("Pad", ["x", "shape"], {"x": np.ones([2], np.float32),
+                             "shape": np.array([0, 2**28], np.int64)}),
+])
+def test_shapes_made_from_input_values_are_bounded(op, inputs, feeds):
+    """A size taken from an input's values (a generated 2**31, say) is refused past the
+    limit, before anything is allocated, as a LimitError (verify's note, not an OOM kill);
+    just past it here, so that a missing check costs a GiB, not the machine."""
+    from opshift.errors import LimitError
+    from opshift.evaluator.ops._common import MAX_MADE_ELEMENTS
+
+    ins = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                         list(v.shape)) for k, v in feeds.items()]
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node(op, inputs, ["y"])], "g", ins,
+        [helper.make_tensor_value_info("y", T.FLOAT if op != "Range" else T.INT64, None)]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(LimitError, match=f"over the evaluator's limit of {MAX_MADE_ELEMENTS}"):
+        evaluate(m, feeds)

@@ -120,17 +120,42 @@ def run(args, process: Process, *, writes: bool) -> int:
 
 
 def _results(args, process: Process, todo: list[Job]):
+    """Each job's outcome, in order. With ``-j N`` a worker that dies (the out-of-memory
+    killer, a signal) breaks the pool: the first unfinished job is then run alone in a new
+    one, failed if it kills that too, and the rest go on in a new pool."""
     if args.jobs <= 1 or len(todo) == 1:
         for job in todo:
             yield _one(process, args, job)
         return
+    from concurrent.futures.process import BrokenProcessPool
+
+    rest = todo
+    while rest:
+        done = 0
+        try:
+            with _pool(min(args.jobs, len(rest))) as pool:
+                futures = [pool.submit(_one, process, args, job) for job in rest]
+                for f in futures:
+                    yield f.result()
+                    done += 1
+        except BrokenProcessPool:
+            job = rest[done]
+            try:
+                with _pool(1) as pool:
+                    o = pool.submit(_one, process, args, job).result()
+            except BrokenProcessPool:
+                o = Outcome(args.command, job.input).fail(OpshiftError(
+                    f"{job.input}: the worker process died (killed by the system: out of "
+                    "memory?)"), 2, job.input)
+            yield o
+            done += 1
+        rest = rest[done:]
+
+
+def _pool(workers: int):
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=min(args.jobs, len(todo)),
-                             initializer=progress.disable) as pool:
-        futures = [pool.submit(_one, process, args, job) for job in todo]
-        for f in futures:
-            yield f.result()
+    return ProcessPoolExecutor(max_workers=workers, initializer=progress.disable)
 
 
 def _one(process: Process, args, job: Job) -> Outcome:

@@ -73,6 +73,27 @@ def normalize_axes(axes: Sequence[int], rank: int, ctx=None) -> list[int]:
     return out
 
 
+#: the most elements a node may make from its input values (a shape, a size, repeats,
+#: pads): generated inputs hold 2**31 and the like, which would take the machine's memory
+MAX_MADE_ELEMENTS = 1 << 28
+
+
+def made(ctx, shape: Sequence[int]) -> tuple[int, ...]:
+    """``shape``, the output shape a node computes from its input values; a
+    :class:`~opshift.errors.LimitError` past :data:`MAX_MADE_ELEMENTS`."""
+    from ...errors import LimitError
+
+    shape = tuple(int(d) for d in shape)
+    n = 1
+    for d in shape:
+        n *= max(d, 0)
+    if n > MAX_MADE_ELEMENTS:
+        raise LimitError(f"{ctx.where()}: an output of {n} elements ({list(shape)}), over the "
+                         f"evaluator's limit of {MAX_MADE_ELEMENTS} for a shape made from "
+                         "input values")
+    return shape
+
+
 def ints(v) -> list[int]:
     """An int64 tensor input (or attribute list) as a list of Python ints."""
     return [int(i) for i in np.asarray(v).reshape(-1)]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..registry import op
-from ._common import in_parallel, is_float, normalize_axes, requantized
+from ._common import in_parallel, is_float, made, normalize_axes, requantized
 
 #: coordinate_transformation_mode -> the Resize versions that have it
 _COORDINATES = {
@@ -290,6 +290,8 @@ def resize(ctx, rule: _Rule, x: np.ndarray, roi=None, scales=None, sizes=None) -
         raise ctx.unsupported(f"{rule.mode} resizing ({rule.coordinates}) of {x.dtype} "
                               "values")
     plan = _axes(ctx, rule, x, roi, scales, sizes)
+    sized = {a.axis: a.size for a in plan}
+    made(ctx, [sized.get(i, d) for i, d in enumerate(x.shape)])
     fill = np.float64(rule.fill)
     if rule.mode == "nearest" and numeric:
         fill = _rounded(fill, x.dtype)  # nearest keeps X's type throughout

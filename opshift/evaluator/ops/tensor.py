@@ -9,7 +9,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..registry import op
-from ._common import BFLOAT16, ints, normalize_axes, sum_dtype
+from ._common import BFLOAT16, ints, made, normalize_axes, sum_dtype
 
 #: TensorProto element types Cast converts between by numpy alone (see _cast_other for the
 #: rest: strings, float8/float4/int4/int2).
@@ -92,7 +92,7 @@ def constant(ctx):
 def constant_of_shape(ctx, shape):
     value = ctx.attrs.get("value")
     v = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(())
-    return np.full(ints(shape), v, dtype=v.dtype)
+    return np.full(made(ctx, ints(shape)), v, dtype=v.dtype)
 
 
 @op("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25)
@@ -178,7 +178,7 @@ def expand(ctx, x, shape):
         out = np.broadcast_shapes(x.shape, tuple(ints(shape)))
     except ValueError:
         raise ctx.error(f"shape {ints(shape)} does not broadcast with {list(x.shape)}") from None
-    return np.array(np.broadcast_to(x, out))
+    return np.array(np.broadcast_to(x, made(ctx, out)))
 
 
 @op("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
@@ -273,6 +273,7 @@ def _pad(ctx, x, pads, value, axes=None):
                  for a, (b, e) in enumerate(width))
     x = x[crop]
     width = [(max(b, 0), max(e, 0)) for b, e in width]
+    made(ctx, [d + b + e for d, (b, e) in zip(x.shape, width)])
     if mode == "constant":
         v = x.dtype.type(0) if value is None else np.asarray(value).astype(x.dtype).reshape(())
         return np.pad(x, width, mode="constant", constant_values=v)
@@ -299,7 +300,7 @@ def range_(ctx, start, limit, delta):
         raise ctx.error("delta is 0")
     n = max(int(math.ceil((float(lim) - float(s)) / float(d))), 0)
     # as Range-11's function body: each element is the previous one plus delta, in the type
-    steps = np.full(n, d, dtype=s.dtype)
+    steps = np.full(made(ctx, (n,)), d, dtype=s.dtype)
     steps[:1] = s
     return np.add.accumulate(steps, dtype=s.dtype)
 
@@ -335,6 +336,7 @@ def tile_1(ctx, x, tiles, axis):
     reps = [1] * x.ndim
     reps[normalize_axes([int(np.asarray(axis).reshape(()))], x.ndim, ctx)[0]] = int(
         np.asarray(tiles).reshape(()))
+    made(ctx, [a * b for a, b in zip(x.shape, reps)])
     return np.tile(x, reps)
 
 
@@ -343,6 +345,7 @@ def tile(ctx, x, repeats):
     reps = ints(repeats)
     if len(reps) != x.ndim or min(reps, default=0) < 0:
         raise ctx.error(f"repeats {reps} do not fit rank {x.ndim}")
+    made(ctx, [a * b for a, b in zip(x.shape, reps)])
     return np.tile(x, reps)
 
 
