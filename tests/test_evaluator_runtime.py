@@ -192,3 +192,20 @@ def test_shapes_made_from_input_values_are_bounded(op, inputs, feeds):
         opset_imports=[helper.make_opsetid("", 18)])
     with pytest.raises(LimitError, match=f"over the evaluator's limit of {MAX_MADE_ELEMENTS}"):
         evaluate(m, feeds)
+
+
+@pytest.mark.parametrize("opset", [11, 27])
+@pytest.mark.parametrize("limit, count", [(3.0, 4), (np.nan, 0), (np.inf, 0), (-1.0, 0)])
+def test_range_counts_like_onnxruntime_at_every_version(opset, limit, count):
+    """One kernel for Range-11 and -27 (a conversion between them must not change what runs);
+    a NaN or infinite count makes no elements, as onnxruntime's cast of it does. Each element
+    is the previous one plus delta, in the type (the function body's Loop)."""
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Range", ["s", "l", "d"], ["y"])], "g",
+        [helper.make_tensor_value_info(n, T.FLOAT, []) for n in "sld"],
+        [helper.make_tensor_value_info("y", T.FLOAT, None)]),
+        opset_imports=[helper.make_opsetid("", opset)])
+    y = evaluate(m, {"s": np.float32(0.5), "l": np.float32(limit), "d": np.float32(0.7)})["y"]
+    want = np.add.accumulate(np.array([0.5] + [0.7] * (count - 1), np.float32)[:count])
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y, want)

@@ -293,12 +293,13 @@ def pad(ctx, x, pads, value=None, axes=None):
     return _pad(ctx, x, ints(pads), value, None if axes is None else ints(axes))
 
 
-@op("Range", 11)
+@op("Range", 11, 27)
 def range_(ctx, start, limit, delta):
     s, lim, d = (np.asarray(v).reshape(()) for v in (start, limit, delta))
     if d == 0:
         raise ctx.error("delta is 0")
-    n = max(int(math.ceil((float(lim) - float(s)) / float(d))), 0)
+    span = (float(lim) - float(s)) / float(d)  # NaN or infinite: none (as onnxruntime)
+    n = int(math.ceil(span)) if math.isfinite(span) and span > 0 else 0
     # as Range-11's function body: each element is the previous one plus delta, in the type
     steps = np.full(made(ctx, (n,)), d, dtype=s.dtype)
     steps[:1] = s
