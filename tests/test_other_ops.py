@@ -1610,3 +1610,20 @@ def test_clip_unset_bounds_across_versions(dtype, source, target):
     c = compare(want, got)
     assert c.ok, c.reason
     assert got.dtype == dtype
+
+
+def test_reduce_log_sum_exp_means_its_function_body_at_every_version():
+    """ReduceLogSumExp-18's body (Exp, ReduceSum, Log in float64) defines every version: the
+    conversion across 18 keeps the values, infinities and overflow included."""
+    x = np.array([[100, 100], [3.4e38, 0], [-np.inf, 1], [800, 0]], np.float32)
+    m = make_model([one("ReduceLogSumExp", ["x"], ["y"], axes=[1])], [vi("x", F, [4, 2])],
+                   [vi("y", F, [4, 1])], opset=13)
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    convert(m, 13, 18)
+    want = np.log(np.sum(np.exp(x.astype(np.float64)), axis=1, keepdims=True)).astype(
+        np.float32)
+    for model in (before, m):
+        got = evaluate(model, {"x": x})["y"]
+        assert compare(want, got, ulp=0).ok, got
+    assert np.isinf(want[1, 0]) and want[0, 0] == np.float32(100 + np.log(2))

@@ -100,12 +100,9 @@ _arg("ArgMin", np.argmin, 1, 11, 12, 13)
 
 
 def _logsumexp(x, axes, keep):
-    xc = x.astype(compute_dtype(x.dtype))
-    m = np.max(xc, axis=axes, keepdims=True, initial=-np.inf)
-    m = np.where(np.isfinite(m), m, 0)
-    s = np.sum(np.exp(xc - m), axis=axes, keepdims=True)
-    r = np.log(s) + m
-    return r if keep else np.squeeze(r, axis=axes)
+    """As ReduceLogSumExp-18's function body, the op's one written definition (every version
+    means the same): Exp, ReduceSum and Log in float64, cast back to X's type."""
+    return np.log(np.sum(np.exp(x.astype(np.float64)), axis=axes, keepdims=keep))
 
 
 for _name, _fn in [
@@ -120,7 +117,6 @@ for _name, _fn in [
     ("ReduceLogSumExp", _logsumexp),
 ]:
     _AXES_INPUT_FROM[_name] = 18
-    # ReduceLogSum(Exp)-28 only narrows the types to floats; ReduceLogSumExp-18/28 mean
-    # their function body (Exp, ReduceSum, Log), which this kernel's max shift rounds unlike
-    _reduce(_name, _fn, 1, 11, 13, *(() if _name == "ReduceLogSumExp" else (18,)),
-            *((28,) if _name == "ReduceLogSum" else ()))
+    # ReduceLogSum(Exp)-28 only narrows the types to floats
+    _reduce(_name, _fn, 1, 11, 13, 18, *((28,) if _name in ("ReduceLogSum",
+                                                             "ReduceLogSumExp") else ()))
