@@ -19,6 +19,9 @@ from ..graph.edit import Edits, Pending, axes_nodes, constant_node
 from ..graph.facts import Constant, Facts
 from ..graph.scopes import Scope, node_label
 
+#: the element types a Constant node takes before opset 9
+_CONSTANT_1_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
+
 
 class Refuse(Exception):
     """Raised by a step that cannot be made exact; the engine adds the location."""
@@ -213,6 +216,10 @@ class Step:
         if self.scope.graph is not None:
             self.ctx.edits.add_initializer(self.state.pending, self.scope, tensor)
         else:
+            if self.target < 9 and tensor.data_type not in _CONSTANT_1_TYPES:
+                raise Refuse(f"it needs a {onnx.TensorProto.DataType.Name(tensor.data_type)} "
+                             f"constant ({what}): in a function a Constant node, which takes "
+                             "float types only before opset 9")
             self.state.pre.append(constant_node(out, tensor, self.fresh(base + "_const")))
             self.ctx.facts.add_constant(self.scope, out, tensor)
         self.ctx.facts.extra_types[out] = tensor.data_type
