@@ -1627,3 +1627,35 @@ def test_reduce_log_sum_exp_means_its_function_body_at_every_version():
         got = evaluate(model, {"x": x})["y"]
         assert compare(want, got, ulp=0).ok, got
     assert np.isinf(want[1, 0]) and want[0, 0] == np.float32(100 + np.log(2))
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.uint32, np.int64,
+                                   np.uint64])
+@pytest.mark.parametrize("target", [11, 9, 8, 7, 6])
+def test_integer_max_min_below_12(op, dtype, target):
+    """Max/Min take integers from 12: below, Where(Less) input by input (from 9), or float64
+    and back for 8-, 16- and 32-bit types (6..8); 64-bit ones are refused there. The full
+    range of each type is fed, with broadcasting of three inputs."""
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = make_model([one(op, ["a", "b", "c"], ["y"])],
+                   [vi("a", t, [2, 3]), vi("b", t, [3]), vi("c", t, [2, 1])],
+                   [vi("y", t, [2, 3])], opset=13)
+    info, rng = np.iinfo(dtype), np.random.default_rng(10)
+    feeds = {k: rng.integers(info.min, info.max, s, dtype=dtype, endpoint=True)
+             for k, s in (("a", (2, 3)), ("b", (3,)), ("c", (2, 1)))}
+    feeds["a"][0, :2] = [info.min, info.max]
+    if target < 9 and np.dtype(dtype).itemsize == 8:
+        with pytest.raises(ConversionError, match=r"U?INT64 inputs.*rounds values past 2\*\*53"):
+            convert_other_ops(m, 13, target)
+        return
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    convert(m, 13, target)
+    assert op not in [n.op_type for n in m.graph.node] or target < 9
+    want, got = evaluate(before, feeds)["y"], evaluate(m, feeds)["y"]
+    assert got.dtype == dtype and compare(want, got, ulp=0).ok
+    if target >= 7:
+        theirs = onnxruntime_outputs(m, feeds)
+        if not isinstance(theirs, str):
+            np.testing.assert_array_equal(theirs[0], want)

@@ -1,0 +1,71 @@
+"""Ops that take integers only from a later version.
+
+* **Max/Min 12** take integers; before, floats only. Down, integer inputs are compared
+  instead: ``Where(Less(a, b), b, a)`` for Max (``Less(b, a)`` for Min), input by input, from
+  opset 9 (Less and Where take every integer type, with numpy broadcasting); at 6..8 the
+  inputs of 8-, 16- and 32-bit types go through float64 and back (every such value is exact
+  in a double, so is their maximum); 64-bit ones are refused there (past 2**53 a double
+  rounds them).
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from ..registry import at
+from ..step import Refuse, Step
+
+_INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
+                       onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
+                       onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
+_WIDE = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
+
+
+@at(12, "Max", "Min")
+def integer_max_min(st: Step) -> None:
+    if st.up:
+        return
+    names = [n for n in st.w.input if n]
+    t = st.elem_type(names[0]) if names else None
+    if t not in _INTEGERS:
+        return
+    kind = onnx.TensorProto.DataType.Name(t)
+    y = st.w.output[0]
+    if st.target >= 9:
+        acc = names[0]
+        for k, b in enumerate(names[1:], 1):
+            last = k == len(names) - 1
+            pair = [acc, b] if st.op == "Max" else [b, acc]
+            sel = st.add_node("Less", pair, f"less{k}")
+            st.facts.extra_types[sel] = onnx.TensorProto.BOOL
+            acc = st.add_node("Where", [sel, b, acc], f"pick{k}", output=y if last else None)
+        if len(names) == 1:
+            st.add_node("Identity", [acc], "same", output=y)
+        st.remove(f"{kind} {st.op} written as Where(Less) of its inputs in turn",
+                  f"{st.op} takes integers from opset 12")
+        return
+    if t in _WIDE:
+        raise Refuse(f"{kind} inputs: below opset 9 (no Where) only a round trip through "
+                     "float64 could compare them, which rounds values past 2**53")
+    double = onnx.TensorProto.DOUBLE
+
+    def to(elem: int):
+        return elem if st.target >= 6 else onnx.TensorProto.DataType.Name(elem)
+
+    inputs = []
+    for name in st.w.input:
+        if not name:
+            inputs.append(name)
+            continue
+        c = st.add_node("Cast", [name], "as_double", to=to(double))
+        st.facts.extra_types[c] = double
+        st.state.shapes[c] = st.shape(name)
+        inputs.append(c)
+    st.set_inputs(inputs)
+    wide = st.fresh_value("double")
+    st.facts.extra_types[wide] = double
+    st.edit().output[0] = wide
+    st.add_node("Cast", [wide], "back", after=True, output=y, to=to(t))
+    st.facts.extra_types[y] = t
+    st.note(f"{kind} inputs compared in float64 (exact for them) and cast back",
+            f"{st.op} takes integers from opset 12")
