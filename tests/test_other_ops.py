@@ -1659,3 +1659,29 @@ def test_integer_max_min_below_12(op, dtype, target):
         theirs = onnxruntime_outputs(m, feeds)
         if not isinstance(theirs, str):
             np.testing.assert_array_equal(theirs[0], want)
+
+
+@pytest.mark.parametrize("op", ["Equal", "GreaterOrEqual", "LessOrEqual"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("target", [10, 9, 8])
+def test_float_equal_below_11(op, dtype, target):
+    """Equal takes floats from 11: below, Not(Less or Greater or a NaN) from 9 (IsNaN); so
+    GreaterOrEqual/LessOrEqual's bodies go there too. +0 equals -0, infinities themselves,
+    NaN nothing; below 9 refused."""
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = make_model([one(op, ["a", "b"], ["y"])], [vi("a", t, [2, 4]), vi("b", t, [4])],
+                   [vi("y", TensorProto.BOOL, [2, 4])], opset=13)
+    feeds = {"a": np.array([[0, -0.0, np.inf, np.nan], [1, 2, -np.inf, 3]], dtype),
+             "b": np.array([-0.0, 0, np.inf, 3], dtype)}
+    if target < 9:
+        with pytest.raises(ConversionError, match=r"below opset 9 \(no IsNaN\)"):
+            convert_other_ops(m, 13, target)
+        return
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    convert(m, 13, target)
+    want, got = evaluate(before, feeds)["y"], evaluate(m, feeds)["y"]
+    assert got.dtype == np.bool_ and compare(want, got).ok
+    theirs = onnxruntime_outputs(m, feeds)
+    if not isinstance(theirs, str):
+        np.testing.assert_array_equal(theirs[0], want)

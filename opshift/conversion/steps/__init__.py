@@ -8,7 +8,7 @@ from . import (  # noqa: F401
     broadcast_legacy,
     broadcast_to,
     constant,
-    integer_inputs,
+    late_types,
     missing_ops,
     negative_axes,
     optional,

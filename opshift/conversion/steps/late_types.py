@@ -1,5 +1,8 @@
-"""Ops that take integers only from a later version.
+"""Ops that take some element types only from a later version.
 
+* **Equal 11** takes floats; before, integers and bool only. Down, floats are compared as
+  ``Not(Less or Greater) and not (IsNaN(A) or IsNaN(B))`` (from opset 9: IsNaN): equal
+  values are neither less nor greater (+0 and -0, infinities alike), and NaN equals nothing.
 * **Max/Min 12** take integers; before, floats only. Down, integer inputs are compared
   instead: ``Where(Less(a, b), b, a)`` for Max (``Less(b, a)`` for Min), input by input, from
   opset 9 (Less and Where take every integer type, with numpy broadcasting); at 6..8 the
@@ -19,6 +22,35 @@ _INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.Tenso
                        onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
                        onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
 _WIDE = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
+
+
+_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                     onnx.TensorProto.FLOAT16})
+
+
+@at(11, "Equal")
+def float_equal(st: Step) -> None:
+    if st.up:
+        return
+    a, b = st.input(0), st.input(1)
+    t = st.elem_type(a)
+    if t not in _FLOATS:
+        return
+    if st.target < 9:
+        raise Refuse(f"{onnx.TensorProto.DataType.Name(t)} inputs: below opset 9 (no IsNaN) "
+                     "nothing tells NaN, which equals nothing, from a value")
+    b_ = onnx.TensorProto.BOOL
+    parts = {}
+    for what, op, ins in (("less", "Less", [a, b]), ("greater", "Greater", [a, b]),
+                          ("a_nan", "IsNaN", [a]), ("b_nan", "IsNaN", [b])):
+        parts[what] = st.add_node(op, ins, what)
+        st.facts.extra_types[parts[what]] = b_
+    ordered = st.add_node("Or", [parts["less"], parts["greater"]], "ordered")
+    nan = st.add_node("Or", [parts["a_nan"], parts["b_nan"]], "nan")
+    unequal = st.add_node("Or", [ordered, nan], "unequal")
+    st.add_node("Not", [unequal], "equal", output=st.w.output[0])
+    st.remove(f"{onnx.TensorProto.DataType.Name(t)} Equal written as Not(Less or Greater or "
+              "a NaN)", "Equal takes floats from opset 11")
 
 
 @at(12, "Max", "Min")
