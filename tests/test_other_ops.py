@@ -1685,3 +1685,29 @@ def test_float_equal_below_11(op, dtype, target):
     theirs = onnxruntime_outputs(m, feeds)
     if not isinstance(theirs, str):
         np.testing.assert_array_equal(theirs[0], want)
+
+
+@pytest.mark.parametrize("const_pads", [True, False])
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize("target", [13, 11, 2])
+def test_pad_axes_spread_over_every_axis_below_18(const_pads, mode, target):
+    """Pad-18's constant axes [-1, 0]: below 18 pads covers every axis, axis 1 padded by 0;
+    a computed pads read through a Gather (so not below 11, where pads is an attribute)."""
+    rng = np.random.default_rng(11)
+    inits = [numpy_helper.from_array(np.array([-1, 0], np.int64), "ax")]
+    inputs = [vi("x", F, [2, 3, 4])]
+    if const_pads:
+        inits.append(numpy_helper.from_array(np.array([1, 2, 0, 1], np.int64), "p"))
+    else:
+        inputs.append(vi("p", I64, [4]))
+    m = make_model([one("Pad", ["x", "p", "", "ax"], ["y"], mode=mode)], inputs,
+                   [vi("y", F, [5, 3, 5])], opset=18, initializers=inits)
+    feeds = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32)}
+    if not const_pads:
+        feeds["p"] = np.array([1, 2, 0, 1], np.int64)
+        if target < 11:
+            with pytest.raises(ConversionError, match=r"Pad-11 -> Pad-2.*not a constant"):
+                convert_other_ops(m, 18, target)
+            return
+    roundtrip(m, 18, target, feeds)
+    assert [n.op_type for n in m.graph.node][-1] == "Pad"

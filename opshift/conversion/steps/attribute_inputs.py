@@ -220,6 +220,36 @@ def pad_inputs(st: Step) -> None:
         st.set_inputs([st.input(0)])
 
 
+@at(18, "Pad")
+def pad_axes(st: Step) -> None:
+    """Pad-18's axes name the axes ``pads`` covers; before, pads covers every axis. Down,
+    constant axes spread the pads over all axes, the others padded by 0: a constant pads is
+    rewritten, a computed one read through a Gather of constant positions (0 from a zero
+    appended to it)."""
+    if st.up or not st.input(3):
+        return
+    axes = st.need_const(3, "axes").reshape(-1)
+    rank = st.need_rank(st.input(0), "pads then covers every axis")
+    if any(not -rank <= int(a) < rank for a in axes):
+        raise Refuse(f"axes {axes.tolist()} do not fit rank {rank}")
+    where = {int(a) % rank: i for i, a in enumerate(axes)}
+    if len(where) != len(axes):
+        raise Refuse(f"axes {axes.tolist()} repeat an axis")
+    k = len(axes)
+    pos = [where[d] + half * k if d in where else 2 * k for half in (0, 1)
+           for d in range(rank)]
+    pads = st.const(st.input(1))
+    if pads is not None:
+        full = np.append(pads.reshape(-1).astype(np.int64), 0)[pos]
+        new = st.add_const("pads", full)
+    else:
+        zero = st.add_const("zero", np.zeros(1, np.int64))
+        padded = st.add_node("Concat", [st.input(1), zero], "pads_and_zero", axis=0)
+        new = st.add_node("Gather", [padded, st.add_const("positions", np.array(pos))],
+                          "pads", axis=0)
+    st.set_inputs([st.input(0), new, st.input(2)])
+    st.note(f"pads of axes {axes.tolist()} spread over all {rank} axes")
+
 
 @at(10, "Slice")
 def slice_inputs(st: Step) -> None:
