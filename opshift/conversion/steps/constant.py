@@ -49,5 +49,3 @@ def constant_as_initializer(st: Step) -> None:
 def constant_sparse(st: Step) -> None:
     if not st.up and st.has_attr("sparse_value"):
         raise Refuse("sparse_value exists only from Constant-11")
-
-
