@@ -177,7 +177,9 @@ def clip_inputs(st: Step) -> None:
             st.set_attr(name, float(v.reshape(-1)[0]))
             continue
         limit = sign * float(np.finfo(dtype).max)
-        if float(np.float32(limit)) != limit:
+        with np.errstate(over="ignore"):  # (double's limit is inf in float32)
+            fits = float(np.float32(limit)) == limit
+        if not fits:
             raise Refuse(f"its omitted {name} is {opsets.tensor_type_name(t)}'s {limit:g}, "
                          "which Clip-6's float attribute cannot hold")
         st.set_attr(name, limit)
