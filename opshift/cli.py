@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from .commands._options import HOISTED, add_common_options
 from .errors import OpshiftError, printable
-from .memory import no_cyclic_gc
+from .memory import bounded_address_space, no_cyclic_gc
 
 COMMANDS = ("convert", "inline", "fuse", "fix", "inspect", "verify", "ops")
 
@@ -228,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A command builds the model's objects once and holds them until it ends: the
         # cyclic collector, walking them again at every threshold, found nothing to free
         # and cost up to a tenth of a run (fix, inline, inspect at 100k nodes).
-        with no_cyclic_gc():
+        with no_cyclic_gc(), bounded_address_space(getattr(args, "jobs", 1) or 1):
             code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code

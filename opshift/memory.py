@@ -1,5 +1,6 @@
 """Memory while opshift works: Python's cyclic garbage collector paused while a command, or a
-rewrite called as a library function, builds objects it keeps until it is done."""
+rewrite called as a library function, builds objects it keeps until it is done; a command's
+address space bounded by the memory there is."""
 
 from __future__ import annotations
 
@@ -22,3 +23,53 @@ def no_cyclic_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+@contextlib.contextmanager
+def bounded_address_space(share: int = 1) -> Iterator[None]:
+    """Let the process (and the workers it starts) reserve at most the machine's memory, or
+    its cgroup's, divided by ``share`` (``-j N``: N workers share it), for the block. Past
+    that an allocation fails with MemoryError, which a command reports in one line (exit 2),
+    instead of the kernel's out-of-memory killer ending the process: a Range of a generated
+    size, an Add broadcasting [65536, 1] with [1, 65536]. A lower limit already set is kept;
+    nothing is done where the platform has no such limit."""
+    try:
+        import resource
+    except ImportError:  # (not POSIX)
+        yield
+        return
+    total = _memory_total()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = total // max(share, 1) if total else None
+    if limit is not None and hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if limit is None or (soft != resource.RLIM_INFINITY and soft <= limit):
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _memory_total() -> int | None:
+    """Bytes of memory this process may use: the machine's, or its cgroup's when lower."""
+    sizes = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    sizes.append(int(line.split()[1]) * 1024)
+                    break
+    except OSError:
+        return None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            sizes.append(int(text))
+    return min(sizes) if sizes else None

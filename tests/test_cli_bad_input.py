@@ -252,3 +252,36 @@ def test_closed_stdout_ends_quietly(tmp_path, argv):
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert r.stderr == "" and len(r.stdout.splitlines()) == 1
     assert r.returncode in (0, 141)  # 0: everything fitted in the pipe before head left
+
+
+_BOUNDED = """
+import sys
+import opshift.memory as memory
+memory._memory_total = lambda: {total}  # as if the machine had this much memory
+from opshift.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("command", [["verify"], ["convert", "--opset", "9", "--verify"]])
+def test_memory_past_the_machine_is_one_line_not_a_killed_process(tmp_path, command):
+    """An Add broadcasting [16384, 1] with [1, 16384] makes 1 GiB; with the address space
+    bounded by a machine of 1.5 GiB the allocation fails in the process (no out-of-memory
+    killer): one line, exit 2 for two models compared, a note for --verify (the original
+    cannot be run either), and no traceback."""
+    m = make_model([helper.make_node("Add", ["x", "y"], ["z"])],
+                   [vi("x", TensorProto.FLOAT, [16384, 1]), vi("y", TensorProto.FLOAT, [1, 16384])],
+                   [vi("z", TensorProto.FLOAT, [16384, 16384])], opset=13)
+    src = tmp_path / "wide.onnx"
+    _write(src, m)
+    args = ([*command, src, src] if command == ["verify"]
+            else [command[0], src, *command[1:], "-o", tmp_path / "o.onnx"])
+    p = subprocess.run([sys.executable, "-c", _BOUNDED.format(total=3 << 29),
+                        *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in p.stderr
+    if command == ["verify"]:
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "Unable to allocate" in p.stderr
+    else:
+        assert p.returncode == 0, p.stderr
+        assert "whole model: not verified" in p.stdout and "Unable to allocate" in p.stdout

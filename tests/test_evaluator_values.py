@@ -374,8 +374,10 @@ def test_verify_cannot_generate_a_sequence_input(tmp_path, capsys):
 
 def test_a_hostile_size_is_a_one_line_error():
     """CastMap's SPARSE output has max_map positions: 2**40 of them (8 TiB) is numpy's
-    MemoryError, reported as the node's error."""
+    MemoryError, reported as the node's limit (not attempted: not the model's fault)."""
+    from opshift.errors import LimitError
+
     m = _cast_map(T.FLOAT, "SPARSE", "TO_INT64", max_map=1 << 40)
-    with pytest.raises(EvaluationError, match=r"node 'cast' \(ai.onnx.ml::CastMap-1.*Unable to "
-                                              "allocate"):
+    with pytest.raises(LimitError, match=r"node 'cast' \(ai.onnx.ml::CastMap-1.*Unable to "
+                                         "allocate"):
         evaluate(m, {"m": {0: np.float32(1)}})

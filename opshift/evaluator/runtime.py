@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from .. import opsets
-from ..errors import EvaluationError, UnsupportedError, where
+from ..errors import EvaluationError, LimitError, UnsupportedError, where
 from ..external import tensor_array
 from . import kernels, registry
 from .lifetimes import last_reads
@@ -126,8 +126,7 @@ class _Where:
         self.node, self.version, self.domain, self.graph = node, version, domain, graph
 
     def __str__(self) -> str:
-        return where(self.node, version=self.version, domain=self.domain,
-                     graph=self.graph or None)
+        return where(self.node, version=self.version, domain=self.domain, graph=self.graph or None)
 
 
 class Runtime:
@@ -323,9 +322,10 @@ class Runtime:
             results = impl(ctx, *inputs)
         except (EvaluationError, UnsupportedError):
             raise
-        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
-                OverflowError, MemoryError) as e:  # (a hostile size: numpy's own message)
-            raise EvaluationError(f"{loc}: {e}") from e
+        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError,
+                MemoryError) as e:  # (a hostile size: numpy's own message; memory: a limit)
+            kind = LimitError if isinstance(e, MemoryError) else EvaluationError
+            raise kind(f"{loc}: {e}") from e
         if not isinstance(results, (list, tuple)):
             results = [results]
         # ufuncs on 0-d arrays return numpy scalars (np.float32, ...): values are arrays
