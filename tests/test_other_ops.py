@@ -1715,3 +1715,36 @@ def test_pad_axes_spread_over_every_axis_below_18(const_pads, mode, target):
             return
     roundtrip(m, 18, target, feeds)
     assert [n.op_type for n in m.graph.node][-1] == "Pad"
+
+
+@pytest.mark.parametrize("exponent, etype, ok", [
+    ([2], np.int64, True), ([-3, 0, 1], np.int32, True), ([0.5], np.float64, True),
+    ([2**25 + 1], np.int64, False), ([0.1], np.float64, False)])
+@pytest.mark.parametrize("target", [11, 7])
+def test_pow_exponent_of_another_type_below_12(exponent, etype, ok, target):
+    """Pow-12 takes an exponent of another type; before, X's: a constant exponent exact in
+    X's type is written in it (the same power), else refused."""
+    e = numpy_helper.from_array(np.array(exponent, etype), "e")
+    shape = [len(exponent)]
+    m = make_model([one("Pow", ["x", "e"], ["y"])], [vi("x", F, shape)], [vi("y", F, shape)],
+                   opset=13, initializers=[e])
+    if not ok:
+        with pytest.raises(ConversionError, match=r"Pow-12 -> Pow-7.*not exact in FLOAT"):
+            convert_other_ops(m, 13, target)
+        return
+    feeds = {"x": np.array([-1.5, 0.0, np.inf][:len(exponent)], np.float32)}
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    convert(m, 13, target)
+    want, got = evaluate(before, feeds)["y"], evaluate(m, feeds)["y"]
+    assert compare(want, got, ulp=0).ok, (want, got)
+    theirs = onnxruntime_outputs(m, feeds)
+    if not isinstance(theirs, str):
+        np.testing.assert_array_equal(theirs[0], want)
+
+
+def test_pow_computed_integer_exponent_is_refused_below_12():
+    m = make_model([one("Pow", ["x", "e"], ["y"])], [vi("x", F, [2]), vi("e", I64, [2])],
+                   [vi("y", F, [2])], opset=13)
+    with pytest.raises(ConversionError, match=r"exponent 'e' is INT64 and computed"):
+        convert_other_ops(m, 13, 11)

@@ -3,6 +3,9 @@
 * **Equal 11** takes floats; before, integers and bool only. Down, floats are compared as
   ``Not(Less or Greater) and not (IsNaN(A) or IsNaN(B))`` (from opset 9: IsNaN): equal
   values are neither less nor greater (+0 and -0, infinities alike), and NaN equals nothing.
+* **Pow 12** takes an exponent of another type than X (integers included); before, both
+  share X's float type. Down, a constant exponent whose values X's type holds exactly is
+  written in that type (x ** 2 and x ** 2.0 are the same power); a computed one is refused.
 * **Max/Min 12** take integers; before, floats only. Down, integer inputs are compared
   instead: ``Where(Less(a, b), b, a)`` for Max (``Less(b, a)`` for Min), input by input, from
   opset 9 (Less and Where take every integer type, with numpy broadcasting); at 6..8 the
@@ -13,10 +16,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
 from ..registry import at
-from ..step import Refuse, Step
+from ..step import Refuse, Step, np_dtype
 
 _INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
                        onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
@@ -51,6 +55,28 @@ def float_equal(st: Step) -> None:
     st.add_node("Not", [unequal], "equal", output=st.w.output[0])
     st.remove(f"{onnx.TensorProto.DataType.Name(t)} Equal written as Not(Less or Greater or "
               "a NaN)", "Equal takes floats from opset 11")
+
+
+@at(12, "Pow")
+def pow_exponent_type(st: Step) -> None:
+    if st.up:
+        return
+    x, e = st.input(0), st.input(1)
+    t, te = st.elem_type(x), st.elem_type(e)
+    if t is None or te is None or t == te or t not in _FLOATS:
+        return  # (integer X: the schema check refuses it)
+    kind = onnx.TensorProto.DataType.Name(te)
+    value = st.const(e)
+    if value is None:
+        raise Refuse(f"its exponent {e!r} is {kind} and computed: before 12 it has X's type "
+                     f"({onnx.TensorProto.DataType.Name(t)})")
+    same = value.astype(np_dtype(t))
+    if not np.array_equal(same.astype(value.dtype), value, equal_nan=value.dtype.kind == "f"):
+        raise Refuse(f"its {kind} exponent {value.reshape(-1)[:4].tolist()} is not exact in "
+                     f"{onnx.TensorProto.DataType.Name(t)}, the type it has before 12")
+    st.set_inputs([x, st.add_const("exponent", same)])
+    st.note(f"{kind} exponent written as {onnx.TensorProto.DataType.Name(t)}",
+            "the exponent has X's type before 12")
 
 
 @at(12, "Max", "Min")
