@@ -509,8 +509,8 @@ def test_gather_indices_below_11():
     m = make_model([one("Gather", ["x", "i"], ["y"])], [vi("x", F, [2, 3]),
                                                         vi("i", I64, [2])],
                    [vi("y", F, None)], opset=13)
-    with pytest.raises(ConversionError, match=r"Gather-11 -> Gather-1.*not constant"):
-        convert_other_ops(m, 13, 10)
+    with pytest.raises(ConversionError, match=r"Gather-11 -> Gather-1.*indices are computed"):
+        convert_other_ops(m, 13, 8)  # (from 9 they are read through Where: below)
 
 
 def test_clip_bounds_between_attributes_and_inputs():
@@ -1748,3 +1748,30 @@ def test_pow_computed_integer_exponent_is_refused_below_12():
                    [vi("y", F, [2])], opset=13)
     with pytest.raises(ConversionError, match=r"exponent 'e' is INT64 and computed"):
         convert_other_ops(m, 13, 11)
+
+
+@pytest.mark.parametrize("static", [True, False])
+@pytest.mark.parametrize("itype", [TensorProto.INT64, TensorProto.INT32])
+@pytest.mark.parametrize("target", [10, 9, 8])
+def test_gather_computed_negative_indices_below_11(static, itype, target):
+    """Gather-11 counts negative indices from the back; below, computed indices are read
+    through Where(i < 0, i + n, i) from 9 (n known, or the data's shape at run time);
+    refused below 9."""
+    data_shape = [5, 3] if static else ["n", 3]
+    m = make_model([one("Gather", ["d", "i"], ["y"], axis=0)],
+                   [vi("d", F, data_shape), vi("i", itype, [4])], [vi("y", F, [4, 3])],
+                   opset=13)
+    feeds = {"d": np.arange(15, dtype=np.float32).reshape(5, 3),
+             "i": np.array([-5, -1, 0, 4], helper.tensor_dtype_to_np_dtype(itype))}
+    if target < 9:
+        with pytest.raises(ConversionError, match=r"indices are computed \(below opset 9"):
+            convert_other_ops(m, 13, target)
+        return
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    convert(m, 13, target)
+    want, got = evaluate(before, feeds)["y"], evaluate(m, feeds)["y"]
+    assert compare(want, got, ulp=0).ok
+    theirs = onnxruntime_outputs(m, feeds)
+    if not isinstance(theirs, str):
+        np.testing.assert_array_equal(theirs[0], want)

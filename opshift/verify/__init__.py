@@ -158,12 +158,13 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
             described = _describe(rounds[0], "generated", finite)
         report.rounds = max(report.rounds, len(rounds))
         report.inputs.update(described)
-    if tables is None:
-        from ..evaluator.kernels import kernels
+    if _policy.current().backend != "onnxruntime":  # (which kernels ran: the evaluator's)
+        if tables is None:
+            from ..evaluator.kernels import kernels
 
-        tables = [kernels(ref), kernels(cand)]
-    for t in tables:
-        report.kernels.update(t.sources)
+            tables = [kernels(ref), kernels(cand)]
+        for t in tables:
+            report.kernels.update(t.sources)
     rows: list[Row] | None = None
     # a whole-model check (no label) can take minutes: count its runs on the progress line
     with progress.stage("whole model", 2 * len(rounds), "runs") if not label else \

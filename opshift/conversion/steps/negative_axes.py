@@ -9,9 +9,10 @@ the back), the Reduce ops, Slice and Scan.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from ..registry import at
-from ..step import Refuse, Step, norm_axis
+from ..step import Refuse, Step, norm_axis, np_dtype
 
 #: op -> (attribute, which value's rank the axes refer to: 'in' input 0, 'out' output 0).
 NEG_AXES = {
@@ -69,21 +70,50 @@ def negative_axes(st: Step) -> None:
 def gather_negative_indices(st: Step) -> None:
     if st.up:
         return
-    idx = st.const(st.input(1))
-    if idx is None:
-        raise Refuse("Gather below opset 11 needs non-negative indices; the indices are "
-                     "not constant")
-    if (idx >= 0).all():
+    """Gather-11 counts negative indices from the back. Constant ones are normalized; from
+    opset 9 computed ones are read through ``Where(indices < 0, indices + n, indices)``
+    (n: the gathered dimension, from the data's shape when not known; embedding lookups of
+    token ids, items of a loop's sequence)."""
+    idx_name = st.input(1)
+    idx = st.const(idx_name)
+    if idx is not None and (idx >= 0).all():
         return
-    s = st.shape(st.input(0))
+    data = st.input(0)
+    s = st.shape(data)
     axis = st.attr("axis", 0)
-    if s is None or s[norm_axis(axis, len(s))] is None or isinstance(
-            s[norm_axis(axis, len(s))], str):
-        raise Refuse("negative indices need the size of the gathered dimension")
-    dim = s[norm_axis(axis, len(s))]
-    new = st.add_const("indices", np.where(idx < 0, idx + dim, idx).astype(idx.dtype))
-    st.set_inputs([st.input(0), new])
-    st.note("negative indices normalized")
+    dim = None if s is None else s[norm_axis(axis, len(s))]
+    if idx is not None:
+        if not isinstance(dim, int):
+            raise Refuse("negative indices need the size of the gathered dimension, which "
+                         "is unknown")
+        new = st.add_const("indices", np.where(idx < 0, idx + dim, idx).astype(idx.dtype))
+        st.set_inputs([data, new])
+        st.note("negative indices normalized")
+        return
+    t = st.elem_type(idx_name)
+    if st.target < 9 or t is None:
+        raise Refuse("Gather below opset 11 needs non-negative indices; the indices are "
+                     "computed" + (" (below opset 9 no Where picks the negative ones)"
+                                   if t is not None else " and of unknown type"))
+    dtype = np_dtype(t)
+    if isinstance(dim, int):
+        size = st.add_const("size", np.array(dim, dtype))
+    else:  # a dynamic dimension: read from the data's shape
+        if s is None and axis < 0:
+            raise Refuse(f"axis={axis} needs the rank of {data!r}, which is unknown")
+        shape = st.add_node("Shape", [data], "shape")
+        size = st.add_node("Gather", [shape, st.add_const("axis", np.array(
+            norm_axis(axis, len(s)) if s is not None else axis, np.int64))], "size", axis=0)
+        if t != onnx.TensorProto.INT64:
+            size = st.add_node("Cast", [size], "size_cast", to=t)
+            st.facts.extra_types[size] = t
+    neg = st.add_node("Less", [idx_name, st.add_const("zero", np.zeros((), dtype))],
+                      "negative")
+    st.facts.extra_types[neg] = onnx.TensorProto.BOOL
+    wrapped = st.add_node("Add", [idx_name, size], "from_the_back")
+    st.set_inputs([st.input(0), st.add_node("Where", [neg, wrapped, idx_name], "indices")])
+    st.note(f"computed indices read as Where(indices < 0, indices + {dim or 'n'}, indices)",
+            "Gather counts negative indices from the back from opset 11 only")
 
 
 @at(11, "OneHot")
