@@ -26,8 +26,6 @@ _INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.Tenso
                        onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
                        onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
 _WIDE = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
-
-
 _FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
                      onnx.TensorProto.FLOAT16})
 
@@ -43,12 +41,11 @@ def float_equal(st: Step) -> None:
     if st.target < 9:
         raise Refuse(f"{onnx.TensorProto.DataType.Name(t)} inputs: below opset 9 (no IsNaN) "
                      "nothing tells NaN, which equals nothing, from a value")
-    b_ = onnx.TensorProto.BOOL
     parts = {}
     for what, op, ins in (("less", "Less", [a, b]), ("greater", "Greater", [a, b]),
                           ("a_nan", "IsNaN", [a]), ("b_nan", "IsNaN", [b])):
         parts[what] = st.add_node(op, ins, what)
-        st.facts.extra_types[parts[what]] = b_
+        st.facts.extra_types[parts[what]] = onnx.TensorProto.BOOL
     ordered = st.add_node("Or", [parts["less"], parts["greater"]], "ordered")
     nan = st.add_node("Or", [parts["a_nan"], parts["b_nan"]], "nan")
     unequal = st.add_node("Or", [ordered, nan], "unequal")
