@@ -1653,16 +1653,8 @@ def test_integer_max_min_below_12(op, dtype, target):
         with pytest.raises(ConversionError, match=r"U?INT64 inputs.*rounds values past 2\*\*53"):
             convert_other_ops(m, 13, target)
         return
-    before = onnx.ModelProto()
-    before.CopyFrom(m)
-    convert(m, 13, target)
+    roundtrip(m, 13, target, feeds)
     assert op not in [n.op_type for n in m.graph.node] or target < 9
-    want, got = evaluate(before, feeds)["y"], evaluate(m, feeds)["y"]
-    assert got.dtype == dtype and compare(want, got, ulp=0).ok
-    if target >= 7:
-        theirs = onnxruntime_outputs(m, feeds)
-        if not isinstance(theirs, str):
-            np.testing.assert_array_equal(theirs[0], want)
 
 
 @pytest.mark.parametrize("op", ["Equal", "GreaterOrEqual", "LessOrEqual"])
@@ -1681,14 +1673,7 @@ def test_float_equal_below_11(op, dtype, target):
         with pytest.raises(ConversionError, match=r"below opset 9 \(no IsNaN\)"):
             convert_other_ops(m, 13, target)
         return
-    before = onnx.ModelProto()
-    before.CopyFrom(m)
-    convert(m, 13, target)
-    want, got = evaluate(before, feeds)["y"], evaluate(m, feeds)["y"]
-    assert got.dtype == np.bool_ and compare(want, got).ok
-    theirs = onnxruntime_outputs(m, feeds)
-    if not isinstance(theirs, str):
-        np.testing.assert_array_equal(theirs[0], want)
+    roundtrip(m, 13, target, feeds)
 
 
 @pytest.mark.parametrize("const_pads", [True, False])
@@ -1732,15 +1717,7 @@ def test_pow_exponent_of_another_type_below_12(exponent, etype, ok, target):
         with pytest.raises(ConversionError, match=r"Pow-12 -> Pow-7.*not exact in FLOAT"):
             convert_other_ops(m, 13, target)
         return
-    feeds = {"x": np.array([-1.5, 0.0, np.inf][:len(exponent)], np.float32)}
-    before = onnx.ModelProto()
-    before.CopyFrom(m)
-    convert(m, 13, target)
-    want, got = evaluate(before, feeds)["y"], evaluate(m, feeds)["y"]
-    assert compare(want, got, ulp=0).ok, (want, got)
-    theirs = onnxruntime_outputs(m, feeds)
-    if not isinstance(theirs, str):
-        np.testing.assert_array_equal(theirs[0], want)
+    roundtrip(m, 13, target, {"x": np.array([-1.5, 0.0, np.inf][:len(exponent)], np.float32)})
 
 
 def test_pow_computed_integer_exponent_is_refused_below_12():
@@ -1767,11 +1744,4 @@ def test_gather_computed_negative_indices_below_11(static, itype, target):
         with pytest.raises(ConversionError, match=r"indices are computed \(below opset 9"):
             convert_other_ops(m, 13, target)
         return
-    before = onnx.ModelProto()
-    before.CopyFrom(m)
-    convert(m, 13, target)
-    want, got = evaluate(before, feeds)["y"], evaluate(m, feeds)["y"]
-    assert compare(want, got, ulp=0).ok
-    theirs = onnxruntime_outputs(m, feeds)
-    if not isinstance(theirs, str):
-        np.testing.assert_array_equal(theirs[0], want)
+    roundtrip(m, 13, target, feeds)
