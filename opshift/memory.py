@@ -27,10 +27,10 @@ def no_cyclic_gc() -> Iterator[None]:
 
 @contextlib.contextmanager
 def bounded_address_space(share: int = 1) -> Iterator[None]:
-    """Let the process (and the workers it starts) reserve at most the machine's memory, or
-    its cgroup's, divided by ``share`` (``-j N``: N workers share it), for the block. Past
-    that an allocation fails with MemoryError, which a command reports in one line (exit 2),
-    instead of the kernel's out-of-memory killer ending the process: a Range of a generated
+    """Let the process (and the workers it starts) reserve at most the machine's memory and swap,
+    or its cgroup's memory, divided by ``share`` (``-j N``: N workers share it), for the block.
+    Past that an allocation fails with MemoryError, which a command reports in one line (exit
+    2), instead of the kernel's out-of-memory killer ending the process: a Range of a generated
     size, an Add broadcasting [65536, 1] with [1, 65536]. A lower limit already set is kept;
     nothing is done where the platform has no such limit."""
     try:
@@ -54,16 +54,18 @@ def bounded_address_space(share: int = 1) -> Iterator[None]:
 
 
 def _memory_total() -> int | None:
-    """Bytes of memory this process may use: the machine's, or its cgroup's when lower."""
-    sizes = []
+    """Bytes of memory this process may use: the machine's memory and swap, or its cgroup's
+    memory when lower."""
+    sizes, machine = [], 0
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemTotal:"):
-                    sizes.append(int(line.split()[1]) * 1024)
-                    break
-    except OSError:
+                if line.startswith(("MemTotal:", "SwapTotal:")):
+                    machine += int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
         return None
+    if machine:
+        sizes.append(machine)
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
             with open(path) as f:
