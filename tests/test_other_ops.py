@@ -588,8 +588,9 @@ def test_gemm_c_with_outer_ones_below_7(const):
 @pytest.mark.parametrize("dims", [[3, 4], ["n", 4]])
 def test_arg_select_last_index_below_12(op, dims):
     """select_last_index=1 written as n - 1 - the first index of the input reversed (a
-    Slice of step -1): ties, infinities and NaN give the same indices; n from the static
-    dim or read from the shape; below opset 10 (no Slice steps) refused."""
+    Slice of step -1; below 10 a Gather of the positions backwards, where n is known): ties,
+    infinities and NaN give the same indices; n from the static dim or read from the shape;
+    below 10 with n unknown, and below 7 (n - 1 - index broadcasts), refused."""
     x = np.array([[1, 3, 3, -1], [np.nan, 2, np.nan, 2], [np.inf, -np.inf, np.inf, 0]],
                  np.float32)
     for axis, keep in ((1, 0), (-2, 1)):
@@ -611,8 +612,18 @@ def test_arg_select_last_index_below_12(op, dims):
         before, after = onnxruntime_outputs(m, finite), onnxruntime_outputs(c, finite)
         if not isinstance(before, str) and not isinstance(after, str):
             np.testing.assert_array_equal(after[0], before[0])
-        with pytest.raises(ConversionError, match="select_last_index=1 needs"):
-            convert(m, 13, 9)
+        for target in (9, 7):
+            c = onnx.ModelProto()
+            c.CopyFrom(m)
+            if not isinstance(dims[axis], int):  # the reversed axis's size is unknown
+                with pytest.raises(ConversionError, match="by a Gather, which needs the axis"):
+                    convert(c, 13, target)
+                continue
+            convert(c, 13, target)
+            assert "Gather" in [n.op_type for n in c.graph.node]
+            assert_exact(want, evaluate(c, {"x": x})["y"])
+        with pytest.raises(ConversionError, match="needs numpy broadcasting"):
+            convert(m, 13, 6)
 
 
 @pytest.mark.parametrize("n,width", [(2, 6), (2, 5), (3, 5)])

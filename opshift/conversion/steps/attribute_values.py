@@ -67,24 +67,32 @@ def shape_start_end(st: Step) -> None:
 @at(12, "ArgMax", "ArgMin")
 def arg_select_last_index(st: Step) -> None:
     """The last index of the extreme value is n - 1 - the first index in the input reversed
-    along the axis (a Slice of step -1: from opset 10), whatever the values (ties and NaN
-    alike): positions map one to one."""
+    along the axis (a Slice of step -1 from opset 10, a Gather of the positions backwards
+    below, where the axis's size is known), whatever the values (ties and NaN alike):
+    positions map one to one."""
     if st.up or not st.attr("select_last_index", 0):
         return
-    if st.target < 10:
-        raise Refuse("select_last_index=1 needs the input reversed by a Slice of step -1, "
-                     "which exists from opset 10")
+    if st.target < 7:
+        raise Refuse("select_last_index=1 is written as n - 1 - an index, which needs numpy "
+                     "broadcasting (opset 7)")
     x = st.input(0)
     rank = st.need_rank(x, "select_last_index=1 reverses one axis")
     axis = st.attr("axis", 0)
     axis = axis + rank if axis < 0 else axis
+    dim = (st.shape(x) or [None] * rank)[axis]
+    if st.target < 10 and not isinstance(dim, int):
+        raise Refuse("select_last_index=1 needs the input reversed: below opset 10 (no Slice "
+                     "of step -1) by a Gather, which needs the axis's size (unknown)")
     st.del_attr("select_last_index")
     st.set_attr("axis", axis)
-    const = {k: st.add_const(k, np.array([v], np.int64))
-             for k, v in (("starts", -1), ("ends", -2**63), ("axes", axis), ("steps", -1))}
-    reversed_x = st.add_node("Slice", [x, const["starts"], const["ends"], const["axes"],
-                                       const["steps"]], "reversed")
-    dim = (st.shape(x) or [None] * rank)[axis]
+    if st.target < 10:  # the positions read backwards
+        back = st.add_const("reversed_positions", np.arange(dim - 1, -1, -1, dtype=np.int64))
+        reversed_x = st.add_node("Gather", [x, back], "reversed", axis=axis)
+    else:
+        const = {k: st.add_const(k, np.array([v], np.int64)) for k, v in (
+            ("starts", -1), ("ends", -2**63), ("axes", axis), ("steps", -1))}
+        reversed_x = st.add_node("Slice", [x, const["starts"], const["ends"], const["axes"],
+                                           const["steps"]], "reversed")
     if isinstance(dim, int):
         last = st.add_const("last", np.array(dim - 1, np.int64))
     else:
