@@ -15,12 +15,14 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..external import tensor_array
+from ..graph.cast import make_cast
 from ..graph.edit import Edits, Pending, axes_nodes, constant_node
 from ..graph.facts import Constant, Facts
 from ..graph.scopes import Scope, node_label
 
-#: the element types a Constant node takes before opset 9
-_CONSTANT_1_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
+#: the float types of opset 1's schemas: all a Constant node takes before opset 9
+OPSET_1_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                            onnx.TensorProto.FLOAT16})
 
 
 class Refuse(Exception):
@@ -216,7 +218,7 @@ class Step:
         if self.scope.graph is not None:
             self.ctx.edits.add_initializer(self.state.pending, self.scope, tensor)
         else:
-            if self.target < 9 and tensor.data_type not in _CONSTANT_1_TYPES:
+            if self.target < 9 and tensor.data_type not in OPSET_1_FLOATS:
                 raise Refuse(f"it needs a {onnx.TensorProto.DataType.Name(tensor.data_type)} "
                              f"constant ({what}): in a function a Constant node, which takes "
                              "float types only before opset 9")
@@ -236,6 +238,17 @@ class Step:
         t = onnx.TensorProto.INT64 if op == "Shape" else self.elem_type(inputs[0])
         if t:
             self.ctx.facts.extra_types[out] = t
+        return out
+
+    def add_cast(self, inp: str, to: int, what: str, *, after: bool = False,
+                 output: str | None = None) -> str:
+        """Insert a Cast of ``inp`` to element type ``to`` valid at the target (Cast-1 takes
+        the type's name) before (or ``after``) this node; returns its output, of type ``to``."""
+        base = f"{self.label}/{what}"
+        out = output or self.fresh(base)
+        (self.state.post if after else self.state.pre).append(
+            make_cast(inp, out, to, self.target, self.fresh(base)))
+        self.ctx.facts.extra_types[out] = to
         return out
 
     def fresh_value(self, what: str, like: str | None = None) -> str:

@@ -20,11 +20,10 @@ import onnx
 
 from ...graph.edit import constant_node
 from ..registry import replaces
-from ..step import Refuse, Step
+from ..step import OPSET_1_FLOATS, Refuse, Step
 
 #: the most bytes a ConstantOfShape below opset 6 is written out as a tensor
 LARGEST_FOLD = 256 << 20
-_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
 
 
 @replaces("ConstantOfShape")
@@ -33,7 +32,7 @@ def constant_of_shape(st: Step) -> None:
     value = (np.zeros((), np.float32) if t is None
              else onnx.numpy_helper.to_array(t).reshape(()))
     elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
-    if st.scope.graph is None and elem not in _FLOATS:
+    if st.scope.graph is None and elem not in OPSET_1_FLOATS:
         raise Refuse(f"its value is {onnx.TensorProto.DataType.Name(elem)}: inside a function "
                      "it would be a Constant node, which takes float types only before 9")
     shape_in, y = st.input(0), st.w.output[0]

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 
 from ..registry import at
-from ..step import Refuse, Step
+from ..step import OPSET_1_FLOATS, Refuse, Step
 
 
 @at(12, "Constant")
@@ -34,8 +34,7 @@ def constant_as_initializer(st: Step) -> None:
     if st.up or st.scope.graph is None:
         return
     t = st.w.attribute[0].t if st.w.attribute and st.w.attribute[0].name == "value" else None
-    if t is None or t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
-                                    onnx.TensorProto.FLOAT16):
+    if t is None or t.data_type in OPSET_1_FLOATS:
         return
     tensor = onnx.TensorProto()
     tensor.CopyFrom(t)

@@ -20,14 +20,12 @@ import numpy as np
 import onnx
 
 from ..registry import at
-from ..step import Refuse, Step, np_dtype
+from ..step import OPSET_1_FLOATS, Refuse, Step, np_dtype
 
 _INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
                        onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
                        onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
 _WIDE = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
-_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
-                     onnx.TensorProto.FLOAT16})
 
 
 @at(11, "Equal")
@@ -36,7 +34,7 @@ def float_equal(st: Step) -> None:
         return
     a, b = st.input(0), st.input(1)
     t = st.elem_type(a)
-    if t not in _FLOATS:
+    if t not in OPSET_1_FLOATS:
         return
     if st.target < 9:
         raise Refuse(f"{onnx.TensorProto.DataType.Name(t)} inputs: below opset 9 (no IsNaN) "
@@ -60,7 +58,7 @@ def pow_exponent_type(st: Step) -> None:
         return
     x, e = st.input(0), st.input(1)
     t, te = st.elem_type(x), st.elem_type(e)
-    if t is None or te is None or t == te or t not in _FLOATS:
+    if t is None or te is None or t == te or t not in OPSET_1_FLOATS:
         return  # (integer X: the schema check refuses it)
     kind = onnx.TensorProto.DataType.Name(te)
     value = st.const(e)
@@ -103,24 +101,18 @@ def integer_max_min(st: Step) -> None:
         raise Refuse(f"{kind} inputs: below opset 9 (no Where) only a round trip through "
                      "float64 could compare them, which rounds values past 2**53")
     double = onnx.TensorProto.DOUBLE
-
-    def to(elem: int):
-        return elem if st.target >= 6 else onnx.TensorProto.DataType.Name(elem)
-
     inputs = []
     for name in st.w.input:
         if not name:
             inputs.append(name)
             continue
-        c = st.add_node("Cast", [name], "as_double", to=to(double))
-        st.facts.extra_types[c] = double
+        c = st.add_cast(name, double, "as_double")
         st.state.shapes[c] = st.shape(name)
         inputs.append(c)
     st.set_inputs(inputs)
     wide = st.fresh_value("double")
     st.facts.extra_types[wide] = double
     st.edit().output[0] = wide
-    st.add_node("Cast", [wide], "back", after=True, output=y, to=to(t))
-    st.facts.extra_types[y] = t
+    st.add_cast(wide, t, "back", after=True, output=y)
     st.note(f"{kind} inputs compared in float64 (exact for them) and cast back",
             f"{st.op} takes integers from opset 12")

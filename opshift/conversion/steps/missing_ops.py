@@ -33,8 +33,7 @@ def castlike_as_cast(st: Step) -> None:
         ts = opsets.tensor_type(t)
         if ts not in opsets.allowed_types("Cast", cast_v, param=param):
             raise Refuse(f"Cast-{cast_v} does not take {ts}")
-    st.add_node("Cast", [st.input(0)], "cast", output=st.w.output[0],
-                to=to if st.target >= 6 else onnx.TensorProto.DataType.Name(to))
+    st.add_cast(st.input(0), to, "cast", output=st.w.output[0])
     st.remove(f"CastLike written as Cast(to={onnx.TensorProto.DataType.Name(to)})")
 
 

@@ -68,12 +68,12 @@ def negative_axes(st: Step) -> None:
 
 @at(11, "Gather")
 def gather_negative_indices(st: Step) -> None:
-    if st.up:
-        return
     """Gather-11 counts negative indices from the back. Constant ones are normalized; from
     opset 9 computed ones are read through ``Where(indices < 0, indices + n, indices)``
     (n: the gathered dimension, from the data's shape when not known; embedding lookups of
     token ids, items of a loop's sequence)."""
+    if st.up:
+        return
     idx_name = st.input(1)
     idx = st.const(idx_name)
     if idx is not None and (idx >= 0).all():
@@ -105,8 +105,7 @@ def gather_negative_indices(st: Step) -> None:
         size = st.add_node("Gather", [shape, st.add_const("axis", np.array(
             norm_axis(axis, len(s)) if s is not None else axis, np.int64))], "size", axis=0)
         if t != onnx.TensorProto.INT64:
-            size = st.add_node("Cast", [size], "size_cast", to=t)
-            st.facts.extra_types[size] = t
+            size = st.add_cast(size, t, "size_cast")
     neg = st.add_node("Less", [idx_name, st.add_const("zero", np.zeros((), dtype))],
                       "negative")
     st.facts.extra_types[neg] = onnx.TensorProto.BOOL

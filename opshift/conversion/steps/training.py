@@ -79,9 +79,7 @@ def dropout_mask_type(st: Step) -> None:
     new = st.fresh_value("mask")
     st.edit().output[1] = new
     st.facts.extra_types[new] = new_type
-    cast_to = old_type if st.target >= 6 else onnx.TensorProto.DataType.Name(old_type)
-    st.add_node("Cast", [new], "mask_cast", after=True, output=mask, to=cast_to)
-    st.facts.extra_types[mask] = old_type
+    st.add_cast(new, old_type, "mask_cast", after=True, output=mask)
     st.note(f"mask output {mask!r} cast to {onnx.TensorProto.DataType.Name(old_type)}",
             "in inference the mask is all ones; its type is bool from 10, X's type before")
 
