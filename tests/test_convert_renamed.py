@@ -117,4 +117,4 @@ def test_the_ops_table_says_replaced_not_refused(capsys):
 
     assert main(["ops", "Upsample", "Scatter", "--all"]) == 0
     out = capsys.readouterr().out
-    assert "replaced" in out and "upsample_as_resize" in out and "deprecated" not in out
+    assert "replaced" in out and "as_successor" in out and "deprecated" not in out

@@ -22,12 +22,20 @@ from ... import opsets
 from ..registry import at, replaces
 from ..step import Refuse, Step
 
+#: deprecated op -> (its successor, the successor's first version, why they are the same)
+_SUCCESSORS = {
+    "Upsample": ("Resize", 10, "Upsample is deprecated from opset 10; Resize-10 is the same op "
+                 "(X, scales, mode: asymmetric, nearest rounding down)"),
+    "Scatter": ("ScatterElements", 11, "Scatter is deprecated from opset 11; "
+                "ScatterElements-11 is the same op (and also takes negative indices)"),
+}
+
 
 @at(10, "Upsample", replaces_up=True)
-def upsample_as_resize(st: Step) -> None:
+@at(11, "Scatter", replaces_up=True)
+def as_successor(st: Step) -> None:
     if st.up:
-        _renamed(st, "Resize", 10, "Upsample is deprecated from opset 10; Resize-10 is the "
-                 "same op (X, scales, mode: asymmetric, nearest rounding down)")
+        _renamed(st, *_SUCCESSORS[st.op])
 
 
 @replaces("Resize")
@@ -41,13 +49,6 @@ def resize_as_upsample(st: Step) -> None:
                      ">= 1 only")
     _renamed(st, "Upsample", 9, "Resize exists from opset 10; Upsample-9 is the same op for "
              "scales >= 1 (X, scales, mode: asymmetric, nearest rounding down)")
-
-
-@at(11, "Scatter", replaces_up=True)
-def scatter_as_scatter_elements(st: Step) -> None:
-    if st.up:
-        _renamed(st, "ScatterElements", 11, "Scatter is deprecated from opset 11; "
-                 "ScatterElements-11 is the same op (and also takes negative indices)")
 
 
 @replaces("ScatterElements")
