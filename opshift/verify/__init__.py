@@ -138,8 +138,8 @@ def _load(model: ModelLike, role: str) -> tuple[onnx.ModelProto, str]:
 def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str,
                inputs: Mapping[str, np.ndarray] | None, dims, seed: int, label: str,
                signed_zeros: bool, report: VerifyReport, finite: Collection[str] = (),
-               tables=None, region: tuple[RegionInputs, dict[str, int]] | None = None,
-               rewritten: bool = True) -> list[Row]:
+               tables=None, region: tuple[RegionInputs, dict[str, int]] | None = None, *,
+               rewritten: bool) -> list[Row]:
     if inputs is not None:
         rounds = [dict(inputs)]
         report.inputs.update(_describe(inputs, "given"))
@@ -360,7 +360,7 @@ def _check_region(label: str, before: onnx.ModelProto, after: onnx.ModelProto, s
                                            f"{t.missing}")
         report.rows = _pair_rows(before, after, f"before {label}", f"after {label}", None,
                                  dims, seed, label, signed_zeros, report, finite, tables,
-                                 region)
+                                 region, rewritten=True)
     except OpshiftError as e:
         return e
     return report

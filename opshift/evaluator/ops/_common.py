@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -84,9 +85,7 @@ def made(ctx, shape: Sequence[int]) -> tuple[int, ...]:
     from ...errors import LimitError
 
     shape = tuple(int(d) for d in shape)
-    n = 1
-    for d in shape:
-        n *= max(d, 0)
+    n = math.prod(max(d, 0) for d in shape)
     if n > MAX_MADE_ELEMENTS:
         raise LimitError(f"{ctx.where()}: an output of {n} elements ({list(shape)}), over the "
                          f"evaluator's limit of {MAX_MADE_ELEMENTS} for a shape made from "

@@ -337,8 +337,7 @@ def tile_1(ctx, x, tiles, axis):
     reps = [1] * x.ndim
     reps[normalize_axes([int(np.asarray(axis).reshape(()))], x.ndim, ctx)[0]] = int(
         np.asarray(tiles).reshape(()))
-    made(ctx, [a * b for a, b in zip(x.shape, reps)])
-    return np.tile(x, reps)
+    return tile(ctx, x, reps)
 
 
 @op("Tile", 6, 13)
