@@ -1756,3 +1756,47 @@ def test_gather_computed_negative_indices_below_11(static, itype, target):
             convert_other_ops(m, 13, target)
         return
     roundtrip(m, 13, target, feeds)
+
+
+def _gather_of(producer: str) -> tuple[onnx.ModelProto, dict]:
+    """Gather(d, i) at opset 13, i computed by ``producer``: ArgMax's positions, TopK's
+    indices, a Shape, or positions negated (Neg: negative indices)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    first, inits, n = [one("ArgMax", ["x"], ["i"], axis=1, keepdims=0)], [], 4
+    if producer == "Shape":
+        first, n = [one("Shape", ["x"], ["i"])], 2
+    elif producer == "TopK":
+        inits = [numpy_helper.from_array(np.array([2], np.int64), "k")]
+        first, n = [one("TopK", ["x", "k"], ["v", "i"], axis=0)], 2
+    elif producer == "Neg":
+        first = [one("ArgMax", ["x"], ["a"], axis=1, keepdims=0), one("Neg", ["a"], ["i"])]
+    m = make_model(first + [one("Gather", ["d", "i"], ["y"], axis=0)],
+                   [vi("d", F, [6, 3]), vi("x", F, [4, 5])],
+                   [vi("y", F, [n, 3] if producer != "TopK" else [2, 5, 3])], opset=13,
+                   initializers=inits)
+    return m, {"d": np.arange(-9, 9, dtype=np.float32).reshape(6, 3), "x": x}
+
+
+@pytest.mark.parametrize("producer", ["ArgMax", "TopK", "Shape"])
+@pytest.mark.parametrize("target", [10, 9, 7])
+def test_gather_of_never_negative_indices_below_11(producer, target):
+    """Indices an op computes that are never negative (positions, sizes) mean the same at
+    every Gather version: no Where is written, and below 9, where none could be, the
+    conversion still goes through."""
+    m, feeds = _gather_of(producer)
+    roundtrip(m, 13, target, feeds)
+    assert [n.op_type for n in m.graph.node][-1:] == ["Gather"]
+    assert not {"Where", "Less", "Add"} & {n.op_type for n in m.graph.node}
+    assert node(m, "Gather").input[1] == "i"
+
+
+def test_gather_of_other_computed_indices_below_11_still_reads_negatives():
+    """Indices of any other op (here negated positions) are read through the Where from 9,
+    refused below."""
+    m, feeds = _gather_of("Neg")
+    roundtrip(m, 13, 9, feeds)
+    assert "Where" in {n.op_type for n in m.graph.node}
+    m, _ = _gather_of("Neg")
+    with pytest.raises(ConversionError, match=r"indices are computed \(below opset 9"):
+        convert_other_ops(m, 13, 8)

@@ -123,8 +123,8 @@ class Facts:
         self._consts: dict[int, dict[str, Constant | int]] = {}
         self._inputs: dict[int, Collection[str]] = {}
         self._uses: dict[int, Counter] = {}
-        #: the types (and declared shapes) of the function body being planned, else None
-        self.local: dict[str, int] | None = None
+        self._producers: dict[int, dict[str, tuple[onnx.NodeProto, Scope]]] = {}
+        self.local: dict[str, int] | None = None  # types of the function body planned
         self.local_shapes: dict[str, tuple] = {}
         #: types and shapes of values a rewrite made
         self.extra_types: dict[str, int] = {}
@@ -277,28 +277,17 @@ class Facts:
         return self._inferred
 
     def _walk(self, f: onnx.FunctionProto | None) -> ShapeWalk:
-        """The shape rules for the main graph (with its subgraphs) or for ``f``'s body, over
-        the shapes other sources give; the producers are indexed when first needed."""
+        """The shape rules for the main graph (with its subgraphs) or ``f``'s body."""
         key = None if f is None else id(f)
         walk = self._walks.get(key)
         if walk is not None:
             return walk
-        producers: dict[str, tuple] | None = None
-
         def producer(name: str):
-            nonlocal producers
-            if producers is None:
-                producers = {}
-                for sc in self.scopes():
-                    if sc.root.function is f:
-                        source = self.source if f is None else (sc.opset or 0)
-                        for n in sc.nodes:
-                            if n.output and n.output[0]:
-                                producers[n.output[0]] = (n, sc, source)
-            found = producers.get(name)
-            if found is None or found[0].op_type not in RULES:
+            found = self.producer(name, f)
+            if found is None or found[0].op_type not in RULES or found[0].output[0] != name:
                 return None
-            n, sc, source = found
+            n, sc = found
+            source = self.source if f is None else (sc.opset or 0)
             version = (opsets.since_version(n.op_type, source)
                        if opsets.normalize_domain(n.domain) == "" else None)
             if version is None:
@@ -316,6 +305,17 @@ class Facts:
                 return self.local_shapes.get(name)
         walk = self._walks[key] = ShapeWalk(base, producer)
         return walk
+
+    def producer(self, name: str, function: onnx.FunctionProto | None = None
+                 ) -> tuple[onnx.NodeProto, Scope] | None:
+        """The node computing ``name`` in the main graph with its subgraphs (in ``function``'s
+        body when given) and the scope holding it; None for an input or an initializer."""
+        index = self._producers.get(id(function))
+        if index is None:
+            index = self._producers[id(function)] = {
+                o: (n, sc) for sc in self.scopes() if sc.root.function is function
+                for n in sc.nodes for o in n.output if o}
+        return index.get(name)
 
     def _small_int_constant(self, scope: Scope, name: str):
         """The value of constant ``name`` when it is small and in memory (a shape, axes)."""
