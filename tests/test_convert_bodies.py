@@ -105,3 +105,34 @@ def test_folding_keeps_what_it_cannot_know():
         if n.op_type == "Constant":
             t = n.attribute[0].t
             assert t.data_type != T.INT64 or len(t.dims) <= 1
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("rank", [4, 3])
+def test_rotary_embedding_below_23(interleaved, rank):
+    """onnx builds RotaryEmbedding's body from X's rank (given without its dims, which may be
+    placeholders); the body splits X's last axis by num_outputs, which below 18 is a split
+    computed from X's shape. Batch and sequence symbolic: two sequence lengths run. Below
+    13, where split is an attribute (a constant), refused."""
+    heads, size = 2, 8
+    shape = ["batch", heads, "seq", size] if rank == 4 else ["batch", "seq", heads * size]
+    attrs = {"interleaved": interleaved} | ({"num_heads": heads} if rank == 3 else {})
+    m = make_model([helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"],
+                                     **attrs)],
+                   [vi("x", T.FLOAT, shape), vi("cos", T.FLOAT, [16, size // 2]),
+                    vi("sin", T.FLOAT, [16, size // 2]), vi("pos", T.INT64, ["batch", "seq"])],
+                   [vi("y", T.FLOAT, shape)], opset=23)
+    rng = np.random.default_rng(rank + interleaved)
+    angles = rng.uniform(0, np.pi, (16, size // 2))
+    for target in (17, 13):
+        c = _converted(m, target)
+        assert "RotaryEmbedding" not in _ops(c)
+        for seq in (3, 5):
+            dims = (2, heads, seq, size) if rank == 4 else (2, seq, heads * size)
+            feeds = {"x": rng.standard_normal(dims).astype(np.float32),
+                     "cos": np.cos(angles).astype(np.float32),
+                     "sin": np.sin(angles).astype(np.float32),
+                     "pos": rng.integers(0, 16, (2, seq)).astype(np.int64)}
+            assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"])
+    with pytest.raises(ConversionError, match=r"split .* is not a constant"):
+        _converted(m, 11)

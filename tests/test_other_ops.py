@@ -638,6 +638,27 @@ def test_split_num_outputs(n, width):
     assert attrs(m.graph.node[0]).get("num_outputs") == n or len(m.graph.node[0].input) == 2
 
 
+@pytest.mark.parametrize("n,width", [(2, 6), (2, 5), (3, 7), (4, 8)])
+@pytest.mark.parametrize("target", [17, 13])
+def test_split_num_outputs_of_an_unknown_size(n, width, target):
+    """num_outputs on a dimension of unknown size becomes Split-13's split computed from X's
+    shape (ceil(d / n) for all but the last part): exact for any size, even or not; below
+    13 split is an attribute, a constant, and the conversion is refused."""
+    x = np.arange(2 * width, dtype=np.float32).reshape(2, width)
+    outs = [f"y{i}" for i in range(n)]
+    m = make_model([one("Split", ["x"], outs, axis=-1, num_outputs=n)],
+                   [vi("x", F, [2, "w"])], [vi(o, F, 2) for o in outs], opset=18)
+    refused = onnx.ModelProto()
+    refused.CopyFrom(m)
+    roundtrip(m, 18, target, {"x": x})
+    split = node(m, "Split")
+    assert "num_outputs" not in attrs(split) and len(split.input) == 2
+    assert node(m, "Shape").input[0] == "x"
+    with pytest.raises(ConversionError, match=r"num_outputs needs the size of the split "
+                                              r"dimension \(below opset 13 split is an"):
+        convert_other_ops(refused, 18, 11)
+
+
 def test_pad_slice_topk_between_attributes_and_inputs():
     x = X234
     pads = numpy_helper.from_array(np.array([0, 1, 0, 0, 2, 1], np.int64), "p")

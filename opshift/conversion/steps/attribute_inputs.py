@@ -129,14 +129,36 @@ def split_num_outputs(st: Step) -> None:
     s = st.shape(st.input(0))
     axis = st.attr("axis", 0)
     dim = None if s is None else s[norm_axis(axis, len(s))]
+    if not isinstance(dim, int) and st.target >= 13:
+        _computed_split(st, n, axis if s is None else norm_axis(axis, len(s)))
+        return
     if not isinstance(dim, int) or dim <= 0:
-        raise Refuse("num_outputs needs the size of the split dimension")
+        raise Refuse("num_outputs needs the size of the split dimension" + (
+            " (below opset 13 split is an attribute, a constant)" if dim is None
+            or not isinstance(dim, int) else ""))
     if dim % n:
         size = -(-dim // n)
         sizes = [size] * (n - 1) + [dim - size * (n - 1)]
         c = st.add_const("split", np.array(sizes, np.int64))
         st.set_inputs([st.input(0), c])
         st.note(f"uneven num_outputs written as split={sizes}")
+
+
+def _computed_split(st: Step, n: int, axis: int) -> None:
+    """Split-18's ``num_outputs`` on a dimension of unknown size d, as Split-13's ``split``
+    computed from X's shape: n - 1 parts of ceil(d / n), the rest last (a negative axis is
+    read by Gather from the back, as from opset 11)."""
+    i64 = np.int64
+    d = st.add_node("Gather", [st.add_node("Shape", [st.input(0)], "shape"),
+                               st.add_const("axis", np.array([axis], i64))], "size", axis=0)
+    part = st.add_node("Div", [st.add_node("Add", [d, st.add_const("round_up", np.array(
+        [n - 1], i64))], "size_up"), st.add_const("parts", np.array([n], i64))], "part")
+    rest = st.add_node("Sub", [d, st.add_node("Mul", [part, st.add_const("others", np.array(
+        [n - 1], i64))], "others_size")], "last")
+    st.set_inputs([st.input(0), st.add_node("Concat", [part] * (n - 1) + [rest], "split",
+                                            axis=0)])
+    st.note(f"num_outputs={n} written as split = ceil(d / {n}) for all but the last part, "
+            "d the split dimension read from X's shape at run time")
 
 
 @at(6, "Clip")

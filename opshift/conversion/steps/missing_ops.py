@@ -69,8 +69,25 @@ def _input_types(st: Step) -> list[bytes]:
                 raise Refuse(f"the type of {name!r} is unknown (the function body depends on "
                              "it)")
             tp = opsets.type_proto(ts)
+            _add_shape(st, name, tp)
         types.append(tp.SerializeToString())
     return types
+
+
+def _add_shape(st: Step, name: str, tp: onnx.TypeProto) -> None:
+    """The rank of ``name`` into its type ``tp`` (RotaryEmbedding's body depends on X's), with
+    the dims of a constant; other dims stay unknown, as a body built on a declared dim (one
+    that may be a placeholder) would compute for that size only."""
+    const = st.constant(name)
+    shape = tuple(const.tensor.dims) if const is not None else st.shape(name)
+    if shape is None or not tp.HasField("tensor_type"):
+        return
+    dims = tp.tensor_type.shape
+    dims.SetInParent()
+    for d in shape:
+        dim = dims.dim.add()
+        if const is not None:
+            dim.dim_value = d
 
 
 def _pick(versions, target: int) -> int | None:
