@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     optional,
     pooling,
     prelu,
+    range,
     refused,
     renamed,
     sampling,
