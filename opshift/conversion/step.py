@@ -230,14 +230,14 @@ class Step:
 
     def add_node(self, op: str, inputs: list[str], what: str, *, after: bool = False,
                  output: str | None = None, **attrs) -> str:
-        """Insert a default-domain node before (or ``after``) this node; returns its output."""
+        """Insert a default-domain node before (or ``after``) this node; returns its output,
+        typed as the op's schema at the target says (bool for a comparison, int64 for Shape,
+        its input's type for arithmetic)."""
         base = f"{self.label}/{what}"
         out = output or self.fresh(base)
         node = helper.make_node(op, inputs, [out], name=self.fresh(base), **attrs)
         (self.state.post if after else self.state.pre).append(node)
-        t = onnx.TensorProto.INT64 if op == "Shape" else self.elem_type(inputs[0])
-        if t:
-            self.ctx.facts.extra_types[out] = t
+        self.ctx.facts.propagate([node], self.target)
         return out
 
     def add_cast(self, inp: str, to: int, what: str, *, after: bool = False,

@@ -43,7 +43,6 @@ def float_equal(st: Step) -> None:
     for what, op, ins in (("less", "Less", [a, b]), ("greater", "Greater", [a, b]),
                           ("a_nan", "IsNaN", [a]), ("b_nan", "IsNaN", [b])):
         parts[what] = st.add_node(op, ins, what)
-        st.facts.extra_types[parts[what]] = onnx.TensorProto.BOOL
     ordered = st.add_node("Or", [parts["less"], parts["greater"]], "ordered")
     nan = st.add_node("Or", [parts["a_nan"], parts["b_nan"]], "nan")
     unequal = st.add_node("Or", [ordered, nan], "unequal")
@@ -90,7 +89,6 @@ def integer_max_min(st: Step) -> None:
             last = k == len(names) - 1
             pair = [acc, b] if st.op == "Max" else [b, acc]
             sel = st.add_node("Less", pair, f"less{k}")
-            st.facts.extra_types[sel] = onnx.TensorProto.BOOL
             acc = st.add_node("Where", [sel, b, acc], f"pick{k}", output=y if last else None)
         if len(names) == 1:
             st.add_node("Identity", [acc], "same", output=y)

@@ -110,7 +110,6 @@ def gather_negative_indices(st: Step) -> None:
             size = st.add_cast(size, t, "size_cast")
     neg = st.add_node("Less", [idx_name, st.add_const("zero", np.zeros((), dtype))],
                       "negative")
-    st.facts.extra_types[neg] = onnx.TensorProto.BOOL
     wrapped = st.add_node("Add", [idx_name, size], "from_the_back")
     st.set_inputs([st.input(0), st.add_node("Where", [neg, wrapped, idx_name], "indices")])
     st.note(f"computed indices read as Where(indices < 0, indices + {dim or 'n'}, indices)",

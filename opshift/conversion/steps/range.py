@@ -42,7 +42,6 @@ def range_below_11(st: Step) -> None:
             "one", np.array([1], np.int64))], "count_1d")], "ones",
         value=helper.make_tensor("one", _INT64, [1], [1]))], "positions_2d")], "positions",
         axes=[0])
-    st.facts.extra_types[positions] = _INT64
     steps = positions if t == _INT64 else st.add_cast(positions, t, "positions_cast")
     st.add_node("Add", [start, st.add_node("Mul", [steps, delta], "offsets")], "values",
                 output=y)
@@ -65,19 +64,12 @@ def _count(st: Step, start: str, limit: str, delta: str, floats: bool) -> str:
 def _finite(st: Step, span: str) -> str:
     """``span``, 0 where it is NaN or infinite."""
     largest = st.add_const("largest", np.array(np.finfo(np.float64).max))
-    finite = _test(st, "Not", [_test(st, "Or", [
-        _test(st, "IsNaN", [span], "nan"),
-        _test(st, "Greater", [st.add_node("Abs", [span], "abs"), largest], "infinite")],
+    finite = st.add_node("Not", [st.add_node("Or", [
+        st.add_node("IsNaN", [span], "nan"),
+        st.add_node("Greater", [st.add_node("Abs", [span], "abs"), largest], "infinite")],
         "not_finite")], "finite")
     return st.add_node("Where", [finite, span, st.add_const("zero", np.array(0.0))],
                        "finite_steps")
-
-
-def _test(st: Step, op: str, inputs: list[str], what: str) -> str:
-    """A node of ``op`` whose output is a bool tensor."""
-    out = st.add_node(op, inputs, what)
-    st.facts.extra_types[out] = TensorProto.BOOL
-    return out
 
 
 def _accumulate(st: Step, t: int, start: str, delta: str, count: str, y: str) -> None:
