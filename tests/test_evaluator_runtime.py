@@ -209,3 +209,28 @@ def test_range_counts_like_onnxruntime_at_every_version(opset, limit, count):
     want = np.add.accumulate(np.array([0.5] + [0.7] * (count - 1), np.float32)[:count])
     assert y.dtype == np.float32
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("op,attrs", [("LpNormalization", {"axis": 1}),
+                                      ("Softmax", {"axis": 1}), ("LogSoftmax", {"axis": 0})])
+def test_equal_values_give_equal_sums_whatever_made_them(op, attrs):
+    """A kernel's output is held as a C-contiguous array, and Softmax adds along a last axis in
+    memory: float sums come out the same whether the values came from a Transpose (a strided
+    view) or as they are, and on whichever axis Softmax reads them (numpy orders a reduction
+    by the memory layout: pairwise along a contiguous axis, one by one across others)."""
+    x = np.random.default_rng(5).standard_normal((37, 64)).astype(np.float32) * 100
+    transposed = make_model([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+                             helper.make_node(op, ["t"], ["y"], **attrs)],
+                            [vi("x", T.FLOAT, [37, 64])], [vi("y")], opset=13)
+    given = make_model([helper.make_node(op, ["t"], ["y"], **attrs)],
+                       [vi("t", T.FLOAT, [64, 37])], [vi("y")], opset=13)
+    a = evaluate(transposed, {"x": x})["y"]
+    b = evaluate(given, {"t": np.ascontiguousarray(x.T)})["y"]
+    assert a.dtype == b.dtype == np.float32 and a.tobytes() == b.tobytes()
+    if op.endswith("Softmax"):  # and the same values on the last axis: the same sums
+        last = make_model([helper.make_node(op, ["t"], ["y"], axis=-1)],
+                          [vi("t", T.FLOAT, [37, 64] if attrs["axis"] == 0 else [64, 37])],
+                          [vi("y")], opset=13)
+        moved = np.ascontiguousarray(np.moveaxis(x.T, attrs["axis"], -1))
+        c = evaluate(last, {"t": moved})["y"]
+        assert np.moveaxis(c, -1, attrs["axis"]).tobytes() == np.ascontiguousarray(b).tobytes()

@@ -378,6 +378,16 @@ def test_softmax_family_down_across_13(op, axis):
     roundtrip(m, 11, 13, {"x": X234})  # and back up: the coerced form is kept exact too
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_on_a_long_axis_down_across_13(op):
+    """Softmax-13 on axis 1 of 37 values goes to 11 as a Transpose and a Softmax on the last
+    axis: the evaluator adds the same values in the same order both ways (bit for bit)."""
+    m = softmax_model(op, 1, 13, shape=(2, 37, 5))
+    x = np.random.default_rng(2).standard_normal((2, 37, 5)).astype(np.float32) * 30
+    roundtrip(m, 13, 11, {"x": x})
+    assert "Transpose" in {n.op_type for n in m.graph.node}
+
+
 @pytest.mark.parametrize("axis", [None, 0, 2])
 def test_softmax_coerced_upgrade(axis):
     m = softmax_model("Softmax", axis, 11)

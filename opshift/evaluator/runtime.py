@@ -135,10 +135,8 @@ class Runtime:
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         self.opsets = {opsets.normalize_domain(i.domain): i.version for i in model.opset_import}
-        self.functions = {
-            (opsets.normalize_domain(f.domain), f.name, getattr(f, "overload", "")): f
-            for f in model.functions
-        }
+        self.functions = {(opsets.normalize_domain(f.domain), f.name,
+                           getattr(f, "overload", "")): f for f in model.functions}
         # Caches keyed by id(): protobuf makes a message's object on access and frees it
         # after, and a later one may get the same id: each entry keeps its object alive.
         self._inits: dict[int, tuple[onnx.GraphProto, dict[str, np.ndarray]]] = {}
@@ -326,10 +324,11 @@ class Runtime:
                 MemoryError) as e:  # (a hostile size: numpy's own message; memory: a limit)
             kind = LimitError if isinstance(e, MemoryError) else EvaluationError
             raise kind(f"{loc}: {e}") from e
-        if not isinstance(results, (list, tuple)):
-            results = [results]
-        # ufuncs on 0-d arrays return numpy scalars (np.float32, ...): values are arrays
-        results = [np.asarray(r) if isinstance(r, np.generic) else r for r in results]
+        results = results if isinstance(results, (list, tuple)) else [results]
+        # values are C-contiguous arrays, not numpy scalars or views: numpy orders a float
+        # reduction by the memory layout, and equal values must give equal sums
+        results = [np.asarray(r) if isinstance(r, np.generic) else r.copy() if isinstance(
+            r, np.ndarray) and not r.flags.c_contiguous else r for r in results]
         if binding:
             for i, (r, t) in enumerate(zip(results, sig.outputs)):
                 want = binding.get(t)

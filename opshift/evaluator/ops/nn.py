@@ -179,18 +179,18 @@ def _softmax(ctx, x, log: bool):
     r = x.ndim
     axis = normalize_axes([axis], max(r, 1), ctx)[0]
     # Computed in x's own dtype step by step, as onnx's reference does (float16 results
-    # then agree with the onnx test data to the last bit).
-    xc = x
-    if ctx.version < 13:  # coerce to 2-D [prod(shape[:axis]), prod(shape[axis:])]
-        xc = xc.reshape(math.prod(x.shape[:axis]), -1)
-        ax = 1
-    else:
-        ax = axis
-    z = xc - xc.max(axis=ax, keepdims=True)
+    # then agree with the onnx test data to the last bit), over a last axis in memory: the
+    # sums are then added in one order whichever axis holds the values (a Softmax-13 on
+    # axis 1 and its conversion, a Transpose and a Softmax on the last axis, agree).
+    # (below 13 coerced to 2-D [prod(shape[:axis]), prod(shape[axis:])])
+    xc = np.ascontiguousarray(x.reshape(math.prod(x.shape[:axis]), -1) if ctx.version < 13
+                              else np.moveaxis(x, axis, -1))
+    z = xc - xc.max(axis=-1, keepdims=True)
     e = np.exp(z)
-    ssum = e.sum(axis=ax, keepdims=True)
+    ssum = e.sum(axis=-1, keepdims=True)
     y = z - np.log(ssum) if log else e / ssum
-    return y.reshape(x.shape).astype(x.dtype)
+    y = y.reshape(x.shape) if ctx.version < 13 else np.moveaxis(y, -1, axis)
+    return np.ascontiguousarray(y, x.dtype) if y.ndim else y.astype(x.dtype)
 
 
 @op("Softmax", 1, 11, 13)
