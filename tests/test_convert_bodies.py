@@ -136,3 +136,19 @@ def test_rotary_embedding_below_23(interleaved, rank):
             assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"])
     with pytest.raises(ConversionError, match=r"split .* is not a constant"):
         _converted(m, 11)
+
+
+@pytest.mark.parametrize("alpha", [0.7, 2.0, 1e-3])
+@pytest.mark.parametrize("target", [11, 9, 6, 1])
+def test_celu_below_12_is_its_formula(alpha, target):
+    """Celu goes below 12 as max(x, 0) + min(0, alpha * (exp(x / alpha) - 1)), not as onnx's
+    body alpha * Elu(x / alpha), which rounds positive x and overflows near the largest
+    float for alpha < 1: bit for bit at the extremes, signed zeros and NaN included."""
+    m = make_model([helper.make_node("Celu", ["x"], ["y"], alpha=alpha)],
+                   [vi("x", T.FLOAT, [64])], [vi("y", T.FLOAT, [64])], opset=12)
+    c = _converted(m, target)
+    assert "Celu" not in _ops(c) and "Elu" not in _ops(c)
+    x = np.random.default_rng(0).standard_normal(64).astype(np.float32) * 5
+    x[:12] = [3.4028235e38, -3.4028235e38, 0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45,
+              1e-30, 88.0, -88.0]
+    assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"])
