@@ -73,6 +73,15 @@ def test_exit_code_is_the_worst(folder, tmp_path):
     assert (p.stdout + p.stderr).count("impossible") == 1
 
 
+def test_a_mismatch_is_not_hidden_by_a_refusal():
+    """Of several models' exit codes the most severe: an internal error (3), then a rewrite
+    that computes something else (1), then a refusal (2)."""
+    from opshift.commands._batch import worst
+
+    assert worst([0, 2, 1, 0]) == 1 and worst([2, 0]) == 2 and worst([1, 3, 2]) == 3
+    assert worst([0, 0]) == 0 and worst([]) == 0
+
+
 def test_batch_output_errors(folder, tmp_path):
     files = [folder / f"{n}.onnx" for n in NAMES]
     p = opshift("convert", *files, "--opset", "13", "-o", "-")

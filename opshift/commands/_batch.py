@@ -1,6 +1,6 @@
 """One model or many: expanding the inputs (files, folders, globs, ``-``), choosing each
 output, running the models (``-j N``: in worker processes), printing one result per model
-and returning the worst exit code. A model that fails does not stop the others."""
+and returning the most severe exit code. A model that fails does not stop the others."""
 
 from __future__ import annotations
 
@@ -97,7 +97,8 @@ def _check_not_input(src: str, dst: str) -> None:
 
 
 def run(args, process: Process, *, writes: bool) -> int:
-    """Process every model of ``args``; print each result; return the worst exit code."""
+    """Process every model of ``args``; print each result; return the most severe exit code
+    (:func:`worst`)."""
     todo, batch = jobs(args, writes=writes)
     bar = progress.for_args(args, f"opshift {args.command}")
     try:
@@ -107,16 +108,27 @@ def run(args, process: Process, *, writes: bool) -> int:
             bar.close()
             emit(o, args, single=True)
             return o.exit_code
-        worst = 0
+        codes = []
         with bar.phase("models", len(todo), "models"):
             for o in _results(args, process, todo):
                 bar.advance()
                 bar.close_line()
                 emit(o, args, single=False)
-                worst = max(worst, o.exit_code)
-        return worst
+                codes.append(o.exit_code)
+        return worst(codes)
     finally:
         bar.close()
+
+
+#: exit codes from least to most severe: a refusal (2) says what the input cannot do; a
+#: verification mismatch (1), that a rewrite computed something else; 3, an internal error
+_SEVERITY = (0, 2, 1, 3)
+
+
+def worst(codes: list[int]) -> int:
+    """The most severe of ``codes`` (one per model): a mismatch is not hidden by a refusal."""
+    return max(codes, key=lambda c: (_SEVERITY.index(c) if c in _SEVERITY else len(_SEVERITY),
+                                     c), default=0)
 
 
 def _results(args, process: Process, todo: list[Job]):
