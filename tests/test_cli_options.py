@@ -83,3 +83,61 @@ def test_tolerance_options_need_a_check(tmp_path):
     assert p.returncode == 2 and "--ulp only applies with --verify" in p.stderr
     p = opshift("verify", SMALL, SMALL, "--atol", "-1")
     assert p.returncode == 2 and "--atol" in p.stderr
+
+
+def _lookup(path):
+    """An embedding lookup at opset 13: token ids (int64) index a table of 5 rows, so
+    generated ids (the full int64 range) are out of range and only real ones run it."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = numpy_helper.from_array(np.arange(15, dtype=np.float32).reshape(5, 3), "table")
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["e"], name="lookup"),
+         helper.make_node("LeakyRelu", ["e"], ["y"], name="act", alpha=0.1)], "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])], [table])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.save(m, path)
+
+
+@pytest.mark.parametrize("argv", [["convert", "--opset", "9"], ["inline"], ["fix"],
+                                  ["fuse"]], ids=lambda a: a[0])
+def test_verify_runs_the_whole_model_on_given_inputs(tmp_path, argv):
+    """--inputs FILE.npz feeds the whole-model check of every command's --verify: a model
+    generated inputs cannot run (ids out of range) is then checked whole; without it a note
+    says the whole model was not run, and how to run it."""
+    import numpy as np
+
+    src, out, npz = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "ids.npz"
+    _lookup(src)
+    if argv[0] == "fuse":  # the LeakyRelu written out, for fuse to find
+        assert opshift("inline", src, "-o", tmp_path / "i.onnx").returncode == 0
+        src = tmp_path / "i.onnx"
+    np.savez(npz, **{"input:ids": np.array([4, 0, 2, 2], np.int64)})
+    p = opshift(argv[0], src, *argv[1:], "-o", out, "--verify")
+    assert p.returncode == 0, p.stderr
+    assert "whole model: not verified: reference" in p.stdout
+    # (fix: a failing original is the defect it repairs, not its inputs: no hint)
+    hint = "--inputs FILE.npz runs the whole model on its real inputs"
+    assert (hint in p.stdout) == (argv[0] != "fix")
+    p = opshift(argv[0], src, *argv[1:], "-o", out, "--verify", "--inputs", npz)
+    assert p.returncode == 0, p.stderr
+    assert "the whole model (1 output) match" in p.stdout and "not verified" not in p.stdout
+
+
+def test_given_inputs_are_checked_and_need_verify(tmp_path):
+    import numpy as np
+
+    src, out, npz = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "bad.npz"
+    _lookup(src)
+    np.savez(npz, nope=np.zeros(3))
+    p = opshift("convert", src, "--opset", "9", "-o", out, "--verify", "--inputs", npz)
+    assert p.returncode == 2 and p.stderr.strip().endswith(
+        f"{npz}: 'nope' is not an input of {src} (inputs: ids)")
+    np.savez(npz, ids=np.zeros((2, 2), np.int64))
+    p = opshift("convert", src, "--opset", "9", "-o", out, "--verify", "--inputs", npz)
+    assert p.returncode == 2 and str(npz) in p.stderr and not out.exists()
+    p = opshift("convert", src, "--opset", "9", "-o", out, "--inputs", npz)
+    assert p.returncode == 2 and "--inputs only applies with --verify" in p.stderr

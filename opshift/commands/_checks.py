@@ -11,11 +11,13 @@ from ..tables import number, plural, table, wrap
 
 
 @contextlib.contextmanager
-def policy_of(args) -> Iterator[None]:
-    """The tolerance and backend options in force for the checks made inside the block."""
+def policy_of(args, inputs: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """The tolerance and backend options in force for the checks made inside the block, and
+    the whole model's ``inputs`` (``--inputs``, read) when given."""
     from ..verify.policy import policy
 
-    with policy(ulp=args.ulp, atol=args.atol, rtol=args.rtol, backend=args.backend):
+    with policy(ulp=args.ulp, atol=args.atol, rtol=args.rtol, backend=args.backend,
+                inputs=inputs):
         yield
 
 

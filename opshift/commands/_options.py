@@ -74,6 +74,10 @@ def add_verify_options(p: argparse.ArgumentParser, *, flag: bool) -> None:
                    help="what runs the models: opshift's evaluator (default) or onnxruntime "
                    "(where it can run them)")
     g.add_argument("--seed", type=int, default=0, help="seed of generated inputs (default 0)")
+    if flag:
+        g.add_argument("--inputs", dest="feeds", metavar="FILE.npz",
+                       help="run the whole model on these inputs instead of generated ones "
+                       "(keys 'input:<name>' or '<name>', as opshift verify --inputs)")
 
 
 def check_verify_options(args) -> None:
@@ -82,7 +86,8 @@ def check_verify_options(args) -> None:
         return
     given = [o for o, v in (("--ulp", args.ulp is not None), ("--atol", args.atol),
                             ("--rtol", args.rtol),
-                            ("--backend", args.backend != "opshift")) if v]
+                            ("--backend", args.backend != "opshift"),
+                            ("--inputs", getattr(args, "feeds", None))) if v]
     if given:
         raise OpshiftError(f"{given[0]} only applies with --verify")
 

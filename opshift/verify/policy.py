@@ -38,6 +38,9 @@ class Policy:
     atol: float = 0.0
     rtol: float = 0.0
     backend: str = "opshift"
+    #: the whole model's inputs (``--inputs``), for the checks of a whole model; None:
+    #: generated ones
+    inputs: Mapping[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         from ..errors import OpshiftError
@@ -76,9 +79,11 @@ def current() -> Policy:
 
 @contextlib.contextmanager
 def policy(*, ulp: int | None = None, atol: float = 0.0, rtol: float = 0.0,
-           backend: str = "opshift") -> Iterator[Policy]:
-    """Make every check inside the block use these tolerances and this backend."""
-    p = Policy(ulp, float(atol), float(rtol), backend)
+           backend: str = "opshift", inputs: Mapping[str, np.ndarray] | None = None
+           ) -> Iterator[Policy]:
+    """Make every check inside the block use these tolerances and this backend, and every
+    check of a whole model these ``inputs``."""
+    p = Policy(ulp, float(atol), float(rtol), backend, inputs)
     token = _POLICY.set(p)
     try:
         yield p
