@@ -58,3 +58,18 @@ def test_range_below_9_and_int16_are_refused():
         convert_proto(_range(T.FLOAT), 8)
     with pytest.raises(ConversionError, match=r"its type is INT16; below 11 it is written"):
         convert_proto(_range(T.INT16), 10)
+
+
+def test_range_loop_body_names_are_its_own():
+    """The Loop's body reads delta from the graph around it: its own names are fresh, so a
+    delta (or start, limit) named like them is still read."""
+    m = make_model([helper.make_node("Range", ["last", "more", "next"], ["value"])],
+                   [vi(n, T.FLOAT, []) for n in ("last", "more", "next")],
+                   [vi("value", T.FLOAT, 1)], opset=13)
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    convert_proto(c, 9)
+    onnx.checker.check_model(c, full_check=True)
+    feeds = {"last": np.float32(1), "more": np.float32(4), "next": np.float32(0.5)}
+    assert_exact(evaluate(m, feeds)["value"], evaluate(c, feeds)["value"])
+    assert evaluate(c, feeds)["value"].tolist() == [1, 1.5, 2, 2.5, 3, 3.5]

@@ -76,16 +76,16 @@ def _accumulate(st: Step, t: int, start: str, delta: str, count: str, y: str) ->
     """``y``: the running sum start, start + delta, ... ``count`` values long, in type ``t``
     (a Loop, as Range-11's body: a Scan over the positions would do, but onnxruntime fails
     a Scan over none)."""
+    # the body's names are fresh: none may be a name of the graphs around it (delta's)
+    i, more, last, go_on, after, value = (st.fresh_value(w) for w in (
+        "iteration", "more", "last", "go_on", "next", "value"))
+    vi = helper.make_tensor_value_info
     body = helper.make_graph(
-        [helper.make_node("Identity", ["more"], ["go_on"]),
-         helper.make_node("Add", ["last", delta], ["next"]),
-         helper.make_node("Identity", ["last"], ["value"])], "range_values",
-        [helper.make_tensor_value_info("i", _INT64, []),
-         helper.make_tensor_value_info("more", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("last", t, [])],
-        [helper.make_tensor_value_info("go_on", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("next", t, []),
-         helper.make_tensor_value_info("value", t, [])])
+        [helper.make_node("Identity", [more], [go_on]),
+         helper.make_node("Add", [last, delta], [after]),
+         helper.make_node("Identity", [last], [value])], st.fresh(f"{st.label}/values_body"),
+        [vi(i, _INT64, []), vi(more, TensorProto.BOOL, []), vi(last, t, [])],
+        [vi(go_on, TensorProto.BOOL, []), vi(after, t, []), vi(value, t, [])])
     st.state.pre.append(helper.make_node(
         "Loop", [count, "", start], [st.fresh_value("after_last", start), y],
         name=st.fresh(f"{st.label}/values"), body=body))
