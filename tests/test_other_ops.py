@@ -538,7 +538,29 @@ def test_clip_bounds_between_attributes_and_inputs():
     m = make_model([one("Clip", ["x", "lo"], ["y"])], [vi("x", F, [7]), vi("lo", F, [])],
                    [vi("y", F, [7])], opset=13)
     with pytest.raises(ConversionError, match=r"Clip-11 -> Clip-6.*min.*not a constant"):
-        convert_other_ops(m, 13, 10)
+        convert_other_ops(m, 13, 7)  # (from 8 Max and Min: below)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("bounds", [("lo", ""), ("", "hi"), ("lo", "hi")])
+@pytest.mark.parametrize("target", [10, 8])
+def test_clip_with_a_computed_bound_below_11(dtype, bounds, target):
+    """A bound computed at run time has no attribute to go to: from 8 Clip is Max with its
+    min and Min with its max, an omitted one the type's own limit (which clamps infinities),
+    for bounds that are themselves infinite or NaN too."""
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = make_model([one("Clip", ["x", *bounds], ["y"])],
+                   [vi("x", t, [7]), *(vi(b, t, []) for b in bounds if b)],
+                   [vi("y", t, [7])], opset=13)
+    x = np.array([-np.inf, -2.5, -0.0, 0.0, 1.5, np.inf, np.nan], dtype)
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    convert(c, 13, target)
+    assert {n.op_type for n in c.graph.node} <= {"Max", "Min"}
+    for lo, hi in [(-1.0, 1.0), (0.0, 0.0), (-np.inf, np.inf), (np.nan, 2.0), (3.0, -3.0)]:
+        feeds = {"x": x} | {b: np.array(v, dtype) for b, v in (("lo", lo), ("hi", hi))
+                            if b in bounds}
+        assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"], f"{lo}, {hi}")
 
 
 def test_dropout_versions():

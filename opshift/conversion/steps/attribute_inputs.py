@@ -191,6 +191,9 @@ def clip_inputs(st: Step) -> None:
         st.set_inputs(inputs)
         st.note("min/max attributes moved to inputs")
         return
+    if st.target >= 8 and any(st.input(i) and st.const(st.input(i)) is None for i in (1, 2)):
+        _clip_as_max_min(st, dtype)
+        return
     for i, (name, sign) in enumerate((("min", -1), ("max", 1)), 1):
         if st.input(i):
             v = st.need_const(i, name)
@@ -207,6 +210,18 @@ def clip_inputs(st: Step) -> None:
         st.set_attr(name, limit)
     st.set_inputs([st.input(0)])
     st.note("min/max inputs folded into attributes (an omitted one as the type's limit)")
+
+
+def _clip_as_max_min(st: Step, dtype: np.dtype) -> None:
+    """A bound computed at run time has no attribute to go to: Clip-11 is then Max with its
+    min and Min with its max (from 8, where they broadcast a scalar), in that order, as it
+    clamps, an omitted bound the type's own limit."""
+    info, y = np.finfo(dtype), st.input(0)
+    for i, op, name, limit in ((1, "Max", "min", info.min), (2, "Min", "max", info.max)):
+        bound = st.input(i) or st.add_const(name, np.array(limit, dtype))
+        y = st.add_node(op, [y, bound], f"{name}_bound", output=st.w.output[0] if i == 2 else None)
+    st.remove("Clip with a bound computed at run time written as Max with its min, then Min "
+              "with its max (an omitted one: the type's limit)")
 
 
 @at(2, "Pad")
