@@ -4,11 +4,11 @@ CastLike (from 15) becomes a Cast to its second input's element type. Celu (from
 written as its formula, ``max(x, 0) + min(0, alpha * (exp(x / alpha) - 1))``: the body onnx
 builds, ``alpha * Elu(x / alpha)``, rounds x / alpha * alpha where x > 0 and overflows to
 inf for x near the largest float when alpha < 1. Any other op is replaced by its own onnx
-function body: many newer ops are defined in ``onnx.defs`` by a
-body of older ops (HardSwish = HardSigmoid * x, GreaterOrEqual = Greater or Equal, Mish,
-Gelu, LayerNormalization, ...), and that body *is* the op's meaning, so writing it in place
-of the node is exact as far as the spec goes. The body's nodes come at the body's own
-opset; each is converted on to the target like any other node.
+function body: many newer ops are defined in ``onnx.defs`` by a body of older ops (HardSwish
+= HardSigmoid * x, GreaterOrEqual = Greater or Equal, Mish, Gelu, LayerNormalization, ...),
+and that body *is* the op's meaning, so writing it in place of the node is exact as far as
+the spec goes. The body's nodes come at the body's own opset; each is converted on to the
+target like any other node.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def castlike_as_cast(st: Step) -> None:
 def celu_formula(st: Step) -> None:
     x, y = st.input(0), st.w.output[0]
     alpha = float(st.attr("alpha", 1.0))
+    nodes: list[onnx.NodeProto] = []
 
     def node(op: str, inputs: list[str], what: str, **attrs) -> str:
         out = y if what == "celu" else st.fresh_value(what)
@@ -51,7 +52,6 @@ def celu_formula(st: Step) -> None:
                                       **attrs))
         return out
 
-    nodes: list[onnx.NodeProto] = []
     a, one = (node("Constant", [], what, value=helper.make_tensor(what, onnx.TensorProto.FLOAT,
                                                                   [], [v]))
               for what, v in (("alpha", alpha), ("one", 1.0)))
@@ -60,7 +60,7 @@ def celu_formula(st: Step) -> None:
     # min(0, v) as -max(-v, 0): their zeros' signs differ only where max(x, 0) is added to +0
     low = node("Neg", [node("Relu", [node("Neg", [v], "flipped")], "flipped_max")], "at_most_0")
     node("Add", [node("Relu", [x], "at_least_0"), low], "celu")
-    _write(st, nodes, 12, "its formula max(x, 0) + min(0, alpha * (exp(x / alpha) - 1))", 0)
+    _write(st, nodes, 12, "its formula", "max(x, 0) + min(0, alpha * (exp(x / alpha) - 1))")
 
 
 def write_function_body(st: Step, src: int, depth: int) -> None:
@@ -70,13 +70,14 @@ def write_function_body(st: Step, src: int, depth: int) -> None:
         raise Refuse("function bodies nest too deep")
     body, body_opset = _function_body(st)
     nodes = fold_shape_arithmetic(st, _inline_body(st, body), body_opset)
-    _write(st, nodes, body_opset, f"its onnx function body ({', '.join(b.op_type for b in nodes)})",
-           depth)
+    _write(st, nodes, body_opset, "its onnx function body",
+           f"({', '.join(b.op_type for b in nodes)})", depth)
 
 
-def _write(st: Step, nodes: list[onnx.NodeProto], body_opset: int, what: str, depth: int
-           ) -> None:
-    """Replace the node by ``nodes`` (valid at ``body_opset``), each converted to the target."""
+def _write(st: Step, nodes: list[onnx.NodeProto], body_opset: int, what: str, detail: str,
+           depth: int = 0) -> None:
+    """Replace the node by ``nodes`` (valid at ``body_opset``), each converted to the target;
+    ``what`` they are names them in a refusal, with ``detail`` in the change."""
     from ..walk import walk_on
 
     st.facts.propagate(nodes, body_opset)
@@ -85,10 +86,10 @@ def _write(st: Step, nodes: list[onnx.NodeProto], body_opset: int, what: str, de
         c = constant_tensor(b)
         if c is not None:
             st.facts.add_constant(st.scope, b.output[0], c)
-    out = walk_on(st, nodes, body_opset, f"{what.split(' (')[0]} (opset {body_opset})", depth)
+    out = walk_on(st, nodes, body_opset, f"{what} (opset {body_opset})", depth)
     _check_types(st, out)
     st.state.pre.extend(out)
-    st.remove(f"written as {what} converted to opset {st.target}")
+    st.remove(f"written as {what} {detail} converted to opset {st.target}")
 
 
 def _input_types(st: Step) -> list[bytes]:
