@@ -22,7 +22,7 @@ import contextlib
 import math
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ class Policy:
     backend: str = "opshift"
     #: the whole model's inputs (``--inputs``), for the checks of a whole model; None:
     #: generated ones
-    inputs: Mapping[str, np.ndarray] | None = None
+    inputs: Mapping[str, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         from ..errors import OpshiftError
