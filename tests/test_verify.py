@@ -858,3 +858,27 @@ def test_a_rewrite_failing_where_the_reference_runs_is_a_mismatch():
         verify(ref, bad, rewritten=True)
     with pytest.raises(EvaluationError, match=r"reference: node 'prelu'"):
         verify(bad, ref, rewritten=True)  # the reference fails first: bad input
+
+
+def test_the_onnxruntime_backend_runs_basic_graph_optimizations_only(monkeypatch):
+    """The onnxruntime backend judges models on its kernels, not on the fusions its full
+    optimization level picks per opset (which round differently): sessions are made at the
+    basic level."""
+    ort = pytest.importorskip("onnxruntime")
+    from opshift.verify.policy import run_onnxruntime
+
+    seen = []
+
+    class Session:
+        def __init__(self, data, options, providers):
+            seen.append(options.graph_optimization_level)
+
+        def get_inputs(self):
+            return []
+
+        def run(self, names, feeds):
+            return []
+
+    monkeypatch.setattr(ort, "InferenceSession", Session)
+    assert run_onnxruntime(onnx.ModelProto(), {}) == []
+    assert seen == [ort.GraphOptimizationLevel.ORT_ENABLE_BASIC]

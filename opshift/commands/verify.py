@@ -28,7 +28,8 @@ reference's input types and shapes: random normal values with special values mix
 Comparison: integers and bool exact; floats within 4 ulp (float32, float64) or 2 ulp
 (float16, bfloat16), or --ulp N for all, or also |diff| <= --atol + --rtol*|expected|; NaN
 equals NaN; infinities and the sign of zero must match. --backend onnxruntime runs both
-models on onnxruntime instead of the bundled evaluator (an error where it cannot).
+models on onnxruntime instead of the bundled evaluator (an error where it cannot), with its
+basic graph optimizations only (its fusions differ between opsets and round differently).
 
 examples:
   opshift verify model.onnx model9.onnx
