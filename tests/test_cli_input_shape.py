@@ -54,6 +54,9 @@ def test_input_shape_decides_the_legacy_slope(tmp_path):
     p = opshift("convert", src, "--opset", "13", "-o", out, "--input-shape", "x:1,3,2,2",
                 "--verify")
     assert p.returncode == 0, p.stderr
+    assert ("note: --input-shape sized what the model leaves open (x (no shape) as [1, 3, 2, "
+            "2]): the written model keeps its declared shapes, and was rewritten and checked "
+            "for the given sizes only") in p.stdout
     m = onnx.load(out)
     assert not m.graph.input[0].type.tensor_type.HasField("shape")  # declared shape kept
     x = np.random.default_rng(0).standard_normal((2, 3, 5, 5)).astype(np.float32)
@@ -75,9 +78,10 @@ def test_every_command_takes_input_shapes(tmp_path, argv):
         assert d["details"]["activations"][0]["x_shape"] == [2, 3, 4, 5]
     if argv[0] == "verify":
         assert d["verify"]["inputs"]["x"]["shape"] == [2, 3, 4, 5]
-    if out.exists():  # the written model keeps the declared symbolic dims
+    if out.exists():  # the written model keeps the declared symbolic dims, and says so
         dims = onnx.load(out).graph.input[0].type.tensor_type.shape.dim
         assert [d.dim_param or d.dim_value for d in dims] == ["N", 3, "H", "W"]
+        assert any("(x [N, 3, H, W] as [2, 3, 4, 5])" in n for n in d["notes"]), d["notes"]
 
 
 @pytest.mark.parametrize("spec,needle", [

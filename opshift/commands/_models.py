@@ -120,6 +120,23 @@ def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, list[int]], origi
     return declared
 
 
+def fixed_dims(model: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> list[str]:
+    """``x [N, 3] as [1, 3]`` for each input whose declared shape --input-shape gave a size
+    where it has a symbolic or unknown dim: what the rewrite knew that the model does not say."""
+    out = []
+    for vi in model.graph.input:
+        tp = declared.get(vi.name)
+        if tp is None:
+            continue
+        given = list(declared_shapes.dims(vi.type.tensor_type.shape))
+        tt = tp.tensor_type
+        if not tt.HasField("shape"):
+            out.append(f"{vi.name} (no shape) as {given}")
+        elif any(not isinstance(d, int) for d in declared_shapes.dims(tt.shape)):
+            out.append(f"{vi.name} {declared_shapes.dims_text(tt.shape)} as {given}")
+    return out
+
+
 def restore_inputs(model: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> None:
     """Put back the declared types of the inputs --input-shape overrode (the passes write no
     inferred shapes into the model, so nothing else depends on the given ones)."""

@@ -19,7 +19,7 @@ from ..errors import OpshiftError
 from ..tables import plural
 from ._batch import Job
 from ._checks import policy_of, verify_dict, verify_lines
-from ._models import Opened, open_model, restore_inputs, write_model
+from ._models import Opened, fixed_dims, open_model, restore_inputs, write_model
 from ._opcount import full_table, one_line, op_counts
 from ._options import check_verify_options, parse_input_shapes
 from ._output import Outcome, error_dict
@@ -113,6 +113,11 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
                 o.error = error_dict(msg, src.origin)
     o.changes.extend(r.changes)
     o.notes.extend(r.notes)
+    fixed = fixed_dims(r.model, src.declared) if r.write and src.declared else []
+    if fixed:
+        o.notes.append(f"--input-shape sized what the model leaves open ({'; '.join(fixed)}): "
+                       "the written model keeps its declared shapes, and was rewritten and "
+                       "checked for the given sizes only")
     o.details = r.details
     written, size = "", None
     if o.ok and job.output is not None and r.write:
