@@ -134,8 +134,7 @@ def split_num_outputs(st: Step) -> None:
         return
     if not isinstance(dim, int) or dim <= 0:
         raise Refuse("num_outputs needs the size of the split dimension" + (
-            " (below opset 13 split is an attribute, a constant)" if dim is None
-            or not isinstance(dim, int) else ""))
+            "" if isinstance(dim, int) else " (below opset 13 split is an attribute, a constant)"))
     if dim % n:
         size = -(-dim // n)
         sizes = [size] * (n - 1) + [dim - size * (n - 1)]
