@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     constant,
     late_types,
     missing_ops,
+    mod,
     negative_axes,
     optional,
     pooling,
