@@ -85,13 +85,18 @@ def cnn(dtype=np.float32, seed: int = 0) -> onnx.ModelProto:
     return m
 
 
-def _rounds(jobs: dict, repeat: int) -> dict[str, float]:
+def _rounds(jobs: dict, repeat: int, burst: int = 3) -> dict[str, float]:
+    """The best time of each job: in each of ``repeat`` rounds every job runs ``burst`` times
+    in a row (a job run once after another sleeps, onnxruntime wakes its idle threads first:
+    a cold start no steady caller pays), the rounds taking turns so that load on the machine
+    hits every job alike."""
     best = dict.fromkeys(jobs, float("inf"))
     for _ in range(repeat):
         for name, fn in jobs.items():
-            t = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t)
+            for _ in range(burst):
+                t = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - t)
             # untimed: onnxruntime's idle threads spin a while after a run before they
             # sleep; the next job (on a 2-core machine) must not pay for that
             time.sleep(0.05)
@@ -109,7 +114,7 @@ def activations(shape, repeat: int, evaluate) -> bool:
     jobs = {"copy": lambda: x.copy(), "exp": lambda: np.exp(x), "exp_neg": lambda: np.exp(neg)}
     jobs.update({op: (lambda m=m: evaluate(m, {"x": x})) for op, m in models.items()})
     t = _rounds(jobs, repeat)
-    print(f"one node, float32 {shape}, best of {repeat}: x.copy() {t['copy']:.4f} s, "
+    print(f"one node, float32 {shape}, best of {repeat} rounds of 3: x.copy() {t['copy']:.4f} s, "
           f"np.exp(x) {t['exp']:.4f} s ({t['exp'] / t['copy']:.2f}x copy), np.exp of the "
           f"x <= 0 half {t['exp_neg']:.4f} s ({t['exp_neg'] / t['copy']:.2f}x copy)")
     print(f"{'op':<10} {'opshift s':>10} {'x copy':>7} {'np.exp':>7}  result")
@@ -136,7 +141,8 @@ def whole_cnn(repeat: int, evaluate, compare, path: Path) -> bool:
     c64 = compare(exact.astype(np.float32), got)
     cort = compare(sess.run(None, {"input": x})[0], got)
     r = t["opshift"] / t["ort"]
-    print(f"\nCNN 1x3x128x128 float32, 8 Conv+BatchNormalization+activation, best of {repeat}"
+    print(f"\nCNN 1x3x128x128 float32, 8 Conv+BatchNormalization+activation, best of {repeat} "
+          "rounds of 3"
           f" (OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')})")
     print(f"  onnxruntime {t['ort'] * 1e3:.1f} ms, opshift.evaluate {t['opshift'] * 1e3:.1f} ms:"
           f" {r:.2f}x  {'ok' if r <= MAX_VS_ORT else 'MISSED'}")
