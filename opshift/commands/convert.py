@@ -132,7 +132,6 @@ def _verify(original, converted, result, src, seed: int):
         evaluator_supports,
         verify,
     )
-    from ..verify.policy import current
 
     report, notes = VerifyReport(seed=seed), []
     # regions fused before converting are checked as fuse checks them: one that cannot be
@@ -164,7 +163,7 @@ def _verify(original, converted, result, src, seed: int):
                                                         limit=_WHOLE_MODEL_EXTERNAL_LIMIT)
     if why is None:
         try:
-            report.merge(verify(original, converted, current().inputs, seed=seed,
+            report.merge(verify(original, converted, seed=seed,
                                 signed_zeros=signed_zeros, rewritten=True))
         except (ModelLoadError, VerificationError):
             raise  # the model's own data is broken, or the converted model fails to run

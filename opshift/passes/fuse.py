@@ -196,7 +196,6 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
     """
     from ..errors import OpshiftError, VerificationError
     from ..verify import Rewrite, VerifyReport, check_rewrites, evaluator_supports, verify
-    from ..verify.policy import current
 
     report = VerifyReport(seed=seed)
     notes: list[str] = []
@@ -217,7 +216,7 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
     else:
         exact = all(r.signed_zero_exact for r in result.regions) and not missing
         try:
-            report.merge(verify(original, fused, current().inputs, seed=seed, signed_zeros=exact,
+            report.merge(verify(original, fused, seed=seed, signed_zeros=exact,
                                 rewritten=True))
         except VerificationError:
             raise

@@ -15,17 +15,15 @@ def verify_fix(original: onnx.ModelProto, fixed: onnx.ModelProto, *, seed: int =
     that is a note, and the fixed model is run alone. Returns ``(VerifyReport, notes)``."""
     from ..errors import OpshiftError, VerificationError
     from ..verify import VerifyReport, verify
-    from ..verify.policy import current
 
-    inputs = current().inputs
     try:
-        return verify(original, fixed, inputs, seed=seed, rewritten=True), []
+        return verify(original, fixed, seed=seed, rewritten=True), []
     except VerificationError:
         raise  # the original runs and the fixed model does not
     except OpshiftError as e:
         notes = [f"whole model: not verified: {e}"]
     try:
-        verify(fixed, fixed, inputs, seed=seed)
+        verify(fixed, fixed, seed=seed)
     except OpshiftError as e:
         notes.append(f"the fixed model does not run either: {e}")
     else:

@@ -207,7 +207,8 @@ def verify(reference: ModelLike, candidate: ModelLike,
     """Run both models through the evaluator on the same inputs and compare every output.
 
     ``inputs`` (name -> array) are fed to each model that declares them; a name neither
-    declares is an error. Without ``inputs``, inputs are generated from the reference graph
+    declares is an error. Without ``inputs``, those of the policy in force (``--inputs``),
+    else inputs are generated from the reference graph
     with :func:`make_inputs` (``dims``, ``seed``, ``finite``: inputs given no +-inf or NaN),
     in as many rounds as it takes to feed every special value (bounded). Outputs are
     matched by position. Evaluator failures raise an :class:`OpshiftError` naming the model
@@ -218,6 +219,8 @@ def verify(reference: ModelLike, candidate: ModelLike,
     """
     ref, rwho = _load(reference, "reference")
     cand, cwho = _load(candidate, "candidate")
+    if inputs is None:
+        inputs = _policy.current().inputs
     report = VerifyReport(seed=None if inputs is not None else seed, signed_zeros=signed_zeros)
     if inputs is not None:
         inputs = _check_given(inputs, ref, cand, rwho, cwho)

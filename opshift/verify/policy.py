@@ -38,8 +38,8 @@ class Policy:
     atol: float = 0.0
     rtol: float = 0.0
     backend: str = "opshift"
-    #: the whole model's inputs (``--inputs``), for the checks of a whole model; None:
-    #: generated ones
+    #: the whole model's inputs (``--inputs``), which :func:`opshift.verify.verify` feeds
+    #: when given none; None: generated ones
     inputs: Mapping[str, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -68,7 +68,6 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
     come from ``inline_proto(..., keep_before=True)``.
     """
     from ...verify import VerifyReport, check_rewrites, evaluator_supports, verify
-    from ...verify.policy import current
 
     report = VerifyReport(seed=seed)
     notes: list[str] = []
@@ -94,7 +93,7 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
         accepted = [n for n in result.nodes if n.note and n.op == "PRelu"]
         finite = _slope_sources(original, accepted) if accepted else []
         try:
-            report.merge(verify(original, inlined, current().inputs, seed=seed, signed_zeros=exact,
+            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact,
                                 finite=finite, rewritten=True))
         except VerificationError:
             raise
