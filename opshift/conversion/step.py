@@ -240,6 +240,13 @@ class Step:
         self.ctx.facts.propagate([node], self.target)
         return out
 
+    def size_at_run_time(self, x: str, axis: int, what: str, *, rank1: bool = False) -> str:
+        """The size of ``x``'s axis ``axis`` read from its shape at run time: an int64 scalar
+        (``[1]`` with ``rank1``); a negative axis counts from the back (Gather from 11)."""
+        shape = self.add_node("Shape", [x], "shape")
+        index = self.add_const("axis", np.array([axis] if rank1 else axis, np.int64))
+        return self.add_node("Gather", [shape, index], what, axis=0)
+
     def add_cast(self, inp: str, to: int, what: str, *, after: bool = False,
                  output: str | None = None) -> str:
         """Insert a Cast of ``inp`` to element type ``to`` valid at the target (Cast-1 takes

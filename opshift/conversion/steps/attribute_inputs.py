@@ -148,8 +148,7 @@ def _computed_split(st: Step, n: int, axis: int) -> None:
     computed from X's shape: n - 1 parts of ceil(d / n), the rest last (a negative axis is
     read by Gather from the back, as from opset 11)."""
     i64 = np.int64
-    d = st.add_node("Gather", [st.add_node("Shape", [st.input(0)], "shape"),
-                               st.add_const("axis", np.array([axis], i64))], "size", axis=0)
+    d = st.size_at_run_time(st.input(0), axis, "size", rank1=True)
     part = st.add_node("Div", [st.add_node("Add", [d, st.add_const("round_up", np.array(
         [n - 1], i64))], "size_up"), st.add_const("parts", np.array([n], i64))], "part")
     rest = st.add_node("Sub", [d, st.add_node("Mul", [part, st.add_const("others", np.array(

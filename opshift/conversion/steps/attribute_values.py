@@ -96,9 +96,7 @@ def arg_select_last_index(st: Step) -> None:
     if isinstance(dim, int):
         last = st.add_const("last", np.array(dim - 1, np.int64))
     else:
-        shape = st.add_node("Shape", [x], "shape")
-        n = st.add_node("Gather", [shape, st.add_const("axis", np.array(axis, np.int64))],
-                        "n")
+        n = st.size_at_run_time(x, axis, "n")
         last = st.add_node("Sub", [n, st.add_const("one", np.array(1, np.int64))], "last")
     y = st.w.output[0]
     first = st.fresh_value("first_index")

@@ -103,9 +103,8 @@ def gather_negative_indices(st: Step) -> None:
     else:  # a dynamic dimension: read from the data's shape
         if s is None and axis < 0:
             raise Refuse(f"axis={axis} needs the rank of {data!r}, which is unknown")
-        shape = st.add_node("Shape", [data], "shape")
-        size = st.add_node("Gather", [shape, st.add_const("axis", np.array(
-            norm_axis(axis, len(s)) if s is not None else axis, np.int64))], "size", axis=0)
+        size = st.size_at_run_time(data, norm_axis(axis, len(s)) if s is not None else axis,
+                                   "size")
         if t != onnx.TensorProto.INT64:
             size = st.add_cast(size, t, "size_cast")
     neg = st.add_node("Less", [idx_name, st.add_const("zero", np.zeros((), dtype))],
