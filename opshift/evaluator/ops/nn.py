@@ -190,7 +190,7 @@ def _softmax(ctx, x, log: bool):
     ssum = e.sum(axis=-1, keepdims=True)
     y = z - np.log(ssum) if log else e / ssum
     y = y.reshape(x.shape) if ctx.version < 13 else np.moveaxis(y, -1, axis)
-    return np.ascontiguousarray(y, x.dtype) if y.ndim else y.astype(x.dtype)
+    return y.astype(x.dtype, order="C")
 
 
 @op("Softmax", 1, 11, 13)
