@@ -208,14 +208,13 @@ def verify(reference: ModelLike, candidate: ModelLike,
 
     ``inputs`` (name -> array) are fed to each model that declares them; a name neither
     declares is an error. Without ``inputs``, those of the policy in force (``--inputs``),
-    else inputs are generated from the reference graph
-    with :func:`make_inputs` (``dims``, ``seed``, ``finite``: inputs given no +-inf or NaN),
-    in as many rounds as it takes to feed every special value (bounded). Outputs are
-    matched by position. Evaluator failures raise an :class:`OpshiftError` naming the model
-    and node (exit 2); with ``rewritten`` (the candidate is a rewrite of the reference, as
-    every command's ``--verify`` checks) the candidate failing on inputs the reference runs
-    on is a :class:`VerificationError` (exit 1): it computes something else there.
-    Mismatches are report rows.
+    else inputs generated from the reference graph with :func:`make_inputs` (``dims``,
+    ``seed``, ``finite``: inputs given no +-inf or NaN), in as many rounds as it takes to
+    feed every special value (bounded). Outputs are matched by position. Evaluator failures
+    raise an :class:`OpshiftError` naming the model and node (exit 2); with ``rewritten``
+    (the candidate is a rewrite of the reference, as every command's ``--verify`` checks)
+    the candidate failing on inputs the reference runs on is a :class:`VerificationError`
+    (exit 1): it computes something else there. Mismatches are report rows.
     """
     ref, rwho = _load(reference, "reference")
     cand, cwho = _load(candidate, "candidate")
