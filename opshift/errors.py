@@ -45,6 +45,18 @@ class MissingOpError(ConversionError):
         self.reason = reason or message
 
 
+class ConstantNeededError(ConversionError):
+    """A node whose conversion needs input ``value`` as a constant (Pad's pads below opset 11,
+    Slice's ends below 10), which a node computes; ``scope``: the scope of the refused node
+    (a :class:`~opshift.graph.scopes.Scope`); ``reason``: the message less the node's
+    location."""
+
+    def __init__(self, message: str, value: str = "", scope: object = None,
+                 reason: str = "") -> None:
+        super().__init__(message)
+        self.value, self.scope, self.reason = value, scope, reason or message
+
+
 class ArgumentTypeError(OpshiftError, TypeError):
     """An argument of the wrong type passed to the API (``convert(model, "13")``): a
     TypeError, and an OpshiftError like every error opshift raises on purpose."""

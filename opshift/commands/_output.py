@@ -11,7 +11,8 @@ Every command that reads a model (convert, inline, fuse, fix, inspect, verify) r
 ``exit_code``    0 ok, 1 verification mismatch, 2 bad input or impossible request
 ``changes``      one object per change: ``node``, ``op``, ``scope``, ``what``, ``why``
                  (fix adds ``kind``; convert adds ``kind: "fuse"`` to a region it fused
-                 into one op first, the only way to convert it); empty when nothing
+                 into one op first and ``kind: "fold"`` to a value it folded into a
+                 constant first, the only ways to convert them); empty when nothing
                  changed
 ``ops_before``   op type -> node count of the model read (``domain::Op`` outside ai.onnx;
                  every graph, subgraph and function counted)

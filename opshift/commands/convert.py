@@ -104,6 +104,11 @@ def _convert(args, src) -> _rewrite.Rewritten:
              f"{'a single op' if len(fused) == 1 else 'single ops'} before converting, the "
              f"only way: {', '.join(dict.fromkeys(c.op for c in fused))} does not exist at "
              f"opset {args.opset}"] if fused else []
+    folded = [c for c in result.changes if c.action == "fold"]
+    if folded:
+        notes.append(f"folded {plural(len(folded), 'value')} computed from constants alone "
+                     "into initializers before converting, the only way: below their "
+                     "versions' opsets, the nodes reading them need them as constants")
 
     def check():
         return _verify(original, model, result, src, args.seed)

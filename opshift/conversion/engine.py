@@ -8,7 +8,9 @@ anything is written, so a refusal (:class:`~opshift.errors.ConversionError` nami
 versions and scope) leaves the model untouched. Then the opset imports and the IR version
 (decided here, once) are set. When some node is refused because its op does not exist at the
 target, the regions holding such nodes that ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu
-are fused first, and the fused model is planned instead (:mod:`.fuse_first`).
+are fused first, and the fused model is planned instead (:mod:`.fuse_first`); so is a model
+whose values nodes need as constants are folded where computed from constants alone
+(:mod:`.fold_first`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from ..census import Census
 from ..errors import (
     ArgumentTypeError,
     ConversionError,
-    MissingOpError,
     OpshiftError,
     function_id,
 )
@@ -33,7 +34,7 @@ from ..graph.facts import Facts
 from ..graph.scopes import Scope, subgraphs
 from ..memory import no_cyclic_gc
 from .bodies import body_refusal
-from .fuse_first import MissingOps, fuse_then_plan
+from .fuse_first import Refusals, plan_after_fusing_and_folding
 from .result import RELABEL, Change, ConvertResult, Relabels, all_changes, record_region
 from .step import Context
 from .walk import Walk, walk_for, walk_node
@@ -65,8 +66,8 @@ class _Planner:
                  record: bool, base_dir, facts: Facts, *, collect_refused: bool = False):
         self.ctx = Context(model, target, facts, Edits(facts))
         #: with ``collect_refused``, the refusals, collected in order instead of raised: the
-        #: first is raised once all is planned, or when some node's op does not exist at
-        #: the target, all are (:class:`MissingOps`)
+        #: first is raised once all is planned, or when fusing or folding first may help,
+        #: all are (:class:`Refusals`)
         self.refused: list[tuple] | None = [] if collect_refused else None
         self.source = source
         self.skip = skip
@@ -84,8 +85,8 @@ class _Planner:
             for sc in scopes:
                 progress.advance(len(sc.nodes) - self._plan_scope(sc, model_opset))
         if self.refused:
-            if any(isinstance(r[-1], MissingOpError) for r in self.refused):
-                raise MissingOps(self.refused)
+            if any(Refusals.may_help(r[-1]) for r in self.refused):
+                raise Refusals(self.refused, scopes)
             raise self.refused[0][-1]
         self.ctx.edits.write()
         return self.entries
@@ -333,11 +334,11 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
         return result
     ir = needed_ir(model, target)
     ir = ir if target < source else max(ir_before, ir)
-    result.entries, result.fused_regions = fuse_then_plan(
+    result.entries, result.fused_regions = plan_after_fusing_and_folding(
         model, lambda m: _Planner(m, source, target, frozenset(), record, base_dir,
                                   Facts(m, source, census=census if m is model else None),
                                   collect_refused=True).run(),
-        target, record=record, base_dir=base_dir)
+        source, target, record=record, base_dir=base_dir)
     if verbose_log is not None:
         for c in all_changes(result.entries):
             log(f"{c.scope}: {c.node} ({c.label}): {c.what} -- {c.why}")

@@ -1,4 +1,4 @@
-"""Fusing before converting, where that is the only way.
+"""Fusing and folding before converting, where that is the only way.
 
 A node whose op does not exist at the target opset and has no exact replacement there (Where
 below opset 9, ...) is refused. When such a node lies in a region that ``fuse``'s rules fuse
@@ -7,8 +7,10 @@ onnx's ``_expanded`` models write out are such regions -- the region is fused fi
 fused model is converted: the single op exists at every opset, and fusing it is exact by
 fuse's own checks. Only the regions holding refused nodes are fused (by the fuse pass itself),
 nothing else; each fusion is reported as a change saying which nodes were fused and why.
-Whatever fuse cannot fuse is refused as before, naming node, op and version; the model is
-changed only when the whole conversion is planned.
+A node refused because it needs as a constant a value computed from constants alone has that
+value folded first (:mod:`.fold_first`), reported the same way. Whatever neither helps is
+refused as before, naming node, op and version; the model is changed only when the whole
+conversion is planned.
 """
 
 from __future__ import annotations
@@ -17,51 +19,82 @@ from collections.abc import Callable
 
 import onnx
 
-from ..errors import ConversionError, MissingOpError
+from ..errors import ConstantNeededError, ConversionError, MissingOpError
+from .fold_first import fold
 from .result import Change
 
 
-class MissingOps(Exception):
-    """What the planner raises (when asked to collect refusals) when some node's op does not
-    exist at the target (a :class:`MissingOpError`): every refusal, in planning order, as
-    (node, name, scope label, version, error)."""
+class Refusals(Exception):
+    """What the planner raises (when asked to collect refusals) when fusing or folding first
+    may help (a :class:`MissingOpError` or a :class:`ConstantNeededError` is among them):
+    every refusal, in planning order, as (node, name, scope label, version, error)."""
 
-    def __init__(self, refused: list[tuple[onnx.NodeProto, str, str, int, MissingOpError]]
-                 ) -> None:
+    def __init__(self, refused: list[tuple[onnx.NodeProto, str, str, int, ConversionError]],
+                 scopes: list) -> None:
         super().__init__(str(refused[0][-1]))
         self.refused = refused
+        self.scopes = scopes  # the planned model's scopes, which the refusals name
+
+    @staticmethod
+    def may_help(e: ConversionError) -> bool:
+        return isinstance(e, (MissingOpError, ConstantNeededError))
 
 
-def fuse_then_plan(model: onnx.ModelProto, plan: Callable[[onnx.ModelProto], list],
-                   target: int, *, record: bool, base_dir) -> tuple[list, list]:
-    """``plan(model)``'s entries; where it raises :class:`MissingOps`, the regions holding
-    the nodes whose op does not exist at ``target`` are fused, and the fused model planned
-    instead (and moved into ``model`` once planned): fusing may also take away nodes refused
-    for other reasons (a Mul of the body that legacy broadcasting cannot express).
+def plan_after_fusing_and_folding(model: onnx.ModelProto,
+                                  plan: Callable[[onnx.ModelProto], list], source: int,
+                                  target: int, *, record: bool, base_dir
+                                  ) -> tuple[list, list]:
+    """``plan(model)``'s entries; where it raises :class:`Refusals`, the values refused
+    nodes need as constants are folded where they can be, else the regions holding the nodes
+    whose op does not exist at ``target`` are fused, and the new model planned instead (and
+    moved into ``model`` once planned): fusing or folding may also take away nodes refused
+    for other reasons (a Mul of the body that legacy broadcasting cannot express, the Slice
+    reversing a Pad's computed pads).
 
-    Returns the fusions (as changes) followed by the planner's entries, and the fusions'
-    regions (``record``: for verification). Raises :class:`ConversionError` when no refused
-    node is in a region fuse fuses, or the fused model is refused; ``model`` is then
-    unchanged.
+    Returns the fusions and folds (as changes) followed by the planner's entries, and the
+    fusions' regions (``record``: for verification). Raises :class:`ConversionError` when
+    neither helps, or the new model is refused; ``model`` is then unchanged.
     """
-    work, fusions, regions = model, [], []
+    work, firsts, regions = model, [], []
     while True:
         try:
             entries = plan(work)
             break
-        except MissingOps as m:
-            work, done, made = _fuse(work, m.refused, target, record, base_dir)
-            fusions += done
+        except Refusals as r:
+            folded = fold(work, source, target, r.refused, r.scopes)
+            if folded is not None:
+                work, done = folded
+                firsts += done
+                continue
+            if not any(isinstance(x[-1], MissingOpError) for x in r.refused):
+                _raise_after(r.refused[0][-1], firsts, target)
+            try:
+                work, done, made = _fuse(work, r.refused, target, record, base_dir)
+            except ConversionError as e:
+                _raise_after(e, firsts, target)
+            firsts += done
             regions += made
         except ConversionError as e:
-            if not fusions:
-                raise
-            ops = ", ".join(dict.fromkeys(c.op for c in fusions))
-            raise type(e)(f"{e} (after fusing {len(fusions)} region(s) into single ops first, "
-                          f"because {ops} does not exist at opset {target})") from None
+            _raise_after(e, firsts, target)
     if work is not model:
         model.CopyFrom(work)
-    return fusions + entries, regions
+    return firsts + entries, regions
+
+
+def _raise_after(e: ConversionError, firsts: list[Change], target: int) -> None:
+    """Raise ``e``, saying what was fused or folded before it."""
+    if not firsts:
+        raise e
+    said = []
+    fused = [c for c in firsts if c.action == "fuse"]
+    if fused:
+        ops = ", ".join(dict.fromkeys(c.op for c in fused))
+        said.append(f"fusing {len(fused)} region(s) into single ops first, because {ops} "
+                    f"does not exist at opset {target}")
+    if len(fused) < len(firsts):
+        said.append(f"folding {len(firsts) - len(fused)} value(s) computed from constants "
+                    "into initializers first")
+    raise type(e)(f"{e} (after {' and '.join(said)})") from None
 
 
 def _fuse(model: onnx.ModelProto, refused: list, target: int, record: bool, base_dir

@@ -46,8 +46,8 @@ class Change:
     def to_dict(self) -> dict[str, Any]:
         d = {"node": self.node, "op": self.label, "scope": self.scope, "what": self.what,
              "why": self.why}
-        if self.action == "fuse":  # a region fused before converting (see .fuse_first)
-            d["kind"] = "fuse"
+        if self.action in ("fuse", "fold"):  # done before converting (see .fuse_first)
+            d["kind"] = self.action
         return d
 
 

@@ -29,6 +29,15 @@ class Refuse(Exception):
     """Raised by a step that cannot be made exact; the engine adds the location."""
 
 
+class NotConstant(Refuse):
+    """A refusal because input ``value`` is computed where the step needs a constant (which
+    the engine may fold, :mod:`.fold_first`)."""
+
+    def __init__(self, message: str, value: str) -> None:
+        super().__init__(message)
+        self.value = value
+
+
 @dataclass
 class Context:
     """One conversion: the model's facts, the accepted edits, the target opset."""
@@ -205,7 +214,7 @@ class Step:
         name = self.input(i)
         v = self.const(name) if name else None
         if v is None:
-            raise Refuse(f"{what} (input {i}, {name!r}) is not a constant")
+            raise NotConstant(f"{what} (input {i}, {name!r}) is not a constant", name)
         return v
 
     # -- new values

@@ -14,12 +14,12 @@ from functools import cached_property
 import onnx
 
 from .. import opsets
-from ..errors import ConversionError, MissingOpError
+from ..errors import ConstantNeededError, ConversionError, MissingOpError
 from ..graph.facts import Facts
 from ..graph.scopes import Scope
 from .generic import SchemaStep, schema_step, versions_between
 from .registry import Registered, replacement_for, steps_for
-from .step import Context, NodeState, Refuse, Step
+from .step import Context, NodeState, NotConstant, Refuse, Step
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,11 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
             if not state.removed and not schema.passes(state.work or n):
                 schema.check(st)  # (passes: the check would leave the node as it is)
         except Refuse as e:
-            raise ConversionError(
-                f"{_loc(n, name, v_from, v_to, sc)}: step {op}-{st.src} -> {op}-{st.dst}: "
-                f"no exact adapter: {e}") from None
+            why = f"step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
+            msg = f"{_loc(n, name, v_from, v_to, sc)}: {why}"
+            if isinstance(e, NotConstant):
+                raise ConstantNeededError(msg, e.value, sc, why) from None
+            raise ConversionError(msg) from None
     if (state.finisher is None or state.removed) and (v_to is not None or state.removed):
         return _result(n, state), state
     loc = _loc(n, name, v_from, v_to, sc)

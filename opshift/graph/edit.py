@@ -155,7 +155,7 @@ class Edits:
                 # read by as many nodes as before but for the reads rewrites took away
                 left = {n for n in unused[key] if self.facts.uses(scope, n)
                         <= done.consumed.get((id(scope.root), n), 0)}
-                _remove_unused_constants(scope, left)
+                remove_unused_constants(scope, left)
 
 
 def _set_dims(declared: Declared | None,
@@ -195,7 +195,7 @@ def _used_names(nodes) -> set[str]:
     return used
 
 
-def _remove_unused_constants(scope: Scope, names: set[str]) -> None:
+def remove_unused_constants(scope: Scope, names: set[str]) -> None:
     """Drop the Constant nodes and initializers (not graph inputs) of ``names`` that nothing
     in ``scope`` uses any more."""
     if not names:

@@ -1,0 +1,222 @@
+"""Folding before converting, where that is the only way.
+
+A step that needs an input as a constant (Pad's pads below opset 11, Slice's starts and ends
+below 10, Reshape's shape below 5, ...) refuses one a node computes. Exporters often compute
+such a value from constants alone: PyTorch writes a Pad's pads as ConstantOfShape, Concat,
+Reshape, a reversing Slice, Transpose and Cast of Constant nodes; tf2onnx a Concat of a Split
+of an initializer. Such a value is folded: the evaluator computes it from those constants and
+it becomes an initializer of its graph, and the nodes that computed it go where nothing else
+reads them (with the Constant nodes and initializers only they read). Then the model is
+planned again.
+
+Only values a refused step needs are folded, and only through ops whose results do not depend
+on how a runtime computes them (data movement, casts, comparisons and logic, the four IEEE
+operations, Floor/Ceil/Abs/Neg/Sign/Mod/Max/Min): the folded model computes the same as the
+input, bit for bit. A value read at run time (a graph input, a Shape of one), an other-domain
+op, a value of more than :data:`MAX_ELEMENTS` elements, a graph's output, or a value in a
+model-local function stays refused. Below opset 9 (IR 3) a subgraph can hold no initializer
+its graph does not take as input, and a Constant node holds floats only: values of subgraphs
+are not folded there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import chain
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .. import opsets
+from ..errors import ConstantNeededError, OpshiftError
+from ..graph.edit import remove_unused_constants
+from ..graph.facts import Facts
+from ..graph.scopes import Scope, iter_scopes, may_hold_subgraphs, splice, subgraphs
+from .result import Change
+
+#: ops whose results from given inputs every runtime computes alike (no reduction order,
+#: no library function): folded from constants, they compute what the model computes
+FOLDABLE = frozenset({
+    "Abs", "Add", "And", "Cast", "CastLike", "Ceil", "Concat", "ConstantOfShape", "Div",
+    "Equal", "Expand", "Flatten", "Floor", "Gather", "GatherElements", "Greater",
+    "GreaterOrEqual", "Identity", "Less", "LessOrEqual", "Max", "Min", "Mod", "Mul", "Neg",
+    "Not", "Or", "Range", "Reshape", "Shape", "Sign", "Size", "Slice", "Split", "Squeeze",
+    "Sub", "Tile", "Transpose", "Unsqueeze", "Where", "Xor",
+})
+#: the most elements a folded value or a constant it reads may have
+MAX_ELEMENTS = 1 << 16
+#: the most nodes folded into one value
+MAX_NODES = 256
+_PLAIN = frozenset("bBhHiIlLqQefd?")  # numpy kinds numpy_helper writes as they are
+
+
+def fold(model: onnx.ModelProto, source: int, target: int, refused: list, planned: list
+         ) -> tuple[onnx.ModelProto, list[Change]] | None:
+    """A copy of ``model`` with each value a :class:`ConstantNeededError` of ``refused``
+    ((node, name, scope label, version, error) tuples, as the planner collects them) names
+    folded into an initializer where it is computed from constants alone; the folds as
+    changes. None when none can be folded. ``planned``: the scopes of ``model`` the planner
+    saw, which the errors name (its facts may hold constants of edits it did not make)."""
+    facts = Facts(model, source)
+    scopes_now = facts.scopes()
+    at_planned = {id(s): k for k, s in enumerate(planned)}
+    where = {id(s): k for k, s in enumerate(scopes_now)}
+    producers: dict[int, dict[str, int]] = {}
+    plans: dict[tuple[int, str], tuple] = {}
+    for _node, name, _label, _version, err in refused:
+        if not isinstance(err, ConstantNeededError) or id(err.scope) not in at_planned:
+            continue
+        scope = _scope_of(err.value, scopes_now[at_planned[id(err.scope)]], producers)
+        if scope is None or scope.graph is None or (scope.parent is not None and target < 9) \
+                or err.value in scope.outputs():
+            continue
+        key = (where[id(scope)], err.value)
+        if key in plans:
+            continue
+        found = _chain(facts, scope, err.value, producers[id(scope)])
+        if found is None:
+            continue
+        value = _evaluate(scope, err.value, *found)
+        if value is not None:
+            plans[key] = (scope, found[0], value, name, err)
+    if not plans:
+        return None
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    scopes = list(iter_scopes(out))
+    by_scope: dict[int, list] = {}
+    for (k, v), plan in plans.items():
+        by_scope.setdefault(k, []).append((v, plan[1], plan[2]))
+    gone = {k: _replace(scopes[k], folds, producers[id(plans[k, folds[0][0]][0])])
+            for k, folds in by_scope.items()}
+    changes = []
+    for (k, v), (scope, at, _, refused_name, err) in plans.items():
+        made = scope.nodes[producers[id(scope)][v]]
+        ops = ", ".join(dict.fromkeys(scope.nodes[i].op_type for i in at))
+        left = sum(i not in gone[k] for i in at)
+        changes.append(Change(
+            made.name or f"<{made.op_type}>", made.op_type, scope.label,
+            opsets.since_version(made.op_type, scope.opset or source) or 0, None, "fold",
+            f"folded {v!r}, computed from constants by {len(at)} node(s) ({ops}), into an "
+            "initializer first" + (f" ({left} of them kept: other nodes read them)"
+                                   if left else ""),
+            f"node {refused_name!r}: {err.reason}; the value depends on constants only, "
+            "through ops every runtime computes alike"))
+    return out, changes
+
+
+def _scope_of(value: str, scope: Scope, producers: dict[int, dict[str, int]]
+              ) -> Scope | None:
+    """The scope whose node computes ``value``: ``scope`` or one enclosing it."""
+    s: Scope | None = scope
+    while s is not None:
+        index = producers.get(id(s))
+        if index is None:
+            index = producers[id(s)] = {o: i for i, n in enumerate(s.nodes)
+                                        for o in n.output if o}
+        if value in index:
+            return s
+        s = s.parent
+    return None
+
+
+def _chain(facts: Facts, scope: Scope, value: str, index: dict[str, int]
+           ) -> tuple[list[int], dict[str, onnx.TensorProto]] | None:
+    """(positions of the nodes computing ``value``, in order; the constants they read) when
+    only constants and :data:`FOLDABLE` ops go into it, else None."""
+    nodes, at, leaves = scope.nodes, set(), {}
+    todo, seen = [value], set()
+    while todo:
+        x = todo.pop()
+        if not x or x in seen:
+            continue
+        seen.add(x)
+        c = facts.constant(scope, x)
+        if c is not None:
+            t = c.tensor
+            if t.data_location == onnx.TensorProto.EXTERNAL or np.prod(t.dims) > MAX_ELEMENTS:
+                return None
+            leaves[x] = t
+            continue
+        i = index.get(x)
+        if i is None:  # a graph input, or computed in an enclosing graph
+            return None
+        n = nodes[i]
+        if opsets.normalize_domain(n.domain) or n.op_type not in FOLDABLE or len(at) >= MAX_NODES:
+            return None
+        at.add(i)
+        todo.extend(n.input)
+    return sorted(at), leaves
+
+
+def _evaluate(scope: Scope, value: str, at: list[int], leaves: dict[str, onnx.TensorProto]
+              ) -> onnx.TensorProto | None:
+    """``value`` computed by the evaluator from the nodes at ``at`` and ``leaves``, as a
+    tensor named ``value``; None when it cannot be run or is too large."""
+    from ..evaluator import evaluate
+
+    g = onnx.GraphProto(name="fold", node=[scope.nodes[i] for i in at],
+                        output=[onnx.ValueInfoProto(name=value)])
+    for name, t in leaves.items():  # (a Constant node's tensor is not named as its output)
+        g.initializer.add().CopyFrom(t)
+        g.initializer[-1].name = name
+    m = onnx.ModelProto(graph=g, ir_version=onnx.IR_VERSION, opset_import=[
+        onnx.OperatorSetIdProto(domain=d, version=v) for d, v in scope.opsets.items()])
+    try:
+        with np.errstate(all="ignore"):
+            result = evaluate(m, {})[value]
+    except (OpshiftError, ValueError, TypeError):
+        return None
+    if not isinstance(result, np.ndarray) or result.size > MAX_ELEMENTS \
+            or result.dtype.char not in _PLAIN:
+        return None
+    return numpy_helper.from_array(result, value)
+
+
+def _replace(scope: Scope, folds: list[tuple[str, list[int], onnx.TensorProto]],
+             index: dict[str, int]) -> set[int]:
+    """Each folded value an initializer of ``scope``'s graph, its node's output renamed; the
+    nodes that computed them and that nothing reads any more removed, with the constants
+    only they read and their value_info. Returns the positions of the nodes removed."""
+    g, nodes = scope.graph, scope.nodes
+    taken = set(index) | {t.name for t in g.initializer} | {v.name for v in g.input}
+    for value, _, tensor in folds:
+        made = nodes[index[value]]
+        fresh, k = f"{value}/folded", 1
+        while fresh in taken:
+            fresh, k = f"{value}/folded_{k}", k + 1
+        taken.add(fresh)
+        made.output[list(made.output).index(value)] = fresh
+        g.initializer.append(tensor)
+    reads = Counter(chain.from_iterable(n.input for n in nodes))
+    reads.update(o.name for o in g.output)
+    for n in nodes:  # what subgraphs read of this graph's values
+        if may_hold_subgraphs(n.domain, n.op_type):
+            for _, sg in subgraphs(n):
+                reads.update(_reads(sg))
+    gone: dict[int, list] = {}
+    for i in sorted(set(chain.from_iterable(at for _, at, _ in folds)), reverse=True):
+        n = nodes[i]
+        if all(not o or not reads[o] for o in n.output):
+            gone[i] = []
+            reads.subtract(n.input)
+    dead = {o for i in gone for o in nodes[i].output}
+    leaves = {x for i in gone for x in nodes[i].input} - dead
+    splice(nodes, gone)
+    keep = [vi for vi in g.value_info if vi.name not in dead]
+    if len(keep) != len(g.value_info):
+        del g.value_info[:]
+        g.value_info.extend(keep)
+    remove_unused_constants(scope, leaves)
+    return set(gone)
+
+
+def _reads(g: onnx.GraphProto) -> list[str]:
+    """Every name a graph's nodes (and their subgraphs) and outputs read."""
+    out = [o.name for o in g.output]
+    for n in g.node:
+        out.extend(n.input)
+        for _, sg in subgraphs(n):
+            out.extend(_reads(sg))
+    return out

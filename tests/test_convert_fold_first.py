@@ -1,0 +1,233 @@
+"""convert folds a value a step needs as a constant (a Pad's pads below 11, a Slice's ends
+below 10) when nodes compute it from constants alone -- PyTorch's pads pattern, a Split of an
+initializer -- and only then: a value read at run time, an op whose result a runtime may
+compute its own way, or a subgraph below opset 9 stays refused, the input untouched."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from clirun import opshift
+from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from opshift.conversion.engine import convert_proto
+from opshift.errors import ConversionError
+from opshift.evaluator import evaluate
+
+
+def _const(name: str, value) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], name=f"c_{name}",
+                            value=numpy_helper.from_array(np.array(value, np.int64)))
+
+
+def _torch_pads(x_rank: int, pads_first_axes: list[int], tag: str = "") -> list:
+    """The nodes PyTorch's exporter writes for F.pad(x, pads) at opset 13 (ConstantOfShape,
+    Concat, Reshape, reversing Slice, Transpose, Reshape, Cast), ending in 'pads{tag}'."""
+    t = tag
+    return [
+        _const(f"given{t}", pads_first_axes),
+        _const(f"fill{t}", [2 * x_rank - len(pads_first_axes)]),
+        helper.make_node("ConstantOfShape", [f"fill{t}"], [f"zeros{t}"], name=f"zeros{t}",
+                         value=numpy_helper.from_array(np.array([0], np.int64))),
+        helper.make_node("Concat", [f"given{t}", f"zeros{t}"], [f"cat{t}"], name=f"cat{t}",
+                         axis=0),
+        _const(f"pairs{t}", [-1, 2]),
+        helper.make_node("Reshape", [f"cat{t}", f"pairs{t}"], [f"r{t}"], name=f"r{t}"),
+        _const(f"s1{t}", [-1]), _const(f"s2{t}", [0]),
+        _const(f"s3{t}", [-1]),
+        helper.make_node("Slice", [f"r{t}", f"s1{t}", _min(t), f"s2{t}", f"s3{t}"],
+                         [f"rev{t}"], name=f"rev{t}"),
+        _const(f"minint{t}", [-(2**63)]),
+        helper.make_node("Transpose", [f"rev{t}"], [f"tr{t}"], name=f"tr{t}"),
+        _const(f"flat{t}", [-1]),
+        helper.make_node("Reshape", [f"tr{t}", f"flat{t}"], [f"r2{t}"], name=f"r2{t}"),
+        helper.make_node("Cast", [f"r2{t}"], [f"pads{t}"], name=f"cast{t}", to=T.INT64),
+    ]
+
+
+def _min(t: str) -> str:
+    return f"minint{t}"
+
+
+def _ordered(nodes: list) -> list:
+    """``nodes`` with each Constant placed before its first reader."""
+    made = {o for n in nodes if n.op_type != "Constant" for o in n.output}
+    consts = {n.output[0]: n for n in nodes if n.op_type == "Constant"}
+    out, placed = [], set()
+    for n in nodes:
+        if n.op_type == "Constant":
+            continue
+        for i in n.input:
+            if i in consts and i not in placed and i not in made:
+                out.append(consts[i])
+                placed.add(i)
+        out.append(n)
+    return out
+
+
+def _padded(extra: list | None = None, outputs: list | None = None) -> onnx.ModelProto:
+    nodes = _ordered(_torch_pads(4, [1, 2, 0, 3]) + [
+        helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode="constant")])
+    return make_model(nodes + (extra or []), [vi("x", T.FLOAT, [1, 2, 3, 4])],
+                      [vi("y", T.FLOAT, 4)] + (outputs or []), opset=13)
+
+
+def _copy(m: onnx.ModelProto) -> onnx.ModelProto:
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    return c
+
+
+@pytest.mark.parametrize("target", [10, 9, 7, 2])
+def test_pytorch_pads_are_folded_and_the_pad_converted(target):
+    m = _padded()
+    c = _copy(m)
+    res = convert_proto(c, target)
+    onnx.checker.check_model(c, full_check=True)
+    assert [n.op_type for n in c.graph.node] == ["Pad"]  # every node of the pads went
+    pad = c.graph.node[0]
+    assert list(helper.get_attribute_value(
+        next(a for a in pad.attribute if a.name == "pads"))) == [0, 0, 0, 1, 0, 0, 3, 2]
+    folds = [ch for ch in res.changes if ch.action == "fold"]
+    assert len(folds) == 1 and folds[0].node == "cast"
+    assert folds[0].to_dict()["kind"] == "fold"
+    assert "7 node(s) (ConstantOfShape, Concat, Reshape, Slice, Transpose, Cast)" in \
+        folds[0].what and "pads (input 1, 'pads') is not a constant" in folds[0].why
+    x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4) - 11.5
+    want = evaluate(m, {"x": x})["y"]
+    assert want.shape == (1, 2, 6, 7)
+    assert_exact(want, evaluate(c, {"x": x})["y"], f"opset {target}")
+    ort = onnxruntime_outputs(c, {"x": x})
+    if not isinstance(ort, str):
+        assert_exact(want, ort[0], f"onnxruntime at opset {target}")
+
+
+def test_nodes_something_else_reads_are_kept():
+    # 'cat' also feeds a graph output: it stays (with what it reads), the rest goes
+    m = _padded(outputs=[vi("cat", T.INT64, 1)])
+    c = _copy(m)
+    res = convert_proto(c, 10)
+    onnx.checker.check_model(c, full_check=True)
+    assert sorted(n.op_type for n in c.graph.node) == [
+        "Concat", "Constant", "Constant", "ConstantOfShape", "Pad"]
+    fold = next(ch for ch in res.changes if ch.action == "fold")
+    assert "(2 of them kept: other nodes read them)" in fold.what
+    x = np.ones((1, 2, 3, 4), np.float32)
+    want = evaluate(m, {"x": x})
+    got = evaluate(c, {"x": x})
+    for k in want:
+        assert_exact(want[k], got[k], k)
+
+
+def test_a_split_of_an_initializer_is_folded_and_the_split_kept_for_its_other_output():
+    # tf2onnx: a Slice's starts and ends as outputs of one Split of an initializer; its third
+    # output is the graph's, so the Split stays for that one
+    init = numpy_helper.from_array(np.array([1, 3, 7], np.int64), "bounds")
+    nodes = [helper.make_node("Split", ["bounds"], ["lo", "hi", "rest"], name="split", axis=0),
+             helper.make_node("Slice", ["x", "lo", "hi"], ["y"], name="slice")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [5])], [vi("y", T.FLOAT, 1),
+                                                    vi("rest", T.INT64, 1)], opset=13,
+                   initializers=[init])
+    c = _copy(m)
+    res = convert_proto(c, 9)
+    onnx.checker.check_model(c, full_check=True)
+    assert [n.op_type for n in c.graph.node] == ["Split", "Slice"]
+    assert [ch.node for ch in res.changes if ch.action == "fold"] == ["split", "split"]
+    x = np.arange(5, dtype=np.float32)
+    for k, v in evaluate(m, {"x": x}).items():
+        assert_exact(v, evaluate(c, {"x": x})[k], k)
+
+
+def test_a_graph_output_is_not_folded():
+    init = numpy_helper.from_array(np.array([1, 3], np.int64), "bounds")
+    nodes = [helper.make_node("Split", ["bounds"], ["lo", "hi"], name="split", axis=0),
+             helper.make_node("Slice", ["x", "lo", "hi"], ["y"], name="slice")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [5])], [vi("y", T.FLOAT, 1),
+                                                    vi("hi", T.INT64, 1)], opset=13,
+                   initializers=[init])
+    with pytest.raises(ConversionError, match=r"ends \(input 2, 'hi'\) is not a constant"):
+        convert_proto(m, 9)
+
+
+def test_a_value_read_at_run_time_stays_refused_and_the_input_untouched():
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Concat", ["s", "s"], ["pads"], name="cat", axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")]
+    m = make_model(nodes, [vi("x", T.FLOAT, ["n", 3])], [vi("y", T.FLOAT, None)], opset=13)
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError, match=r"pads \(input 1, 'pads'\) is not a constant$"):
+        convert_proto(m, 10)
+    assert m.SerializeToString() == before
+
+
+def test_an_op_runtimes_compute_their_own_way_is_not_folded():
+    # Exp is a library function: its folded value could differ from a runtime's
+    nodes = [helper.make_node("Exp", ["f"], ["e"], name="exp"),
+             helper.make_node("Cast", ["e"], ["pads"], name="cast", to=T.INT64),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, None)], opset=13,
+                   initializers=[numpy_helper.from_array(np.zeros(2, np.float32), "f")])
+    with pytest.raises(ConversionError, match="is not a constant"):
+        convert_proto(m, 10)
+
+
+def test_a_refusal_after_folding_says_so_and_leaves_the_input_untouched():
+    # the pads fold; the Mod (a float one below 10) is refused: nothing is written
+    m = _padded(extra=[helper.make_node("Mod", ["y", "y"], ["z"], name="mod", fmod=1)],
+                outputs=[vi("z", T.FLOAT, 4)])
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError, match=r"node 'mod' .*\(after folding 1 value\(s\) "
+                                              r"computed from constants into initializers "
+                                              r"first\)"):
+        convert_proto(m, 9)
+    assert m.SerializeToString() == before
+
+
+def _in_branch() -> onnx.ModelProto:
+    branch = helper.make_graph(
+        _ordered(_torch_pads(1, [2, 1])
+                 + [helper.make_node("Pad", ["x", "pads"], ["b"], name="pad")]),
+        "then", [], [vi("b", T.FLOAT, 1)])
+    other = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["o"], name="twice",
+                                                axis=0)],
+                              "else", [], [vi("o", T.FLOAT, 1)])
+    nodes = [helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch,
+                              else_branch=other)]
+    return make_model(nodes, [vi("c", T.BOOL, []), vi("x", T.FLOAT, [3])],
+                      [vi("y", T.FLOAT, 1)], opset=13)
+
+
+def test_a_value_in_a_subgraph_is_folded_there_from_opset_9_only():
+    m = _in_branch()
+    c = _copy(m)
+    convert_proto(c, 9)
+    onnx.checker.check_model(c, full_check=True)
+    then = next(a.g for a in c.graph.node[0].attribute if a.name == "then_branch")
+    assert [n.op_type for n in then.node] == ["Pad"]
+    assert [t.name for t in then.initializer] == []  # the pads are the Pad's attribute now
+    x = np.array([1, -2, 3], np.float32)
+    for cond in (True, False):
+        feeds = {"c": np.array(cond), "x": x}
+        assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"], str(cond))
+    # below 9 (IR 3) a subgraph's initializer would have to be an input of the branch
+    with pytest.raises(ConversionError, match="is not a constant"):
+        convert_proto(_in_branch(), 8)
+
+
+def test_cli_says_what_it_folded_and_verifies_the_whole_model(tmp_path):
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(_padded(), src)
+    before = src.read_bytes()
+    p = opshift("convert", src, "--opset", 10, "-o", out, "--verify", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    (fold,) = [c for c in d["changes"] if c.get("kind") == "fold"]
+    assert fold["node"] == "cast" and fold["op"] == "Cast-13->None"
+    assert any(n.startswith("folded 1 value computed from constants alone") for n in d["notes"])
+    assert d["verify"]["ok"] and d["verify"]["checks"]["whole_model"]
+    assert d["ops_after"] == {"Pad": 1} and src.read_bytes() == before
