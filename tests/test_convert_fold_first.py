@@ -146,12 +146,13 @@ def test_a_split_of_an_initializer_is_folded_and_the_split_kept_for_its_other_ou
 def test_a_graph_output_is_not_folded():
     init = numpy_helper.from_array(np.array([1, 3], np.int64), "bounds")
     nodes = [helper.make_node("Split", ["bounds"], ["lo", "hi"], name="split", axis=0),
-             helper.make_node("Slice", ["x", "lo", "hi"], ["y"], name="slice")]
+             helper.make_node("Concat", ["lo", "hi"], ["pads"], name="cat", axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")]
     m = make_model(nodes, [vi("x", T.FLOAT, [5])], [vi("y", T.FLOAT, 1),
-                                                    vi("hi", T.INT64, 1)], opset=13,
+                                                    vi("pads", T.INT64, 1)], opset=13,
                    initializers=[init])
-    with pytest.raises(ConversionError, match=r"ends \(input 2, 'hi'\) is not a constant"):
-        convert_proto(m, 9)
+    with pytest.raises(ConversionError, match=r"pads \(input 1, 'pads'\) is not a constant"):
+        convert_proto(m, 10)
 
 
 def test_a_value_read_at_run_time_stays_refused_and_the_input_untouched():

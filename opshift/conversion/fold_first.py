@@ -51,6 +51,14 @@ MAX_NODES = 256
 _PLAIN = frozenset("bBhHiIlLqQefd?")  # numpy kinds numpy_helper writes as they are
 
 
+def foldable(facts: Facts, scope: Scope, value: str, target: int) -> bool:
+    """Whether :func:`fold` folds ``value`` (read by a node of ``scope``) when a step refuses
+    it as not a constant: a step with another exact form for a computed value leaves a
+    foldable one to the fold, whose result is simpler."""
+    home = _home(facts, scope, value, target)
+    return home is not None and _chain(facts, home, value) is not None
+
+
 def fold(model: onnx.ModelProto, source: int, target: int, refused: list, planned: list
          ) -> tuple[onnx.ModelProto, list[Change]] | None:
     """A copy of ``model`` with each value a :class:`ConstantNeededError` of ``refused``
@@ -62,24 +70,26 @@ def fold(model: onnx.ModelProto, source: int, target: int, refused: list, planne
     scopes_now = facts.scopes()
     at_planned = {id(s): k for k, s in enumerate(planned)}
     where = {id(s): k for k, s in enumerate(scopes_now)}
-    producers: dict[int, dict[str, int]] = {}
+    positions: dict[int, dict[str, int]] = {}  # per scope: value -> its node's position
     plans: dict[tuple[int, str], tuple] = {}
     for _node, name, _label, _version, err in refused:
         if not isinstance(err, ConstantNeededError) or id(err.scope) not in at_planned:
             continue
-        scope = _scope_of(err.value, scopes_now[at_planned[id(err.scope)]], producers)
-        if scope is None or scope.graph is None or (scope.parent is not None and target < 9) \
-                or err.value in scope.outputs():
+        home = _home(facts, scopes_now[at_planned[id(err.scope)]], err.value, target)
+        key = (where[id(home)], err.value) if home is not None else None
+        if key is None or key in plans:
             continue
-        key = (where[id(scope)], err.value)
-        if key in plans:
-            continue
-        found = _chain(facts, scope, err.value, producers[id(scope)])
+        found = _chain(facts, home, err.value)
         if found is None:
             continue
-        value = _evaluate(scope, err.value, *found)
+        index = positions.get(id(home))
+        if index is None:
+            index = positions[id(home)] = {o: i for i, n in enumerate(home.nodes)
+                                           for o in n.output if o}
+        at = sorted(index[next(o for o in n.output if o)] for n in found[0])
+        value = _evaluate(home, err.value, at, found[1])
         if value is not None:
-            plans[key] = (scope, found[0], value, name, err)
+            plans[key] = (home, at, value, name, err)
     if not plans:
         return None
     out = onnx.ModelProto()
@@ -88,16 +98,16 @@ def fold(model: onnx.ModelProto, source: int, target: int, refused: list, planne
     by_scope: dict[int, list] = {}
     for (k, v), plan in plans.items():
         by_scope.setdefault(k, []).append((v, plan[1], plan[2]))
-    gone = {k: _replace(scopes[k], folds, producers[id(plans[k, folds[0][0]][0])])
+    gone = {k: _replace(scopes[k], folds, positions[id(scopes_now[k])])
             for k, folds in by_scope.items()}
     changes = []
-    for (k, v), (scope, at, _, refused_name, err) in plans.items():
-        made = scope.nodes[producers[id(scope)][v]]
-        ops = ", ".join(dict.fromkeys(scope.nodes[i].op_type for i in at))
+    for (k, v), (home, at, _, refused_name, err) in plans.items():
+        made = home.nodes[positions[id(home)][v]]
+        ops = ", ".join(dict.fromkeys(home.nodes[i].op_type for i in at))
         left = sum(i not in gone[k] for i in at)
         changes.append(Change(
-            made.name or f"<{made.op_type}>", made.op_type, scope.label,
-            opsets.since_version(made.op_type, scope.opset or source) or 0, None, "fold",
+            made.name or f"<{made.op_type}>", made.op_type, home.label,
+            opsets.since_version(made.op_type, home.opset or source) or 0, None, "fold",
             f"folded {v!r}, computed from constants by {len(at)} node(s) ({ops}), into an "
             "initializer first" + (f" ({left} of them kept: other nodes read them)"
                                    if left else ""),
@@ -106,48 +116,51 @@ def fold(model: onnx.ModelProto, source: int, target: int, refused: list, planne
     return out, changes
 
 
-def _scope_of(value: str, scope: Scope, producers: dict[int, dict[str, int]]
-              ) -> Scope | None:
-    """The scope whose node computes ``value``: ``scope`` or one enclosing it."""
-    s: Scope | None = scope
-    while s is not None:
-        index = producers.get(id(s))
-        if index is None:
-            index = producers[id(s)] = {o: i for i, n in enumerate(s.nodes)
-                                        for o in n.output if o}
-        if value in index:
-            return s
-        s = s.parent
-    return None
+def _home(facts: Facts, scope: Scope, value: str, target: int) -> Scope | None:
+    """The scope whose node computes ``value`` (read in ``scope``: it or one enclosing it)
+    when a fold may make it an initializer there: a graph's, not its output, and below
+    opset 9 the main graph's only."""
+    if scope.root.function is not None:
+        return None
+    found = facts.producer(value)
+    if found is None:
+        return None
+    home = found[1]
+    if home.graph is None or (home.parent is not None and target < 9) \
+            or value in home.outputs():
+        return None
+    return home
 
 
-def _chain(facts: Facts, scope: Scope, value: str, index: dict[str, int]
-           ) -> tuple[list[int], dict[str, onnx.TensorProto]] | None:
-    """(positions of the nodes computing ``value``, in order; the constants they read) when
-    only constants and :data:`FOLDABLE` ops go into it, else None."""
-    nodes, at, leaves = scope.nodes, set(), {}
+def _chain(facts: Facts, home: Scope, value: str
+           ) -> tuple[list[onnx.NodeProto], dict[str, onnx.TensorProto]] | None:
+    """(the nodes computing ``value``; the constants they read) when only constants and
+    :data:`FOLDABLE` ops of ``home`` go into it, else None."""
+    nodes: dict[str, onnx.NodeProto] = {}  # by its first output: a Split's outputs share it
+    leaves = {}
     todo, seen = [value], set()
     while todo:
         x = todo.pop()
         if not x or x in seen:
             continue
         seen.add(x)
-        c = facts.constant(scope, x)
+        c = facts.constant(home, x)
         if c is not None:
             t = c.tensor
             if t.data_location == onnx.TensorProto.EXTERNAL or np.prod(t.dims) > MAX_ELEMENTS:
                 return None
             leaves[x] = t
             continue
-        i = index.get(x)
-        if i is None:  # a graph input, or computed in an enclosing graph
+        found = facts.producer(x)
+        if found is None or found[1] is not home:  # read at run time, or computed elsewhere
             return None
-        n = nodes[i]
-        if opsets.normalize_domain(n.domain) or n.op_type not in FOLDABLE or len(at) >= MAX_NODES:
+        n = found[0]
+        if opsets.normalize_domain(n.domain) or n.op_type not in FOLDABLE \
+                or len(nodes) >= MAX_NODES:
             return None
-        at.add(i)
+        nodes[next(o for o in n.output if o)] = n
         todo.extend(n.input)
-    return sorted(at), leaves
+    return list(nodes.values()), leaves
 
 
 def _evaluate(scope: Scope, value: str, at: list[int], leaves: dict[str, onnx.TensorProto]

@@ -256,6 +256,16 @@ class Step:
         index = self.add_const("axis", np.array([axis] if rank1 else axis, np.int64))
         return self.add_node("Gather", [shape, index], what, axis=0)
 
+    def positions(self, count: str, what: str) -> str:
+        """0, 1, .., count - 1 (``count`` an int64 scalar) as an int64 ``[count]``: the
+        NonZero of count ones (a ConstantOfShape), which exist from opset 9 (then Squeeze
+        takes its axes as an attribute: below 13 only)."""
+        ones = self.add_node("ConstantOfShape", [self.add_node("Reshape", [count, self.add_const(
+            "one", np.array([1], np.int64))], f"{what}_count")], f"{what}_ones",
+            value=helper.make_tensor("one", onnx.TensorProto.INT64, [1], [1]))
+        return self.add_node("Squeeze", [self.add_node("NonZero", [ones], f"{what}_2d")], what,
+                             axes=[0])
+
     def add_cast(self, inp: str, to: int, what: str, *, after: bool = False,
                  output: str | None = None) -> str:
         """Insert a Cast of ``inp`` to element type ``to`` valid at the target (Cast-1 takes

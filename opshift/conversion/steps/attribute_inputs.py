@@ -4,8 +4,8 @@ when an input that must become an attribute is not a constant.
 Reshape **5** (shape), **14** (allowzero); Unsqueeze/Squeeze/ReduceSum **13** and the other
 Reduce ops **18** (axes, noop_with_empty_axes); Split **2**, **13**, **18** (split,
 num_outputs); Clip **6** (unset bounds), **11** (min/max); Pad **2** (paddings -> pads),
-**11** (pads/value); Slice **10** (below: an axis of step other than 1 and known size a
-Gather); TopK **10** (k); DFT **20** (axis, default 1 vs -2).
+**11** (pads/value); Slice **10** (below: what Slice-1 cannot take a Gather,
+:mod:`.slice_bounds`); TopK **10** (k); DFT **20** (axis, default 1 vs -2).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 from ... import opsets
 from ..registry import at
 from ..step import Refuse, Step, norm_axis, np_dtype
+from .slice_bounds import slice_below_10
 
 FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -294,51 +295,10 @@ def slice_inputs(st: Step) -> None:
         for i, name in enumerate(("starts", "ends", "axes"), 1):
             attr_to_input(st, name, i)
         return
-    if st.input(4):
-        steps = st.need_const(4, "steps")
-        if (steps != 1).any():
-            _stepped_axes_as_gathers(st, steps)
-            if st.state.removed:
-                return
-        else:
-            st.set_inputs(list(st.w.input)[:4])
-            st.note("steps of 1 dropped (Slice-1 steps by 1)")
+    if slice_below_10(st):
+        return
     for i, name in ((3, "axes"), (2, "ends"), (1, "starts")):
         input_to_attr(st, i, name)
-
-
-def _stepped_axes_as_gathers(st: Step, steps: np.ndarray) -> None:
-    """Below Slice-10 an axis sliced with a step other than 1 is a Gather of the indices the
-    slice picks (numpy's clamping, which Slice states), where the axis's size is known; the
-    axes of step 1 stay in the Slice (none left: the last Gather gives the output)."""
-    starts, ends = st.need_const(1, "starts"), st.need_const(2, "ends")
-    axes = st.need_const(3, "axes") if st.input(3) else np.arange(len(starts))
-    if not len(axes) == len(starts) == len(ends) == len(steps):
-        raise Refuse("starts, ends, axes and steps differ in length")
-    shape = st.shape(st.input(0))
-    kept, gathers = [], []
-    for a, b, e, step in zip(axes.tolist(), starts.tolist(), ends.tolist(), steps.tolist()):
-        if step == 1:
-            kept.append((a, b, e))
-            continue
-        dim = None if shape is None or not -len(shape) <= a < len(shape) else shape[a]
-        if step == 0 or not isinstance(dim, int):
-            raise Refuse(f"steps {steps.tolist()} exist only from Slice-10 (a Gather of the "
-                         f"indices step {step} picks on axis {a} needs its size, unknown)")
-        gathers.append((a % len(shape), np.arange(dim, dtype=np.int64)[slice(b, e, step)]))
-    x = st.input(0)
-    for k, (a, idx) in enumerate(gathers):
-        last = k == len(gathers) - 1 and not kept
-        x = st.add_node("Gather", [x, st.add_const(f"axis{a}_indices", idx)],
-                        f"axis{a}_step", axis=a, output=st.w.output[0] if last else None)
-    what = f"steps {steps.tolist()} written as Gather of the indices they pick"
-    if not kept:
-        st.remove(what, "Slice takes steps only from opset 10")
-        return
-    ka, kb, ke = (np.array(v, np.int64) for v in zip(*kept))
-    st.set_inputs([x, st.add_const("starts", kb), st.add_const("ends", ke),
-                   st.add_const("axes", ka)])
-    st.note(what, "Slice takes steps only from opset 10")
 
 
 @at(10, "TopK")

@@ -37,11 +37,7 @@ def range_below_11(st: Step) -> None:
         _accumulate(st, t, start, delta, count, y)
         st.remove("Range written as its count and a Loop adding delta once per value")
         return
-    positions = st.add_node("Squeeze", [st.add_node("NonZero", [st.add_node(
-        "ConstantOfShape", [st.add_node("Reshape", [count, st.add_const(
-            "one", np.array([1], np.int64))], "count_1d")], "ones",
-        value=helper.make_tensor("one", _INT64, [1], [1]))], "positions_2d")], "positions",
-        axes=[0])
+    positions = st.positions(count, "positions")
     steps = positions if t == _INT64 else st.add_cast(positions, t, "positions_cast")
     st.add_node("Add", [start, st.add_node("Mul", [steps, delta], "offsets")], "values",
                 output=y)

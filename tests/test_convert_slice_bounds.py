@@ -1,0 +1,124 @@
+"""Slice below 10 with bounds computed at run time or a step other than 1 on an axis of unknown
+size, from opset 9: a Gather of the positions Slice-10 picks, computed from the bounds and the
+axis's size. Checked bit for bit against Slice-13 on the evaluator over negative, clamped and
+extreme bounds and every step sign, onnxruntime beside it; below 9 refused, bounds computed
+from constants left to the fold (the Slice stays)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from opshift.conversion.engine import convert_proto
+from opshift.errors import ConversionError
+from opshift.evaluator import evaluate
+
+BIG, SMALL = 2**63 - 1, -(2**63)
+BOUNDS = [0, 1, 2, 4, 5, 9, -1, -2, -5, -9, BIG, SMALL]
+
+
+def _slice(x_shape, steps: list[int] | None, axes=(1,), index=T.INT64) -> onnx.ModelProto:
+    k, dtype = len(axes), helper.tensor_dtype_to_np_dtype(index)
+    inits = [numpy_helper.from_array(np.array(axes, dtype), "axes")]
+    ins = ["x", "s", "e", "axes"]
+    if steps is not None:
+        inits.append(numpy_helper.from_array(np.array(steps, dtype), "steps"))
+        ins.append("steps")
+    return make_model([helper.make_node("Slice", ins, ["y"], name="slice")],
+                      [vi("x", T.FLOAT, x_shape), vi("s", index, [k]), vi("e", index, [k])],
+                      [vi("y", T.FLOAT, len(x_shape))], opset=13, initializers=inits)
+
+
+def _converted(m: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    convert_proto(c, target)
+    onnx.checker.check_model(c, full_check=True)
+    return c
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, -1, -2])
+@pytest.mark.parametrize("x_shape", [[3, 5], ["n", "m"]], ids=["static", "dynamic"])
+def test_computed_bounds_pick_what_slice_10_picks(x_shape, step):
+    m = _slice(x_shape, None if step == 1 else [step])
+    c = _converted(m, 9)
+    assert "Slice" not in {n.op_type for n in c.graph.node}
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    checked = 0
+    for b, e in itertools.product(BOUNDS, BOUNDS):
+        feeds = {"x": x, "s": np.array([b], np.int64), "e": np.array([e], np.int64)}
+        want = evaluate(m, feeds)["y"]
+        assert_exact(want, evaluate(c, feeds)["y"], f"[{b}:{e}:{step}]")
+        if step > 0:  # (a negative step clamps a start before 0 to 0 where numpy stops)
+            assert_exact(x[:, slice(b, e, step)], want, "numpy")
+        ort = onnxruntime_outputs(c, feeds)
+        if not isinstance(ort, str):
+            assert_exact(want, ort[0], f"onnxruntime [{b}:{e}:{step}]")
+        checked += 1
+    assert checked == len(BOUNDS) ** 2
+
+
+def test_two_axes_int32_bounds_and_an_empty_axis():
+    m = _slice(["a", "b", 4], [1, -1], axes=(2, 0), index=T.INT32)
+    c = _converted(m, 9)
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    empty = np.zeros((0, 3, 4), np.float32)
+    for xv, s, e in [(x, [1, -1], [4, -3]), (x, [-2, 5], [-1, 0]), (x, [3, 0], [1, 1]),
+                     (empty, [0, -1], [4, SMALL >> 32])]:
+        feeds = {"x": xv, "s": np.array(s, np.int32), "e": np.array(e, np.int32)}
+        want = evaluate(m, feeds)["y"]
+        assert_exact(want, evaluate(c, feeds)["y"], f"{s} {e}")
+
+
+def test_a_step_on_an_axis_of_unknown_size_with_constant_bounds():
+    # PyTorch's flip: Slice(x, [-1], [INT64_MIN], [0], [-1]) on a dynamic axis
+    inits = [numpy_helper.from_array(np.array([v], np.int64), k)
+             for k, v in (("s", -1), ("e", SMALL), ("axes", 0), ("steps", -1))]
+    m = make_model([helper.make_node("Slice", ["x", "s", "e", "axes", "steps"], ["y"],
+                                     name="flip")],
+                   [vi("x", T.FLOAT, ["n", 2])], [vi("y", T.FLOAT, 2)], opset=13,
+                   initializers=inits)
+    c = _converted(m, 9)
+    for n in (0, 1, 4):
+        x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+        assert_exact(x[::-1], evaluate(c, {"x": x})["y"], f"n={n}")
+    with pytest.raises(ConversionError, match=r"step -1 on axis 0, whose size is unknown"):
+        convert_proto(m, 8)
+
+
+def test_below_9_computed_bounds_are_refused_and_the_input_untouched():
+    m = _slice([3, 5], None)
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError, match=r"starts \(input 1, 's'\) is not a constant"):
+        convert_proto(m, 8)
+    assert m.SerializeToString() == before
+
+
+def test_bounds_computed_from_constants_are_folded_and_the_slice_kept():
+    # tf2onnx: starts and ends a Split of one initializer, concatenated (the fold takes the
+    # Split once for both)
+    init = numpy_helper.from_array(np.array([1, 4], np.int64), "bounds")
+    nodes = [helper.make_node("Split", ["bounds"], ["lo", "hi"], name="split", axis=0),
+             helper.make_node("Concat", ["lo", "hi"], ["both"], name="cat", axis=0),
+             helper.make_node("Slice", ["x", "lo", "hi"], ["y"], name="slice"),
+             helper.make_node("Pad", ["y", "both"], ["z"], name="pad")]
+    m = make_model(nodes, [vi("x", T.FLOAT, ["n"])], [vi("z", T.FLOAT, 1)], opset=13,
+                   initializers=[init])
+    c = _converted(m, 9)
+    assert [n.op_type for n in c.graph.node] == ["Slice", "Pad"]
+    x = np.arange(6, dtype=np.float32)
+    assert_exact(evaluate(m, {"x": x})["z"], evaluate(c, {"x": x})["z"], "")
+
+
+def test_computed_axes_are_refused():
+    m = make_model([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"], name="slice")],
+                   [vi("x", T.FLOAT, [3, 5]), vi("s", T.INT64, [1]), vi("e", T.INT64, [1]),
+                    vi("a", T.INT64, [1])], [vi("y", T.FLOAT, 2)], opset=13)
+    with pytest.raises(ConversionError, match=r"axes \(input 3, 'a'\) is not a constant"):
+        convert_proto(m, 9)
