@@ -35,6 +35,7 @@ from ..graph.scopes import Scope, subgraphs
 from ..memory import no_cyclic_gc
 from .bodies import body_refusal
 from .fuse_first import Refusals, plan_after_fusing_and_folding
+from .ir_version import initializers_as_inputs, needed_ir
 from .result import RELABEL, Change, ConvertResult, Relabels, all_changes, record_region
 from .step import Context
 from .walk import Walk, walk_for, walk_node
@@ -296,17 +297,6 @@ def convert_nodes(model: onnx.ModelProto, source: int, target: int, *,
                                 Facts(model, source)).run())
 
 
-def needed_ir(model: onnx.ModelProto, target: int) -> int:
-    """The lowest IR version the converted model can declare."""
-    others = [i for i in model.opset_import if opsets.normalize_domain(i.domain) != ""]
-    ir = opsets.ir_version_for_opset(target)
-    if others:
-        ir = max(ir, helper.find_min_ir_version_for(others, ignore_unknown=True))
-    if model.functions:
-        ir = max(ir, 8)  # model-local functions exist since IR 8
-    return ir
-
-
 def convert_proto(model: onnx.ModelProto, target: int, *,
                   verbose_log: Callable[[str], None] | None = None, record: bool = False,
                   base_dir=None, census: Census | None = None) -> ConvertResult:
@@ -345,27 +335,11 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     _set_opsets(model, target)
     model.ir_version = ir
     if ir < 4:
-        _initializers_as_inputs(model)
+        initializers_as_inputs(model)
     result.ir_version = (ir_before, ir)
     if ir_before != ir:
         log(f"IR version {ir_before} -> {ir}")
     return result
-
-
-def _initializers_as_inputs(model: onnx.ModelProto) -> None:
-    """IR < 4 requires every initializer to be listed among the graph inputs."""
-
-    def graph(g: onnx.GraphProto) -> None:
-        have = {i.name for i in g.input}
-        for t in g.initializer:
-            if t.name not in have:
-                g.input.append(helper.make_tensor_value_info(t.name, t.data_type,
-                                                             list(t.dims)))
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                graph(sg)
-
-    graph(model.graph)
 
 
 def _set_opsets(model: onnx.ModelProto, target: int) -> None:

@@ -14,9 +14,7 @@ on how a runtime computes them (data movement, casts, comparisons and logic, the
 operations, Floor/Ceil/Abs/Neg/Sign/Mod/Max/Min): the folded model computes the same as the
 input, bit for bit. A value read at run time (a graph input, a Shape of one), an other-domain
 op, a value of more than :data:`MAX_ELEMENTS` elements, a graph's output, or a value in a
-model-local function stays refused. Below opset 9 (IR 3) a subgraph can hold no initializer
-its graph does not take as input, and a Constant node holds floats only: values of subgraphs
-are not folded there.
+model-local function stays refused.
 """
 
 from __future__ import annotations
@@ -51,15 +49,15 @@ MAX_NODES = 256
 _PLAIN = frozenset("bBhHiIlLqQefd?")  # numpy kinds numpy_helper writes as they are
 
 
-def foldable(facts: Facts, scope: Scope, value: str, target: int) -> bool:
+def foldable(facts: Facts, scope: Scope, value: str) -> bool:
     """Whether :func:`fold` folds ``value`` (read by a node of ``scope``) when a step refuses
     it as not a constant: a step with another exact form for a computed value leaves a
     foldable one to the fold, whose result is simpler."""
-    home = _home(facts, scope, value, target)
+    home = _home(facts, scope, value)
     return home is not None and _chain(facts, home, value) is not None
 
 
-def fold(model: onnx.ModelProto, source: int, target: int, refused: list, planned: list
+def fold(model: onnx.ModelProto, source: int, refused: list, planned: list
          ) -> tuple[onnx.ModelProto, list[Change]] | None:
     """A copy of ``model`` with each value a :class:`ConstantNeededError` of ``refused``
     ((node, name, scope label, version, error) tuples, as the planner collects them) names
@@ -75,7 +73,7 @@ def fold(model: onnx.ModelProto, source: int, target: int, refused: list, planne
     for _node, name, _label, _version, err in refused:
         if not isinstance(err, ConstantNeededError) or id(err.scope) not in at_planned:
             continue
-        home = _home(facts, scopes_now[at_planned[id(err.scope)]], err.value, target)
+        home = _home(facts, scopes_now[at_planned[id(err.scope)]], err.value)
         key = (where[id(home)], err.value) if home is not None else None
         if key is None or key in plans:
             continue
@@ -116,18 +114,16 @@ def fold(model: onnx.ModelProto, source: int, target: int, refused: list, planne
     return out, changes
 
 
-def _home(facts: Facts, scope: Scope, value: str, target: int) -> Scope | None:
+def _home(facts: Facts, scope: Scope, value: str) -> Scope | None:
     """The scope whose node computes ``value`` (read in ``scope``: it or one enclosing it)
-    when a fold may make it an initializer there: a graph's, not its output, and below
-    opset 9 the main graph's only."""
+    when a fold may make it an initializer there: a graph's, not its output."""
     if scope.root.function is not None:
         return None
     found = facts.producer(value)
     if found is None:
         return None
     home = found[1]
-    if home.graph is None or (home.parent is not None and target < 9) \
-            or value in home.outputs():
+    if home.graph is None or value in home.outputs():
         return None
     return home
 

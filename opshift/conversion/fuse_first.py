@@ -61,7 +61,7 @@ def plan_after_fusing_and_folding(model: onnx.ModelProto,
             entries = plan(work)
             break
         except Refusals as r:
-            folded = fold(work, source, target, r.refused, r.scopes)
+            folded = fold(work, source, r.refused, r.scopes)
             if folded is not None:
                 work, done = folded
                 firsts += done

@@ -35,8 +35,8 @@ def slice_below_10(st: Step) -> bool:
             st.set_inputs(list(st.w.input)[:4])
             st.note("steps of 1 dropped (Slice-1 steps by 1)")
         return False
-    if computed and (st.target < 9 or any(foldable(st.facts, st.scope, st.input(i),
-                                                   st.target) for i in computed)):
+    if computed and (st.target < 9 or any(foldable(st.facts, st.scope, st.input(i))
+                                          for i in computed)):
         for i in computed:  # refused: folded first where it can be
             st.need_const(i, ("starts", "ends")[i - 1])
     n = _count(st, bounds)

@@ -1,0 +1,80 @@
+"""The IR version a converted model declares, and what IR 3 asks of its graphs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import onnx
+from onnx import helper
+
+from .. import opsets
+from ..graph.scopes import subgraphs
+
+
+def needed_ir(model: onnx.ModelProto, target: int) -> int:
+    """The lowest IR version the converted model can declare."""
+    others = [i for i in model.opset_import if opsets.normalize_domain(i.domain) != ""]
+    ir = opsets.ir_version_for_opset(target)
+    if others:
+        ir = max(ir, helper.find_min_ir_version_for(others, ignore_unknown=True))
+    if model.functions:
+        ir = max(ir, 8)  # model-local functions exist since IR 8
+    return ir
+
+
+def initializers_as_inputs(model: onnx.ModelProto) -> None:
+    """IR < 4 lists every initializer among its graph's inputs. A subgraph takes no inputs
+    but its own (a Loop body's iteration number, condition and loop-carried values; none
+    for a branch), so a subgraph's initializers move to the main graph, whose values every
+    subgraph reads: renamed where the main graph, or another subgraph's moved initializer,
+    already has the name."""
+    g = model.graph
+    taken = {v.name for v in g.input} | {t.name for t in g.initializer}
+    taken |= {o for n in _all_nodes(g) for o in n.output}
+    moved: list[onnx.TensorProto] = []
+    for sg in _subgraphs(g):
+        renamed = {}
+        for t in sg.initializer:
+            name = t.name
+            if name in taken:
+                k = 1
+                while f"{name}_{k}" in taken:
+                    k += 1
+                renamed[name] = f"{name}_{k}"
+            moved.append(t)
+            t.name = renamed.get(name, name)
+            taken.add(t.name)
+        if renamed:
+            _rename_reads(sg, renamed)
+        del sg.initializer[:]
+    g.initializer.extend(moved)
+    have = {i.name for i in g.input}
+    for t in g.initializer:
+        if t.name not in have:
+            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+
+
+def _all_nodes(g: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    for n in g.node:
+        yield n
+        for _, sg in subgraphs(n):
+            yield from _all_nodes(sg)
+
+
+def _subgraphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    for n in g.node:
+        for _, sg in subgraphs(n):
+            yield sg
+            yield from _subgraphs(sg)
+
+
+def _rename_reads(g: onnx.GraphProto, renamed: dict[str, str]) -> None:
+    """Rename what ``g`` (with its subgraphs) reads or hands out of ``renamed``."""
+    for n in _all_nodes(g):
+        for i, x in enumerate(n.input):
+            if x in renamed:
+                n.input[i] = renamed[x]
+    for entries in (g.output, g.value_info):
+        for v in entries:
+            if v.name in renamed:
+                v.name = renamed[v.name]
