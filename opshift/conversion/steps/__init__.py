@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     broadcast_legacy,
     broadcast_to,
     constant,
+    depth_to_space,
     late_types,
     missing_ops,
     mod,
