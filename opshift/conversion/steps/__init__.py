@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     broadcast_to,
     constant,
     depth_to_space,
+    dequantize,
     late_types,
     missing_ops,
     mod,

@@ -1,5 +1,5 @@
 """Features that exist only from a newer version and have no older exact form: refused going
-down. Pad **19** (mode 'wrap'), QuantizeLinear/DequantizeLinear **13** (per-axis scales),
+down. Pad **19** (mode 'wrap'), QuantizeLinear **13** (per-axis scales),
 ScatterND/ScatterElements **18** (reduction min/max), GroupNormalization **21** (per-group vs
 per-channel scale, both ways), Mod **28** (fmod=0 on floating-point values).
 """
@@ -18,7 +18,7 @@ def pad_wrap(st: Step) -> None:
         raise Refuse("mode 'wrap' exists only from Pad-19")
 
 
-@at(13, "QuantizeLinear", "DequantizeLinear")
+@at(13, "QuantizeLinear")
 def quant_per_axis(st: Step) -> None:
     if st.up:
         return
