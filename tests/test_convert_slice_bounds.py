@@ -64,6 +64,23 @@ def test_computed_bounds_pick_what_slice_10_picks(x_shape, step):
     assert checked == len(BOUNDS) ** 2
 
 
+@pytest.mark.parametrize("step", [2, -1, -2])
+def test_constant_bounds_with_a_step_pick_what_slice_10_picks(step):
+    # a known size: the positions are a constant, clamped as Slice states (a start before 0
+    # with a negative step is 0, where numpy's slice picks nothing)
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    for b, e in itertools.product(BOUNDS, BOUNDS):
+        inits = [numpy_helper.from_array(np.array(v, np.int64), k)
+                 for k, v in (("s", [b]), ("e", [e]), ("axes", [1]), ("steps", [step]))]
+        m = make_model([helper.make_node("Slice", ["x", "s", "e", "axes", "steps"], ["y"],
+                                         name="slice")],
+                       [vi("x", T.FLOAT, [3, 5])], [vi("y", T.FLOAT, 2)], opset=13,
+                       initializers=inits)
+        c = _converted(m, 9)
+        assert "Slice" not in {n.op_type for n in c.graph.node}
+        assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"], f"[{b}:{e}:{step}]")
+
+
 def test_two_axes_int32_bounds_and_an_empty_axis():
     m = _slice(["a", "b", 4], [1, -1], axes=(2, 0), index=T.INT32)
     c = _converted(m, 9)
