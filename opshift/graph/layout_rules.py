@@ -67,10 +67,21 @@ def _transpose(a: Ask) -> Shape | None:
     return tuple(x[p] for p in perm)
 
 
+def slice_range(size: int, start: int, end: int, step: int) -> range:
+    """The positions Slice-10 picks on an axis of ``size``: a negative bound counts from
+    the end, then both are clamped (not as numpy's slice: a start before 0 with a negative
+    step is 0 here, nothing there)."""
+    start, end = (v + size if v < 0 else v for v in (start, end))
+    lo, hi = (0, size) if step > 0 else (0, size - 1)
+    start = min(max(start, lo), hi)
+    end = min(max(end, lo if step > 0 else -1), hi)
+    return range(start, end, step)
+
+
 @rule("Slice")
 def _slice(a: Ask) -> Shape | None:
-    """X's rank; a sliced dim's length where X's dim and the slice are known (numpy's
-    clamping, which Slice states), unknown otherwise; the dims it does not slice kept."""
+    """X's rank; a sliced dim's length where X's dim and the slice are known
+    (:func:`slice_range`), unknown otherwise; the dims it does not slice kept."""
     x = a.shape(0)
     if x is None:
         return None
@@ -100,7 +111,7 @@ def _slice(a: Ask) -> Shape | None:
         if st == 0:
             return None
         d = x[i]
-        out[i] = len(range(*slice(b, e, st).indices(d))) if isinstance(d, int) else None
+        out[i] = len(slice_range(d, b, e, st)) if isinstance(d, int) else None
     return tuple(out)
 
 

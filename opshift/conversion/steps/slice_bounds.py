@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
+from ...graph.layout_rules import slice_range
 from ..fold_first import foldable
 from ..step import Refuse, Step
 
@@ -101,23 +102,13 @@ def _as_int64(st: Step, name: str, value: np.ndarray | None) -> np.ndarray | str
     return st.add_cast(name, _INT64, "bounds_int64")
 
 
-def picked(size: int, start: int, end: int, step: int) -> np.ndarray:
-    """The positions Slice-10 picks on an axis of ``size``: a negative bound counts from
-    the end, then both are clamped (not as numpy's slice: a start before 0 with a negative
-    step is 0 here, nothing there)."""
-    start, end = (v + size if v < 0 else v for v in (start, end))
-    lo, hi = (0, size) if step > 0 else (0, size - 1)
-    start = min(max(start, lo), hi)
-    end = min(max(end, lo if step > 0 else -1), hi)
-    return np.arange(start, end, step, dtype=np.int64)
-
-
 def _positions(st: Step, x: str, k: int, a: int, step: int, starts, ends, dim) -> str:
     """The positions Slice-10 picks on axis ``a`` (the ``k``-th it slices) of ``x``: a
     constant where the bounds are and the size is known, else computed at run time."""
     if not isinstance(starts, str) and not isinstance(ends, str) and isinstance(dim, int):
         return st.add_const(f"axis{a}_positions",
-                            picked(dim, int(starts[k]), int(ends[k]), step))
+                            np.array(slice_range(dim, int(starts[k]), int(ends[k]), step),
+                                     np.int64))
     if st.target < 9:
         raise Refuse(f"step {step} on axis {a}, whose size is unknown: a Gather of the "
                      "positions it picks needs Where, ConstantOfShape and NonZero (opset 9)")
