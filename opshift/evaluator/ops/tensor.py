@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ...graph.layout_rules import slice_range
 from ..registry import op
 from ._common import BFLOAT16, ints, made, normalize_axes, sum_dtype
 
@@ -230,16 +231,10 @@ def _slice(ctx, x, starts, ends, axes, steps):
         raise ctx.error("starts, ends, axes and steps differ in length")
     index = [slice(None)] * x.ndim
     for a, s, e, st in zip(axes, starts, ends, steps):
-        d = x.shape[a]
         if st == 0:
             raise ctx.error("step 0")
-        s = s + d if s < 0 else s
-        e = e + d if e < 0 else e
-        if st > 0:
-            s, e = min(max(s, 0), d), min(max(e, 0), d)
-        else:
-            s, e = min(max(s, 0), d - 1), min(max(e, -1), d - 1)
-        index[a] = slice(s, e if e >= 0 else None, st)
+        r = slice_range(x.shape[a], s, e, st)
+        index[a] = slice(r.start, r.stop if r.stop >= 0 else None, st)
     return np.array(x[tuple(index)])
 
 
