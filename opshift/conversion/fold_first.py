@@ -13,12 +13,13 @@ Only values a refused step needs are folded, and only through ops whose results 
 on how a runtime computes them (data movement, casts, comparisons and logic, the four IEEE
 operations, Floor/Ceil/Abs/Neg/Sign/Mod/Max/Min): the folded model computes the same as the
 input, bit for bit. A value read at run time (a graph input, a Shape of one), an other-domain
-op, a value of more than :data:`MAX_ELEMENTS` elements, a graph's output, or a value in a
-model-local function stays refused.
+op, a value made on the way of more than :data:`MAX_ELEMENTS` elements or of a shape not known
+beforehand, a graph's output, or a value in a model-local function stays refused.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from itertools import chain
 
@@ -152,11 +153,22 @@ def _chain(facts: Facts, home: Scope, value: str
             return None
         n = found[0]
         if opsets.normalize_domain(n.domain) or n.op_type not in FOLDABLE \
-                or len(nodes) >= MAX_NODES:
+                or len(nodes) >= MAX_NODES or not _small(facts, n):
             return None
         nodes[next(o for o in n.output if o)] = n
         todo.extend(n.input)
     return list(nodes.values()), leaves
+
+
+def _small(facts: Facts, n: onnx.NodeProto) -> bool:
+    """Whether every output of ``n`` has a known shape of at most :data:`MAX_ELEMENTS`
+    values: what a fold computes stays small whatever the model says (a ConstantOfShape of
+    2**40 values is not made to read two of them)."""
+    for o in n.output:
+        s = facts.shape(o) if o else ()
+        if s is None or not all(isinstance(d, int) for d in s) or math.prod(s) > MAX_ELEMENTS:
+            return False
+    return True
 
 
 def _evaluate(scope: Scope, value: str, at: list[int], leaves: dict[str, onnx.TensorProto]

@@ -26,7 +26,7 @@ class Inferred:
             m = onnx.ModelProto()
             m.CopyFrom(model)
             try:
-                m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+                m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=False)
             except Exception:  # best effort: what inference cannot say stays unknown
                 m = model
         self._model = m  # the index points into it

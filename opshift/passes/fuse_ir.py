@@ -273,7 +273,7 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
     types: dict[str, onnx.TypeProto] = {}
     inferred = proto
     with contextlib.suppress(Exception):  # best effort: checks refuse what they cannot prove
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
         graph_types(inferred.graph, types)
     typed = (annotate_functions(ir_model, function_types(inferred))
              if proto.functions else None)
