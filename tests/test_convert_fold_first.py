@@ -177,6 +177,27 @@ def test_an_op_runtimes_compute_their_own_way_is_not_folded():
         convert_proto(m, 10)
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_a_range_is_folded_when_it_counts_integers(dtype):
+    # a float Range adds delta up or multiplies it, as each runtime does: not folded
+    consts = [numpy_helper.from_array(np.array(v, dtype), k)
+              for k, v in (("start", 0), ("limit", 4), ("delta", 2))]
+    nodes = [helper.make_node("Range", ["start", "limit", "delta"], ["r"], name="range"),
+             helper.make_node("Cast", ["r"], ["pads"], name="cast", to=T.INT64),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [3])], [vi("y", T.FLOAT, 1)], opset=13,
+                   initializers=consts)
+    if dtype == np.float32:
+        with pytest.raises(ConversionError, match="is not a constant"):
+            convert_proto(m, 10)
+        return
+    c = _copy(m)
+    convert_proto(c, 10)
+    assert [n.op_type for n in c.graph.node] == ["Pad"]
+    x = np.array([1, 2, 3], np.float32)
+    assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"], "")
+
+
 def test_a_refusal_after_folding_says_so_and_leaves_the_input_untouched():
     # the pads fold; the Mod (a float one below 10) is refused: nothing is written
     m = _padded(extra=[helper.make_node("Mod", ["y", "y"], ["z"], name="mod", fmod=1)],

@@ -11,10 +11,11 @@ planned again.
 
 Only values a refused step needs are folded, and only through ops whose results do not depend
 on how a runtime computes them (data movement, casts, comparisons and logic, the four IEEE
-operations, Floor/Ceil/Abs/Neg/Sign/Mod/Max/Min): the folded model computes the same as the
-input, bit for bit. A value read at run time (a graph input, a Shape of one), an other-domain
-op, a value made on the way of more than :data:`MAX_ELEMENTS` elements or of a shape not known
-beforehand, a graph's output, or a value in a model-local function stays refused.
+operations, Floor/Ceil/Abs/Neg/Sign/Mod/Max/Min, an integer Range): the folded model computes
+the same as the input, bit for bit. A value read at run time (a graph input, a Shape of one),
+an other-domain op, a value made on the way of more than :data:`MAX_ELEMENTS` elements or of a
+shape not known beforehand, a graph's output, or a value in a model-local function stays
+refused.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ MAX_ELEMENTS = 1 << 16
 #: the most nodes folded into one value
 MAX_NODES = 256
 _PLAIN = frozenset("bBhHiIlLqQefd?")  # numpy kinds numpy_helper writes as they are
+_INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
+                       onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
+                       onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
 
 
 def foldable(facts: Facts, scope: Scope, value: str) -> bool:
@@ -153,8 +157,9 @@ def _chain(facts: Facts, home: Scope, value: str
             return None
         n = found[0]
         if opsets.normalize_domain(n.domain) or n.op_type not in FOLDABLE \
-                or len(nodes) >= MAX_NODES or not _small(facts, n):
-            return None
+                or len(nodes) >= MAX_NODES or not _small(facts, n) \
+                or (n.op_type == "Range" and facts.elem_type(n.output[0]) not in _INTEGERS):
+            return None  # (a float Range: runtimes add delta up, or multiply, their own way)
         nodes[next(o for o in n.output if o)] = n
         todo.extend(n.input)
     return list(nodes.values()), leaves
