@@ -179,7 +179,8 @@ def test_an_op_runtimes_compute_their_own_way_is_not_folded():
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float32])
 def test_a_range_is_folded_when_it_counts_integers(dtype):
-    # a float Range adds delta up or multiplies it, as each runtime does: not folded
+    # a float Range adds delta up or multiplies it, as each runtime does: not folded (nor
+    # float arithmetic, which a runtime may fuse or approximate)
     consts = [numpy_helper.from_array(np.array(v, dtype), k)
               for k, v in (("start", 0), ("limit", 4), ("delta", 2))]
     nodes = [helper.make_node("Range", ["start", "limit", "delta"], ["r"], name="range"),

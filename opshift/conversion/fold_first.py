@@ -10,10 +10,10 @@ reads them (with the Constant nodes and initializers only they read). Then the m
 planned again.
 
 Only values a refused step needs are folded, and only through ops whose results do not depend
-on how a runtime computes them (data movement, casts, comparisons and logic, the four IEEE
-operations, Floor/Ceil/Abs/Neg/Sign/Mod/Max/Min, an integer Range): the folded model computes
-the same as the input, bit for bit. A value read at run time (a graph input, a Shape of one),
-an other-domain op, a value made on the way of more than :data:`MAX_ELEMENTS` elements or of a
+on how a runtime computes them (data movement, casts, comparisons and logic,
+Floor/Ceil/Abs/Neg/Sign, and on integers arithmetic and Range): the folded model computes the
+same as the input, bit for bit. A value read at run time (a graph input, a Shape of one), an
+other-domain op, a value made on the way of more than :data:`MAX_ELEMENTS` elements or of a
 shape not known beforehand, a graph's output, or a value in a model-local function stays
 refused.
 """
@@ -44,6 +44,9 @@ FOLDABLE = frozenset({
     "Not", "Or", "Range", "Reshape", "Shape", "Sign", "Size", "Slice", "Split", "Squeeze",
     "Sub", "Tile", "Transpose", "Unsqueeze", "Where", "Xor",
 })
+#: folded on integers only: on floats a runtime may fuse a multiply and an add, divide
+#: approximately, order a Range's additions or take a NaN its own way
+_INTEGER_ONLY = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Range"})
 #: the most elements a folded value or a constant it reads may have
 MAX_ELEMENTS = 1 << 16
 #: the most nodes folded into one value
@@ -158,8 +161,8 @@ def _chain(facts: Facts, home: Scope, value: str
         n = found[0]
         if opsets.normalize_domain(n.domain) or n.op_type not in FOLDABLE \
                 or len(nodes) >= MAX_NODES or not _small(facts, n) \
-                or (n.op_type == "Range" and facts.elem_type(n.output[0]) not in _INTEGERS):
-            return None  # (a float Range: runtimes add delta up, or multiply, their own way)
+                or (n.op_type in _INTEGER_ONLY and facts.elem_type(n.output[0]) not in _INTEGERS):
+            return None
         nodes[next(o for o in n.output if o)] = n
         todo.extend(n.input)
     return list(nodes.values()), leaves
