@@ -199,6 +199,25 @@ def test_a_range_is_folded_when_it_counts_integers(dtype):
     assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"], "")
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_arithmetic_is_folded_on_integers_only(dtype):
+    consts = [numpy_helper.from_array(np.array(v, dtype), k) for k, v in (("a", [1, 2]),
+                                                                          ("b", [3, 0]))]
+    nodes = [helper.make_node("Mul", ["a", "b"], ["ab"], name="mul"),
+             helper.make_node("Add", ["ab", "a"], ["s"], name="add"),
+             helper.make_node("Cast", ["s"], ["pads"], name="cast", to=T.INT64),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [3])], [vi("y", T.FLOAT, 1)], opset=13,
+                   initializers=consts)
+    if dtype == np.float32:
+        with pytest.raises(ConversionError, match="is not a constant"):
+            convert_proto(m, 10)
+        return
+    c = _copy(m)
+    convert_proto(c, 10)
+    assert [n.op_type for n in c.graph.node] == ["Pad"]
+
+
 def test_a_refusal_after_folding_says_so_and_leaves_the_input_untouched():
     # the pads fold; the Mod (a float one below 10) is refused: nothing is written
     m = _padded(extra=[helper.make_node("Mod", ["y", "y"], ["z"], name="mod", fmod=1)],
