@@ -1,7 +1,8 @@
 """convert folds a value a step needs as a constant (a Pad's pads below 11, a Slice's ends
 below 10) when nodes compute it from constants alone -- PyTorch's pads pattern, a Split of an
-initializer -- and only then: a value read at run time, an op whose result a runtime may
-compute its own way, or a subgraph below opset 9 stays refused, the input untouched."""
+initializer -- and only then: a value read at run time or an op whose result a runtime may
+compute its own way stays refused (below opset 9, where Pad has no computed form), the input
+untouched."""
 
 from __future__ import annotations
 
@@ -152,7 +153,7 @@ def test_a_graph_output_is_not_folded():
                                                     vi("pads", T.INT64, 1)], opset=13,
                    initializers=[init])
     with pytest.raises(ConversionError, match=r"pads \(input 1, 'pads'\) is not a constant"):
-        convert_proto(m, 10)
+        convert_proto(m, 8)
 
 
 def test_a_value_read_at_run_time_stays_refused_and_the_input_untouched():
@@ -162,7 +163,7 @@ def test_a_value_read_at_run_time_stays_refused_and_the_input_untouched():
     m = make_model(nodes, [vi("x", T.FLOAT, ["n", 3])], [vi("y", T.FLOAT, None)], opset=13)
     before = m.SerializeToString()
     with pytest.raises(ConversionError, match=r"pads \(input 1, 'pads'\) is not a constant$"):
-        convert_proto(m, 10)
+        convert_proto(m, 8)
     assert m.SerializeToString() == before
 
 
@@ -174,29 +175,30 @@ def test_an_op_runtimes_compute_their_own_way_is_not_folded():
     m = make_model(nodes, [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, None)], opset=13,
                    initializers=[numpy_helper.from_array(np.zeros(2, np.float32), "f")])
     with pytest.raises(ConversionError, match="is not a constant"):
-        convert_proto(m, 10)
+        convert_proto(m, 8)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float32])
 def test_a_range_is_folded_when_it_counts_integers(dtype):
-    # a float Range adds delta up or multiplies it, as each runtime does: not folded (nor
-    # float arithmetic, which a runtime may fuse or approximate)
+    # TopK's k below 10: a float Range adds delta up or multiplies it, as each runtime does:
+    # not folded (nor float arithmetic, which a runtime may fuse or approximate)
     consts = [numpy_helper.from_array(np.array(v, dtype), k)
-              for k, v in (("start", 0), ("limit", 4), ("delta", 2))]
+              for k, v in (("start", 2), ("limit", 3), ("delta", 1))]
     nodes = [helper.make_node("Range", ["start", "limit", "delta"], ["r"], name="range"),
-             helper.make_node("Cast", ["r"], ["pads"], name="cast", to=T.INT64),
-             helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")]
-    m = make_model(nodes, [vi("x", T.FLOAT, [3])], [vi("y", T.FLOAT, 1)], opset=13,
-                   initializers=consts)
+             helper.make_node("Cast", ["r"], ["k"], name="cast", to=T.INT64),
+             helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [5])], [vi("v", T.FLOAT, 1), vi("i", T.INT64, 1)],
+                   opset=13, initializers=consts)
     if dtype == np.float32:
-        with pytest.raises(ConversionError, match="is not a constant"):
-            convert_proto(m, 10)
+        with pytest.raises(ConversionError, match=r"k \(input 1, 'k'\) is not a constant"):
+            convert_proto(m, 9)
         return
     c = _copy(m)
-    convert_proto(c, 10)
-    assert [n.op_type for n in c.graph.node] == ["Pad"]
-    x = np.array([1, 2, 3], np.float32)
-    assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"], "")
+    convert_proto(c, 9)
+    assert [n.op_type for n in c.graph.node] == ["TopK"]
+    x = np.array([3, 1, 4, 1, 5], np.float32)
+    for k, v in evaluate(m, {"x": x}).items():
+        assert_exact(v, evaluate(c, {"x": x})[k], k)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float32])
@@ -211,7 +213,7 @@ def test_arithmetic_is_folded_on_integers_only(dtype):
                    initializers=consts)
     if dtype == np.float32:
         with pytest.raises(ConversionError, match="is not a constant"):
-            convert_proto(m, 10)
+            convert_proto(m, 8)
         return
     c = _copy(m)
     convert_proto(c, 10)

@@ -15,6 +15,7 @@ import numpy as np
 from ... import opsets
 from ..registry import at
 from ..step import Refuse, Step, norm_axis, np_dtype
+from .pad_computed import pad_at_run_time
 from .slice_bounds import slice_below_10
 
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -247,6 +248,8 @@ def pad_inputs(st: Step) -> None:
                 raise Refuse("the element type of the input is unknown")
             c = st.add_const("constant_value", np.array(value, np_dtype(t)))
             st.set_inputs([st.input(0), st.input(1), c])
+        return
+    if st.const(st.input(1)) is None and pad_at_run_time(st):
         return
     input_to_attr(st, 1, "pads")
     if st.input(2):

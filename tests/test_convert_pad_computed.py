@@ -1,0 +1,70 @@
+"""Pad (constant mode) below 11 with pads computed at run time, from 9: each axis cropped
+where its pads are negative and filled where positive, bit for bit Pad-13's values for every
+sign of every pad (onnxruntime beside it), integer types included (which Pad-2 lacks); other
+modes, a computed constant_value and targets below 9 refused."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from opshift.conversion.engine import convert_proto
+from opshift.errors import ConversionError
+from opshift.evaluator import evaluate
+
+
+def _pad(elem: int, value=None, mode: str = "constant", value_input: bool = False):
+    ins, inits, given = ["x", "p"], [], [vi("x", elem, ["a", "b"]), vi("p", T.INT64, [4])]
+    if value is not None:
+        ins.append("v")
+        inits.append(numpy_helper.from_array(
+            np.array(value, helper.tensor_dtype_to_np_dtype(elem)), "v"))
+    if value_input:
+        ins.append("v")
+        given.append(vi("v", elem, []))
+    return make_model([helper.make_node("Pad", ins, ["y"], name="pad", mode=mode)], given,
+                      [vi("y", elem, 2)], opset=13, initializers=inits)
+
+
+def _converted(m: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    convert_proto(c, target)
+    onnx.checker.check_model(c, full_check=True)
+    return c
+
+
+@pytest.mark.parametrize("target", [10, 9])
+@pytest.mark.parametrize("elem,value", [(T.FLOAT, None), (T.FLOAT, -2.5), (T.INT32, 7)],
+                         ids=["float", "float value", "int32 value"])
+def test_computed_pads_give_pad_13s_values(elem, value, target):
+    m = _pad(elem, value)
+    c = _converted(m, target)
+    assert "Pad" not in {n.op_type for n in c.graph.node}
+    assert "v" not in {t.name for t in c.graph.initializer}  # the value is the fills' now
+    x = np.arange(12).reshape(3, 4).astype(helper.tensor_dtype_to_np_dtype(elem))
+    checked = 0
+    for p in itertools.product([0, 2, -1, -3], [0, 1, -2], [0, 3, -1], [0, 1, -4]):
+        feeds = {"x": x, "p": np.array(p, np.int64)}
+        want = evaluate(m, feeds)["y"]
+        assert_exact(want, evaluate(c, feeds)["y"], f"pads {p}")
+        ort = onnxruntime_outputs(c, feeds)
+        if not isinstance(ort, str):
+            assert_exact(want, ort[0], f"onnxruntime, pads {p}")
+        checked += 1
+    assert checked == 4 * 3 * 3 * 3
+
+
+def test_other_modes_a_computed_value_and_below_9_are_refused():
+    with pytest.raises(ConversionError, match=r"pads \(input 1, 'p'\) is not a constant"):
+        convert_proto(_pad(T.FLOAT), 8)
+    with pytest.raises(ConversionError, match="is not a constant"):
+        convert_proto(_pad(T.FLOAT, mode="edge"), 10)
+    with pytest.raises(ConversionError, match="is not a constant"):
+        convert_proto(_pad(T.FLOAT, value_input=True), 10)
