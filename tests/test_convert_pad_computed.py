@@ -1,7 +1,7 @@
-"""Pad (constant mode) below 11 with pads computed at run time, from 9: each axis cropped
-where its pads are negative and filled where positive, bit for bit Pad-13's values for every
-sign of every pad (onnxruntime beside it), integer types included (which Pad-2 lacks); other
-modes, a computed constant_value and targets below 9 refused."""
+"""Pad (constant and edge modes) below 11 with pads computed at run time, from 9: each axis
+cropped where its pads are negative and filled where positive, bit for bit Pad-13's values for
+every sign of every pad (onnxruntime beside it), integer types included (which Pad-2 lacks);
+reflect mode, a computed constant_value and targets below 9 refused."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from opshift.conversion.engine import convert_proto
-from opshift.errors import ConversionError
+from opshift.errors import ConversionError, EvaluationError
 from opshift.evaluator import evaluate
 
 
@@ -41,10 +41,13 @@ def _converted(m: onnx.ModelProto, target: int) -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("target", [10, 9])
-@pytest.mark.parametrize("elem,value", [(T.FLOAT, None), (T.FLOAT, -2.5), (T.INT32, 7)],
-                         ids=["float", "float value", "int32 value"])
-def test_computed_pads_give_pad_13s_values(elem, value, target):
-    m = _pad(elem, value)
+@pytest.mark.parametrize("elem,value,mode", [(T.FLOAT, None, "constant"),
+                                             (T.FLOAT, -2.5, "constant"),
+                                             (T.INT32, 7, "constant"), (T.FLOAT, None, "edge"),
+                                             (T.INT64, None, "edge")],
+                         ids=["float", "float value", "int32 value", "edge", "int64 edge"])
+def test_computed_pads_give_pad_13s_values(elem, value, mode, target):
+    m = _pad(elem, value, mode)
     c = _converted(m, target)
     assert "Pad" not in {n.op_type for n in c.graph.node}
     assert "v" not in {t.name for t in c.graph.initializer}  # the value is the fills' now
@@ -52,19 +55,25 @@ def test_computed_pads_give_pad_13s_values(elem, value, target):
     checked = 0
     for p in itertools.product([0, 2, -1, -3], [0, 1, -2], [0, 3, -1], [0, 1, -4]):
         feeds = {"x": x, "p": np.array(p, np.int64)}
-        want = evaluate(m, feeds)["y"]
+        try:
+            want = evaluate(m, feeds)["y"]
+        except EvaluationError:  # edge of an axis cropped empty: no value to repeat
+            assert mode == "edge"
+            with pytest.raises(EvaluationError):
+                evaluate(c, feeds)
+            continue
         assert_exact(want, evaluate(c, feeds)["y"], f"pads {p}")
         ort = onnxruntime_outputs(c, feeds)
         if not isinstance(ort, str):
             assert_exact(want, ort[0], f"onnxruntime, pads {p}")
         checked += 1
-    assert checked == 4 * 3 * 3 * 3
+    assert checked > 80
 
 
 def test_other_modes_a_computed_value_and_below_9_are_refused():
     with pytest.raises(ConversionError, match=r"pads \(input 1, 'p'\) is not a constant"):
         convert_proto(_pad(T.FLOAT), 8)
     with pytest.raises(ConversionError, match="is not a constant"):
-        convert_proto(_pad(T.FLOAT, mode="edge"), 10)
+        convert_proto(_pad(T.FLOAT, mode="reflect"), 10)
     with pytest.raises(ConversionError, match="is not a constant"):
         convert_proto(_pad(T.FLOAT, value_input=True), 10)

@@ -1,13 +1,14 @@
-"""Pad (constant mode) below 11 with pads computed at run time, from opset 9.
+"""Pad (constant and edge modes) below 11 with pads computed at run time, from opset 9.
 
 Pad-2 takes its pads as an attribute. A computed ``pads`` is applied one axis at a time as
 Pad-11 states it: a negative amount removes that many values (a Gather of the positions
-kept, :meth:`~..step.Step.positions`), a positive one adds that many values of
-``constant_value`` (a ConstantOfShape of X's shape with that axis's size replaced, concatenated
-before or after). A data movement: exact, for every type ConstantOfShape takes (which Pad-2,
-floats only, does not). Other modes, a computed ``constant_value``, an unknown rank or type,
-and targets below 9 (no ConstantOfShape, NonZero or Where) stay refused; pads computed from
-constants are left to the fold (:mod:`..fold_first`).
+kept, :meth:`~..step.Step.positions`), a positive one adds that many values, concatenated
+before or after: ``constant_value`` (a ConstantOfShape of X's shape with that axis's size
+replaced), or in edge mode the first or last value (a Gather of that position repeated). A
+data movement: exact, for every type (Pad-2 takes floats only). Reflect mode (whose pads of
+the axis's size or more runtimes take differently), a computed ``constant_value``, an unknown
+rank or type, and targets below 9 (no ConstantOfShape, NonZero or Where) stay refused; pads
+computed from constants are left to the fold (:mod:`..fold_first`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ def pad_at_run_time(st: Step) -> bool:
     form does not apply and the node's pads must be a constant."""
     pads, x = st.input(1), st.input(0)
     mode = st.attr("mode", b"constant")
-    if st.target < 9 or mode not in (b"constant", "constant") \
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if st.target < 9 or mode not in ("constant", "edge") \
             or foldable(st.facts, st.scope, pads):
         return False
-    if st.input(2) and st.const(st.input(2)) is None:
+    if mode == "constant" and st.input(2) and st.const(st.input(2)) is None:
         return False
     rank, t = st.rank(x), st.elem_type(x)
     if not rank or not t:  # (unknown, or a scalar: nothing to pad)
@@ -60,6 +62,16 @@ def pad_at_run_time(st: Step) -> bool:
         for amount, what in ((begin, "before"), (end, "after")):
             n = st.add_node("Reshape", [at_least_0(amount, f"axis{a}_{what}"), st.add_const(
                 "one", np.array([1], np.int64))], f"axis{a}_{what}_1d")
+            if mode == "edge":  # the first or last value, repeated
+                at = st.add_node("ConstantOfShape", [n], f"axis{a}_{what}_zeros",
+                                 value=numpy_helper.from_array(np.array([0], np.int64)))
+                if what == "after":
+                    at = st.add_node("Add", [at, st.add_node("Sub", [
+                        st.size_at_run_time(x, a, f"axis{a}_kept_size"),
+                        st.add_const("one", np.array(1, np.int64))], f"axis{a}_last")],
+                        f"axis{a}_lasts")
+                parts.append(st.add_node("Gather", [x, at], f"axis{a}_{what}_edge", axis=a))
+                continue
             dims = st.add_node("Shape", [x], f"axis{a}_{what}_shape")
             pieces = [st.add_node("Gather", [dims, st.add_const("dims", np.array(
                 list(rng), np.int64))], f"axis{a}_{what}_{k}", axis=0)
@@ -73,6 +85,7 @@ def pad_at_run_time(st: Step) -> bool:
                         output=st.w.output[0] if last else None)
     st.set_inputs([st.input(0)])  # (a constant_value only this node read goes with it)
     st.remove("computed pads applied one axis at a time: a Gather of the values kept, then "
-              "ConstantOfShape fills concatenated before and after",
+              + ("Gathers of the edge values" if mode == "edge" else "ConstantOfShape fills")
+              + " concatenated before and after",
               "Pad takes computed pads only from opset 11")
     return True
