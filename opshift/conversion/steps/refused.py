@@ -1,15 +1,39 @@
 """Features that exist only from a newer version and have no older exact form: refused going
-down. Pad **19** (mode 'wrap'), QuantizeLinear **13** (per-axis scales),
+down. If **11** (branches giving outputs of different shapes), Pad **19** (mode 'wrap'),
+QuantizeLinear **13** (per-axis scales),
 ScatterND/ScatterElements **18** (reduction min/max), GroupNormalization **21** (per-group vs
 per-channel scale, both ways), Mod **28** (fmod=0 on floating-point values).
 """
 
 from __future__ import annotations
 
+import onnx
 from onnx import TensorProto as TP
 
 from ..registry import at
 from ..step import Refuse, Step
+
+
+@at(11, "If")
+def if_branch_shapes(st: Step) -> None:
+    """Before If-11 both branches must give each output in one shape: refused where their
+    shapes (declared or worked out) differ in rank or in a dim both know (a model whose
+    then-branch squeezes what the else-branch passes on, as PyTorch's exports of
+    ``if x.dim() == 3`` write, no runtime loads below 11)."""
+    if st.up:
+        return
+    branches = {a.name: a.g for a in st.w.attribute if a.type == onnx.AttributeProto.GRAPH}
+    then, other = branches.get("then_branch"), branches.get("else_branch")
+    if then is None or other is None:
+        return
+    for k, (a, b) in enumerate(zip(then.output, other.output)):
+        sa, sb = st.shape(a.name), st.shape(b.name)
+        if sa is None or sb is None:
+            continue
+        if len(sa) != len(sb) or any(isinstance(x, int) and isinstance(y, int) and x != y
+                                     for x, y in zip(sa, sb)):
+            raise Refuse(f"its branches give output {k} in shapes {list(sa)} and {list(sb)}: "
+                         "before If-11 both branches must give one shape")
 
 
 @at(19, "Pad")
