@@ -75,6 +75,18 @@ def bundled_at_every_opset(name: str) -> tuple[tuple[int, onnx.ModelProto], ...]
 
 # -- builders shared by the test files ---------------------------------------------------------
 
+def converted(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    """A copy of ``model`` converted to opset ``target`` (``model`` stays as it is), which
+    onnx's full checker accepts."""
+    from opshift.conversion.engine import convert_proto
+
+    c = onnx.ModelProto()
+    c.CopyFrom(model)
+    convert_proto(c, target)
+    onnx.checker.check_model(c, full_check=True)
+    return c
+
+
 def vi(name: str, elem: int = onnx.TensorProto.FLOAT, shape=None) -> onnx.ValueInfoProto:
     """A tensor value info. ``shape``: None for an unknown rank, an int for that rank with
     unknown dims, else the dims (ints or dim_param names)."""

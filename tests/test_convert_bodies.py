@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, make_model, vi
+from conftest import assert_exact, converted, make_model, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -18,14 +18,6 @@ from opshift.passes.convert import convert_proto
 
 def _ops(m: onnx.ModelProto) -> list[str]:
     return [n.op_type for n in m.graph.node]
-
-
-def _converted(m: onnx.ModelProto, target: int) -> onnx.ModelProto:
-    c = onnx.ModelProto()
-    c.CopyFrom(m)
-    convert_proto(c, target)
-    onnx.checker.check_model(c, full_check=True)
-    return c
 
 
 def _rms(shape, axis: int = -1) -> onnx.ModelProto:
@@ -41,7 +33,7 @@ def test_rms_normalization_with_symbolic_dims_below_18(target):
     with batch and sequence dims symbolic) makes them the constant [2], which ReduceMean
     below 18 takes as an attribute. No dim is baked in: two batch sizes run."""
     m = _rms(["batch", "seq", 8])
-    c = _converted(m, target)
+    c = converted(m, target)
     ops = _ops(c)
     assert "RMSNormalization" not in ops and "Range" not in ops and "Size" not in ops
     reduce_mean = next(n for n in c.graph.node if n.op_type == "ReduceMean")
@@ -70,7 +62,7 @@ def test_layer_normalization_below_13():
                                  numpy_helper.from_array(np.full((3, 4), -0.25, np.float32),
                                                          "b")])
     for target in (11, 9):
-        c = _converted(m, target)
+        c = converted(m, target)
         assert "LayerNormalization" not in _ops(c) and "Shape" in _ops(c)
         rng = np.random.default_rng(target)
         for n in (1, 2):
@@ -88,7 +80,7 @@ def test_attention_below_23(dtype, elem):
     rng = np.random.default_rng(0)
     feeds = {n: rng.standard_normal((2, 2, 3, 4)).astype(dtype) for n in "qkv"}
     for target in (13, 11):
-        c = _converted(m, target)
+        c = converted(m, target)
         assert "Attention" not in _ops(c) and "Softmax" in _ops(c)
         assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"])
 
@@ -99,7 +91,7 @@ def test_folding_keeps_what_it_cannot_know():
     m = make_model([helper.make_node("LayerNormalization", ["x", "w"], ["y"], axis=-1)],
                    [vi("x", T.FLOAT, [2, 4])], [vi("y", T.FLOAT, [2, 4])], opset=17,
                    initializers=[numpy_helper.from_array(np.ones(4, np.float32), "w")])
-    c = _converted(m, 11)
+    c = converted(m, 11)
     assert "Shape" in _ops(c)
     for n in c.graph.node:
         if n.op_type == "Constant":
@@ -125,7 +117,7 @@ def test_rotary_embedding_below_23(interleaved, rank):
     rng = np.random.default_rng(rank + interleaved)
     angles = rng.uniform(0, np.pi, (16, size // 2))
     for target in (17, 13):
-        c = _converted(m, target)
+        c = converted(m, target)
         assert "RotaryEmbedding" not in _ops(c)
         for seq in (3, 5):
             dims = (2, heads, seq, size) if rank == 4 else (2, seq, heads * size)
@@ -135,7 +127,7 @@ def test_rotary_embedding_below_23(interleaved, rank):
                      "pos": rng.integers(0, 16, (2, seq)).astype(np.int64)}
             assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"])
     with pytest.raises(ConversionError, match=r"split .* is not a constant"):
-        _converted(m, 11)
+        converted(m, 11)
 
 
 @pytest.mark.parametrize("alpha", [0.7, 2.0, 1e-3])
@@ -146,7 +138,7 @@ def test_celu_below_12_is_its_formula(alpha, target):
     float for alpha < 1: bit for bit at the extremes, signed zeros and NaN included."""
     m = make_model([helper.make_node("Celu", ["x"], ["y"], alpha=alpha)],
                    [vi("x", T.FLOAT, [64])], [vi("y", T.FLOAT, [64])], opset=12)
-    c = _converted(m, target)
+    c = converted(m, target)
     assert "Celu" not in _ops(c) and "Elu" not in _ops(c)
     x = np.random.default_rng(0).standard_normal(64).astype(np.float32) * 5
     x[:12] = [3.4028235e38, -3.4028235e38, 0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45,

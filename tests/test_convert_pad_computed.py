@@ -8,9 +8,8 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import onnx
 import pytest
-from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from conftest import assert_exact, converted, make_model, onnxruntime_outputs, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -32,14 +31,6 @@ def _pad(elem: int, value=None, mode: str = "constant", value_input: bool = Fals
                       [vi("y", elem, 2)], opset=13, initializers=inits)
 
 
-def _converted(m: onnx.ModelProto, target: int) -> onnx.ModelProto:
-    c = onnx.ModelProto()
-    c.CopyFrom(m)
-    convert_proto(c, target)
-    onnx.checker.check_model(c, full_check=True)
-    return c
-
-
 @pytest.mark.parametrize("target", [10, 9])
 @pytest.mark.parametrize("elem,value,mode", [(T.FLOAT, None, "constant"),
                                              (T.FLOAT, -2.5, "constant"),
@@ -48,7 +39,7 @@ def _converted(m: onnx.ModelProto, target: int) -> onnx.ModelProto:
                          ids=["float", "float value", "int32 value", "edge", "int64 edge"])
 def test_computed_pads_give_pad_13s_values(elem, value, mode, target):
     m = _pad(elem, value, mode)
-    c = _converted(m, target)
+    c = converted(m, target)
     assert "Pad" not in {n.op_type for n in c.graph.node}
     assert "v" not in {t.name for t in c.graph.initializer}  # the value is the fills' now
     x = np.arange(12).reshape(3, 4).astype(helper.tensor_dtype_to_np_dtype(elem))

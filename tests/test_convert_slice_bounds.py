@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from conftest import assert_exact, converted, make_model, onnxruntime_outputs, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -35,19 +35,11 @@ def _slice(x_shape, steps: list[int] | None, axes=(1,), index=T.INT64) -> onnx.M
                       [vi("y", T.FLOAT, len(x_shape))], opset=13, initializers=inits)
 
 
-def _converted(m: onnx.ModelProto, target: int) -> onnx.ModelProto:
-    c = onnx.ModelProto()
-    c.CopyFrom(m)
-    convert_proto(c, target)
-    onnx.checker.check_model(c, full_check=True)
-    return c
-
-
 @pytest.mark.parametrize("step", [1, 2, 3, -1, -2])
 @pytest.mark.parametrize("x_shape", [[3, 5], ["n", "m"]], ids=["static", "dynamic"])
 def test_computed_bounds_pick_what_slice_10_picks(x_shape, step):
     m = _slice(x_shape, None if step == 1 else [step])
-    c = _converted(m, 9)
+    c = converted(m, 9)
     assert "Slice" not in {n.op_type for n in c.graph.node}
     x = np.arange(15, dtype=np.float32).reshape(3, 5)
     checked = 0
@@ -76,14 +68,14 @@ def test_constant_bounds_with_a_step_pick_what_slice_10_picks(step):
                                          name="slice")],
                        [vi("x", T.FLOAT, [3, 5])], [vi("y", T.FLOAT, 2)], opset=13,
                        initializers=inits)
-        c = _converted(m, 9)
+        c = converted(m, 9)
         assert "Slice" not in {n.op_type for n in c.graph.node}
         assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"], f"[{b}:{e}:{step}]")
 
 
 def test_two_axes_int32_bounds_and_an_empty_axis():
     m = _slice(["a", "b", 4], [1, -1], axes=(2, 0), index=T.INT32)
-    c = _converted(m, 9)
+    c = converted(m, 9)
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     empty = np.zeros((0, 3, 4), np.float32)
     for xv, s, e in [(x, [1, -1], [4, -3]), (x, [-2, 5], [-1, 0]), (x, [3, 0], [1, 1]),
@@ -101,7 +93,7 @@ def test_a_step_on_an_axis_of_unknown_size_with_constant_bounds():
                                      name="flip")],
                    [vi("x", T.FLOAT, ["n", 2])], [vi("y", T.FLOAT, 2)], opset=13,
                    initializers=inits)
-    c = _converted(m, 9)
+    c = converted(m, 9)
     for n in (0, 1, 4):
         x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
         assert_exact(x[::-1], evaluate(c, {"x": x})["y"], f"n={n}")
@@ -127,7 +119,7 @@ def test_bounds_computed_from_constants_are_folded_and_the_slice_kept():
              helper.make_node("Pad", ["y", "both"], ["z"], name="pad")]
     m = make_model(nodes, [vi("x", T.FLOAT, ["n"])], [vi("z", T.FLOAT, 1)], opset=13,
                    initializers=[init])
-    c = _converted(m, 9)
+    c = converted(m, 9)
     assert [n.op_type for n in c.graph.node] == ["Slice", "Pad"]
     x = np.arange(6, dtype=np.float32)
     assert_exact(evaluate(m, {"x": x})["z"], evaluate(c, {"x": x})["z"], "")
