@@ -256,6 +256,12 @@ class Step:
         index = self.add_const("axis", np.array([axis] if rank1 else axis, np.int64))
         return self.add_node("Gather", [shape, index], what, axis=0)
 
+    def where_less(self, v: str, than: str, then: str, what: str) -> str:
+        """``then`` where ``v < than``, else ``v``: a Where of a Less (integer Max and Min,
+        which would clamp, exist only from opset 12)."""
+        return self.add_node("Where", [self.add_node("Less", [v, than], f"{what}_less"), then,
+                                       v], what)
+
     def positions(self, count: str, what: str) -> str:
         """0, 1, .., count - 1 (``count`` an int64 scalar) as an int64 ``[count]``: the
         NonZero of count ones (a ConstantOfShape), which exist from opset 9 (then Squeeze

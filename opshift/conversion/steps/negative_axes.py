@@ -107,10 +107,9 @@ def gather_negative_indices(st: Step) -> None:
                                    "size")
         if t != onnx.TensorProto.INT64:
             size = st.add_cast(size, t, "size_cast")
-    neg = st.add_node("Less", [idx_name, st.add_const("zero", np.zeros((), dtype))],
-                      "negative")
     wrapped = st.add_node("Add", [idx_name, size], "from_the_back")
-    st.set_inputs([st.input(0), st.add_node("Where", [neg, wrapped, idx_name], "indices")])
+    st.set_inputs([st.input(0), st.where_less(idx_name, st.add_const("zero", np.zeros(
+        (), dtype)), wrapped, "indices")])
     st.note(f"computed indices read as Where(indices < 0, indices + {dim or 'n'}, indices)",
             "Gather counts negative indices from the back from opset 11 only")
 

@@ -39,16 +39,15 @@ def pad_at_run_time(st: Step) -> bool:
                                             np_dtype(t)))
     zero = st.add_const("zero", np.array(0, np.int64))
 
-    def scalar(i: int) -> str:
+    def pad(i: int) -> str:
         return st.add_node("Gather", [pads, st.add_const("at", np.array(i, np.int64))],
                            f"pads_{i}", axis=0)
 
     def at_least_0(v: str, what: str) -> str:
-        return st.add_node("Where", [st.add_node("Less", [v, zero], f"{what}_negative"), zero,
-                                     v], what)
+        return st.where_less(v, zero, zero, what)
 
     for a in range(rank):
-        begin, end = scalar(a), scalar(a + rank)
+        begin, end = pad(a), pad(a + rank)
         size = st.size_at_run_time(x, a, f"axis{a}_size")
         # the values kept: from max(-begin, 0) to size - max(-end, 0)
         first = at_least_0(st.add_node("Neg", [begin], f"axis{a}_cut_begin"), f"axis{a}_first")

@@ -121,19 +121,15 @@ def _positions(st: Step, x: str, k: int, a: int, step: int, starts, ends, dim) -
             return scalar(int(b[k]))
         return st.add_node("Gather", [b, scalar(k)], f"axis{a}_{what}", axis=0)
 
-    def where_less(v: str, than: str, then: str, what: str) -> str:
-        return st.add_node("Where", [st.add_node("Less", [v, than], f"{what}_less"), then, v],
-                           what)
-
     def clamp(v: str, lo: str, hi: str, what: str) -> str:
-        v = where_less(v, lo, lo, f"{what}_low")
+        v = st.where_less(v, lo, lo, f"{what}_low")
         return st.add_node("Where", [st.add_node("Greater", [v, hi], f"{what}_more"), hi, v],
                            what)
 
     size = scalar(dim) if isinstance(dim, int) else st.size_at_run_time(x, a, f"axis{a}_size")
     zero = scalar(0)
-    b, e = (where_less(v, zero, st.add_node("Add", [v, size], f"axis{a}_{w}_wrapped"),
-                       f"axis{a}_{w}_from_end")
+    b, e = (st.where_less(v, zero, st.add_node("Add", [v, size], f"axis{a}_{w}_wrapped"),
+                          f"axis{a}_{w}_from_end")
             for v, w in ((bound(starts, "start"), "start"), (bound(ends, "end"), "end")))
     if step > 0:
         b, e = clamp(b, zero, size, f"axis{a}_start"), clamp(e, zero, size, f"axis{a}_end")
@@ -147,7 +143,7 @@ def _positions(st: Step, x: str, k: int, a: int, step: int, starts, ends, dim) -
         span = st.add_node("Div", [st.add_node("Add", [span, scalar(abs(step) - 1)],
                                                f"axis{a}_span_up"), scalar(abs(step))],
                            f"axis{a}_steps")
-    count = where_less(span, zero, zero, f"axis{a}_count")
+    count = st.where_less(span, zero, zero, f"axis{a}_count")
     i = st.positions(count, f"axis{a}_i")
     if step != 1:
         i = st.add_node("Mul", [i, scalar(step)], f"axis{a}_offsets")
