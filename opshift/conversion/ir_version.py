@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import onnx
 from onnx import helper
 
 from .. import opsets
-from ..graph.scopes import subgraphs
+from ..graph.scopes import iter_scopes, walk_nodes
 
 
 def needed_ir(model: onnx.ModelProto, target: int) -> int:
@@ -30,9 +28,9 @@ def initializers_as_inputs(model: onnx.ModelProto) -> None:
     already has the name."""
     g = model.graph
     taken = {v.name for v in g.input} | {t.name for t in g.initializer}
-    taken |= {o for n in _all_nodes(g) for o in n.output}
+    taken |= {o for n in walk_nodes(g.node) for o in n.output}
     moved: list[onnx.TensorProto] = []
-    for sg in _subgraphs(g):
+    for sg in [sc.graph for sc in iter_scopes(model, functions=False) if sc.parent]:
         renamed = {}
         for t in sg.initializer:
             name = t.name
@@ -54,23 +52,9 @@ def initializers_as_inputs(model: onnx.ModelProto) -> None:
             g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
 
 
-def _all_nodes(g: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    for n in g.node:
-        yield n
-        for _, sg in subgraphs(n):
-            yield from _all_nodes(sg)
-
-
-def _subgraphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    for n in g.node:
-        for _, sg in subgraphs(n):
-            yield sg
-            yield from _subgraphs(sg)
-
-
 def _rename_reads(g: onnx.GraphProto, renamed: dict[str, str]) -> None:
     """Rename what ``g`` (with its subgraphs) reads or hands out of ``renamed``."""
-    for n in _all_nodes(g):
+    for n in walk_nodes(g.node):
         for i, x in enumerate(n.input):
             if x in renamed:
                 n.input[i] = renamed[x]
