@@ -18,6 +18,11 @@ import onnx.helper
 ACTIVATIONS = ("PRelu", "LeakyRelu", "Selu")
 
 MAX_OPSET = onnx.defs.onnx_opset_version()
+#: the element types of the eight integer tensor types
+INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
+                           onnx.TensorProto.INT64, onnx.TensorProto.UINT8,
+                           onnx.TensorProto.UINT16, onnx.TensorProto.UINT32,
+                           onnx.TensorProto.UINT64})
 
 
 def normalize_domain(domain: str | None) -> str:

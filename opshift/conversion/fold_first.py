@@ -30,7 +30,7 @@ from onnx import numpy_helper
 
 from .. import opsets
 from ..errors import ConstantNeededError, OpshiftError
-from ..graph.edit import remove_unused_constants
+from ..graph.edit import remove_unused_constants, used_names
 from ..graph.facts import Facts
 from ..graph.scopes import Scope, iter_scopes, may_hold_subgraphs, splice, subgraphs
 from .result import Change
@@ -52,9 +52,6 @@ MAX_ELEMENTS = 1 << 16
 #: the most nodes folded into one value
 MAX_NODES = 256
 _PLAIN = frozenset("bBhHiIlLqQefd?")  # numpy kinds numpy_helper writes as they are
-_INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
-                       onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
-                       onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
 
 
 def foldable(facts: Facts, scope: Scope, value: str) -> bool:
@@ -161,7 +158,8 @@ def _chain(facts: Facts, home: Scope, value: str
         n = found[0]
         if opsets.normalize_domain(n.domain) or n.op_type not in FOLDABLE \
                 or len(nodes) >= MAX_NODES or not _small(facts, n) \
-                or (n.op_type in _INTEGER_ONLY and facts.elem_type(n.output[0]) not in _INTEGERS):
+                or (n.op_type in _INTEGER_ONLY
+                    and facts.elem_type(n.output[0]) not in opsets.INTEGER_TYPES):
             return None
         nodes[next(o for o in n.output if o)] = n
         todo.extend(n.input)
@@ -220,10 +218,10 @@ def _replace(scope: Scope, folds: list[tuple[str, list[int], onnx.TensorProto]],
         g.initializer.append(tensor)
     reads = Counter(chain.from_iterable(n.input for n in nodes))
     reads.update(o.name for o in g.output)
-    for n in nodes:  # what subgraphs read of this graph's values
+    for n in nodes:  # what subgraphs read of this graph's values (once each: enough)
         if may_hold_subgraphs(n.domain, n.op_type):
             for _, sg in subgraphs(n):
-                reads.update(_reads(sg))
+                reads.update(used_names(sg.node) | {o.name for o in sg.output})
     gone: dict[int, list] = {}
     for i in sorted(set(chain.from_iterable(at for _, at, _ in folds)), reverse=True):
         n = nodes[i]
@@ -240,12 +238,3 @@ def _replace(scope: Scope, folds: list[tuple[str, list[int], onnx.TensorProto]],
     remove_unused_constants(scope, leaves)
     return set(gone)
 
-
-def _reads(g: onnx.GraphProto) -> list[str]:
-    """Every name a graph's nodes (and their subgraphs) and outputs read."""
-    out = [o.name for o in g.output]
-    for n in g.node:
-        out.extend(n.input)
-        for _, sg in subgraphs(n):
-            out.extend(_reads(sg))
-    return out

@@ -184,13 +184,14 @@ def _set_dims(declared: Declared | None,
             vi.type.tensor_type.shape.CopyFrom(proto)
 
 
-def _used_names(nodes) -> set[str]:
+def used_names(nodes) -> set[str]:
+    """The names ``nodes`` read, their subgraphs' nodes and outputs included."""
     used = set(chain.from_iterable(n.input for n in nodes))
     holders = {o for o, d in {(n.op_type, n.domain) for n in nodes} if may_hold_subgraphs(d, o)}
     for n in nodes if holders else ():
         if n.op_type in holders:
             for _, g in subgraphs(n):
-                used.update(_used_names(g.node))
+                used.update(used_names(g.node))
                 used.update(o.name for o in g.output)
     return used
 
@@ -200,7 +201,7 @@ def remove_unused_constants(scope: Scope, names: set[str]) -> None:
     in ``scope`` uses any more."""
     if not names:
         return
-    used = _used_names(scope.nodes)
+    used = used_names(scope.nodes)
     used.update(scope.outputs())
     dead = names - used
     if not dead:

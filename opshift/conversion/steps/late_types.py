@@ -19,12 +19,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from ...opsets import INTEGER_TYPES
 from ..registry import at
 from ..step import OPSET_1_FLOATS, Refuse, Step, np_dtype
 
-_INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
-                       onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
-                       onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
 _WIDE = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
 
 
@@ -79,7 +77,7 @@ def integer_max_min(st: Step) -> None:
         return
     names = [n for n in st.w.input if n]
     t = st.elem_type(names[0]) if names else None
-    if t not in _INTEGERS:
+    if t not in INTEGER_TYPES:
         return
     kind = onnx.TensorProto.DataType.Name(t)
     y = st.w.output[0]

@@ -8,8 +8,8 @@ per-channel scale, both ways), Mod **28** (fmod=0 on floating-point values).
 from __future__ import annotations
 
 import onnx
-from onnx import TensorProto as TP
 
+from ...opsets import INTEGER_TYPES
 from ..registry import at
 from ..step import Refuse, Step
 
@@ -63,18 +63,12 @@ def groupnorm_scale(st: Step) -> None:
     raise Refuse("scale and bias are per group at 18 and per channel at 21")
 
 
-
-#: the integer element types, Mod's types for fmod=0 before 28
-_INTEGERS = frozenset({TP.UINT8, TP.UINT16, TP.UINT32, TP.UINT64, TP.INT8, TP.INT16, TP.INT32,
-                       TP.INT64})
-
-
 @at(28, "Mod")
 def mod_floor_of_floats(st: Step) -> None:
     if st.up or st.attr("fmod", 0):
         return
     elem = st.elem_type(st.input(0))
-    if elem not in _INTEGERS:
+    if elem not in INTEGER_TYPES:  # Mod's types for fmod=0 before 28
         what = "values of unknown type" if elem is None else "floating-point values"
         raise Refuse(f"fmod=0 on {what}: Mod takes the floored remainder of floats only from "
                      "Mod-28 (before, fmod=0 is for integers)")
