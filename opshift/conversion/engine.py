@@ -8,9 +8,9 @@ anything is written, so a refusal (:class:`~opshift.errors.ConversionError` nami
 versions and scope) leaves the model untouched. Then the opset imports and the IR version
 (decided here, once) are set. When some node is refused because its op does not exist at the
 target, the regions holding such nodes that ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu
-are fused first, and the fused model is planned instead (:mod:`.fuse_first`); so is a model
-whose values nodes need as constants are folded where computed from constants alone
-(:mod:`.fold_first`).
+are fused first, and the fused model is planned instead (:mod:`.fuse_first`); where nodes
+are refused for want of a constant that exact ops compute from constants alone, it is folded
+first the same way (:mod:`.fold_first`).
 """
 
 from __future__ import annotations

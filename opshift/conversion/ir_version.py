@@ -27,10 +27,14 @@ def initializers_as_inputs(model: onnx.ModelProto) -> None:
     subgraph reads: renamed where the main graph, or another subgraph's moved initializer,
     already has the name."""
     g = model.graph
-    taken = {v.name for v in g.input} | {t.name for t in g.initializer}
-    taken |= {o for n in walk_nodes(g.node) for o in n.output}
+    holding = [sc.graph for sc in iter_scopes(model, functions=False)
+               if sc.parent and len(sc.graph.initializer)]
+    taken = set()
+    if holding:  # (the names in use read only when some subgraph holds an initializer)
+        taken = {v.name for v in g.input} | {t.name for t in g.initializer}
+        taken |= {o for n in walk_nodes(g.node) for o in n.output}
     moved: list[onnx.TensorProto] = []
-    for sg in [sc.graph for sc in iter_scopes(model, functions=False) if sc.parent]:
+    for sg in holding:
         renamed = {}
         for t in sg.initializer:
             name = t.name
