@@ -1341,10 +1341,10 @@ def test_function_body_that_cannot_reach_the_target_is_refused():
     m = make_model([one("GreaterOrEqual", ["x", "z"], ["y"])],
                    [vi("x", F, [3]), vi("z", F, [3])], [vi("y", TensorProto.BOOL, [3])],
                    opset=12)
-    # Its body's Equal takes floats only from opset 11, and is written out from 9 only.
-    with pytest.raises(ConversionError, match=r"GreaterOrEqual does not exist at opset 8.*"
-                                              r"function body.*Equal.*no IsNaN"):
-        convert_other_ops(m, 12, 8)
+    # Its body's Equal takes floats only from opset 11, and is written out from 7 only.
+    with pytest.raises(ConversionError, match=r"GreaterOrEqual does not exist at opset 6.*"
+                                              r"function body.*Equal.*below opset 7 Less"):
+        convert_other_ops(m, 12, 6)
 
 
 def test_float16_attention_body_below_23():
@@ -1727,21 +1727,35 @@ def test_integer_max_min_below_12(op, dtype, target):
 
 @pytest.mark.parametrize("op", ["Equal", "GreaterOrEqual", "LessOrEqual"])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-@pytest.mark.parametrize("target", [10, 9, 8])
-def test_float_equal_below_11(op, dtype, target):
-    """Equal takes floats from 11: below, Not(Less or Greater or a NaN) from 9 (IsNaN); so
-    GreaterOrEqual/LessOrEqual's bodies go there too. +0 equals -0, infinities themselves,
-    NaN nothing; below 9 refused."""
+@pytest.mark.parametrize("target", [10, 9, 8, 7, 6])
+@pytest.mark.parametrize("const_b", [False, True])
+def test_float_equal_below_11(op, dtype, target, const_b):
+    """Equal takes floats from 11: below, Not(Less or Greater) and neither a NaN (IsNaN from
+    9, below ``x < inf or x > -inf``); so GreaterOrEqual/LessOrEqual's bodies go there too.
+    +0 equals -0, infinities themselves, NaN nothing; a constant B without NaN needs no
+    test; below 7 refused."""
     t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    m = make_model([one(op, ["a", "b"], ["y"])], [vi("a", t, [2, 4]), vi("b", t, [4])],
-                   [vi("y", TensorProto.BOOL, [2, 4])], opset=13)
-    feeds = {"a": np.array([[0, -0.0, np.inf, np.nan], [1, 2, -np.inf, 3]], dtype),
-             "b": np.array([-0.0, 0, np.inf, 3], dtype)}
-    if target < 9:
-        with pytest.raises(ConversionError, match=r"below opset 9 \(no IsNaN\)"):
+    a = np.array([[0, -0.0, np.inf, np.nan, -np.inf], [-0.0, 2, -np.inf, 3, np.nan]], dtype)
+    b = np.array([-0.0, np.inf if const_b else np.nan, np.inf, 3, -np.inf], dtype)
+    inits = [numpy_helper.from_array(b, "b")] if const_b else []
+    m = make_model([one(op, ["a", "b"], ["y"])],
+                   [vi("a", t, [2, 5])] + ([] if const_b else [vi("b", t, [5])]),
+                   [vi("y", TensorProto.BOOL, [2, 5])], opset=13, initializers=inits)
+    feeds = {"a": a} if const_b else {"a": a, "b": b}
+    if target < 7:
+        with pytest.raises(ConversionError, match=r"below opset 7 Less and Greater"):
             convert_other_ops(m, 13, target)
         return
     roundtrip(m, 13, target, feeds)
+    assert op not in [n.op_type for n in m.graph.node]
+    want = {"Equal": np.equal, "GreaterOrEqual": np.greater_equal,
+            "LessOrEqual": np.less_equal}[op](a, b)
+    np.testing.assert_array_equal(evaluate(m, feeds)["y"], want)
+    if op == "Equal":  # one NaN test per input that may hold one
+        ops = [n.op_type for n in m.graph.node]
+        tests = 1 if const_b else 2
+        assert (ops.count("IsNaN"), ops.count("Less")) == \
+            ((tests, 1) if target >= 9 else (0, 1 + tests))
 
 
 @pytest.mark.parametrize("const_pads", [True, False])

@@ -1,8 +1,11 @@
 """Ops that take some element types only from a later version.
 
 * **Equal 11** takes floats; before, integers and bool only. Down, floats are compared as
-  ``Not(Less or Greater) and not (IsNaN(A) or IsNaN(B))`` (from opset 9: IsNaN): equal
-  values are neither less nor greater (+0 and -0, infinities alike), and NaN equals nothing.
+  ``Not(Less or Greater) and not (IsNaN(A) or IsNaN(B))``: equal values are neither less
+  nor greater (+0 and -0, infinities alike), and NaN equals nothing. Below 9 (no IsNaN)
+  ``x < inf or x > -inf`` tells a value from NaN (every value but +inf is below +inf, +inf
+  is above -inf, NaN compares false), from 7 (comparisons broadcast numpy-style); an input
+  that is a constant holding no NaN needs no test.
 * **Pow 12** takes an exponent of another type than X (integers included); before, both
   share X's float type. Down, a constant exponent whose values X's type holds exactly is
   written in that type (x ** 2 and x ** 2.0 are the same power); a computed one is refused.
@@ -34,19 +37,35 @@ def float_equal(st: Step) -> None:
     t = st.elem_type(a)
     if t not in OPSET_1_FLOATS:
         return
-    if st.target < 9:
-        raise Refuse(f"{onnx.TensorProto.DataType.Name(t)} inputs: below opset 9 (no IsNaN) "
-                     "nothing tells NaN, which equals nothing, from a value")
-    parts = {}
-    for what, op, ins in (("less", "Less", [a, b]), ("greater", "Greater", [a, b]),
-                          ("a_nan", "IsNaN", [a]), ("b_nan", "IsNaN", [b])):
-        parts[what] = st.add_node(op, ins, what)
-    ordered = st.add_node("Or", [parts["less"], parts["greater"]], "ordered")
-    nan = st.add_node("Or", [parts["a_nan"], parts["b_nan"]], "nan")
-    unequal = st.add_node("Or", [ordered, nan], "unequal")
-    st.add_node("Not", [unequal], "equal", output=st.w.output[0])
-    st.remove(f"{onnx.TensorProto.DataType.Name(t)} Equal written as Not(Less or Greater or "
-              "a NaN)", "Equal takes floats from opset 11")
+    kind = onnx.TensorProto.DataType.Name(t)
+    if st.target < 7:
+        raise Refuse(f"{kind} inputs: below opset 7 Less and Greater broadcast by attribute, "
+                     "and Equal's float form needs them to broadcast numpy-style")
+    less = st.add_node("Less", [a, b], "less")
+    ordered = st.add_node("Or", [less, st.add_node("Greater", [a, b], "greater")], "ordered")
+    tests = [v for v in (_not_nan(st, a, t, "a"), _not_nan(st, b, t, "b")) if v is not None]
+    y = st.w.output[0]
+    equal = st.add_node("Not", [ordered], "unordered", output=None if tests else y)
+    for k, v in enumerate(tests):
+        equal = st.add_node("And", [equal, v], "equal", output=y if k == len(tests) - 1 else None)
+    st.remove(f"{kind} Equal written as Not(Less or Greater) and neither a NaN",
+              "Equal takes floats from opset 11")
+
+
+def _not_nan(st: Step, x: str, t: int, what: str) -> str | None:
+    """A bool test that ``x`` is not NaN (None when ``x`` is a constant holding none):
+    IsNaN from opset 9, below it ``x < inf or x > -inf``."""
+    value = st.const(x)
+    if value is not None and not np.isnan(value).any():
+        return None
+    if st.target >= 9:
+        return st.add_node("Not", [st.add_node("IsNaN", [x], f"{what}_nan")], f"{what}_number")
+    dtype = np_dtype(t)
+    below = st.add_node("Less", [x, st.add_const("inf", np.array(np.inf, dtype))],
+                        f"{what}_below_inf")
+    above = st.add_node("Greater", [x, st.add_const("minus_inf", np.array(-np.inf, dtype))],
+                        f"{what}_above_minus_inf")
+    return st.add_node("Or", [below, above], f"{what}_number")
 
 
 @at(12, "Pow")
