@@ -520,7 +520,7 @@ def test_gather_indices_below_11():
                                                         vi("i", I64, [2])],
                    [vi("y", F, None)], opset=13)
     with pytest.raises(ConversionError, match=r"Gather-11 -> Gather-1.*indices are computed"):
-        convert_other_ops(m, 13, 8)  # (from 9 they are read through Where: below)
+        convert_other_ops(m, 13, 6)  # (from 7 they are read with their sign: below)
 
 
 def test_clip_bounds_between_attributes_and_inputs():
@@ -1811,22 +1811,25 @@ def test_pow_computed_integer_exponent_is_refused_below_12():
 
 @pytest.mark.parametrize("static", [True, False])
 @pytest.mark.parametrize("itype", [TensorProto.INT64, TensorProto.INT32])
-@pytest.mark.parametrize("target", [10, 9, 8])
+@pytest.mark.parametrize("target", [10, 9, 8, 7, 6])
 def test_gather_computed_negative_indices_below_11(static, itype, target):
     """Gather-11 counts negative indices from the back; below, computed indices are read
-    through Where(i < 0, i + n, i) from 9 (n known, or the data's shape at run time);
-    refused below 9."""
+    through Where(i < 0, i + n, i) from 9 (n known, or the data's shape at run time), at 7
+    and 8 as i + n * (i < 0) (the sign read through float); refused below 7."""
     data_shape = [5, 3] if static else ["n", 3]
     m = make_model([one("Gather", ["d", "i"], ["y"], axis=0)],
                    [vi("d", F, data_shape), vi("i", itype, [4])], [vi("y", F, [4, 3])],
                    opset=13)
     feeds = {"d": np.arange(15, dtype=np.float32).reshape(5, 3),
              "i": np.array([-5, -1, 0, 4], helper.tensor_dtype_to_np_dtype(itype))}
-    if target < 9:
-        with pytest.raises(ConversionError, match=r"indices are computed \(below opset 9"):
+    if target < 7:
+        with pytest.raises(ConversionError, match=r"indices are computed \(below opset 7"):
             convert_other_ops(m, 13, target)
         return
     roundtrip(m, 13, target, feeds)
+    ops = [n.op_type for n in m.graph.node]
+    assert ("Where" in ops) == (target >= 9) and ("Mul" in ops) == (target < 9)
+    np.testing.assert_array_equal(evaluate(m, feeds)["y"], feeds["d"][feeds["i"]])
 
 
 def _gather_of(producer: str) -> tuple[onnx.ModelProto, dict]:
@@ -1864,10 +1867,13 @@ def test_gather_of_never_negative_indices_below_11(producer, target):
 
 def test_gather_of_other_computed_indices_below_11_still_reads_negatives():
     """Indices of any other op (here negated positions) are read through the Where from 9,
-    refused below."""
+    through a sign mask at 7 and 8, refused below."""
     m, feeds = _gather_of("Neg")
     roundtrip(m, 13, 9, feeds)
     assert "Where" in {n.op_type for n in m.graph.node}
+    m, feeds = _gather_of("Neg")
+    roundtrip(m, 13, 7, feeds)
+    assert {"Less", "Mul", "Add"} <= {n.op_type for n in m.graph.node}
     m, _ = _gather_of("Neg")
-    with pytest.raises(ConversionError, match=r"indices are computed \(below opset 9"):
-        convert_other_ops(m, 13, 8)
+    with pytest.raises(ConversionError, match=r"indices are computed \(below opset 7"):
+        convert_other_ops(m, 13, 6)

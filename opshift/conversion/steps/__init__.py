@@ -24,4 +24,5 @@ from . import (  # noqa: F401
     scan,
     softmax,
     training,
+    where,
 )

@@ -72,8 +72,10 @@ def gather_negative_indices(st: Step) -> None:
     """Gather-11 counts negative indices from the back. Constant ones are normalized; from
     opset 9 computed ones are read through ``Where(indices < 0, indices + n, indices)``
     (n: the gathered dimension, from the data's shape when not known; embedding lookups of
-    token ids, items of a loop's sequence), but for those an op computes that are never
-    negative (an ArgMax, a Shape, TopK's indices)."""
+    token ids, items of a loop's sequence), at 7 and 8 (no Where) through ``indices + n *
+    Cast(Cast(indices, float) < 0)`` (int -> float rounding never changes a sign; the
+    product is 0 or n), but for those an op computes that are never negative (an ArgMax, a
+    Shape, TopK's indices)."""
     if st.up:
         return
     idx_name = st.input(1)
@@ -93,9 +95,9 @@ def gather_negative_indices(st: Step) -> None:
         st.note("negative indices normalized")
         return
     t = st.elem_type(idx_name)
-    if st.target < 9 or t is None:
+    if st.target < 7 or t is None:
         raise Refuse("Gather below opset 11 needs non-negative indices; the indices are "
-                     "computed" + (" (below opset 9 no Where picks the negative ones)"
+                     "computed" + (" (below opset 7 Less and Mul broadcast by attribute)"
                                    if t is not None else " and of unknown type"))
     dtype = np_dtype(t)
     if isinstance(dim, int):
@@ -107,10 +109,20 @@ def gather_negative_indices(st: Step) -> None:
                                    "size")
         if t != onnx.TensorProto.INT64:
             size = st.add_cast(size, t, "size_cast")
-    wrapped = st.add_node("Add", [idx_name, size], "from_the_back")
-    st.set_inputs([st.input(0), st.where_less(idx_name, st.add_const("zero", np.zeros(
-        (), dtype)), wrapped, "indices")])
-    st.note(f"computed indices read as Where(indices < 0, indices + {dim or 'n'}, indices)",
+    if st.target >= 9:
+        wrapped = st.add_node("Add", [idx_name, size], "from_the_back")
+        read = st.where_less(idx_name, st.add_const("zero", np.zeros((), dtype)), wrapped,
+                             "indices")
+        how = f"Where(indices < 0, indices + {dim or 'n'}, indices)"
+    else:
+        as_float = st.add_cast(idx_name, onnx.TensorProto.FLOAT, "as_float")
+        negative = st.add_node("Less", [as_float, st.add_const(
+            "zero", np.zeros((), np.float32))], "negative")
+        shift = st.add_node("Mul", [st.add_cast(negative, t, "mask"), size], "shift")
+        read = st.add_node("Add", [idx_name, shift], "indices")
+        how = f"indices + {dim or 'n'} * (indices < 0)"
+    st.set_inputs([st.input(0), read])
+    st.note(f"computed indices read as {how}",
             "Gather counts negative indices from the back from opset 11 only")
 
 
