@@ -511,11 +511,26 @@ def test_negative_axis_needs_rank_below_11():
         convert_other_ops(m, 13, 9)
 
 
+@pytest.mark.parametrize("indices", [[-1, 0], [-3, -1]])
+@pytest.mark.parametrize("dim", [3, "n"])
+def test_gather_constant_negative_indices_below_11(indices, dim):
+    """Constant negative indices are normalized with the dimension's size, or (from 7)
+    offset by that size read at run time where it is unknown; refused below 7 then."""
+    idx = numpy_helper.from_array(np.array(indices, np.int64), "i")
+    m = make_model([one("Gather", ["x", "i"], ["y"], axis=1)], [vi("x", F, [2, dim, 4])],
+                   [vi("y", F, [2, 2, 4])], opset=13, initializers=[idx])
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    roundtrip(c, 13, 7, {"x": X234})
+    np.testing.assert_array_equal(evaluate(c, {"x": X234})["y"], X234[:, indices])
+    assert ("Shape" in {n.op_type for n in c.graph.node}) == (dim == "n")
+    if dim == "n":
+        with pytest.raises(ConversionError, match=r"indices are constant, of a dimension of "
+                                                  r"unknown size \(below opset 7"):
+            convert_other_ops(m, 13, 6)
+
+
 def test_gather_indices_below_11():
-    idx = numpy_helper.from_array(np.array([-1, 0], np.int64), "i")
-    m = make_model([one("Gather", ["x", "i"], ["y"], axis=1)], [vi("x", F, [2, 3, 4])],
-                   [vi("y", F, 3)], opset=13, initializers=[idx])
-    roundtrip(m, 13, 9, {"x": X234})
     m = make_model([one("Gather", ["x", "i"], ["y"])], [vi("x", F, [2, 3]),
                                                         vi("i", I64, [2])],
                    [vi("y", F, None)], opset=13)

@@ -69,7 +69,8 @@ def negative_axes(st: Step) -> None:
 
 @at(11, "Gather")
 def gather_negative_indices(st: Step) -> None:
-    """Gather-11 counts negative indices from the back. Constant ones are normalized; from
+    """Gather-11 counts negative indices from the back. Constant ones are normalized (from 7,
+    into a dimension of unknown size, that size read at run time is added to them); from
     opset 9 computed ones are read through ``Where(indices < 0, indices + n, indices)``
     (n: the gathered dimension, from the data's shape when not known; embedding lookups of
     token ids, items of a loop's sequence), at 7 and 8 (no Where) through ``indices + n *
@@ -86,19 +87,17 @@ def gather_negative_indices(st: Step) -> None:
     s = st.shape(data)
     axis = st.attr("axis", 0)
     dim = None if s is None else s[norm_axis(axis, len(s))]
-    if idx is not None:
-        if not isinstance(dim, int):
-            raise Refuse("negative indices need the size of the gathered dimension, which "
-                         "is unknown")
+    if idx is not None and isinstance(dim, int):
         new = st.add_const("indices", np.where(idx < 0, idx + dim, idx).astype(idx.dtype))
         st.set_inputs([data, new])
         st.note("negative indices normalized")
         return
     t = st.elem_type(idx_name)
     if st.target < 7 or t is None:
-        raise Refuse("Gather below opset 11 needs non-negative indices; the indices are "
-                     "computed" + (" (below opset 7 Less and Mul broadcast by attribute)"
-                                   if t is not None else " and of unknown type"))
+        what = "constant, of a dimension of unknown size" if idx is not None else "computed"
+        raise Refuse(f"Gather below opset 11 needs non-negative indices; the indices are {what}"
+                     + (" (below opset 7 Add and Mul broadcast by attribute)"
+                        if t is not None else " and of unknown type"))
     dtype = np_dtype(t)
     if isinstance(dim, int):
         size = st.add_const("size", np.array(dim, dtype))
@@ -109,6 +108,14 @@ def gather_negative_indices(st: Step) -> None:
                                    "size")
         if t != onnx.TensorProto.INT64:
             size = st.add_cast(size, t, "size_cast")
+    if idx is not None:  # constant, the dimension's size known at run time only
+        negative = idx < 0
+        shift = size if negative.all() else st.add_node(
+            "Mul", [st.add_const("negative", negative.astype(dtype)), size], "shift")
+        st.set_inputs([data, st.add_node("Add", [idx_name, shift], "indices")])
+        st.note("negative indices counted from the size read at run time",
+                "Gather counts negative indices from the back from opset 11 only")
+        return
     if st.target >= 9:
         wrapped = st.add_node("Add", [idx_name, size], "from_the_back")
         read = st.where_less(idx_name, st.add_const("zero", np.zeros((), dtype)), wrapped,
