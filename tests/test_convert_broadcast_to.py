@@ -177,8 +177,7 @@ def test_expand_below_8_as_a_tile(case, elem, target):
 
 
 @pytest.mark.parametrize("x_shape, shape, target, pattern", [
-    (["n", 1], [4, 3], 7, r"dim 0 of X is 'n': tiled or not depends on whether it is 1"),
-    (["n", 1], None, 7, r"dim 0 of X is 'n' and the shape is computed"),
+    ([2, 1], [4, 3], 7, r"dim 0 of X is 2, which the shape's 4 cannot broadcast"),
     (None, [2, 3], 7, r"the shape of X .'x'. is unknown"),
     ([3, 1], [2, 3, 4], 5, r"Tile-6 .* does not exist either"),
 ])
@@ -188,6 +187,30 @@ def test_expand_refusals(x_shape, shape, target, pattern):
     with pytest.raises(ConversionError, match=r"Expand does not exist at opset \d.*" + pattern):
         opshift.convert(m, target)
     assert m.SerializeToString() == before
+
+
+@pytest.mark.parametrize("n", [1, 4])
+@pytest.mark.parametrize("constant", [True, False])
+@pytest.mark.parametrize("target", [7, 6])
+def test_expand_of_a_dim_of_unknown_size_reads_it_at_run_time(n, constant, target):
+    """Whether X's symbolic dim is 1 (tiled) or the shape's (kept) is read from X's shape
+    at run time: Equal(Shape(X), 1) masks the repeats."""
+    m = _expand(["n", 1, 3], [4, 2, 1] if constant else None, out_shape=[4, 2, 3])
+    out = opshift.convert(m, target)
+    onnx.checker.check_model(out, full_check=True)
+    assert "Equal" in [n.op_type for n in out.graph.node]
+    feeds = {"x": _values((n, 1, 3), np.float32)}
+    if not constant:
+        feeds["t"] = np.zeros((4, 2, 3), np.float32)
+    ya, yb = evaluate(m, feeds)["y"], evaluate(out, feeds)["y"]
+    assert yb.shape == (4, 2, 3)
+    c = compare(ya, yb)
+    assert c.ok, c.reason
+    np.testing.assert_array_equal(yb, np.broadcast_to(feeds["x"], (4, 2, 3)))
+    if target == 7:
+        theirs = onnxruntime_outputs(out, feeds)
+        if not isinstance(theirs, str):
+            assert compare(ya, theirs[0]).ok
 
 
 def test_expand_with_a_symbolic_dim_the_shape_keeps():

@@ -86,34 +86,34 @@ def expand(st: Step) -> None:
     xd = (1,) * (rank - len(xs)) + tuple(xs)
     sd = (None,) * (rank - length) + (tuple(int(d) for d in dims.reshape(-1)) if dims is not
                                       None else (None,) * length)
+    if rank > len(xs):
+        x = st.add_node("Unsqueeze", [x], "ranked", axes=list(range(rank - len(xs))))
     if dims is not None:
-        reps = []
         for i, (a, b) in enumerate(zip(xd, sd)):
-            if b is None or b == 1:
-                reps.append(1)
-            elif a == 1:
-                reps.append(b)
-            elif a == b:
-                reps.append(1)
-            else:
-                raise Refuse(f"dim {i} of X is {a!r}: tiled or not depends on whether it is "
-                             f"1 (the shape asks for {b})")
-        repeats = st.add_const("repeats", np.array(reps, np.int64))
+            if isinstance(a, int) and a not in (1, b) and b not in (None, 1):
+                raise Refuse(f"dim {i} of X is {a}, which the shape's {b} cannot broadcast")
+        full = np.array([1 if b is None else b for b in sd], np.int64)
     else:
-        unknown = [i for i, a in enumerate(xd) if not isinstance(a, int)]
-        if unknown:
-            raise Refuse(f"dim {unknown[0]} of X is {xd[unknown[0]]!r} and the shape is "
-                         "computed: tiled or not depends on whether it is 1")
-        ones = np.array([a == 1 for a in xd], np.int64)
         repeats = shape_in
         if rank > length:
             lead = st.add_const("leading_ones", np.ones(rank - length, np.int64))
             repeats = st.add_node("Concat", [lead, repeats], "aligned", axis=0)
-        if not ones.all():
+    if all(isinstance(a, int) for a in xd):
+        ones = np.array([a == 1 for a in xd], np.int64)
+        if dims is not None:
+            repeats = st.add_const("repeats", np.where(ones == 1, full, 1))
+        elif not ones.all():
             masked = st.add_node("Mul", [repeats, st.add_const("tiled", ones)], "masked")
             repeats = st.add_node("Add", [masked, st.add_const("kept", 1 - ones)], "repeats")
-    if rank > len(xs):
-        x = st.add_node("Unsqueeze", [x], "ranked", axes=list(range(rank - len(xs))))
+    else:  # which dims of X are 1 is known at run time only: the mask is read then
+        if dims is not None:
+            repeats = st.add_const("shape", full)
+        one = st.add_const("ones", np.ones(rank, np.int64))
+        tiled = st.add_cast(st.add_node("Equal", [st.add_node("Shape", [x], "x_shape"), one],
+                                        "x_dim_is_1"), onnx.TensorProto.INT64, "tiled")
+        masked = st.add_node("Mul", [repeats, tiled], "masked")
+        repeats = st.add_node("Add", [masked, st.add_node("Sub", [one, tiled], "kept")],
+                              "repeats")
     st.add_node("Tile", [x, repeats], "tile", output=y)
     st.remove("written as a Tile of X (given the output's rank) where its dims are 1")
 
