@@ -357,10 +357,36 @@ def test_variadic_inputs_widened_below_8(op, target):
     assert n.input[0] == "x" and all(i != name for i, name in zip(n.input[1:], "zwk"))
 
 
-def test_variadic_with_a_symbolic_output_shape_is_refused_below_8():
-    m = make_model([one("Sum", ["x", "z"], ["y"])], [vi("x", F, ["n", 3]), vi("z", F, [3])],
+@pytest.mark.parametrize("op", ["Sum", "Max", "Min", "Mean"])
+@pytest.mark.parametrize("target", [7, 6])
+def test_variadic_inputs_tiled_to_a_symbolic_shape_below_8(op, target):
+    """With a symbolic output shape, the input every other broadcasts into gives it at run
+    time: the others (a scalar, a constant [1, 1, 1], a computed [3] and [n, 1, 3]) are
+    given its rank and tiled by its shape where their dims are 1."""
+    rng = np.random.default_rng(8)
+    k = numpy_helper.from_array(np.array([[[0.25]]], np.float32), "k")
+    s = numpy_helper.from_array(np.array(-0.0, np.float32), "s")
+    m = make_model([one(op, ["x", "z", "s", "k", "w"], ["y"])],
+                   [vi("x", F, ["n", 2, 3]), vi("z", F, [3]), vi("w", F, ["n", 1, 3])],
+                   [vi("y", F, ["n", 2, 3])], opset=13, initializers=[k, s])
+    for n in (1, 4):
+        feeds = {"x": rng.standard_normal((n, 2, 3)).astype(np.float32),
+                 "z": np.array([-0.0, np.inf, np.nan], np.float32),
+                 "w": rng.standard_normal((n, 1, 3)).astype(np.float32)}
+        c = onnx.ModelProto()
+        c.CopyFrom(m)
+        roundtrip(c, 13, target, feeds)
+        assert [n.op_type for n in c.graph.node].count("Tile") == 4
+        (node_,) = [n for n in c.graph.node if n.op_type == op]
+        assert node_.input[0] == "x" and all(i != name for i, name in
+                                             zip(node_.input[1:], "zskw"))
+
+
+def test_variadic_with_no_input_of_the_output_shape_is_refused_below_8():
+    m = make_model([one("Sum", ["x", "z"], ["y"])], [vi("x", F, ["n", 1]), vi("z", F, [3])],
                    [vi("y", F, ["n", 3])], opset=13)
-    with pytest.raises(ConversionError, match=r"Sum-8 -> Sum-6.*one shape.*not static"):
+    with pytest.raises(ConversionError, match=r"Sum-8 -> Sum-6.*one shape.*not static, nor "
+                                              r"that of an input every other broadcasts"):
         convert_other_ops(m, 13, 7)
 
 

@@ -12,7 +12,9 @@
   ``x * 1`` is ``x``); B is then placed, or widened too. Up reshapes B for ``axis``.
 * Sum/Max/Min/Mean **8**: all inputs had to share one shape before 8. Down, with a static
   output shape, each input of another shape is widened to it as above (a constant written
-  broadcast, anything else multiplied by ones).
+  broadcast, anything else multiplied by ones); with a symbolic one, from 6, the input every
+  other broadcasts into gives it at run time: the others are tiled by its Shape where their
+  dims are 1.
 * Gemm **7**: ``broadcast`` of C (<= 6; C read without its outer 1s when that makes it a
   trailing shape of Y); Gemm **11**: C optional (made an explicit zero down).
 """
@@ -223,11 +225,54 @@ def variadic_same_shape(st: Step) -> None:
         for s in shapes[1:]:
             out = None if out is None else _static_broadcast(out, s)
     if out is None:
-        raise Refuse(f"input shapes {shapes}: before opset 8 all inputs must have one shape, "
-                     "and the output shape is not static (no input can be widened to it)")
+        widest = next((k for k, s in enumerate(shapes) if s is not None and all(
+            o is not None and _fits_into(o, s) for o in shapes)), None)
+        if widest is None or st.target < 6:
+            raise Refuse(f"input shapes {shapes}: before opset 8 all inputs must have one "
+                         "shape, and the output shape is not static, nor that of an input "
+                         "every other broadcasts into (no input can be widened to it)")
+        _tile_to(st, names[widest], shapes[widest])
+        return
     for i, name in enumerate(st.w.input):
         if name and st.shape(name) != out:
             _widen(st, i, out)
+
+
+def _fits_into(small: tuple, big: tuple) -> bool:
+    """Whether a value of shape ``small`` broadcasts into ``big`` without widening it: each
+    of its dims 1, or the same int or name as ``big``'s."""
+    return len(small) <= len(big) and all(
+        d == 1 or (d is not None and d == e) for d, e in zip(small[::-1], big[::-1]))
+
+
+def _tile_to(st: Step, x: str, xs: tuple) -> None:
+    """Widen every input but ``x`` (of shape ``xs``, into which each broadcasts) to ``x``'s
+    shape read at run time: a Tile (copies, exact for every type) by ``Shape(x)`` on the
+    axes where the input's dim is 1, given ``x``'s rank first."""
+    r = len(xs)
+    shape = None
+    for i, name in enumerate(st.w.input):
+        s = st.shape(name) if name and name != x else None
+        if s is None or s == xs:
+            continue
+        if shape is None:
+            shape = st.add_node("Shape", [x], "shape")
+        value = st.const(name)
+        if len(s) < r:
+            lead = (1,) * (r - len(s))
+            ranked = (st.add_const("ranked", value.reshape(lead + tuple(s))) if value is not None
+                      else st.add_node("Unsqueeze", [name], "ranked", axes=list(range(r - len(s)))))
+            s = lead + tuple(s)
+        else:
+            ranked = name
+        tiled = np.array([d == 1 for d in s], np.int64)
+        repeats = shape
+        if not tiled.all():
+            repeats = st.add_node("Add", [st.add_node("Mul", [shape, st.add_const(
+                "tiled", tiled)], "masked"), st.add_const("kept", 1 - tiled)], "repeats")
+        st.edit().input[i] = st.add_node("Tile", [ranked, repeats], f"{name}_widened")
+        st.note(f"{name!r} widened to the shape of {x!r} by a Tile of it by that shape",
+                "all inputs share one shape before opset 8")
 
 
 # ------------------------------------------------------------------ Gemm
