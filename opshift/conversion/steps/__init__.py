@@ -20,6 +20,7 @@ from . import (  # noqa: F401
     range,
     refused,
     renamed,
+    reverse_sequence,
     sampling,
     scan,
     softmax,
