@@ -23,6 +23,7 @@ from . import (  # noqa: F401
     reverse_sequence,
     sampling,
     scan,
+    scatter_nd,
     softmax,
     training,
     where,
