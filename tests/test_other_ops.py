@@ -1918,3 +1918,49 @@ def test_gather_of_other_computed_indices_below_11_still_reads_negatives():
     m, _ = _gather_of("Neg")
     with pytest.raises(ConversionError, match=r"indices are computed \(below opset 7"):
         convert_other_ops(m, 13, 6)
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int16, np.uint32])
+@pytest.mark.parametrize("target", [10, 9, 6, 5])
+def test_integer_topk_below_11(largest, dtype, target):
+    """TopK takes integers (and largest=0) from 11: below, X ranked as float64 (exact for
+    32-bit and narrower), negated for the k smallest; ties keep the lower index first.
+    Refused below 6 (Cast-1's type is a string)."""
+    info = np.iinfo(dtype)
+    x = np.array([[3, info.min, info.max, 3, 0, info.max], [1, 1, info.min, 5, 5, 2]], dtype)
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    k = numpy_helper.from_array(np.array([4], np.int64), "k")
+    m = make_model([one("TopK", ["x", "k"], ["v", "i"], largest=largest)],
+                   [vi("x", t, [2, 6])], [vi("v", t, [2, 4]), vi("i", I64, [2, 4])],
+                   opset=11, initializers=[k])
+    if target < 6:
+        with pytest.raises(ConversionError, match=r"below opset 6 Cast names its type"):
+            convert_other_ops(m, 11, target)
+        return
+    roundtrip(m, 11, target, {"x": x})
+    order = np.argsort(-x.astype(np.float64) if largest else x, axis=1, kind="stable")[:, :4]
+    got = evaluate(m, {"x": x})
+    np.testing.assert_array_equal(got["i"], order)
+    np.testing.assert_array_equal(got["v"], np.take_along_axis(x, order, 1))
+
+
+def test_topk_of_int64_positions_below_11_and_other_int64_refused():
+    """64-bit X goes through float64 only when it holds positions (here TopK's indices,
+    sorted again: PyTorch's sort of a sort); other int64 X is refused."""
+    k = numpy_helper.from_array(np.array([3], np.int64), "k")
+    m = make_model([one("TopK", ["x", "k"], ["v", "i"], largest=0),
+                    helper.make_node("TopK", ["i", "k"], ["v2", "i2"], largest=0, name="again")],
+                   [vi("x", F, [3])], [vi("v2", I64, [3]), vi("i2", I64, [3])], opset=11,
+                   initializers=[k])
+    m2 = onnx.ModelProto()
+    m2.CopyFrom(m)
+    with pytest.raises(ConversionError, match=r"largest=0 does not exist at TopK-10"):
+        convert_other_ops(m2, 11, 10)  # (float X, k smallest: refused)
+    m.graph.node[0].attribute[0].i = 1  # float X, k largest: no change
+    roundtrip(m, 11, 10, {"x": np.array([0.5, -2.0, 7.0], np.float32)})
+    assert [n.op_type for n in m.graph.node].count("Neg") == 2
+    m = make_model([one("TopK", ["x", "k"], ["v", "i"], largest=0)], [vi("x", I64, [3])],
+                   [vi("v", I64, [3]), vi("i", I64, [3])], opset=11, initializers=[k])
+    with pytest.raises(ConversionError, match=r"INT64 X: TopK takes integers from 11"):
+        convert_other_ops(m, 11, 10)

@@ -19,10 +19,15 @@ from ..graph.cast import make_cast
 from ..graph.edit import Edits, Pending, axes_nodes, constant_node
 from ..graph.facts import Constant, Facts
 from ..graph.scopes import Scope, node_label
+from ..opsets import normalize_domain
 
 #: the float types of opset 1's schemas: all a Constant node takes before opset 9
 OPSET_1_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
                             onnx.TensorProto.FLOAT16})
+
+
+#: op -> its output that holds positions or sizes
+_POSITIONS = {"ArgMax": 0, "ArgMin": 0, "Shape": 0, "Size": 0, "NonZero": 0, "TopK": 1}
 
 
 class Refuse(Exception):
@@ -195,6 +200,17 @@ class Step:
 
     def elem_type(self, name: str) -> int | None:
         return self.ctx.facts.elem_type(name)
+
+    def is_position(self, name: str) -> bool:
+        """Whether ``name`` is an output of a default-domain op that computes positions or
+        sizes (ArgMax, ArgMin, Shape, Size, NonZero, TopK's indices): never negative, and
+        below 2**53 (exact in a double)."""
+        found = self.ctx.facts.producer(name, self.scope.root.function)
+        if found is None or normalize_domain(found[0].domain):
+            return False
+        n = found[0]
+        k = _POSITIONS.get(n.op_type)
+        return k is not None and k < len(n.output) and n.output[k] == name
 
     def shape(self, name: str) -> tuple | None:
         s = self.state.shapes.get(name)

@@ -13,8 +13,16 @@
   instead: ``Where(Less(a, b), b, a)`` for Max (``Less(b, a)`` for Min), input by input, from
   opset 9 (Less and Where take every integer type, with numpy broadcasting); at 6..8 the
   inputs of 8-, 16- and 32-bit types go through float64 and back (every such value is exact
-  in a double, so is their maximum); 64-bit ones are refused there (past 2**53 a double
-  rounds them).
+  in a double, so is their maximum); so do 64-bit ones that are constants within 2**53 or
+  positions and sizes an op computes (:meth:`~opshift.conversion.step.Step.is_position`);
+  other 64-bit ones are refused there (past 2**53 a double rounds them).
+* **TopK 11** takes integers and ``largest=0`` (the k smallest); before, floats and the k
+  largest only. Down, integer X goes through float64 when every value is exact there (8-, 16-
+  and 32-bit types; 64-bit positions and sizes), negated for the k smallest (exact in a
+  double, and order-reversing; equal values keep the lower index first either way), the values
+  negated and cast back; from 6 (Cast-1's type is a string onnx does not infer). Float X with
+  ``largest=0`` stays refused: negation would move NaNs from one end of the order to the
+  other.
 """
 
 from __future__ import annotations
@@ -112,7 +120,7 @@ def integer_max_min(st: Step) -> None:
         st.remove(f"{kind} {st.op} written as Where(Less) of its inputs in turn",
                   f"{st.op} takes integers from opset 12")
         return
-    if t in _WIDE:
+    if t in _WIDE and not all(_exact_in_double(st, n) for n in names):
         raise Refuse(f"{kind} inputs: below opset 9 (no Where) only a round trip through "
                      "float64 could compare them, which rounds values past 2**53")
     double = onnx.TensorProto.DOUBLE
@@ -131,3 +139,49 @@ def integer_max_min(st: Step) -> None:
     st.add_cast(wide, t, "back", after=True, output=y)
     st.note(f"{kind} inputs compared in float64 (exact for them) and cast back",
             f"{st.op} takes integers from opset 12")
+
+
+def _exact_in_double(st: Step, name: str) -> bool:
+    """Whether every value of 64-bit integer ``name`` is exact in a double: a constant within
+    2**53, or positions or sizes an op computes."""
+    value = st.const(name)
+    if value is not None:
+        return bool((np.abs(value.astype(np.float64)) <= 2.0**53).all())
+    return st.is_position(name)
+
+
+@at(11, "TopK")
+def integer_or_smallest(st: Step) -> None:
+    if st.up:
+        return
+    x = st.input(0)
+    t = st.elem_type(x)
+    if t not in INTEGER_TYPES:
+        return  # (floats with largest=0: the schema step refuses them)
+    smallest = st.attr("largest", 1) == 0
+    kind = onnx.TensorProto.DataType.Name(t)
+    if st.target < 6:
+        raise Refuse(f"{kind} X: TopK takes integers from 11, and below opset 6 Cast names "
+                     "its type by a string, which onnx's type inference does not read")
+    if t in _WIDE and not _exact_in_double(st, x):
+        raise Refuse(f"{kind} X: TopK takes integers from 11; before, only a round trip "
+                     "through float64, which rounds values past 2**53 (X is not positions or "
+                     "sizes an op computes)")
+    double = onnx.TensorProto.DOUBLE
+    xd = st.add_cast(x, double, "as_double")
+    if smallest:
+        xd = st.add_node("Neg", [xd], "negated")
+        st.del_attr("largest")
+    st.state.shapes[xd] = st.shape(x)
+    st.set_inputs([xd, *st.w.input[1:]])
+    values = st.w.output[0]
+    wide = st.fresh_value("double_values")
+    st.facts.extra_types[wide] = double
+    st.edit().output[0] = wide
+    if smallest:
+        wide = st.add_node("Neg", [wide], "values", after=True)
+    if values:
+        st.add_cast(wide, t, "back", after=True, output=values)
+    st.note(f"{kind} X ranked as float64 (exact for it)" + (", negated for the k smallest"
+                                                             if smallest else ""),
+            "TopK takes integers and largest=0 from 11")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...opsets import normalize_domain
 from ..registry import at
 from ..step import Refuse, Step, norm_axis, np_dtype
 
@@ -81,7 +80,7 @@ def gather_negative_indices(st: Step) -> None:
         return
     idx_name = st.input(1)
     idx = st.const(idx_name)
-    if (idx >= 0).all() if idx is not None else _never_negative(st, idx_name):
+    if (idx >= 0).all() if idx is not None else st.is_position(idx_name):
         return
     data = st.input(0)
     s = st.shape(data)
@@ -131,21 +130,6 @@ def gather_negative_indices(st: Step) -> None:
     st.set_inputs([st.input(0), read])
     st.note(f"computed indices read as {how}",
             "Gather counts negative indices from the back from opset 11 only")
-
-
-#: op -> its outputs that are never negative (positions, sizes, counts)
-_NON_NEGATIVE = {"ArgMax": 0, "ArgMin": 0, "Shape": 0, "Size": 0, "NonZero": 0, "TopK": 1}
-
-
-def _never_negative(st: Step, name: str) -> bool:
-    """Whether ``name`` is an output of an op that never makes a negative value: then the
-    indices mean the same before and after opset 11, with no Where to read them."""
-    found = st.facts.producer(name, st.scope.root.function)
-    if found is None or normalize_domain(found[0].domain):
-        return False
-    n = found[0]
-    k = _NON_NEGATIVE.get(n.op_type)
-    return k is not None and k < len(n.output) and n.output[k] == name
 
 
 @at(11, "OneHot")
