@@ -167,6 +167,35 @@ def test_a_value_read_at_run_time_stays_refused_and_the_input_untouched():
     assert m.SerializeToString() == before
 
 
+@pytest.mark.parametrize("start", [None, 1])
+def test_the_shape_of_an_input_declared_with_known_dims_is_folded(start):
+    """The Shape of a main-graph input whose declared dims are all known is a constant (the
+    model's contract): pads computed from it fold (Shape-15's start read); the Shape of an
+    intermediate value is not folded (its shape is only inferred)."""
+    kw = {} if start is None else {"start": start}
+    cat = ["s1", "s1"] if start is None else ["zero", "s1", "zero", "s1"]
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape", **kw),
+             helper.make_node("Sub", ["s", "one"], ["s1"], name="sub"),
+             helper.make_node("Concat", cat, ["pads"], name="cat", axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")]
+    inits = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in
+             (("one", 1), ("zero", 0))]
+    pads = [1, 2, 1, 2] if start is None else [0, 2, 0, 2]
+    m = make_model(nodes, [vi("x", T.FLOAT, [2, 3])],
+                   [vi("y", T.FLOAT, [2 + pads[0] * 2, 7])], opset=15, initializers=inits)
+    c = _copy(m)
+    convert_proto(c, 8)
+    (pad,) = c.graph.node
+    assert pad.op_type == "Pad" and helper.get_attribute_value(pad.attribute[0]) == pads
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"])
+    # the same Shape of an intermediate value (Identity of x) is read at run time
+    m.graph.node.insert(0, helper.make_node("Identity", ["x"], ["x2"], name="id"))
+    m.graph.node[1].input[0] = "x2"
+    with pytest.raises(ConversionError, match=r"pads \(input 1, 'pads'\) is not a constant"):
+        convert_proto(m, 8)
+
+
 def test_an_op_runtimes_compute_their_own_way_is_not_folded():
     # Exp is a library function: its folded value could differ from a runtime's
     nodes = [helper.make_node("Exp", ["f"], ["e"], name="exp"),

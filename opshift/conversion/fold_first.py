@@ -9,13 +9,15 @@ it becomes an initializer of its graph, and the nodes that computed it go where 
 reads them (with the Constant nodes and initializers only they read). Then the model is
 planned again.
 
-Only values a refused step needs are folded, and only through ops whose results do not depend
-on how a runtime computes them (data movement, casts, comparisons and logic,
-Floor/Ceil/Abs/Neg/Sign, and on integers arithmetic and Range): the folded model computes the
-same as the input, bit for bit. A value read at run time (a graph input, a Shape of one), an
-other-domain op, a value made on the way of more than :data:`MAX_ELEMENTS` elements or of a
-shape not known beforehand, a graph's output, or a value in a model-local function stays
-refused.
+Only values a refused step needs are folded, and only through ops whose results do not
+depend on how a runtime computes them (data movement, casts, comparisons and logic,
+Floor/Ceil/Abs/Neg/Sign, and on integers arithmetic and Range): the folded model computes
+the same as the input, bit for bit. A value read at run time (a graph input, a Shape of one
+with a dim not known beforehand), an other-domain op, a value made on the way of more than
+:data:`MAX_ELEMENTS` elements or of a shape not known beforehand, a graph's output, or a
+value in a model-local function stays refused. The Shape of a main-graph input declared with
+known dims is that constant: the declaration is the model's contract, and runtimes refuse
+inputs of other shapes.
 """
 
 from __future__ import annotations
@@ -162,8 +164,27 @@ def _chain(facts: Facts, home: Scope, value: str
                     and facts.elem_type(n.output[0]) not in opsets.INTEGER_TYPES):
             return None
         nodes[next(o for o in n.output if o)] = n
+        dims = _static_input_shape(facts, home, n)
+        if dims is not None:  # its output is a constant; the input's values are not read
+            leaves[n.output[0]] = numpy_helper.from_array(dims, n.output[0])
+            continue
         todo.extend(n.input)
     return list(nodes.values()), leaves
+
+
+def _static_input_shape(facts: Facts, home: Scope, n: onnx.NodeProto) -> np.ndarray | None:
+    """What Shape node ``n`` gives when it reads an input of the main graph declared with
+    known dims (the model's contract: runtimes refuse inputs of other shapes), else None."""
+    if n.op_type != "Shape" or home.parent is not None or not n.input:
+        return None
+    x = n.input[0]
+    declared = facts.declared(home.graph)
+    shape = declared.shape(x)
+    if x not in declared.input_names() or facts.constant(home, x) is not None \
+            or shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    attrs = {a.name: a.i for a in n.attribute}
+    return np.array(shape[attrs.get("start", 0):attrs.get("end", len(shape))], np.int64)
 
 
 def _small(facts: Facts, n: onnx.NodeProto) -> bool:
@@ -183,7 +204,8 @@ def _evaluate(scope: Scope, value: str, at: list[int], leaves: dict[str, onnx.Te
     tensor named ``value``; None when it cannot be run or is too large."""
     from ..evaluator import evaluate
 
-    g = onnx.GraphProto(name="fold", node=[scope.nodes[i] for i in at],
+    g = onnx.GraphProto(name="fold", node=[scope.nodes[i] for i in at  # (but Shapes of
+                                           if scope.nodes[i].output[0] not in leaves],  # inputs)
                         output=[onnx.ValueInfoProto(name=value)])
     for name, t in leaves.items():  # (a Constant node's tensor is not named as its output)
         g.initializer.add().CopyFrom(t)
