@@ -1766,6 +1766,24 @@ def test_integer_max_min_below_12(op, dtype, target):
     assert op not in [n.op_type for n in m.graph.node] or target < 9
 
 
+@pytest.mark.parametrize("target", [8, 6])
+def test_int64_max_of_positions_and_a_small_constant_below_9(target):
+    """64-bit Max goes through float64 at 6..8 when its inputs are positions or sizes an op
+    computes (here Shape's) and constants within 2**53; one past 2**53 is refused."""
+    for bound, ok in ((2**53, True), (2**53 + 1, False)):
+        m = make_model([one("Shape", ["x"], ["s"]), one("Max", ["s", "lim"], ["y"])],
+                       [vi("x", F, ["n", 3])], [vi("y", I64, [2])], opset=13,
+                       initializers=[numpy_helper.from_array(np.array([2, bound], np.int64),
+                                                             "lim")])
+        if not ok:
+            with pytest.raises(ConversionError, match=r"INT64 inputs.*past 2\*\*53"):
+                convert_other_ops(m, 13, target)
+            continue
+        feeds = {"x": np.zeros((5, 3), np.float32)}
+        roundtrip(m, 13, target, feeds)
+        assert evaluate(m, feeds)["y"].tolist() == [5, 2**53]
+
+
 @pytest.mark.parametrize("op", ["Equal", "GreaterOrEqual", "LessOrEqual"])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("target", [10, 9, 8, 7, 6])

@@ -146,7 +146,7 @@ def _exact_in_double(st: Step, name: str) -> bool:
     2**53, or positions or sizes an op computes."""
     value = st.const(name)
     if value is not None:
-        return bool((np.abs(value.astype(np.float64)) <= 2.0**53).all())
+        return bool(((value <= 2**53) & (value >= -(2**53))).all())  # (in the integer type)
     return st.is_position(name)
 
 
