@@ -185,10 +185,14 @@ def clip(ctx, x, lo=None, hi=None):
         info = ml_dtypes.finfo(x.dtype)
         lo = info.min if lo is None else lo
         hi = info.max if hi is None else hi
+    # x stays where it equals a bound (-0.0 at a bound of +0.0 too), as numpy's clip (the
+    # reference's) and onnxruntime keep it; a NaN bound makes every value NaN, as np.clip
     if lo is not None:
-        y = np.maximum(y, t(np.asarray(lo).reshape(())))
+        b = t(np.asarray(lo).reshape(()))
+        y = np.where((y < b) | (b != b), b, y)
     if hi is not None:
-        y = np.minimum(y, t(np.asarray(hi).reshape(())))
+        b = t(np.asarray(hi).reshape(()))
+        y = np.where((y > b) | (b != b), b, y)
     return np.array(y) if y is x else np.asarray(y)  # 0-d inputs give numpy scalars
 
 
