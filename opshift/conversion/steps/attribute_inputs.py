@@ -191,8 +191,8 @@ def clip_inputs(st: Step) -> None:
         st.set_inputs(inputs)
         st.note("min/max attributes moved to inputs")
         return
-    if st.target >= 8 and any(st.input(i) and st.const(st.input(i)) is None for i in (1, 2)):
-        _clip_as_max_min(st, dtype)
+    if st.target >= 9 and any(st.input(i) and st.const(st.input(i)) is None for i in (1, 2)):
+        _clip_as_where(st, dtype)
         return
     for i, (name, sign) in enumerate((("min", -1), ("max", 1)), 1):
         if st.input(i):
@@ -212,16 +212,26 @@ def clip_inputs(st: Step) -> None:
     st.note("min/max inputs folded into attributes (an omitted one as the type's limit)")
 
 
-def _clip_as_max_min(st: Step, dtype: np.dtype) -> None:
-    """A bound computed at run time has no attribute to go to: Clip-11 is then Max with its
-    min and Min with its max (from 8, where they broadcast a scalar), in that order, as it
-    clamps, an omitted bound the type's own limit."""
+def _clip_as_where(st: Step, dtype: np.dtype) -> None:
+    """A bound computed at run time has no attribute to go to: from 9 Clip-11 is then,
+    bound by bound (min first, as it clamps), ``Where(x < min or IsNaN(min), min, x)``
+    (``>`` for max), an omitted bound the type's own limit. Clip keeps x where it equals
+    the bound (-0.0 at a bound of +0.0 too), which the Where says; Max and Min (8) give
+    either of two equal values, depending on the runtime and even the type: below 9 a
+    computed bound is refused."""
     info, y = np.finfo(dtype), st.input(0)
-    for i, op, name, limit in ((1, "Max", "min", info.min), (2, "Min", "max", info.max)):
+    out = st.w.output[0]
+    for i, test, name, limit in ((1, "Less", "min", info.min), (2, "Greater", "max", info.max)):
         bound = st.input(i) or st.add_const(name, np.array(limit, dtype))
-        y = st.add_node(op, [y, bound], f"{name}_bound", output=st.w.output[0] if i == 2 else None)
-    st.remove("Clip with a bound computed at run time written as Max with its min, then Min "
-              "with its max (an omitted one: the type's limit)")
+        past = st.add_node(test, [y, bound], f"past_{name}")
+        value = st.const(bound)
+        if value is None or np.isnan(value).any():
+            past = st.add_node("Or", [past, st.add_node("IsNaN", [bound], f"{name}_nan")],
+                               f"past_or_nan_{name}")
+        y = st.add_node("Where", [past, bound, y], f"{name}_bound",
+                        output=out if i == 2 else None)
+    st.remove("Clip with a bound computed at run time written as Where(x < min, min, x), then "
+              "Where(x > max, max, x) (an omitted bound: the type's limit)")
 
 
 @at(2, "Pad")
