@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     constant,
     depth_to_space,
     dequantize,
+    einsum,
     late_types,
     missing_ops,
     mod,
