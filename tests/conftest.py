@@ -200,6 +200,23 @@ def assert_outputs_exact(want: dict, got: dict, what: str = "", *,
                      signed_zeros=signed_zeros)
 
 
+def assert_conversion_exact(model: onnx.ModelProto, converted_model: onnx.ModelProto, feeds,
+                            meaning=None, output: str = "y") -> None:
+    """``converted_model`` computes ``model``'s ``output`` bit for bit on the evaluator (and
+    ``model`` computes ``meaning`` there, when given); onnxruntime's output of the converted
+    model is the same where it runs it (a second opinion)."""
+    from opshift.evaluator import evaluate
+
+    want = evaluate(model, feeds)[output]
+    if meaning is not None:
+        assert_exact(meaning, want, "the original on the evaluator")
+    assert_exact(want, evaluate(converted_model, feeds)[output], "the converted model")
+    theirs = onnxruntime_outputs(converted_model, feeds)
+    if not isinstance(theirs, str):
+        k = [o.name for o in converted_model.graph.output].index(output)
+        assert_exact(want, theirs[k], "onnxruntime")
+
+
 # -- onnxruntime, the second opinion -----------------------------------------------------------
 
 def onnxruntime_outputs(model: onnx.ModelProto, feeds) -> list[np.ndarray] | str:

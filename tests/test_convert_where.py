@@ -9,12 +9,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from conftest import assert_conversion_exact, converted, make_model, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from opshift.errors import ConversionError
-from opshift.evaluator import evaluate
 from opshift.passes.convert import convert_proto
 
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -32,21 +31,13 @@ def _where(elem: int, consts: dict[str, np.ndarray] | None = None,
 
 
 def _converted(m: onnx.ModelProto, target: int) -> onnx.ModelProto:
-    c = onnx.ModelProto()
-    c.CopyFrom(m)
-    convert_proto(c, target)
-    onnx.checker.check_model(c, full_check=True)
+    c = converted(m, target)
     assert "Where" not in {n.op_type for n in c.graph.node}
     return c
 
 
 def _same(m, c, feeds, meaning):
-    want = evaluate(m, feeds)["out"]
-    assert_exact(meaning, want, "Where-16 on the evaluator")
-    assert_exact(want, evaluate(c, feeds)["out"])
-    theirs = onnxruntime_outputs(c, feeds)
-    if not isinstance(theirs, str):  # a second opinion: what it cannot run is not asserted
-        assert_exact(want, theirs[0], "onnxruntime")
+    assert_conversion_exact(m, c, feeds, meaning, output="out")
 
 
 @pytest.mark.parametrize("target", [7, 8])
