@@ -497,6 +497,29 @@ def test_reshape_allowzero():
         convert_other_ops(m, 14, 13)
 
 
+@pytest.mark.parametrize("minus_one", [True, False])
+def test_reshape_allowzero_with_a_computed_shape_holding_minus_one(minus_one):
+    """A computed shape [batch, -1, 4] (an exporter's): allowzero=1 forbids a 0 beside the
+    -1, so wherever the original is defined the shape holds no 0, and allowzero is dropped;
+    without a constant -1 the computed shape stays refused."""
+    rest = numpy_helper.from_array(np.array([-1, 4] if minus_one else [2, 4], np.int64),
+                                   "rest")
+    m = make_model([one("Shape", ["x"], ["b"], end=1),
+                    helper.make_node("Concat", ["b", "rest"], ["shape"], name="cat", axis=0),
+                    one("Reshape", ["x", "shape"], ["y"], allowzero=1)],
+                   [vi("x", F, ["n", 2, 4])], [vi("y", F, ["n", 2, 4])], opset=15,
+                   initializers=[rest])
+    if not minus_one:
+        with pytest.raises(ConversionError, match=r"shape \(allowzero=1\).*not a constant"):
+            convert_other_ops(m, 15, 13)
+        return
+    for n in (1, 3):
+        c = onnx.ModelProto()
+        c.CopyFrom(m)
+        roundtrip(c, 15, 13, {"x": np.arange(n * 8, dtype=np.float32).reshape(n, 2, 4)})
+        assert attrs(node(c, "Reshape")) == {}
+
+
 @pytest.mark.parametrize("op,version", [("Unsqueeze", 13), ("Squeeze", 13),
                                         ("ReduceSum", 13), ("ReduceMean", 18),
                                         ("ReduceMax", 18)])

@@ -66,13 +66,30 @@ def reshape_shape(st: Step) -> None:
 
 @at(14, "Reshape")
 def reshape_allowzero(st: Step) -> None:
+    """allowzero=1 reads a 0 in the shape as a dim of 0, Reshape-13 as X's dim: dropped where
+    the shape holds no 0, or (a computed shape) where it holds a -1 for sure, which
+    allowzero=1 forbids beside a 0 (an exporter's ``[batch, -1, 1024]``)."""
     if st.up or st.attr("allowzero", 0) == 0:
+        return
+    if st.const(st.input(1)) is None and _concat_of_minus_one(st, st.input(1)):
+        st.del_attr("allowzero")
+        st.note("dropped allowzero=1: the computed shape holds a constant -1, beside which "
+                "allowzero=1 allows no 0")
         return
     shape = st.need_const(1, "shape (allowzero=1)")
     if (shape == 0).any():
         raise Refuse("allowzero=1 with a 0 in the shape has no equivalent before 14")
     st.del_attr("allowzero")
     st.note("dropped allowzero=1: the shape has no zeros")
+
+
+def _concat_of_minus_one(st: Step, name: str) -> bool:
+    """Whether ``name`` is a Concat (default domain) of which some input is a constant
+    holding -1."""
+    found = st.facts.producer(name, st.scope.root.function)
+    if found is None or found[0].op_type != "Concat" or opsets.normalize_domain(found[0].domain):
+        return False
+    return any((v := st.const(i)) is not None and (v == -1).any() for i in found[0].input if i)
 
 
 @at(13, "Unsqueeze", "Squeeze", "ReduceSum")
