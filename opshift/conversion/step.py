@@ -268,9 +268,12 @@ class Step:
     def size_at_run_time(self, x: str, axis: int, what: str, *, rank1: bool = False) -> str:
         """The size of ``x``'s axis ``axis`` read from its shape at run time: an int64 scalar
         (``[1]`` with ``rank1``); a negative axis counts from the back (Gather from 11)."""
-        shape = self.add_node("Shape", [x], "shape")
-        index = self.add_const("axis", np.array([axis] if rank1 else axis, np.int64))
-        return self.add_node("Gather", [shape, index], what, axis=0)
+        return self.element(self.add_node("Shape", [x], "shape"), axis, what, rank1=rank1)
+
+    def element(self, v: str, i: int, what: str, *, rank1: bool = False) -> str:
+        """Element ``i`` of the 1-D ``v`` as a scalar (``[1]`` with ``rank1``): a Gather."""
+        index = self.add_const("at", np.array([i] if rank1 else i, np.int64))
+        return self.add_node("Gather", [v, index], what, axis=0)
 
     def where_less(self, v: str, than: str, then: str, what: str) -> str:
         """``then`` where ``v < than``, else ``v``: a Where of a Less (integer Max and Min,

@@ -37,8 +37,7 @@ def depth_to_space_crd(st: Step) -> None:
         out = st.add_const("out_shape", np.array([n, c // (b * b), h * b, w * b], np.int64))
     else:
         dims = st.add_node("Shape", [x], "shape")
-        batch = st.add_node("Gather", [dims, st.add_const("n_at", np.array([0], np.int64))],
-                            "batch", axis=0)
+        batch = st.element(dims, 0, "batch", rank1=True)
         hw = st.add_node("Gather", [dims, st.add_const("hw_at", np.array([2, 3], np.int64))],
                          "hw", axis=0)
         split = st.add_node("Concat", [batch, st.add_const("channels_block", np.array(

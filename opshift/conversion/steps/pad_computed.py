@@ -40,8 +40,7 @@ def pad_at_run_time(st: Step) -> bool:
     zero = st.add_const("zero", np.array(0, np.int64))
 
     def pad(i: int) -> str:
-        return st.add_node("Gather", [pads, st.add_const("at", np.array(i, np.int64))],
-                           f"pads_{i}", axis=0)
+        return st.element(pads, i, f"pads_{i}")
 
     def at_least_0(v: str, what: str) -> str:
         return st.where_less(v, zero, zero, what)

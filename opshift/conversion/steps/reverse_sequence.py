@@ -28,8 +28,8 @@ def reverse_sequence_below_10(st: Step) -> None:
         raise Refuse(f"batch_axis={batch_axis} and time_axis={time_axis} (one must be 0, the "
                      "other 1)")
     shape = st.add_node("Shape", [x], "shape")
-    steps = st.size_at_run_time(x, time_axis, "steps")
-    batch = st.size_at_run_time(x, batch_axis, "batch")
+    steps = st.element(shape, time_axis, "steps")
+    batch = st.element(shape, batch_axis, "batch")
     zero = st.add_const("zero", np.array(0, np.int64))
     one = st.add_const("one", np.array(1, np.int64))
     # the reference's reading of a length: negative counts from T, then clamped to 0..T

@@ -65,8 +65,7 @@ def _strides(st: Step, shape: str, k: int) -> str:
     stride = st.add_const("one", np.array([1], np.int64))
     strides = [stride]
     for j in range(k - 1, 0, -1):
-        dim = st.add_node("Gather", [shape, st.add_const(f"axis{j}", np.array([j], np.int64))],
-                          f"dim{j}", axis=0)
+        dim = st.element(shape, j, f"dim{j}", rank1=True)
         stride = st.add_node("Mul", [stride, dim], f"stride{j - 1}")
         strides.append(stride)
     return st.add_node("Concat", strides[::-1], "strides", axis=0)

@@ -119,7 +119,7 @@ def _positions(st: Step, x: str, k: int, a: int, step: int, starts, ends, dim) -
     def bound(b, what: str) -> str:
         if not isinstance(b, str):
             return scalar(int(b[k]))
-        return st.add_node("Gather", [b, scalar(k)], f"axis{a}_{what}", axis=0)
+        return st.element(b, k, f"axis{a}_{what}")
 
     def clamp(v: str, lo: str, hi: str, what: str) -> str:
         v = st.where_less(v, lo, lo, f"{what}_low")
