@@ -1,14 +1,17 @@
-"""Pad (constant and edge modes) below 11 with pads computed at run time, from opset 9.
+"""Pad below 11 with pads computed at run time, from opset 9.
 
 Pad-2 takes its pads as an attribute. A computed ``pads`` is applied one axis at a time as
 Pad-11 states it: a negative amount removes that many values (a Gather of the positions
 kept, :meth:`~..step.Step.positions`), a positive one adds that many values, concatenated
 before or after: ``constant_value`` (a ConstantOfShape of X's shape with that axis's size
-replaced), or in edge mode the first or last value (a Gather of that position repeated). A
-data movement: exact, for every type (Pad-2 takes floats only). Reflect mode (whose pads of
-the axis's size or more runtimes take differently), a computed ``constant_value``, an unknown
-rank or type, and targets below 9 (no ConstantOfShape, NonZero or Where) stay refused; pads
-computed from constants are left to the fold (:mod:`..fold_first`).
+replaced), or in edge mode the first or last value (a Gather of that position repeated). In
+reflect mode one Gather reads every position ``j`` of the padded axis (``-before`` to
+``n - 1 + after``) at its reflection, ``m`` or ``2(n - 1) - m`` for ``m = j mod 2(n - 1)``:
+numpy's reflection, repeated for pads of the axis's size or more (which runtimes refuse). A
+data movement: exact, for every type (Pad-2 takes floats only). A computed
+``constant_value``, an unknown rank or type, and targets below 9 (no ConstantOfShape,
+NonZero or Where) stay refused; pads computed from constants are left to the fold
+(:mod:`..fold_first`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ def pad_at_run_time(st: Step) -> bool:
     pads, x = st.input(1), st.input(0)
     mode = st.attr("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
-    if st.target < 9 or mode not in ("constant", "edge") \
+    if st.target < 9 or mode not in ("constant", "edge", "reflect") \
             or foldable(st.facts, st.scope, pads):
         return False
     if mode == "constant" and st.input(2) and st.const(st.input(2)) is None:
@@ -56,6 +59,11 @@ def pad_at_run_time(st: Step) -> bool:
         kept = st.add_node("Add", [first, st.positions(count, f"axis{a}_i")],
                            f"axis{a}_positions")
         x = st.add_node("Gather", [x, kept], f"axis{a}_cropped", axis=a)
+        last = a == rank - 1
+        if mode == "reflect":
+            x = _reflected(st, x, a, at_least_0(begin, f"axis{a}_before"),
+                           at_least_0(end, f"axis{a}_after"), st.w.output[0] if last else None)
+            continue
         parts = []
         for amount, what in ((begin, "before"), (end, "after")):
             n = st.add_node("Reshape", [at_least_0(amount, f"axis{a}_{what}"), st.add_const(
@@ -78,12 +86,44 @@ def pad_at_run_time(st: Step) -> bool:
                                 f"axis{a}_{what}_fill_shape", axis=0)
             parts.append(st.add_node("ConstantOfShape", [shape], f"axis{a}_{what}_fill",
                                      value=fill))
-        last = a == rank - 1
         x = st.add_node("Concat", [parts[0], x, parts[1]], f"axis{a}_padded", axis=a,
                         output=st.w.output[0] if last else None)
     st.set_inputs([st.input(0)])  # (a constant_value only this node read goes with it)
     st.remove("computed pads applied one axis at a time: a Gather of the values kept, then "
-              + ("Gathers of the edge values" if mode == "edge" else "ConstantOfShape fills")
-              + " concatenated before and after",
+              + {"edge": "Gathers of the edge values concatenated before and after",
+                 "reflect": "a Gather of the reflected positions"}.get(
+                  mode, "ConstantOfShape fills concatenated before and after"),
               "Pad takes computed pads only from opset 11")
     return True
+
+
+def _reflected(st: Step, x: str, a: int, before: str, after: str, out: str | None) -> str:
+    """``x`` padded on axis ``a`` by ``before`` and ``after`` (int64 scalars >= 0) values
+    reflected off its ends, as numpy reflects (repeatedly, for pads of the axis's size or
+    more): one Gather of each position's reflection."""
+    def const(what: str, v: int) -> str:
+        return st.add_const(what, np.array(v, np.int64))
+
+    n = st.size_at_run_time(x, a, f"axis{a}_n")
+    one = const("one", 1)
+    # the period 2(n - 1), at least 1 (n = 1: every position reads the one value)
+    period = st.add_node("Mul", [const("two", 2), st.add_node("Sub", [n, one], f"axis{a}_n1")],
+                         f"axis{a}_period")
+    period = st.where_less(period, one, one, f"axis{a}_period_1")
+    total = st.add_node("Add", [st.add_node("Add", [before, n], f"axis{a}_n_before"), after],
+                        f"axis{a}_total")
+    # j + before + k * period for k periods covering ``before``: never negative, so that
+    # integer Div (truncating) floors it
+    k = st.add_node("Div", [st.add_node("Add", [before, st.add_node(
+        "Sub", [period, one], f"axis{a}_period_less_1")], f"axis{a}_before_up"), period],
+        f"axis{a}_periods")
+    shift = st.add_node("Sub", [st.add_node("Mul", [k, period], f"axis{a}_k_periods"), before],
+                        f"axis{a}_shift")
+    j = st.add_node("Add", [st.positions(total, f"axis{a}_j"), shift], f"axis{a}_shifted")
+    m = st.add_node("Sub", [j, st.add_node("Mul", [st.add_node("Div", [j, period],
+                                                               f"axis{a}_turns"), period],
+                                           f"axis{a}_whole")], f"axis{a}_m")
+    back = st.add_node("Sub", [period, m], f"axis{a}_back")
+    at = st.add_node("Where", [st.add_node("Less", [m, n], f"axis{a}_inside"), m, back],
+                     f"axis{a}_reflected")
+    return st.add_node("Gather", [x, at], f"axis{a}_reflect", axis=a, output=out)
