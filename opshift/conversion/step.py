@@ -282,9 +282,12 @@ class Step:
                                        v], what)
 
     def positions(self, count: str, what: str) -> str:
-        """0, 1, .., count - 1 (``count`` an int64 scalar) as an int64 ``[count]``: the
-        NonZero of count ones (a ConstantOfShape), which exist from opset 9 (then Squeeze
-        takes its axes as an attribute: below 13 only)."""
+        """0, 1, .., count - 1 (``count`` an int64 scalar) as an int64 ``[count]``: a Range
+        from opset 11, below the NonZero of count ones (a ConstantOfShape), which exist from
+        opset 9."""
+        if self.target >= 11:
+            return self.add_node("Range", [self.add_const("zero", np.array(0, np.int64)), count,
+                                           self.add_const("one", np.array(1, np.int64))], what)
         ones = self.add_node("ConstantOfShape", [self.add_node("Reshape", [count, self.add_const(
             "one", np.array([1], np.int64))], f"{what}_count")], f"{what}_ones",
             value=helper.make_tensor("one", onnx.TensorProto.INT64, [1], [1]))
@@ -351,16 +354,23 @@ class Step:
             const = self.constant(name)
         if const is not None and const.scope is self.scope:
             return self.reshape_constant_input(i, const, shape, name)
-        out = self.fresh(f"{name}_{suffix}")
-        edits = self.ctx.edits
-        self.state.pre.extend(axes_nodes(op, name, out, axes, self.target, edits.names,
-                                         edits.new_node))
+        out = self.add_axes_node(op, name, axes, suffix)
         self.state.shapes[out] = tuple(shape)
-        t = self.elem_type(name)
-        if t:
-            self.ctx.facts.extra_types[out] = t
         self.edit().input[i] = out
         return f"read through {op} of axes {axes} as {list(shape)}"
+
+    def add_axes_node(self, op: str, x: str, axes: list[int], what: str) -> str:
+        """An Unsqueeze or Squeeze (``op``) of ``x``'s ``axes`` valid at the target (the axes
+        an attribute before 13, an input from 13), inserted before this node; its output,
+        typed as ``x``."""
+        out = self.fresh(f"{x}_{what}")
+        edits = self.ctx.edits
+        self.state.pre.extend(axes_nodes(op, x, out, axes, self.target, edits.names,
+                                         edits.new_node))
+        t = self.elem_type(x)
+        if t:
+            self.ctx.facts.extra_types[out] = t
+        return out
 
 
 # -- small facts about shapes and attribute values, shared by the step functions

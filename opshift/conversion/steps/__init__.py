@@ -17,6 +17,7 @@ from . import (  # noqa: F401
     negative_axes,
     optional,
     pooling,
+    positional,
     prelu,
     range,
     refused,
