@@ -1,5 +1,6 @@
-"""Range below 11 (from 9): its count in double, float values added up by a Loop, integer
-values start + i * delta, each checked bit for bit against Range-11 on the evaluator for
+"""Range below 11 (integers from 7, floats from 9): its count in double, float values added up
+by a Loop, integer values start + i * delta (the positions a Loop's iteration numbers below
+9), each checked bit for bit against Range-11 on the evaluator for
 ordinary, empty, non-finite and wrapping ranges, and against onnxruntime where it runs."""
 
 from __future__ import annotations
@@ -32,10 +33,14 @@ def _range(elem: int) -> onnx.ModelProto:
                       [vi(n, elem, []) for n in "sld"], [vi("y", elem, 1)], opset=13)
 
 
-@pytest.mark.parametrize("target", [10, 9])
+@pytest.mark.parametrize("target", [10, 9, 8, 7])
 @pytest.mark.parametrize("dtype", list(RANGES), ids=lambda t: t.__name__)
 def test_range_below_11_computes_range_11s_values(dtype, target):
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    if target < 9 and dtype in (np.float32, np.float64):
+        with pytest.raises(ConversionError, match=r"below opset 9 there is no Where or IsNaN"):
+            convert_proto(_range(elem), target)
+        return
     m = _range(elem)
     c = onnx.ModelProto()
     c.CopyFrom(m)
@@ -43,7 +48,8 @@ def test_range_below_11_computes_range_11s_values(dtype, target):
     onnx.checker.check_model(c, full_check=True)
     ops = {n.op_type for n in c.graph.node}
     assert "Range" not in ops
-    assert ("Loop" in ops) == (dtype in (np.float32, np.float64))
+    # floats add up in a Loop; integers' positions are a Loop's iteration numbers below 9
+    assert ("Loop" in ops) == (dtype in (np.float32, np.float64) or target < 9)
     for start, limit, delta in RANGES[dtype]:
         feeds = {k: np.array(v, dtype) for k, v in zip("sld", (start, limit, delta))}
         want = evaluate(m, feeds)["y"]
@@ -53,9 +59,9 @@ def test_range_below_11_computes_range_11s_values(dtype, target):
             assert_exact(want, ort[0], f"onnxruntime, Range({start}, {limit}, {delta})")
 
 
-def test_range_below_9_and_int16_are_refused():
-    with pytest.raises(ConversionError, match=r"below opset 9 there is no Where or IsNaN"):
-        convert_proto(_range(T.FLOAT), 8)
+def test_range_below_7_and_int16_are_refused():
+    with pytest.raises(ConversionError, match=r"below opset 7 Mul and Add broadcast"):
+        convert_proto(_range(T.INT64), 6)
     with pytest.raises(ConversionError, match=r"its type is INT16; below 11 it is written"):
         convert_proto(_range(T.INT16), 10)
 

@@ -2017,3 +2017,27 @@ def test_topk_of_int64_positions_below_11_and_other_int64_refused():
                    [vi("v", I64, [3]), vi("i", I64, [3])], opset=11, initializers=[k])
     with pytest.raises(ConversionError, match=r"INT64 X: TopK takes integers from 11"):
         convert_other_ops(m, 11, 10)
+
+
+@pytest.mark.parametrize("op", ["Less", "Greater"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.uint32, np.int64,
+                                   np.uint64])
+@pytest.mark.parametrize("target", [8, 7])
+def test_integer_less_greater_below_9(op, dtype, target):
+    """Less/Greater take integers from 9: below (from 7), 32-bit and narrower as float64;
+    64-bit as (high, low) halves of their floor division by 2**32, so that neighbours past
+    2**53 (which a double rounds together) still compare, negatives and extremes too."""
+    info = np.iinfo(dtype)
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = make_model([one(op, ["a", "b"], ["y"])], [vi("a", t, [2, 6]), vi("b", t, [6])],
+                   [vi("y", TensorProto.BOOL, [2, 6])], opset=13)
+    big = 2**53 if info.bits == 64 else info.max // 2
+    a = np.array([[info.min, info.max, 0, big + 1, big, 5],
+                  [info.max - 1, info.min + 1, 1, big, big + 1, 5]], dtype)
+    b = np.array([info.min + 1, info.max - 1, 0, big, big + 1, 5], dtype)
+    if info.min < 0:
+        a[1, 2], b[2] = -1, -(2**40) if info.bits == 64 else -2
+    roundtrip(m, 13, target, {"a": a, "b": b})
+    want = np.less(a, b) if op == "Less" else np.greater(a, b)
+    np.testing.assert_array_equal(evaluate(m, {"a": a, "b": b})["y"], want)
+    assert (op not in [n.op_type for n in m.graph.node][-1:]) == (info.bits == 64)

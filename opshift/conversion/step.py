@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 from ..external import tensor_array
 from ..graph.cast import make_cast
-from ..graph.edit import Edits, Pending, axes_nodes, constant_node
+from ..graph.edit import Edits, Pending, axes_nodes, constant_node, iteration_numbers
 from ..graph.facts import Constant, Facts
 from ..graph.scopes import Scope, node_label
 from ..opsets import normalize_domain
@@ -283,11 +283,16 @@ class Step:
 
     def positions(self, count: str, what: str) -> str:
         """0, 1, .., count - 1 (``count`` an int64 scalar) as an int64 ``[count]``: a Range
-        from opset 11, below the NonZero of count ones (a ConstantOfShape), which exist from
-        opset 9."""
+        from opset 11; at 9 and 10 the NonZero of count ones (a ConstantOfShape); below 9 the
+        iteration numbers a Loop of count trips hands out (its scan output)."""
         if self.target >= 11:
             return self.add_node("Range", [self.add_const("zero", np.array(0, np.int64)), count,
                                            self.add_const("one", np.array(1, np.int64))], what)
+        if self.target < 9:
+            y = self.fresh(f"{self.label}/{what}")
+            self.state.pre.append(iteration_numbers(count, y, self.ctx.edits.names, y))
+            self.ctx.facts.extra_types[y] = onnx.TensorProto.INT64
+            return y
         ones = self.add_node("ConstantOfShape", [self.add_node("Reshape", [count, self.add_const(
             "one", np.array([1], np.int64))], f"{what}_count")], f"{what}_ones",
             value=helper.make_tensor("one", onnx.TensorProto.INT64, [1], [1]))

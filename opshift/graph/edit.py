@@ -255,6 +255,24 @@ def axes_nodes(op: str, inp: str, out: str, axes: list[int], opset: int, names,
     return [c, node]
 
 
+def iteration_numbers(count: str, out: str, names, base: str) -> onnx.NodeProto:
+    """A Loop of ``count`` trips (an int64 scalar) whose scan output ``out`` is its iteration
+    numbers, 0..count-1 as an int64 ``[count]``: valid from opset 1 (before 11 a Loop
+    carries at least one value: the count, unchanged). Its body's names are fresh, so none
+    is a name of the graphs around it."""
+    i, more, go_on, kept, same, number = (names.fresh(f"{base}/{w}") for w in (
+        "iteration", "more", "go_on", "kept", "same", "number"))
+    vi, i64 = helper.make_tensor_value_info, TensorProto.INT64
+    body = helper.make_graph(
+        [helper.make_node("Identity", [a], [b]) for a, b in ((more, go_on), (kept, same),
+                                                             (i, number))],
+        names.fresh(f"{base}/body"),
+        [vi(i, i64, []), vi(more, TensorProto.BOOL, []), vi(kept, i64, [])],
+        [vi(go_on, TensorProto.BOOL, []), vi(same, i64, []), vi(number, i64, [])])
+    return helper.make_node("Loop", [count, "", count], [names.fresh(f"{base}/count"), out],
+                            name=names.fresh(f"{base}/loop"), body=body)
+
+
 def constant_node(output: str, value: onnx.TensorProto | np.ndarray,
                   name: str | None = None) -> onnx.NodeProto:
     """A default-domain Constant node giving ``output`` the tensor ``value`` (an array is

@@ -16,6 +16,10 @@
   in a double, so is their maximum); so do 64-bit ones that are constants within 2**53 or
   positions and sizes an op computes (:meth:`~opshift.conversion.step.Step.is_position`);
   other 64-bit ones are refused there (past 2**53 a double rounds them).
+* **Less/Greater 9** take integers; before, floats only. Down, 8-, 16- and 32-bit integers
+  (and 64-bit ones exact in a double) are compared as float64; other 64-bit ones as the pair
+  (high, low) of their floor division by 2**32, each exact in a double: high first, low
+  where the highs are equal, from opset 7.
 * **TopK 11** takes integers and ``largest=0`` (the k smallest); before, floats and the k
   largest only. Down, integer X goes through float64 when every value is exact there (8-, 16-
   and 32-bit types; 64-bit positions and sizes), negated for the k smallest (exact in a
@@ -185,3 +189,59 @@ def integer_or_smallest(st: Step) -> None:
     st.note(f"{kind} X ranked as float64 (exact for it)" + (", negated for the k smallest"
                                                              if smallest else ""),
             "TopK takes integers and largest=0 from 11")
+
+
+_TWO_32 = 1 << 32
+
+
+@at(9, "Less", "Greater")
+def integer_comparison(st: Step) -> None:
+    if st.up:
+        return
+    a, b = st.input(0), st.input(1)
+    t = st.elem_type(a)
+    if t not in INTEGER_TYPES:
+        return
+    kind = onnx.TensorProto.DataType.Name(t)
+    if st.target < 7:
+        raise Refuse(f"{kind} inputs: below opset 7 {st.op} broadcasts by attribute")
+    double = onnx.TensorProto.DOUBLE
+    if t not in _WIDE or all(_exact_in_double(st, v) for v in (a, b)):
+        st.set_inputs([st.add_cast(v, double, f"{w}_double") for v, w in ((a, "a"), (b, "b"))])
+        st.note(f"{kind} inputs compared as float64 (exact for them)",
+                f"{st.op} takes integers from 9")
+        return
+    (ha, la), (hb, lb) = (_high_low(st, v, t, w) for v, w in ((a, "a"), (b, "b")))
+    dha, dhb = (st.add_cast(h, double, f"{w}_high_double") for h, w in ((ha, "a"), (hb, "b")))
+    high = st.add_node(st.op, [dha, dhb], "by_high")
+    low = st.add_node(st.op, [st.add_cast(la, double, "a_low_double"),
+                              st.add_cast(lb, double, "b_low_double")], "by_low")
+    # equal highs: neither less nor greater (Equal takes no double before 11, no uint64)
+    same = st.add_node("Not", [st.add_node("Or", [st.add_node("Less", [dha, dhb], "high_lt"),
+                                                  st.add_node("Greater", [dha, dhb], "high_gt")],
+                                           "high_differ")], "same_high")
+    tie = st.add_node("And", [same, low], "tie_by_low")
+    st.add_node("Or", [high, tie], "compared", output=st.w.output[0])
+    st.remove(f"{kind} {st.op} written as a comparison of (high, low) 32-bit halves in float64",
+              f"{st.op} takes integers from 9; a 64-bit value may not be exact in a double")
+
+
+def _high_low(st: Step, v: str, t: int, what: str) -> tuple[str, str]:
+    """(v // 2**32, v mod 2**32) of 64-bit ``v`` (floor division: the low part in
+    0..2**32-1, so that the pair orders as v does), in ``v``'s type."""
+    dtype = np_dtype(t)
+    unit = st.add_const(f"{what}_2_32", np.array(_TWO_32, dtype))
+    high = st.add_node("Div", [v, unit], f"{what}_high_trunc")
+    low = st.add_node("Sub", [v, st.add_node("Mul", [high, unit], f"{what}_high_part")],
+                      f"{what}_low_trunc")
+    if t == onnx.TensorProto.UINT64:
+        return high, low  # (no sign: truncation is floor)
+    # a negative remainder: one less high, 2**32 more low (Div truncates toward zero)
+    negative = st.add_cast(st.add_node("Less", [st.add_cast(low, onnx.TensorProto.DOUBLE,
+                                                            f"{what}_low_sign"),
+                                                st.add_const(f"{what}_zero",
+                                                             np.array(0.0))],
+                                       f"{what}_low_negative"), t, f"{what}_borrow")
+    return (st.add_node("Sub", [high, negative], f"{what}_high"),
+            st.add_node("Add", [low, st.add_node("Mul", [negative, unit], f"{what}_carry")],
+                        f"{what}_low"))

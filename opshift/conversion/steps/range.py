@@ -1,4 +1,5 @@
-"""Range (from 11) below 11, from opset 9, written with the ops that exist there.
+"""Range (from 11) below 11, written with the ops that exist there: integers from 7,
+floats from 9.
 
 Range makes ``max(ceil((limit - start) / delta), 0)`` values, counted in double (none for a
 NaN or infinite count, as the evaluator and onnxruntime count), each the one before plus
@@ -6,8 +7,10 @@ NaN or infinite count, as the evaluator and onnxruntime count), each the one bef
 are added up one by one by a Loop that many times, as the body adds them (start + i * delta
 would round once where the additions round i times); integer values are ``start + i *
 delta`` in the type, which wraps exactly as i additions of delta wrap, with the positions
-0..n-1 NonZero of n ones (a ConstantOfShape): no loop for a runtime to run. Below 9 (no
-Where, IsNaN, ConstantOfShape or NonZero) and for int16 (no Add on it before 14): refused.
+0..n-1 (:meth:`~..step.Step.positions`: NonZero of n ones at 9 and 10, no loop for a
+runtime to run; at 7 and 8 a Loop's iteration numbers). Floats below 9 (no Where or IsNaN to
+count them), anything below 7 (legacy broadcasting) and int16 (no Add on it before 14):
+refused.
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ _DOUBLE, _INT64 = TensorProto.DOUBLE, TensorProto.INT64
 
 @replaces("Range")
 def range_below_11(st: Step) -> None:
-    if st.target < 9:
-        raise Refuse("below opset 9 there is no Where or IsNaN to count its values, nor "
-                     "ConstantOfShape and NonZero to make its positions")
     t = st.elem_type(st.input(0))
     if t not in (TensorProto.FLOAT, _DOUBLE, TensorProto.INT32, _INT64):
         raise Refuse("its type is " + ("unknown" if t is None else TensorProto.DataType.Name(t))
                      + "; below 11 it is written for float, double, int32 and int64")
+    if st.target < 7 or (st.target < 9 and t in (TensorProto.FLOAT, _DOUBLE)):
+        raise Refuse("below opset 9 there is no Where or IsNaN to count float values"
+                     if st.target >= 7 else "below opset 7 Mul and Add broadcast by attribute")
     start, limit, delta = (st.input(i) for i in range(3))
     floats = t in (TensorProto.FLOAT, _DOUBLE)
     count, y = _count(st, start, limit, delta, floats), st.w.output[0]
