@@ -1,8 +1,7 @@
-"""Trilu below 14 and GatherElements below 11, from 9: Where of the positions' offset against
-k, and one Gather of X flattened at each element's position (negative indices from the
-back); every type, static and symbolic dims; bit for bit against the ops on the evaluator,
-with numpy's triu/tril and take_along_axis as the meaning, and on onnxruntime where it
-runs."""
+"""Trilu below 14 (from 9) and GatherElements below 11 (from 7): Where of the positions' offset
+against k, and one Gather of X flattened at each element's position (negative indices from the
+back); every type, static and symbolic dims; bit for bit against the ops on the evaluator, with
+numpy's triu/tril and take_along_axis as the meaning, and on onnxruntime where it runs."""
 
 from __future__ import annotations
 
@@ -41,7 +40,7 @@ def test_trilu_below_14(dtype, shape, k, upper, target):
     assert_conversion_exact(m, c, {"x": x}, meaning)
 
 
-@pytest.mark.parametrize("target", [10, 9])
+@pytest.mark.parametrize("target", [10, 9, 8, 7])
 @pytest.mark.parametrize("axis", [0, 1, -1])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
 def test_gather_elements_below_11(dtype, axis, target):
@@ -61,6 +60,11 @@ def test_gather_elements_below_11(dtype, axis, target):
     assert_conversion_exact(m, c, {"x": data, "i": idx}, meaning)
 
 
-def test_positional_ops_below_9_are_refused():
+def test_positional_ops_below_their_floor_are_refused():
     with pytest.raises(ConversionError, match=r"below opset 9 there is no Where"):
         convert_proto(_trilu(T.FLOAT, 1, None, [3, 3]), 8)
+    m = make_model([helper.make_node("GatherElements", ["x", "i"], ["y"])],
+                   [vi("x", T.FLOAT, [2, 3]), vi("i", T.INT64, [2, 3])],
+                   [vi("y", T.FLOAT, [2, 3])], opset=13)
+    with pytest.raises(ConversionError, match=r"below opset 7 the arithmetic"):
+        convert_proto(m, 6)

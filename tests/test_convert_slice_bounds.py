@@ -1,8 +1,9 @@
 """Slice below 10 with bounds computed at run time or a step other than 1 on an axis of unknown
-size, from opset 9: a Gather of the positions Slice-10 picks, computed from the bounds and the
-axis's size. Checked bit for bit against Slice-13 on the evaluator over negative, clamped and
-extreme bounds and every step sign, onnxruntime beside it; below 9 refused, bounds computed
-from constants left to the fold (the Slice stays)."""
+size, from opset 7: a Gather of the positions Slice-10 picks, computed from the bounds and the
+axis's size (below 9 the positions a Loop's iteration numbers, the clamps in arithmetic).
+Checked bit for bit against Slice-13 on the evaluator over negative, clamped and extreme
+bounds and every step sign, onnxruntime beside it; below 7 refused, bounds computed from
+constants left to the fold (the Slice stays)."""
 
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ def _slice(x_shape, steps: list[int] | None, axes=(1,), index=T.INT64) -> onnx.M
                       [vi("y", T.FLOAT, len(x_shape))], opset=13, initializers=inits)
 
 
+@pytest.mark.parametrize("target", [9, 7])
 @pytest.mark.parametrize("step", [1, 2, 3, -1, -2])
 @pytest.mark.parametrize("x_shape", [[3, 5], ["n", "m"]], ids=["static", "dynamic"])
-def test_computed_bounds_pick_what_slice_10_picks(x_shape, step):
+def test_computed_bounds_pick_what_slice_10_picks(x_shape, step, target):
     m = _slice(x_shape, None if step == 1 else [step])
-    c = converted(m, 9)
+    c = converted(m, target)
     assert "Slice" not in {n.op_type for n in c.graph.node}
     x = np.arange(15, dtype=np.float32).reshape(3, 5)
     checked = 0
@@ -73,9 +75,10 @@ def test_constant_bounds_with_a_step_pick_what_slice_10_picks(step):
         assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"], f"[{b}:{e}:{step}]")
 
 
-def test_two_axes_int32_bounds_and_an_empty_axis():
+@pytest.mark.parametrize("target", [9, 8])
+def test_two_axes_int32_bounds_and_an_empty_axis(target):
     m = _slice(["a", "b", 4], [1, -1], axes=(2, 0), index=T.INT32)
-    c = converted(m, 9)
+    c = converted(m, target)
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     empty = np.zeros((0, 3, 4), np.float32)
     for xv, s, e in [(x, [1, -1], [4, -3]), (x, [-2, 5], [-1, 0]), (x, [3, 0], [1, 1]),
@@ -93,19 +96,20 @@ def test_a_step_on_an_axis_of_unknown_size_with_constant_bounds():
                                      name="flip")],
                    [vi("x", T.FLOAT, ["n", 2])], [vi("y", T.FLOAT, 2)], opset=13,
                    initializers=inits)
-    c = converted(m, 9)
-    for n in (0, 1, 4):
-        x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
-        assert_exact(x[::-1], evaluate(c, {"x": x})["y"], f"n={n}")
+    for target in (9, 7):
+        c = converted(m, target)
+        for n in (0, 1, 4):
+            x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+            assert_exact(x[::-1], evaluate(c, {"x": x})["y"], f"n={n} at {target}")
     with pytest.raises(ConversionError, match=r"step -1 on axis 0, whose size is unknown"):
-        convert_proto(m, 8)
+        convert_proto(m, 6)
 
 
-def test_below_9_computed_bounds_are_refused_and_the_input_untouched():
+def test_below_7_computed_bounds_are_refused_and_the_input_untouched():
     m = _slice([3, 5], None)
     before = m.SerializeToString()
     with pytest.raises(ConversionError, match=r"starts \(input 1, 's'\) is not a constant"):
-        convert_proto(m, 8)
+        convert_proto(m, 6)
     assert m.SerializeToString() == before
 
 

@@ -19,15 +19,10 @@ from ..graph.cast import make_cast
 from ..graph.edit import Edits, Pending, axes_nodes, constant_node, iteration_numbers
 from ..graph.facts import Constant, Facts
 from ..graph.scopes import Scope, node_label
-from ..opsets import normalize_domain
 
 #: the float types of opset 1's schemas: all a Constant node takes before opset 9
 OPSET_1_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
                             onnx.TensorProto.FLOAT16})
-
-
-#: op -> its output that holds positions or sizes
-_POSITIONS = {"ArgMax": 0, "ArgMin": 0, "Shape": 0, "Size": 0, "NonZero": 0, "TopK": 1}
 
 
 class Refuse(Exception):
@@ -201,17 +196,6 @@ class Step:
     def elem_type(self, name: str) -> int | None:
         return self.ctx.facts.elem_type(name)
 
-    def is_position(self, name: str) -> bool:
-        """Whether ``name`` is an output of a default-domain op that computes positions or
-        sizes (ArgMax, ArgMin, Shape, Size, NonZero, TopK's indices): never negative, and
-        below 2**53 (exact in a double)."""
-        found = self.ctx.facts.producer(name, self.scope.root.function)
-        if found is None or normalize_domain(found[0].domain):
-            return False
-        n = found[0]
-        k = _POSITIONS.get(n.op_type)
-        return k is not None and k < len(n.output) and n.output[k] == name
-
     def shape(self, name: str) -> tuple | None:
         s = self.state.shapes.get(name)
         return s if s is not None else self.ctx.facts.shape(name)
@@ -275,11 +259,23 @@ class Step:
         index = self.add_const("at", np.array([i] if rank1 else i, np.int64))
         return self.add_node("Gather", [v, index], what, axis=0)
 
-    def where_less(self, v: str, than: str, then: str, what: str) -> str:
-        """``then`` where ``v < than``, else ``v``: a Where of a Less (integer Max and Min,
-        which would clamp, exist only from opset 12)."""
-        return self.add_node("Where", [self.add_node("Less", [v, than], f"{what}_less"), then,
-                                       v], what)
+    def where_less(self, v: str, than: str, then: str, what: str,
+                   otherwise: str | None = None) -> str:
+        """``then`` where ``v < than``, else ``otherwise`` (``v``), of an integer type: a Where
+        of a Less (integer Max and Min, which would clamp, exist only from 12); at 7 and 8
+        the test in float64 (exact while one side is within 2**53, as a bound or size is)
+        and ``then * m + otherwise * (1 - m)`` for its 0/1 ``m`` (no product overflows)."""
+        other = v if otherwise is None else otherwise
+        if self.target >= 9:
+            return self.add_node("Where", [self.add_node("Less", [v, than], f"{what}_less"),
+                                           then, other], what)
+        d, t = onnx.TensorProto.DOUBLE, self.elem_type(other) or onnx.TensorProto.INT64
+        m = self.add_cast(self.add_node("Less", [self.add_cast(v, d, f"{what}_v"), self.add_cast(
+            than, d, f"{what}_than")], f"{what}_less"), t, f"{what}_mask")
+        keep = self.add_node("Sub", [self.add_const("one", np.array(1, np_dtype(t))), m],
+                             f"{what}_keep")
+        return self.add_node("Add", [self.add_node("Mul", [then, m], f"{what}_then"),
+                                     self.add_node("Mul", [other, keep], f"{what}_else")], what)
 
     def positions(self, count: str, what: str) -> str:
         """0, 1, .., count - 1 (``count`` an int64 scalar) as an int64 ``[count]``: a Range

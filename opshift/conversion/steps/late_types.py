@@ -14,7 +14,7 @@
   opset 9 (Less and Where take every integer type, with numpy broadcasting); at 6..8 the
   inputs of 8-, 16- and 32-bit types go through float64 and back (every such value is exact
   in a double, so is their maximum); so do 64-bit ones that are constants within 2**53 or
-  positions and sizes an op computes (:meth:`~opshift.conversion.step.Step.is_position`);
+  positions and sizes an op computes (:func:`.negative_axes.is_position`);
   other 64-bit ones are refused there (past 2**53 a double rounds them).
 * **Less/Greater 9** take integers; before, floats only. Down, 8-, 16- and 32-bit integers
   (and 64-bit ones exact in a double) are compared as float64; other 64-bit ones as the pair
@@ -37,6 +37,7 @@ import onnx
 from ...opsets import INTEGER_TYPES
 from ..registry import at
 from ..step import OPSET_1_FLOATS, Refuse, Step, np_dtype
+from .negative_axes import is_position
 
 _WIDE = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
 
@@ -151,7 +152,7 @@ def _exact_in_double(st: Step, name: str) -> bool:
     value = st.const(name)
     if value is not None:
         return bool(((value <= 2**53) & (value >= -(2**53))).all())  # (in the integer type)
-    return st.is_position(name)
+    return is_position(st, name)
 
 
 @at(11, "TopK")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from ...opsets import normalize_domain
 from ..registry import at
 from ..step import Refuse, Step, norm_axis, np_dtype
 
@@ -70,17 +71,16 @@ def negative_axes(st: Step) -> None:
 def gather_negative_indices(st: Step) -> None:
     """Gather-11 counts negative indices from the back. Constant ones are normalized (from 7,
     into a dimension of unknown size, that size read at run time is added to them); from
-    opset 9 computed ones are read through ``Where(indices < 0, indices + n, indices)``
+    opset 7 computed ones are read through ``Where(indices < 0, indices + n, indices)``
     (n: the gathered dimension, from the data's shape when not known; embedding lookups of
-    token ids, items of a loop's sequence), at 7 and 8 (no Where) through ``indices + n *
-    Cast(Cast(indices, float) < 0)`` (int -> float rounding never changes a sign; the
-    product is 0 or n), but for those an op computes that are never negative (an ArgMax, a
+    token ids, items of a loop's sequence; at 7 and 8 :meth:`~..step.Step.where_less`'s
+    arithmetic form), but for those an op computes that are never negative (an ArgMax, a
     Shape, TopK's indices)."""
     if st.up:
         return
     idx_name = st.input(1)
     idx = st.const(idx_name)
-    if (idx >= 0).all() if idx is not None else st.is_position(idx_name):
+    if (idx >= 0).all() if idx is not None else is_position(st, idx_name):
         return
     data = st.input(0)
     s = st.shape(data)
@@ -115,20 +115,10 @@ def gather_negative_indices(st: Step) -> None:
         st.note("negative indices counted from the size read at run time",
                 "Gather counts negative indices from the back from opset 11 only")
         return
-    if st.target >= 9:
-        wrapped = st.add_node("Add", [idx_name, size], "from_the_back")
-        read = st.where_less(idx_name, st.add_const("zero", np.zeros((), dtype)), wrapped,
-                             "indices")
-        how = f"Where(indices < 0, indices + {dim or 'n'}, indices)"
-    else:
-        as_float = st.add_cast(idx_name, onnx.TensorProto.FLOAT, "as_float")
-        negative = st.add_node("Less", [as_float, st.add_const(
-            "zero", np.zeros((), np.float32))], "negative")
-        shift = st.add_node("Mul", [st.add_cast(negative, t, "mask"), size], "shift")
-        read = st.add_node("Add", [idx_name, shift], "indices")
-        how = f"indices + {dim or 'n'} * (indices < 0)"
+    wrapped = st.add_node("Add", [idx_name, size], "from_the_back")
+    read = st.where_less(idx_name, st.add_const("zero", np.zeros((), dtype)), wrapped, "indices")
     st.set_inputs([st.input(0), read])
-    st.note(f"computed indices read as {how}",
+    st.note(f"computed indices read as Where(indices < 0, indices + {dim or 'n'}, indices)",
             "Gather counts negative indices from the back from opset 11 only")
 
 
@@ -139,3 +129,19 @@ def onehot_negative_indices(st: Step) -> None:
         raise Refuse("OneHot-11 counts negative indices from the back, OneHot-9 maps them "
                      "to off_value; the indices are not constant and non-negative")
 
+
+
+#: op -> its output that holds positions or sizes
+_POSITIONS = {"ArgMax": 0, "ArgMin": 0, "Shape": 0, "Size": 0, "NonZero": 0, "TopK": 1}
+
+
+def is_position(st: Step, name: str) -> bool:
+    """Whether ``name`` is an output of a default-domain op that computes positions or
+    sizes (ArgMax, ArgMin, Shape, Size, NonZero, TopK's indices): never negative, and
+    below 2**53 (exact in a double)."""
+    found = st.facts.producer(name, st.scope.root.function)
+    if found is None or normalize_domain(found[0].domain):
+        return False
+    n = found[0]
+    k = _POSITIONS.get(n.op_type)
+    return k is not None and k < len(n.output) and n.output[k] == name

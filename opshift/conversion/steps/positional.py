@@ -1,12 +1,13 @@
-"""Ops that pick by position, below the opset they start at, from 9: written with the
-positions 0..n-1 of :meth:`~..step.Step.positions` (NonZero of ConstantOfShape ones) and
-Where, which exist from 9. Data movement only, so exact for every type.
+"""Ops that pick by position, below the opset they start at: written with the positions
+0..n-1 of :meth:`~..step.Step.positions` and Where (:meth:`~..step.Step.where_less` on
+integers). Data movement only, so exact for every type.
 
-* **Trilu** (from 14): x where ``j - i >= k`` (upper) or ``j - i <= k`` (lower), else 0:
-  ``Where`` of that test on the positions of the last two axes, the zero of X's type.
-* **GatherElements** (from 11): X flattened, read at each element's own position with the
-  index put in along ``axis`` (a negative index counts from the back): one Gather of
-  ``sum_d position_d * stride_d``, the strides read from X's shape.
+* **Trilu** (from 14), from 9: x where ``j - i >= k`` (upper) or ``j - i <= k`` (lower),
+  else 0: ``Where`` of that test on the positions of the last two axes, the zero of X's
+  type.
+* **GatherElements** (from 11), from 7: X flattened, read at each element's own position
+  with the index put in along ``axis`` (a negative index counts from the back): one Gather
+  of ``sum_d position_d * stride_d``, the strides read from X's shape.
 """
 
 from __future__ import annotations
@@ -60,9 +61,8 @@ def trilu_below_14(st: Step) -> None:
 
 @replaces("GatherElements")
 def gather_elements_below_11(st: Step) -> None:
-    if st.target < 9:
-        raise Refuse("below opset 9 there is no Where, nor ConstantOfShape and NonZero to "
-                     "make the positions it reads")
+    if st.target < 7:
+        raise Refuse("below opset 7 the arithmetic of its positions broadcasts by attribute")
     x, idx, y = st.input(0), st.input(1), st.w.output[0]
     r = st.rank(x)
     if r is None:

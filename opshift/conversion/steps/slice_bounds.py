@@ -2,15 +2,15 @@
 
 An axis with a step other than 1, or whose start or end a node computes, becomes a Gather of
 the positions Slice-10 picks on it. With its bounds constant and its size known they are a
-constant; otherwise (from opset 9) they are computed as Slice-10 states them: a negative
+constant; otherwise (from opset 7) they are computed as Slice-10 states them: a negative
 bound plus the axis's size, both clamped to [0, size] (for a negative step the start to
 [0, size - 1], the end to [-1, size - 1]), count ``max(ceil((end - start) / step), 0)``,
 positions ``start + step * i`` for i in 0..count - 1 (:meth:`~..step.Step.positions`). All in
-int64 with Where for the clamps (integer Max and Min exist only from 12): exact, and the
-positions always in range, as Gather-1 needs. The axes of step 1 and constant bounds stay in
-a Slice-1. Computed axes or steps, steps of 2**31 or more, and computed bounds below opset 9
-(no Where, ConstantOfShape or NonZero) are refused; bounds computed from constants alone
-are left to the fold (:mod:`..fold_first`), which keeps the Slice.
+int64 with :meth:`~..step.Step.where_less` for the clamps (integer Max and Min exist only
+from 12): exact, and the positions always in range, as Gather-1 needs. The axes of step 1
+and constant bounds stay in a Slice-1. Computed axes or steps, steps of 2**31 or more, and
+computed bounds below opset 7 are refused; bounds computed from constants alone are left to
+the fold (:mod:`..fold_first`), which keeps the Slice.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def slice_below_10(st: Step) -> bool:
             st.set_inputs(list(st.w.input)[:4])
             st.note("steps of 1 dropped (Slice-1 steps by 1)")
         return False
-    if computed and (st.target < 9 or any(foldable(st.facts, st.scope, st.input(i))
+    if computed and (st.target < 7 or any(foldable(st.facts, st.scope, st.input(i))
                                           for i in computed)):
         for i in computed:  # refused: folded first where it can be
             st.need_const(i, ("starts", "ends")[i - 1])
@@ -109,9 +109,9 @@ def _positions(st: Step, x: str, k: int, a: int, step: int, starts, ends, dim) -
         return st.add_const(f"axis{a}_positions",
                             np.array(slice_range(dim, int(starts[k]), int(ends[k]), step),
                                      np.int64))
-    if st.target < 9:
+    if st.target < 7:
         raise Refuse(f"step {step} on axis {a}, whose size is unknown: a Gather of the "
-                     "positions it picks needs Where, ConstantOfShape and NonZero (opset 9)")
+                     "positions it picks is written from opset 7 (numpy broadcasting)")
 
     def scalar(v: int) -> str:
         return st.add_const("int", np.array(v, np.int64))
@@ -123,8 +123,7 @@ def _positions(st: Step, x: str, k: int, a: int, step: int, starts, ends, dim) -
 
     def clamp(v: str, lo: str, hi: str, what: str) -> str:
         v = st.where_less(v, lo, lo, f"{what}_low")
-        return st.add_node("Where", [st.add_node("Greater", [v, hi], f"{what}_more"), hi, v],
-                           what)
+        return st.where_less(hi, v, hi, what, otherwise=v)
 
     size = scalar(dim) if isinstance(dim, int) else st.size_at_run_time(x, a, f"axis{a}_size")
     zero = scalar(0)
