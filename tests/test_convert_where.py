@@ -1,5 +1,5 @@
 """Where below 9 (from 7): two constant values of one element as a Gather of them at the
-condition (every type, NaN and -0.0 included), integers as x * c + y * (not c) (8- and
+condition (every type, NaN and -0.0 included), integers as x * c + y * (1 - c) (8- and
 16-bit through int32, extremes included), bool as (c and x) or (not c and y); computed
 floats and targets below 7 refused. Bit for bit against Where-16 on the evaluator, with
 numpy's where as the meaning, and on onnxruntime where it runs."""

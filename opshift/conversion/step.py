@@ -16,9 +16,10 @@ from onnx import helper, numpy_helper
 
 from ..external import tensor_array
 from ..graph.cast import make_cast
-from ..graph.edit import Edits, Pending, axes_nodes, constant_node, iteration_numbers
+from ..graph.edit import Edits, Pending, axes_nodes, constant_node
 from ..graph.facts import Constant, Facts
 from ..graph.scopes import Scope, node_label
+from .computed import Computed
 
 #: the float types of opset 1's schemas: all a Constant node takes before opset 9
 OPSET_1_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
@@ -66,9 +67,9 @@ class NodeState:
 
 
 @dataclass(slots=True)
-class Step:
+class Step(Computed):
     """One version step of one node. Step functions read ``w`` and write through
-    :meth:`edit` and the other methods."""
+    :meth:`edit` and the other methods (values computed at run time: :class:`Computed`)."""
 
     node: onnx.NodeProto  # the original node, never modified here
     op: str
@@ -248,52 +249,6 @@ class Step:
         (self.state.post if after else self.state.pre).append(node)
         self.ctx.facts.propagate([node], self.target)
         return out
-
-    def size_at_run_time(self, x: str, axis: int, what: str, *, rank1: bool = False) -> str:
-        """The size of ``x``'s axis ``axis`` read from its shape at run time: an int64 scalar
-        (``[1]`` with ``rank1``); a negative axis counts from the back (Gather from 11)."""
-        return self.element(self.add_node("Shape", [x], "shape"), axis, what, rank1=rank1)
-
-    def element(self, v: str, i: int, what: str, *, rank1: bool = False) -> str:
-        """Element ``i`` of the 1-D ``v`` as a scalar (``[1]`` with ``rank1``): a Gather."""
-        index = self.add_const("at", np.array([i] if rank1 else i, np.int64))
-        return self.add_node("Gather", [v, index], what, axis=0)
-
-    def where_less(self, v: str, than: str, then: str, what: str,
-                   otherwise: str | None = None) -> str:
-        """``then`` where ``v < than``, else ``otherwise`` (``v``), of an integer type: a Where
-        of a Less (integer Max and Min, which would clamp, exist only from 12); at 7 and 8
-        the test in float64 (exact while one side is within 2**53, as a bound or size is)
-        and ``then * m + otherwise * (1 - m)`` for its 0/1 ``m`` (no product overflows)."""
-        other = v if otherwise is None else otherwise
-        if self.target >= 9:
-            return self.add_node("Where", [self.add_node("Less", [v, than], f"{what}_less"),
-                                           then, other], what)
-        d, t = onnx.TensorProto.DOUBLE, self.elem_type(other) or onnx.TensorProto.INT64
-        m = self.add_cast(self.add_node("Less", [self.add_cast(v, d, f"{what}_v"), self.add_cast(
-            than, d, f"{what}_than")], f"{what}_less"), t, f"{what}_mask")
-        keep = self.add_node("Sub", [self.add_const("one", np.array(1, np_dtype(t))), m],
-                             f"{what}_keep")
-        return self.add_node("Add", [self.add_node("Mul", [then, m], f"{what}_then"),
-                                     self.add_node("Mul", [other, keep], f"{what}_else")], what)
-
-    def positions(self, count: str, what: str) -> str:
-        """0, 1, .., count - 1 (``count`` an int64 scalar) as an int64 ``[count]``: a Range
-        from opset 11; at 9 and 10 the NonZero of count ones (a ConstantOfShape); below 9 the
-        iteration numbers a Loop of count trips hands out (its scan output)."""
-        if self.target >= 11:
-            return self.add_node("Range", [self.add_const("zero", np.array(0, np.int64)), count,
-                                           self.add_const("one", np.array(1, np.int64))], what)
-        if self.target < 9:
-            y = self.fresh(f"{self.label}/{what}")
-            self.state.pre.append(iteration_numbers(count, y, self.ctx.edits.names, y))
-            self.ctx.facts.extra_types[y] = onnx.TensorProto.INT64
-            return y
-        ones = self.add_node("ConstantOfShape", [self.add_node("Reshape", [count, self.add_const(
-            "one", np.array([1], np.int64))], f"{what}_count")], f"{what}_ones",
-            value=helper.make_tensor("one", onnx.TensorProto.INT64, [1], [1]))
-        return self.add_node("Squeeze", [self.add_node("NonZero", [ones], f"{what}_2d")], what,
-                             axes=[0])
 
     def add_cast(self, inp: str, to: int, what: str, *, after: bool = False,
                  output: str | None = None) -> str:

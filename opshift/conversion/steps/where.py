@@ -5,9 +5,10 @@
   ``Cast(condition, int64)``: data movement, so exact for every type (NaN payloads and
   signed zeros included); the output takes the condition's shape, so the constants must
   broadcast into it.
-* Integers: ``x * Cast(c) + y * Cast(Not(c))``, each product the value or 0 (no product or
-  sum can overflow); below 14 Mul and Add take 32- and 64-bit integers only, so 8- and
-  16-bit ones go through int32 and back (the result is x or y, which fits).
+* Integers: :meth:`~..step.Step.pick`, ``x * Cast(c) + y * (1 - Cast(c))``, each product
+  the value or 0 (no product or sum can overflow); below 14 Mul and Add take 32- and 64-bit
+  integers only, so 8- and 16-bit ones go through int32 and back (the result is x or y,
+  which fits).
 * bool: ``(c and x) or (not c and y)``.
 
 Computed floats are refused: no op below 9 picks per element, and arithmetic would turn an
@@ -50,13 +51,10 @@ def where_below_9(st: Step) -> None:
     wide = t if t in _NATIVE else T.INT32
     if wide != t:
         x, y = st.add_cast(x, wide, "x_int32"), st.add_cast(y, wide, "y_int32")
-    take = st.add_node("Mul", [x, st.add_cast(c, wide, "then_mask")], "then")
-    other = st.add_node("Mul", [y, st.add_cast(st.add_node("Not", [c], "otherwise"), wide,
-                                               "else_mask")], "else")
-    r = st.add_node("Add", [take, other], "where", output=out if wide == t else None)
+    r = st.pick(c, x, y, "where", output=out if wide == t else None)
     if wide != t:
         st.add_cast(r, t, "back", output=out)
-    st.remove(f"{T.DataType.Name(t)} Where written as x * c + y * (not c)",
+    st.remove(f"{T.DataType.Name(t)} Where written as x * c + y * (1 - c)",
               "Where exists from opset 9")
 
 

@@ -1,0 +1,74 @@
+"""Values a rewrite computes at run time, each valid at the target opset: a size or an element
+read from a shape, the positions 0..n-1, and integer picks where Where is missing.
+:class:`~.step.Step` has these as methods."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..graph.edit import iteration_numbers
+
+
+class Computed:
+    """The builders of run-time values; mixed into :class:`~.step.Step`, whose
+    ``add_node``, ``add_const``, ``add_cast`` and state they use."""
+
+    __slots__ = ()
+
+    def size_at_run_time(self, x: str, axis: int, what: str, *, rank1: bool = False) -> str:
+        """The size of ``x``'s axis ``axis`` read from its shape at run time: an int64 scalar
+        (``[1]`` with ``rank1``); a negative axis counts from the back (Gather from 11)."""
+        return self.element(self.add_node("Shape", [x], "shape"), axis, what, rank1=rank1)
+
+    def element(self, v: str, i: int, what: str, *, rank1: bool = False) -> str:
+        """Element ``i`` of the 1-D ``v`` as a scalar (``[1]`` with ``rank1``): a Gather."""
+        index = self.add_const("at", np.array([i] if rank1 else i, np.int64))
+        return self.add_node("Gather", [v, index], what, axis=0)
+
+    def where_less(self, v: str, than: str, then: str, what: str,
+                   otherwise: str | None = None) -> str:
+        """``then`` where ``v < than``, else ``otherwise`` (``v``), of an integer type (integer
+        Max and Min, which would clamp, exist only from 12): :meth:`pick` of the Less, at 7
+        and 8 made in float64 (exact while one side is within 2**53, as a bound or size is)."""
+        if self.target >= 9:
+            less = self.add_node("Less", [v, than], f"{what}_less")
+        else:
+            d = onnx.TensorProto.DOUBLE
+            less = self.add_node("Less", [self.add_cast(v, d, f"{what}_v"),
+                                          self.add_cast(than, d, f"{what}_than")], f"{what}_less")
+        return self.pick(less, then, v if otherwise is None else otherwise, what)
+
+    def pick(self, cond: str, then: str, otherwise: str, what: str, *,
+             output: str | None = None) -> str:
+        """``then`` where bool ``cond``, else ``otherwise``: a Where from opset 9; at 7 and 8
+        (32- and 64-bit integers) ``then * m + otherwise * (1 - m)`` for ``m = Cast(cond)``,
+        each product the value or 0, so none overflows."""
+        if self.target >= 9:
+            return self.add_node("Where", [cond, then, otherwise], what, output=output)
+        t = self.elem_type(otherwise) or onnx.TensorProto.INT64
+        m = self.add_cast(cond, t, f"{what}_mask")
+        one = self.add_const("one", np.array(1, helper.tensor_dtype_to_np_dtype(t)))
+        keep = self.add_node("Sub", [one, m], f"{what}_keep")
+        return self.add_node("Add", [self.add_node("Mul", [then, m], f"{what}_then"),
+                                     self.add_node("Mul", [otherwise, keep], f"{what}_else")],
+                             what, output=output)
+
+    def positions(self, count: str, what: str) -> str:
+        """0, 1, .., count - 1 (``count`` an int64 scalar) as an int64 ``[count]``: a Range
+        from opset 11; at 9 and 10 the NonZero of count ones (a ConstantOfShape); below 9 the
+        iteration numbers a Loop of count trips hands out (its scan output)."""
+        if self.target >= 11:
+            return self.add_node("Range", [self.add_const("zero", np.array(0, np.int64)), count,
+                                           self.add_const("one", np.array(1, np.int64))], what)
+        if self.target < 9:
+            y = self.fresh(f"{self.label}/{what}")
+            self.state.pre.append(iteration_numbers(count, y, self.ctx.edits.names, y))
+            self.ctx.facts.extra_types[y] = onnx.TensorProto.INT64
+            return y
+        ones = self.add_node("ConstantOfShape", [self.add_node("Reshape", [count, self.add_const(
+            "one", np.array([1], np.int64))], f"{what}_count")], f"{what}_ones",
+            value=helper.make_tensor("one", onnx.TensorProto.INT64, [1], [1]))
+        return self.add_node("Squeeze", [self.add_node("NonZero", [ones], f"{what}_2d")], what,
+                             axes=[0])
