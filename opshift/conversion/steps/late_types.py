@@ -54,15 +54,25 @@ def float_equal(st: Step) -> None:
     if st.target < 7:
         raise Refuse(f"{kind} inputs: below opset 7 Less and Greater broadcast by attribute, "
                      "and Equal's float form needs them to broadcast numpy-style")
-    less = st.add_node("Less", [a, b], "less")
-    ordered = st.add_node("Or", [less, st.add_node("Greater", [a, b], "greater")], "ordered")
     tests = [v for v in (_not_nan(st, a, t, "a"), _not_nan(st, b, t, "b")) if v is not None]
     y = st.w.output[0]
-    equal = st.add_node("Not", [ordered], "unordered", output=None if tests else y)
+    equal = _neither_less_nor_greater(st, a, b, "ab", output=None if tests else y)
     for k, v in enumerate(tests):
         equal = st.add_node("And", [equal, v], "equal", output=y if k == len(tests) - 1 else None)
     st.remove(f"{kind} Equal written as Not(Less or Greater) and neither a NaN",
               "Equal takes floats from opset 11")
+
+
+def _neither_less_nor_greater(st: Step, a: str, b: str, what: str, *,
+                              made: dict[str, str] | None = None,
+                              output: str | None = None) -> str:
+    """``not (a < b or a > b)``: equal, for values that are not NaN (Equal takes neither
+    floats before 11 nor uint64); ``made``: a comparison of the two already made, by op."""
+    made = made or {}
+    ordered = [made.get(op) or st.add_node(op, [a, b], f"{what}_{op.lower()}")
+               for op in ("Less", "Greater")]
+    return st.add_node("Not", [st.add_node("Or", ordered, f"{what}_ordered")],
+                       f"{what}_unordered", output=output)
 
 
 def _not_nan(st: Step, x: str, t: int, what: str) -> str | None:
@@ -217,10 +227,7 @@ def integer_comparison(st: Step) -> None:
     high = st.add_node(st.op, [dha, dhb], "by_high")
     low = st.add_node(st.op, [st.add_cast(la, double, "a_low_double"),
                               st.add_cast(lb, double, "b_low_double")], "by_low")
-    # equal highs: neither less nor greater (Equal takes no double before 11, no uint64)
-    same = st.add_node("Not", [st.add_node("Or", [st.add_node("Less", [dha, dhb], "high_lt"),
-                                                  st.add_node("Greater", [dha, dhb], "high_gt")],
-                                           "high_differ")], "same_high")
+    same = _neither_less_nor_greater(st, dha, dhb, "high", made={st.op: high})
     tie = st.add_node("And", [same, low], "tie_by_low")
     st.add_node("Or", [high, tie], "compared", output=st.w.output[0])
     st.remove(f"{kind} {st.op} written as a comparison of (high, low) 32-bit halves in float64",
