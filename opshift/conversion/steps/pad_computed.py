@@ -123,7 +123,6 @@ def _reflected(st: Step, x: str, a: int, before: str, after: str, out: str | Non
     m = st.add_node("Sub", [j, st.add_node("Mul", [st.add_node("Div", [j, period],
                                                                f"axis{a}_turns"), period],
                                            f"axis{a}_whole")], f"axis{a}_m")
-    back = st.add_node("Sub", [period, m], f"axis{a}_back")
-    at = st.add_node("Where", [st.add_node("Less", [m, n], f"axis{a}_inside"), m, back],
-                     f"axis{a}_reflected")
+    at = st.where_less(m, n, m, f"axis{a}_reflected",
+                       otherwise=st.add_node("Sub", [period, m], f"axis{a}_back"))
     return st.add_node("Gather", [x, at], f"axis{a}_reflect", axis=a, output=out)
