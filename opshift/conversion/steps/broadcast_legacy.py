@@ -28,6 +28,7 @@ from ... import opsets
 from ...broadcast import Placement, legacy_placement
 from ..registry import at
 from ..step import Refuse, Step, is_suffix, known_shape, norm_axis, np_dtype
+from .broadcast_to import tile_repeats
 
 BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")
 COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Xor", "Equal"})
@@ -265,11 +266,7 @@ def _tile_to(st: Step, x: str, xs: tuple) -> None:
             s = lead + tuple(s)
         else:
             ranked = name
-        tiled = np.array([d == 1 for d in s], np.int64)
-        repeats = shape
-        if not tiled.all():
-            repeats = st.add_node("Add", [st.add_node("Mul", [shape, st.add_const(
-                "tiled", tiled)], "masked"), st.add_const("kept", 1 - tiled)], "repeats")
+        repeats = tile_repeats(st, shape, np.array([d == 1 for d in s], np.int64))
         st.edit().input[i] = st.add_node("Tile", [ranked, repeats], f"{name}_widened")
         st.note(f"{name!r} widened to the shape of {x!r} by a Tile of it by that shape",
                 "all inputs share one shape before opset 8")

@@ -102,9 +102,8 @@ def expand(st: Step) -> None:
         ones = np.array([a == 1 for a in xd], np.int64)
         if dims is not None:
             repeats = st.add_const("repeats", np.where(ones == 1, full, 1))
-        elif not ones.all():
-            masked = st.add_node("Mul", [repeats, st.add_const("tiled", ones)], "masked")
-            repeats = st.add_node("Add", [masked, st.add_const("kept", 1 - ones)], "repeats")
+        else:
+            repeats = tile_repeats(st, repeats, ones)
     else:  # which dims of X are 1 is known at run time only: the mask is read then
         if dims is not None:
             repeats = st.add_const("shape", full)
@@ -116,6 +115,16 @@ def expand(st: Step) -> None:
                               "repeats")
     st.add_node("Tile", [x, repeats], "tile", output=y)
     st.remove("written as a Tile of X (given the output's rank) where its dims are 1")
+
+
+def tile_repeats(st: Step, shape: str, tiled: np.ndarray) -> str:
+    """The repeats of a Tile by ``shape`` (int64 ``[r]``, read at run time) on the axes where
+    ``tiled`` (a constant 0/1 mask) is 1 and by 1 on the others: ``shape * tiled + (1 -
+    tiled)``, integer arithmetic of one shape (no broadcasting: valid from 6)."""
+    if tiled.all():
+        return shape
+    masked = st.add_node("Mul", [shape, st.add_const("tiled", tiled)], "masked")
+    return st.add_node("Add", [masked, st.add_const("kept", 1 - tiled)], "repeats")
 
 
 def _length(st: Step, shape_in: str, dims: np.ndarray | None, why: str) -> int:
