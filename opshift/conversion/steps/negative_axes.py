@@ -130,7 +130,6 @@ def onehot_negative_indices(st: Step) -> None:
                      "to off_value; the indices are not constant and non-negative")
 
 
-
 #: op -> its output that holds positions or sizes
 _POSITIONS = {"ArgMax": 0, "ArgMin": 0, "Shape": 0, "Size": 0, "NonZero": 0, "TopK": 1}
 
