@@ -24,7 +24,12 @@ class Computed:
 
     def element(self, v: str, i: int, what: str, *, rank1: bool = False) -> str:
         """Element ``i`` of the 1-D ``v`` as a scalar (``[1]`` with ``rank1``): a Gather."""
-        index = self.add_const("at", np.array([i] if rank1 else i, np.int64))
+        return self.elements(v, [i] if rank1 else i, what)
+
+    def elements(self, v: str, at, what: str) -> str:
+        """The elements of the 1-D ``v`` at ``at`` (constant positions: an int gives a
+        scalar, a sequence a 1-D value): a Gather."""
+        index = self.add_const("at", np.array(at if isinstance(at, int) else list(at), np.int64))
         return self.add_node("Gather", [v, index], what, axis=0)
 
     def where_less(self, v: str, than: str, then: str, what: str,

@@ -38,8 +38,7 @@ def depth_to_space_crd(st: Step) -> None:
     else:
         dims = st.add_node("Shape", [x], "shape")
         batch = st.element(dims, 0, "batch", rank1=True)
-        hw = st.add_node("Gather", [dims, st.add_const("hw_at", np.array([2, 3], np.int64))],
-                         "hw", axis=0)
+        hw = st.elements(dims, [2, 3], "hw")
         split = st.add_node("Concat", [batch, st.add_const("channels_block", np.array(
             [-1, b, b], np.int64)), hw], "split_shape", axis=0)
         scaled = st.add_node("Mul", [hw, st.add_const("block", np.array([b], np.int64))],

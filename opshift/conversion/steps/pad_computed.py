@@ -79,9 +79,8 @@ def pad_at_run_time(st: Step) -> bool:
                 parts.append(st.add_node("Gather", [x, at], f"axis{a}_{what}_edge", axis=a))
                 continue
             dims = st.add_node("Shape", [x], f"axis{a}_{what}_shape")
-            pieces = [st.add_node("Gather", [dims, st.add_const("dims", np.array(
-                list(rng), np.int64))], f"axis{a}_{what}_{k}", axis=0)
-                for k, rng in (("lead", range(a)), ("rest", range(a + 1, rank))) if rng]
+            pieces = [st.elements(dims, rng, f"axis{a}_{what}_{k}")
+                      for k, rng in (("lead", range(a)), ("rest", range(a + 1, rank))) if rng]
             shape = st.add_node("Concat", pieces[:1] + [n] + pieces[1:] if a else [n] + pieces,
                                 f"axis{a}_{what}_fill_shape", axis=0)
             parts.append(st.add_node("ConstantOfShape", [shape], f"axis{a}_{what}_fill",

@@ -36,8 +36,7 @@ def scatter_nd_below_11(st: Step) -> None:
     if st.rank(data) is None:
         raise Refuse(f"the rank of data {data!r} is unknown")
     shape = st.add_node("Shape", [data], "shape")
-    dims = st.add_node("Gather", [shape, st.add_const("axes", np.arange(k, dtype=np.int64))],
-                       "indexed_dims", axis=0)
+    dims = st.elements(shape, range(k), "indexed_dims")
     i = indices
     if st.elem_type(i) != TensorProto.INT64:
         i = st.add_cast(i, TensorProto.INT64, "indices_int64")
