@@ -124,24 +124,24 @@ def _contraction(st: Step, inputs: list[str], terms: list[str], out: str, t: int
     sa = st.add_node("Shape", [a], "a_shape")
     sb = st.add_node("Shape", [b], "b_shape")
 
-    def dims(shape: str, at: range, what: str) -> str:
-        return st.add_node("Gather", [shape, st.add_const(f"{what}_at", np.array(
-            list(at), np.int64))], what, axis=0)
+    lead = [st.elements(sa, range(nb), "batch")] if nb else []
+    # the dims of each group, each read once: the three-axis shapes take their products
+    left_dims = st.elements(sa, range(nb, nb + len(left)), "left_dims") if left else None
+    right_dims = st.elements(sb, range(nb + len(summed), len(pb)), "right_dims") if right \
+        else None
 
-    def size(shape: str, at: range, what: str) -> str:  # the product of those dims, as [1]
-        if not at:
+    def size(dims: str | None, what: str) -> str:  # the product of those dims, as [1]
+        if dims is None:
             return st.add_const(f"{what}_one", np.array([1], np.int64))
-        return st.add_node("ReduceProd", [dims(shape, at, f"{what}_dims")], what, keepdims=1)
+        return st.add_node("ReduceProd", [dims], what, keepdims=1)
 
-    lead = [dims(sa, range(nb), "batch")] if nb else []
-    k = size(sa, range(nb + len(left), len(pa)), "summed")
-    a3 = st.add_node("Reshape", [a, st.add_node("Concat", lead + [size(
-        sa, range(nb, nb + len(left)), "left"), k], "a3_shape", axis=0)], "a3")
-    b3 = st.add_node("Reshape", [b, st.add_node("Concat", lead + [k, size(
-        sb, range(nb + len(summed), len(pb)), "right")], "b3_shape", axis=0)], "b3")
+    k = size(st.elements(sa, range(nb + len(left), len(pa)), "summed_dims"), "summed")
+    a3 = st.add_node("Reshape", [a, st.add_node("Concat", lead + [size(left_dims, "left"), k],
+                                                "a3_shape", axis=0)], "a3")
+    b3 = st.add_node("Reshape", [b, st.add_node("Concat", lead + [k, size(right_dims, "right")],
+                                                "b3_shape", axis=0)], "b3")
     product = st.add_node("MatMul", [a3, b3], "product")
-    unfolded = lead + ([dims(sa, range(nb, nb + len(left)), "left_dims")] if left else []) + \
-        ([dims(sb, range(nb + len(summed), len(pb)), "right_dims")] if right else [])
+    unfolded = lead + [d for d in (left_dims, right_dims) if d is not None]
     full = st.add_node("Reshape", [product, st.add_node("Concat", unfolded, "out_shape", axis=0)
                                    if unfolded else st.add_const("scalar", np.zeros(0, np.int64))],
                        "unfolded")
