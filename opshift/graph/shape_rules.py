@@ -124,6 +124,15 @@ def broadcast(shapes: list[Shape | None]) -> Shape | None:
                  for k in range(r))
 
 
+def fits_into(small: Shape, big: Shape | None) -> bool:
+    """Whether a value of shape ``small`` broadcasts into ``big`` without widening it: each
+    of its dims 1, or the same int or name as ``big``'s (a scalar fits any shape)."""
+    if not small:
+        return True
+    return big is not None and len(small) <= len(big) and all(
+        d == 1 or (d is not None and d == e) for d, e in zip(small[::-1], big[::-1]))
+
+
 def _same(shapes: list[Shape | None]) -> Shape | None:
     """Inputs that must have one shape: what any of them says."""
     out = None

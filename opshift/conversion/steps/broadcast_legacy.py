@@ -26,6 +26,7 @@ from onnx import TensorProto
 
 from ... import opsets
 from ...broadcast import Placement, legacy_placement
+from ...graph.shape_rules import fits_into
 from ..registry import at
 from ..step import Refuse, Step, is_suffix, known_shape, norm_axis, np_dtype
 from .broadcast_to import tile_repeats
@@ -227,7 +228,7 @@ def variadic_same_shape(st: Step) -> None:
             out = None if out is None else _static_broadcast(out, s)
     if out is None:
         widest = next((k for k, s in enumerate(shapes) if s is not None and all(
-            o is not None and _fits_into(o, s) for o in shapes)), None)
+            o is not None and fits_into(o, s) for o in shapes)), None)
         if widest is None or st.target < 6:
             raise Refuse(f"input shapes {shapes}: before opset 8 all inputs must have one "
                          "shape, and the output shape is not static, nor that of an input "
@@ -237,13 +238,6 @@ def variadic_same_shape(st: Step) -> None:
     for i, name in enumerate(st.w.input):
         if name and st.shape(name) != out:
             _widen(st, i, out)
-
-
-def _fits_into(small: tuple, big: tuple) -> bool:
-    """Whether a value of shape ``small`` broadcasts into ``big`` without widening it: each
-    of its dims 1, or the same int or name as ``big``'s."""
-    return len(small) <= len(big) and all(
-        d == 1 or (d is not None and d == e) for d, e in zip(small[::-1], big[::-1]))
 
 
 def _tile_to(st: Step, x: str, xs: tuple) -> None:

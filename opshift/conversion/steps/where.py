@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
+from ...graph.shape_rules import fits_into
 from ...opsets import INTEGER_TYPES
 from ..registry import replaces
 from ..step import Refuse, Step
@@ -67,7 +68,7 @@ def _pick_from_two(st: Step, c: str, x: str, y: str, out: str) -> bool:
     if vx is None or vy is None or vx.dtype != vy.dtype:
         return False
     cs = st.shape(c)
-    if not all(_one_value(v) and _fits(v.shape, cs) for v in (vx, vy)):
+    if not all(_one_value(v) and fits_into(v.shape, cs) for v in (vx, vy)):
         return False
     table = st.add_const("values", np.concatenate([vy.reshape(-1)[:1], vx.reshape(-1)[:1]]))
     st.add_node("Gather", [table, st.add_cast(c, T.INT64, "position")], "pick", output=out,
@@ -83,13 +84,3 @@ def _one_value(v: np.ndarray) -> bool:
         return False
     bits = np.ascontiguousarray(v).reshape(-1).view(np.uint8).reshape(v.size, -1)
     return bool((bits == bits[:1]).all())
-
-
-def _fits(shape: tuple[int, ...], cond: tuple | None) -> bool:
-    """Whether a value of ``shape`` broadcasts into the condition's shape ``cond`` without
-    widening it (each of its dims 1 or the condition's, known)."""
-    if not shape:
-        return True
-    if cond is None or len(shape) > len(cond):
-        return False
-    return all(d == 1 or d == e for d, e in zip(shape[::-1], cond[::-1]))
