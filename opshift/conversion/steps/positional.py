@@ -35,15 +35,13 @@ def trilu_below_14(st: Step) -> None:
     t = st.elem_type(x)
     if t is None:
         raise Refuse("the element type of its input is unknown")
-    shape = st.add_node("Shape", [x], "shape")
-    rows = st.element(shape, -2, "rows") if st.target >= 11 else None
     r = st.rank(x)
-    if rows is None:
-        if r is None:
-            raise Refuse("the rank of its input is unknown (below 11 Gather counts no axis "
-                         "from the back)")
-        rows = st.element(shape, r - 2, "rows")
-    cols = st.element(shape, -1 if st.target >= 11 else r - 1, "cols")
+    if r is None and st.target < 11:
+        raise Refuse("the rank of its input is unknown (below 11 Gather counts no axis from "
+                     "the back)")
+    shape = st.add_node("Shape", [x], "shape")
+    rows, cols = (st.element(shape, k, w) for k, w in zip(
+        (-2, -1) if r is None else (r - 2, r - 1), ("rows", "cols")))
     i = _positions_along(st, rows, 0, 2, "i")
     j = _positions_along(st, cols, 1, 2, "j")
     offset = st.add_node("Sub", [j, i], "offset")
