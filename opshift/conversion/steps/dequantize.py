@@ -6,12 +6,12 @@ it does not exist), written from opset 7 as its own formula
 in float32: an int8/uint8 value and zero point are exactly floats and so is their difference,
 so the one rounding is the product's, as in DequantizeLinear; an int32 value (its zero point
 0) rounds once to float as DequantizeLinear converts it. A per-axis scale (and zero point)
-is reshaped to broadcast along ``axis`` (a constant one written so), which needs X's rank.
+is read as ``[C, 1, ..., 1]`` to broadcast along ``axis`` (:meth:`~..step.Step.read_input_as`:
+a constant reshaped once per tensor), which needs X's rank.
 """
 
 from __future__ import annotations
 
-import numpy as np
 from onnx import TensorProto
 
 from ..registry import at, replaces
@@ -52,18 +52,13 @@ def _formula(st: Step, per_axis: bool) -> None:
     if per_axis:
         rank = st.need_rank(x, "a per-axis scale broadcasts along its axis")
         axis = norm_axis(st.attr("axis", 1), rank)
-        dims = [-1] + [1] * (rank - axis - 1)
-        shape = None
-        read = {}
-        for name, what in ((scale, "scale"), (zp, "zero_point")):
-            value = st.const(name) if name else None
-            if value is not None:  # a constant is written in its new shape
-                read[name] = st.add_const(f"{what}_per_axis", value.reshape(dims))
-            elif name:
-                if shape is None:
-                    shape = st.add_const("per_axis_shape", np.array(dims, np.int64))
-                read[name] = st.add_node("Reshape", [name, shape], f"{what}_per_axis")
-        scale, zp = read[scale], read.get(zp, zp)
+        ones = list(range(1, rank - axis))  # [C] read as [C, 1, ..., 1]
+        for i in (1, 2) if ones else ():
+            if st.input(i):
+                c = st.shape(st.input(i))
+                st.read_input_as(i, (c[0] if c else None,) + (1,) * len(ones), "Unsqueeze",
+                                 ones, "per_axis")
+        scale, zp = st.input(1), st.input(2)
     y = st.add_cast(x, TensorProto.FLOAT, "x_float")
     if zp:
         y = st.add_node("Sub", [y, st.add_cast(zp, TensorProto.FLOAT, "zero_point_float")],
