@@ -67,7 +67,8 @@ def process(args, job) -> Outcome:
     report = inspect(src.model, opset=args.opset, base_dir=src.folder, scratch=True,
                      census=src.census)
     o.ops_before, o.ops_after = report.ops, report.ops_at_target
-    o.details = report.to_dict()
+    if args.json:  # (a row per activation: only JSON shows them all as data)
+        o.details = report.to_dict()
     defects = sum(len(report.defects.get(k, [])) for k in ("changes", "left_alone", "refused"))
     o.summary = (f"{plural(report.node_count, 'node')}, "
                  f"{plural(len(report.rows), 'PRelu/LeakyRelu/Selu node')}, "
