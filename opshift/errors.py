@@ -38,7 +38,7 @@ class ConversionError(OpshiftError):
 
 class MissingOpError(ConversionError):
     """A node whose op does not exist at the target opset and has no exact replacement there
-    (e.g. Where below opset 9); ``reason``: the message less the node's location."""
+    (e.g. Where below opset 7); ``reason``: the message less the node's location."""
 
     def __init__(self, message: str, reason: str = "") -> None:
         super().__init__(message)

@@ -1,8 +1,9 @@
 """Where below 9 (from 7): two constant values of one element as a Gather of them at the
 condition (every type, NaN and -0.0 included), integers as x * c + y * (1 - c) (8- and
-16-bit through int32, extremes included), bool as (c and x) or (not c and y); computed
-floats and targets below 7 refused. Bit for bit against Where-16 on the evaluator, with
-numpy's where as the meaning, and on onnxruntime where it runs."""
+16-bit through int32, extremes included), bool as (c and x) or (not c and y), anything else
+as a Gather from x and y flattened and joined (broadcasting over static, symbolic and
+run-time-1 dims); unknown ranks and targets below 7 refused. Bit for bit against Where-16 on
+the evaluator, with numpy's where as the meaning, and on onnxruntime where it runs."""
 
 from __future__ import annotations
 
@@ -78,20 +79,66 @@ def test_where_of_two_constants_below_9_is_a_gather(dtype, shape):
     _same(m, c, {"c": COND}, np.where(COND, x, y))
 
 
-def test_computed_float_where_and_where_below_7_are_refused():
-    with pytest.raises(ConversionError, match=r"its values are FLOAT, not two constants of "
-                                              r"one value each.*: below 9 no op picks"):
-        convert_proto(_where(T.FLOAT), 8)
-    # one computed value is enough to refuse floats
-    with pytest.raises(ConversionError, match=r"FLOAT, not two constants"):
-        convert_proto(_where(T.FLOAT, {"y": np.zeros(4, np.float32)}), 7)
+SPECIAL = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -3.4e38])
+
+
+def _values(rng, shape, dtype) -> np.ndarray:
+    """Random values of ``shape`` with NaN, infinities, signed zeros and extremes first."""
+    v = rng.standard_normal(shape).astype(dtype)
+    flat = v.reshape(-1)
+    with np.errstate(over="ignore", under="ignore"):
+        flat[:min(len(SPECIAL), flat.size)] = SPECIAL[:flat.size].astype(dtype)
+    return v
+
+
+#: (declared shapes of c, x, y and the output; the shapes fed, when the declared are not)
+BROADCASTS = [
+    ((2, 4), (2, 4), (4,), (2, 4), None),
+    ((2, 1, 3), (1, 4, 1), (), (2, 4, 3), None),
+    (("a", "b"), ("c", "d"), (), ("a", "e"), ((2, 5), (2, 5), ())),
+    (("a", 1), (1, "b"), ("c", "b"), ("a", "b"), ((3, 1), (1, 4), (3, 4))),
+    (("a", "b"), ("a", "b"), ("a", "b"), ("a", "b"), ((3, 4), (1, 4), (3, 1))),
+    (("a", 0), ("a", 0), (), ("a", 0), ((2, 0), (2, 0), ())),
+    ((), (), (), (), None),
+    ((1,), ("n",), (), (None,), ((1,), (5,), ())),
+]
+
+
+@pytest.mark.parametrize("target", [7, 8])
+@pytest.mark.parametrize("case", range(len(BROADCASTS)))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda t: t.__name__)
+def test_computed_where_below_9_is_a_gather_of_both(dtype, case, target):
+    """Computed values of any other type: a Gather from x and y, flattened and joined, at
+    the flat position each output element reads; dims that may be 1 are read at run time,
+    and output sizes no shape gives from the Shape of a broadcast."""
+    cs, xs, ys, os, fed = BROADCASTS[case]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = make_model([helper.make_node("Where", ["c", "x", "y"], ["out"])],
+                   [vi("c", T.BOOL, list(cs)), vi("x", elem, list(xs)), vi("y", elem, list(ys))],
+                   [vi("out", elem, list(os))], opset=16)
+    c = _converted(m, target)
+    assert {"Concat", "Gather"} <= {n.op_type for n in c.graph.node}
+    rng = np.random.default_rng(case)
+    fc, fx, fy = fed or (cs, xs, ys)
+    feeds = {"c": rng.random(fc) < 0.5, "x": _values(rng, fx, dtype),
+             "y": _values(rng, fy, dtype)}
+    _same(m, c, feeds, np.where(feeds["c"], feeds["x"], feeds["y"]))
+
+
+def test_where_of_a_constant_below_9():
+    """One constant value (a fill: -inf where c is false), the other computed."""
+    y = np.float32(-np.inf)
+    m = _where(T.FLOAT, {"y": y}, y_shape=())
+    c = _converted(m, 7)
+    x = _values(np.random.default_rng(1), (2, 4), np.float32)
+    _same(m, c, {"c": COND, "x": x}, np.where(COND, x, y))
+
+
+def test_where_below_7_and_of_unknown_rank_are_refused():
     with pytest.raises(ConversionError, match=r"below opset 7 the ops it is written with"):
         convert_proto(_where(T.INT32), 6)
-    # constants of more than one value, or that would widen the condition's shape
-    two = np.array([[0, -0.0, 0, 0], [0, 0, 0, 0]], np.float32)
-    wide = np.zeros((3, 2, 4), np.float32)
-    for y in (two, wide):
-        m = _where(T.FLOAT, {"x": np.float32(1), "y": y}, y_shape=y.shape)
-        m.graph.output[0].type.tensor_type.shape.Clear()
-        with pytest.raises(ConversionError, match=r"FLOAT, not two constants"):
-            convert_proto(m, 7)
+    m = _where(T.FLOAT)
+    m.graph.input[1].type.tensor_type.ClearField("shape")
+    m.graph.output[0].type.tensor_type.ClearField("shape")
+    with pytest.raises(ConversionError, match=r"the rank of 'x' is unknown"):
+        convert_proto(m, 8)

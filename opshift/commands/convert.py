@@ -16,7 +16,7 @@ DESCRIPTION = """\
 Convert IN.onnx to default-domain opset N and write OUT.onnx. PRelu, LeakyRelu and Selu
 are converted exactly (consumed_inputs, changed defaults, PRelu per-channel slopes across
 opset 6/7, types the target does not allow); every other op by opshift's schema-driven
-adapters. A node whose op does not exist at opset N (Where below 9) in a region that
+adapters. A node whose op does not exist at opset N (Where below 7) in a region that
 'opshift fuse' fuses exactly into PRelu, LeakyRelu or Selu (their function bodies written
 out) is fused into that op first -- that region only, and only then -- and reported.
 External data is never loaded: its files are copied beside OUT.onnx (one already

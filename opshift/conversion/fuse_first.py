@@ -1,7 +1,7 @@
 """Fusing and folding before converting, where that is the only way.
 
 A node whose op does not exist at the target opset and has no exact replacement there (Where
-below opset 9, ...) is refused. When such a node lies in a region that ``fuse``'s rules fuse
+below opset 7, ...) is refused. When such a node lies in a region that ``fuse``'s rules fuse
 exactly into PRelu, LeakyRelu or Selu -- the function bodies of those ops that exporters and
 onnx's ``_expanded`` models write out are such regions -- the region is fused first and the
 fused model is converted: the single op exists at every opset, and fusing it is exact by

@@ -19,7 +19,7 @@ def convert(model: ModelLike, opset: int, *, verbose_log=None) -> Any:
     """Convert ``model`` (ModelProto, onnx_ir.Model or path) to default-domain ``opset``.
 
     Returns the converted model of the same kind (a ModelProto for a path); the object
-    passed in is not modified. A node whose op does not exist at ``opset`` (Where below 9)
+    passed in is not modified. A node whose op does not exist at ``opset`` (Where below 7)
     in a region ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu is fused into that op first
     (``verbose_log`` says so). Raises :class:`ConversionError` naming the node when some
     rewrite cannot be exact.

@@ -1,19 +1,22 @@
-"""Where (from 9) below 9, from opset 7, where an exact form exists.
+"""Where (from 9) below 9, from opset 7: every type, as data movement or integer arithmetic.
 
 * Both values constants each holding one value (a mask filled with one of two numbers, as
   exporters write attention masks): a Gather of the two values, ``[y, x]``, at
-  ``Cast(condition, int64)``: data movement, so exact for every type (NaN payloads and
-  signed zeros included); the output takes the condition's shape, so the constants must
+  ``Cast(condition, int64)``; the output takes the condition's shape, so the constants must
   broadcast into it.
 * Integers: :meth:`~..step.Step.pick`, ``x * Cast(c) + y * (1 - Cast(c))``, each product
   the value or 0 (no product or sum can overflow); below 14 Mul and Add take 32- and 64-bit
   integers only, so 8- and 16-bit ones go through int32 and back (the result is x or y,
   which fits).
 * bool: ``(c and x) or (not c and y)``.
+* Anything else (floats: arithmetic would turn an infinity times 0 into NaN and -0 + 0 into
+  +0): a Gather from ``Concat(flat x, flat y)`` at the flat position each output element
+  reads, ``i_x`` where c holds, else ``size(x) + i_y``, computed in int64 from the positions
+  along each output axis times the strides of x and y (0 on their broadcast axes), so no
+  input is widened. Data movement: exact for every value, NaN payloads and signed zeros
+  included.
 
-Computed floats are refused: no op below 9 picks per element, and arithmetic would turn an
-infinity times 0 into NaN and -0 + 0 into +0. Below 7 the binary ops broadcast by attribute
-only: refused.
+Below 7 the binary ops broadcast by attribute only: refused.
 """
 
 from __future__ import annotations
@@ -44,11 +47,8 @@ def where_below_9(st: Step) -> None:
         st.remove("bool Where written as (c and x) or (not c and y)", "Where exists from opset 9")
         return
     if t not in INTEGER_TYPES:
-        raise Refuse(("its values' type is unknown" if t is None else
-                      f"its values are {T.DataType.Name(t)}, not two constants of one value "
-                      "each within the condition's shape")
-                     + ": below 9 no op picks per element, and arithmetic would make NaN of "
-                     "an infinity times 0 and +0 of -0 + 0")
+        _gather_of_both(st, c, x, y, out, t)
+        return
     wide = t if t in _NATIVE else T.INT32
     if wide != t:
         x, y = st.add_cast(x, wide, "x_int32"), st.add_cast(y, wide, "y_int32")
@@ -84,3 +84,119 @@ def _one_value(v: np.ndarray) -> bool:
         return False
     bits = np.ascontiguousarray(v).reshape(-1).view(np.uint8).reshape(v.size, -1)
     return bool((bits == bits[:1]).all())
+
+
+#: element types a Less can compare at 7 and 8 (to read the broadcast shape at run time)
+_LESS_7 = frozenset({T.FLOAT16, T.FLOAT, T.DOUBLE})
+
+
+def _gather_of_both(st: Step, c: str, x: str, y: str, out: str, t: int | None) -> None:
+    """Write the node as a Gather from ``Concat(flat x, flat y)`` at the flat position each
+    output element reads (see the module's docstring). The ranks must be known; output
+    sizes the shapes do not give are read at run time from the Shape of a broadcast of the
+    inputs' comparisons with themselves (each False: no value is read)."""
+    shapes = [st.shape(v) for v in (c, x, y)]
+    if any(s is None for s in shapes):
+        name = (c, x, y)[[s is None for s in shapes].index(True)]
+        raise Refuse(f"the rank of {name!r} is unknown (the positions it reads are computed "
+                     "per output axis)")
+    r = max(len(s) for s in shapes)
+    aligned = [(1,) * (r - len(s)) + tuple(s) for s in shapes]
+    declared = st.shape(out)
+    sizes: list[int | None] = []
+    for k in range(r):
+        col = [s[k] for s in aligned]
+        known = [d for d in col if isinstance(d, int) and d != 1]
+        if declared is not None and len(declared) == r and isinstance(declared[k], int):
+            sizes.append(declared[k])
+        else:
+            sizes.append(known[0] if known else 1 if all(d == 1 for d in col) else None)
+    run_shape: list[str] = []
+
+    def size(k: int) -> int | str:
+        if sizes[k] is not None:
+            return sizes[k]
+        if not run_shape:
+            if t not in _LESS_7:
+                kind = "of unknown type" if t is None else T.DataType.Name(t)
+                raise Refuse(f"its values are {kind} and output axis {k}'s size is unknown: "
+                             "it would be read from a comparison, which takes floats only "
+                             "below 9")
+            zero = [st.add_cast(c, T.INT32, "c_zero_or_one")]
+            for v, s in ((x, shapes[1]), (y, shapes[2])):
+                if s:
+                    zero.append(st.add_cast(st.add_node("Less", [v, v], "no"), T.INT32, "zero"))
+            while len(zero) > 1:
+                zero[:2] = [st.add_node("Add", zero[:2], "broadcast")]
+            run_shape.append(st.add_node("Shape", zero, "output_shape"))
+        return st.element(run_shape[0], k, f"size_{k}")
+
+    positions: dict[int, str] = {}
+
+    def along(k: int) -> str:
+        """0..size(k) - 1 along output axis ``k`` (1 on every other axis), int64."""
+        if k not in positions:
+            n = size(k)
+            if isinstance(n, int):
+                shape = [1] * r
+                shape[k] = n
+                positions[k] = st.add_const(f"positions_{k}", np.arange(n, dtype=np.int64)
+                                            .reshape(shape))
+            else:
+                p = st.positions(n, f"positions_{k}")
+                positions[k] = st.add_axes_node("Unsqueeze", p, [a for a in range(r) if a != k],
+                                                f"axis_{k}")
+        return positions[k]
+
+    one: list[str] = []
+
+    def flat_index(v: str, s: tuple) -> tuple[str | None, int | str]:
+        """The flat position in ``v`` (its shape ``s``, of rank r) each output element
+        reads (None when every element reads position 0), and ``v``'s size."""
+        terms: list[str] = []
+        dims = None
+        stride: int | str = 1
+        for k in range(r - 1, -1, -1):
+            d = s[k]
+            if d == 1:
+                continue
+            if isinstance(d, int):
+                size_k: int | str = d
+                step: int | str = stride
+            else:  # 1 or not, known at run time: its stride is 0 where it is 1
+                if dims is None:
+                    dims = st.add_node("Shape", [v], f"{v}_shape")
+                size_k = st.element(dims, k - (r - len(st.shape(v))), f"{v}_dim_{k}")
+                if not one:
+                    one.append(st.add_const("one", np.array(1, np.int64)))
+                not_one = st.add_cast(st.add_node("Not", [st.add_node(
+                    "Equal", [size_k, one[0]], "dim_is_1")], "dim_is_not_1"), T.INT64, "read")
+                step = not_one if stride == 1 else st.add_node("Mul", [_value(st, stride),
+                                                                          not_one], "stride")
+            terms.append(along(k) if step == 1 else st.add_node(
+                "Mul", [along(k), _value(st, step)], f"term_{k}"))
+            stride = stride * size_k if isinstance(stride, int) and isinstance(size_k, int) \
+                else st.add_node("Mul", [_value(st, stride), _value(st, size_k)], "stride")
+        while len(terms) > 1:
+            terms[:2] = [st.add_node("Add", terms[:2], "position")]
+        return (terms[0] if terms else None), stride
+
+    ix, n_x = flat_index(x, aligned[1])
+    iy, _ = flat_index(y, aligned[2])
+    if ix is None:  # (rank r: the positions come out in the output's shape)
+        ix = st.add_const("zero", np.zeros((1,) * r, np.int64))
+    at_y = _value(st, n_x)
+    at = st.pick(c, ix, at_y if iy is None else st.add_node("Add", [iy, at_y], "in_y"),
+                 "position")
+    minus_one = st.add_const("flat", np.array([-1], np.int64))
+    both = st.add_node("Concat", [st.add_node("Reshape", [v, minus_one], f"{v}_flat")
+                                  for v in (x, y)], "both", axis=0)
+    st.add_node("Gather", [both, at], "pick", output=out, axis=0)
+    st.remove(f"{'Where' if t is None else T.DataType.Name(t) + ' Where'} written as a "
+              "Gather of x and y, flattened and joined, at the position each output element "
+              "reads", "Where exists from opset 9")
+
+
+def _value(st: Step, v: int | str) -> str:
+    """``v`` as a value: an int64 scalar constant for an int."""
+    return st.add_const("n", np.array(v, np.int64)) if isinstance(v, int) else v
