@@ -23,6 +23,7 @@ from . import (  # noqa: F401
     refused,
     renamed,
     reverse_sequence,
+    round,
     sampling,
     scan,
     scatter_nd,
