@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, onnxruntime_outputs
+from conftest import assert_conversion_exact, make_model, onnxruntime_outputs
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -76,15 +76,17 @@ def test_resize_that_samples_down_or_has_dynamic_scales_stays_above_10():
         opshift.convert(_resampler("Resize", 10, "nearest", [1, 1, 2, 2], constant=False), 9)
 
 
-def _scatter(op: str, opset: int, indices: np.ndarray | None) -> onnx.ModelProto:
-    inputs = [helper.make_tensor_value_info("d", T.FLOAT, [3, 3]),
+def _scatter(op: str, opset: int, indices: np.ndarray | None, *, axis: int = 0,
+             dims=(3, 3), itype=np.int64) -> onnx.ModelProto:
+    inputs = [helper.make_tensor_value_info("d", T.FLOAT, list(dims)),
               helper.make_tensor_value_info("u", T.FLOAT, [2, 3])]
     inits = []
     if indices is None:
-        inputs.append(helper.make_tensor_value_info("i", T.INT64, [2, 3]))
+        inputs.append(helper.make_tensor_value_info(
+            "i", helper.np_dtype_to_tensor_dtype(np.dtype(itype)), [2, 3]))
     else:
         inits.append(numpy_helper.from_array(indices, "i"))
-    return make_model([helper.make_node(op, ["d", "i", "u"], ["y"], axis=0)], inputs,
+    return make_model([helper.make_node(op, ["d", "i", "u"], ["y"], axis=axis)], inputs,
                       [helper.make_tensor_value_info("y", T.FLOAT, None)], opset=opset,
                       initializers=inits)
 
@@ -104,12 +106,29 @@ def test_scatter_goes_up_as_scatter_elements_and_comes_back():
     _same(s9, m, FEEDS)
 
 
-def test_scatter_elements_with_negative_or_dynamic_indices_stays_above_11():
-    neg = _scatter("ScatterElements", 13, np.array([[1, 0, -1], [0, 2, 1]], np.int64))
-    with pytest.raises(ConversionError, match="index -1 is negative"):
-        opshift.convert(neg, 10)
-    with pytest.raises(ConversionError, match="its indices are not a constant"):
-        opshift.convert(_scatter("ScatterElements", 13, None), 10)
+@pytest.mark.parametrize("itype", [np.int64, np.int32], ids=lambda t: t.__name__)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_elements_with_negative_or_computed_indices_counts_them_from_the_front(
+        axis, itype):
+    """Indices that may be negative become ``i + n * (i < 0)`` (n read at run time when the
+    data's shape does not give it), then a Scatter-9; below 9 refused."""
+    idx = np.array([[1, 0, -1], [-3, 2, -2]], itype)
+    feeds = {**FEEDS, "i": idx}
+    want = FEEDS["d"].copy()  # the meaning: each update at its index, counted from the end
+    for (r, c), i in np.ndenumerate(idx):
+        want[(i % 3, c) if axis == 0 else (r, i % 3)] = FEEDS["u"][r, c]
+    for constant, dims in ((False, [3, 3]), (False, ["a", "b"]), (True, [3, 3])):
+        m = _scatter("ScatterElements", 13, idx if constant else None, axis=axis, dims=dims,
+                     itype=itype)
+        for target in (9, 10):
+            c = opshift.convert(m, target)
+            assert _ops(c)[-1] == "Scatter" and "ScatterElements" not in _ops(c)
+            assert_conversion_exact(m, c, {k: v for k, v in feeds.items()
+                                           if not (constant and k == "i")}, want, output="y")
+    with pytest.raises(ConversionError, match="index -3 is negative: a negative index counts"):
+        opshift.convert(_scatter("ScatterElements", 13, idx), 8)
+    with pytest.raises(ConversionError, match="its indices are not a constant: a negative"):
+        opshift.convert(_scatter("ScatterElements", 13, None), 8)
 
 
 def test_the_ops_table_says_replaced_not_refused(capsys):

@@ -7,8 +7,10 @@
   >= 1 becomes an Upsample-9 (Upsample takes no smaller scale: Resize-10 samples down).
 * **Scatter** is deprecated at 11 for **ScatterElements-11** (data, indices, updates, axis),
   which also takes negative indices. Up, a Scatter becomes a ScatterElements-11; down, a
-  ScatterElements-11 becomes a Scatter-9 when its indices are a constant with none negative
-  (Scatter-9 rejects a negative index where ScatterElements counts from the end).
+  ScatterElements-11 becomes a Scatter-9 of its indices with none negative (Scatter-9
+  rejects a negative index where ScatterElements counts from the end): indices that may be
+  negative as ``i + n * (i < 0)`` (n the data's size along the axis; from 9, where Less
+  takes integers; an index below -n stays negative, an error in both).
 
 The new node is then converted on from that version to the target, as any node is.
 """
@@ -54,14 +56,38 @@ def resize_as_upsample(st: Step) -> None:
 @replaces("ScatterElements")
 def scatter_elements_as_scatter(st: Step) -> None:
     indices = st.const(st.input(1))
-    if indices is None:
-        raise Refuse("its indices are not a constant: a negative index counts from the end "
-                     "in ScatterElements and is an error in Scatter-9")
-    if indices.size and int(np.min(indices)) < 0:
-        raise Refuse(f"index {int(np.min(indices))} is negative: Scatter-9 takes indices "
-                     ">= 0 only")
-    _renamed(st, "Scatter", 9, "ScatterElements exists from opset 11; Scatter-9 is the same "
-             "op for indices >= 0")
+    why = "ScatterElements exists from opset 11; Scatter-9 is the same op for indices >= 0"
+    if indices is None or (indices.size and int(np.min(indices)) < 0):
+        if st.target < 9:
+            raise Refuse(("its indices are not a constant" if indices is None else
+                          f"index {int(np.min(indices))} is negative") + ": a negative index "
+                         "counts from the end in ScatterElements and is an error in "
+                         "Scatter-9, and below 9 no Less takes integers to find them")
+        _count_from_the_front(st)
+        why += ", which the negative ones become counted from the end"
+    _renamed(st, "Scatter", 9, why)
+
+
+def _count_from_the_front(st: Step) -> None:
+    """Make the node read its computed indices ``i`` as ``i + n`` where ``i < 0`` (n: the
+    data's size along the axis, read at run time unless the shape gives it)."""
+    data, i = st.input(0), st.input(1)
+    t = st.elem_type(i)
+    if t not in (onnx.TensorProto.INT32, onnx.TensorProto.INT64):
+        raise Refuse("the type of its indices is unknown")
+    rank = st.need_rank(data, "the axis counts from the back")
+    axis = st.attr("axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    dims = st.shape(data)
+    size = dims[axis] if dims is not None and isinstance(dims[axis], int) else None
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(t)
+    if size is not None:
+        n = st.add_const("size", np.array(size, dtype))
+    else:
+        n = st.size_at_run_time(data, axis, "size")
+        n = n if t == onnx.TensorProto.INT64 else st.add_cast(n, t, "size_int32")
+    st.edit().input[1] = st.where_less(i, st.add_const("zero", np.array(0, dtype)),
+                                       st.add_node("Add", [i, n], "from_the_end"), "indices")
 
 
 def _renamed(st: Step, op: str, version: int, why: str) -> None:
