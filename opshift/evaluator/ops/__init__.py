@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     optional,
     order,
     pools,
+    quantize,
     reduce,
     resize,
     sampling,
