@@ -1,7 +1,7 @@
 """convert folds a value a step needs as a constant (a Pad's pads below 11, a Slice's ends
 below 10) when nodes compute it from constants alone -- PyTorch's pads pattern, a Split of an
 initializer -- and only then: a value read at run time or an op whose result a runtime may
-compute its own way stays refused (below opset 9, where Pad has no computed form), the input
+compute its own way stays refused (below opset 7, where Pad has no computed form), the input
 untouched."""
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def test_a_graph_output_is_not_folded():
                                                     vi("pads", T.INT64, 1)], opset=13,
                    initializers=[init])
     with pytest.raises(ConversionError, match=r"pads \(input 1, 'pads'\) is not a constant"):
-        convert_proto(m, 8)
+        convert_proto(m, 6)
 
 
 def test_a_value_read_at_run_time_stays_refused_and_the_input_untouched():
@@ -163,7 +163,7 @@ def test_a_value_read_at_run_time_stays_refused_and_the_input_untouched():
     m = make_model(nodes, [vi("x", T.FLOAT, ["n", 3])], [vi("y", T.FLOAT, None)], opset=13)
     before = m.SerializeToString()
     with pytest.raises(ConversionError, match=r"pads \(input 1, 'pads'\) is not a constant$"):
-        convert_proto(m, 8)
+        convert_proto(m, 6)
     assert m.SerializeToString() == before
 
 
@@ -193,7 +193,7 @@ def test_the_shape_of_an_input_declared_with_known_dims_is_folded(start):
     m.graph.node.insert(0, helper.make_node("Identity", ["x"], ["x2"], name="id"))
     m.graph.node[1].input[0] = "x2"
     with pytest.raises(ConversionError, match=r"pads \(input 1, 'pads'\) is not a constant"):
-        convert_proto(m, 8)
+        convert_proto(m, 6)
 
 
 def test_an_op_runtimes_compute_their_own_way_is_not_folded():
@@ -204,7 +204,7 @@ def test_an_op_runtimes_compute_their_own_way_is_not_folded():
     m = make_model(nodes, [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, None)], opset=13,
                    initializers=[numpy_helper.from_array(np.zeros(2, np.float32), "f")])
     with pytest.raises(ConversionError, match="is not a constant"):
-        convert_proto(m, 8)
+        convert_proto(m, 6)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float32])
@@ -242,7 +242,7 @@ def test_arithmetic_is_folded_on_integers_only(dtype):
                    initializers=consts)
     if dtype == np.float32:
         with pytest.raises(ConversionError, match="is not a constant"):
-            convert_proto(m, 8)
+            convert_proto(m, 6)
         return
     c = _copy(m)
     convert_proto(c, 10)

@@ -1,8 +1,8 @@
-"""Pad below 11 with pads computed at run time, from 9: each axis cropped where its pads are
+"""Pad below 11 with pads computed at run time, from 7: each axis cropped where its pads are
 negative and filled where positive (constant, edge) or read at reflected positions (reflect,
 repeatedly for pads of the axis's size or more), bit for bit Pad-13's values for every sign of
 every pad (onnxruntime beside it), integer types included (which Pad-2 lacks); a computed
-constant_value and targets below 9 refused."""
+constant_value and targets below 7 refused."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _pad(elem: int, value=None, mode: str = "constant", value_input: bool = Fals
                       [vi("y", elem, 2)], opset=13, initializers=inits)
 
 
-@pytest.mark.parametrize("target", [10, 9])
+@pytest.mark.parametrize("target", [10, 9, 8, 7])
 @pytest.mark.parametrize("elem,value,mode", [(T.FLOAT, None, "constant"),
                                              (T.FLOAT, -2.5, "constant"),
                                              (T.INT32, 7, "constant"), (T.FLOAT, None, "edge"),
@@ -64,8 +64,8 @@ def test_computed_pads_give_pad_13s_values(elem, value, mode, target):
     assert checked > 80
 
 
-def test_a_computed_value_and_below_9_are_refused():
+def test_a_computed_value_and_below_7_are_refused():
     with pytest.raises(ConversionError, match=r"pads \(input 1, 'p'\) is not a constant"):
-        convert_proto(_pad(T.FLOAT), 8)
+        convert_proto(_pad(T.FLOAT), 6)
     with pytest.raises(ConversionError, match="is not a constant"):
         convert_proto(_pad(T.FLOAT, value_input=True), 10)

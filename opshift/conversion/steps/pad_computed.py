@@ -1,23 +1,22 @@
-"""Pad below 11 with pads computed at run time, from opset 9.
+"""Pad below 11 with pads computed at run time, from opset 7.
 
 Pad-2 takes its pads as an attribute. A computed ``pads`` is applied one axis at a time as
 Pad-11 states it: a negative amount removes that many values (a Gather of the positions
 kept, :meth:`~..step.Step.positions`), a positive one adds that many values, concatenated
-before or after: ``constant_value`` (a ConstantOfShape of X's shape with that axis's size
+before or after: ``constant_value`` (a Tile of it by X's shape with that axis's size
 replaced), or in edge mode the first or last value (a Gather of that position repeated). In
 reflect mode one Gather reads every position ``j`` of the padded axis (``-before`` to
 ``n - 1 + after``) at its reflection, ``m`` or ``2(n - 1) - m`` for ``m = j mod 2(n - 1)``:
 numpy's reflection, repeated for pads of the axis's size or more (which runtimes refuse). A
 data movement: exact, for every type (Pad-2 takes floats only). A computed
-``constant_value``, an unknown rank or type, and targets below 9 (no ConstantOfShape,
-NonZero or Where) stay refused; pads computed from constants are left to the fold
+``constant_value``, an unknown rank or type, and targets below 7 (where the integer
+arithmetic broadcasts by attribute) stay refused; pads computed from constants are left to the fold
 (:mod:`..fold_first`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from onnx import numpy_helper
 
 from ..fold_first import foldable
 from ..step import Step, np_dtype
@@ -29,7 +28,7 @@ def pad_at_run_time(st: Step) -> bool:
     pads, x = st.input(1), st.input(0)
     mode = st.attr("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
-    if st.target < 9 or mode not in ("constant", "edge", "reflect") \
+    if st.target < 7 or mode not in ("constant", "edge", "reflect") \
             or foldable(st.facts, st.scope, pads):
         return False
     if mode == "constant" and st.input(2) and st.const(st.input(2)) is None:
@@ -38,8 +37,8 @@ def pad_at_run_time(st: Step) -> bool:
     if not rank or not t:  # (unknown, or a scalar: nothing to pad)
         return False
     value = st.const(st.input(2)) if st.input(2) else None
-    fill = numpy_helper.from_array(np.array([0 if value is None else value.reshape(-1)[0]],
-                                            np_dtype(t)))
+    fill = st.add_const("fill", np.full((1,) * rank, 0 if value is None else
+                                        value.reshape(-1)[0], np_dtype(t)))
     zero = st.add_const("zero", np.array(0, np.int64))
 
     def pad(i: int) -> str:
@@ -69,8 +68,8 @@ def pad_at_run_time(st: Step) -> bool:
             n = st.add_node("Reshape", [at_least_0(amount, f"axis{a}_{what}"), st.add_const(
                 "one", np.array([1], np.int64))], f"axis{a}_{what}_1d")
             if mode == "edge":  # the first or last value, repeated
-                at = st.add_node("ConstantOfShape", [n], f"axis{a}_{what}_zeros",
-                                 value=numpy_helper.from_array(np.array([0], np.int64)))
+                at = st.add_node("Tile", [st.add_const("zero", np.array([0], np.int64)), n],
+                                 f"axis{a}_{what}_zeros")
                 if what == "after":
                     at = st.add_node("Add", [at, st.add_node("Sub", [
                         st.size_at_run_time(x, a, f"axis{a}_kept_size"),
@@ -83,15 +82,14 @@ def pad_at_run_time(st: Step) -> bool:
                       for k, rng in (("lead", range(a)), ("rest", range(a + 1, rank))) if rng]
             shape = st.add_node("Concat", pieces[:1] + [n] + pieces[1:] if a else [n] + pieces,
                                 f"axis{a}_{what}_fill_shape", axis=0)
-            parts.append(st.add_node("ConstantOfShape", [shape], f"axis{a}_{what}_fill",
-                                     value=fill))
+            parts.append(st.add_node("Tile", [fill, shape], f"axis{a}_{what}_fill"))
         x = st.add_node("Concat", [parts[0], x, parts[1]], f"axis{a}_padded", axis=a,
                         output=st.w.output[0] if last else None)
     st.set_inputs([st.input(0)])  # (a constant_value only this node read goes with it)
     st.remove("computed pads applied one axis at a time: a Gather of the values kept, then "
               + {"edge": "Gathers of the edge values concatenated before and after",
                  "reflect": "a Gather of the reflected positions"}.get(
-                  mode, "ConstantOfShape fills concatenated before and after"),
+                  mode, "fills (Tiles of constant_value) concatenated before and after"),
               "Pad takes computed pads only from opset 11")
     return True
 
