@@ -27,6 +27,7 @@ from . import (  # noqa: F401
     sampling,
     scan,
     scatter_nd,
+    sign,
     softmax,
     training,
     where,

@@ -1,0 +1,60 @@
+"""Sign (from 9) below 9, from opset 7: ``(x > 0) - (x < 0)`` in x's type.
+
+Floats compare as they are; NaN, which neither comparison holds for, is added back: a Gather
+of ``[-0.0, NaN]`` at whether x is NaN (``not (x < inf or x > -inf)``: no IsNaN before 9),
+and adding -0.0 changes no value (Sign gives +0.0 for -0.0, as the two comparisons do).
+Integers compare as float64 (Less and Greater take floats only below 9), whose rounding keeps
+every value's sign; the difference is taken in int32 or int64 (the types Sub takes below 14;
+8- and 16-bit values go through int32 and back), unsigned values have no negative part.
+Below 7 the comparisons broadcast by attribute only: refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto as T
+
+from ...opsets import INTEGER_TYPES
+from ..registry import replaces
+from ..step import Refuse, Step, np_dtype
+
+_FLOATS = frozenset({T.FLOAT16, T.FLOAT, T.DOUBLE})
+_NATIVE = frozenset({T.INT32, T.INT64, T.UINT32, T.UINT64})
+
+
+@replaces("Sign")
+def sign_as_comparisons(st: Step) -> None:
+    x, y = st.input(0), st.w.output[0]
+    t = st.elem_type(x)
+    if t not in _FLOATS | INTEGER_TYPES:
+        raise Refuse("its type is unknown" if t is None else
+                     f"its input is {T.DataType.Name(t)}")
+    if st.target < 7:
+        raise Refuse("below opset 7 the comparisons it is written with broadcast by attribute")
+    seen = x if t in _FLOATS else st.add_cast(x, T.DOUBLE, "float64")
+    zero = st.add_const("zero", np.array(0, np_dtype(T.DOUBLE if seen is not x else t)))
+    wide = t if t in _FLOATS | _NATIVE else T.INT32
+
+    def count(op: str, what: str) -> str:
+        return st.add_cast(st.add_node(op, [seen, zero], what), wide, f"{what}_count")
+
+    signed = t in _FLOATS or np_dtype(t).kind == "i"
+    done = wide == t and t not in _FLOATS
+    out = y if done else None
+    s = (st.add_node("Sub", [count("Greater", "positive"), count("Less", "negative")], "sign",
+                     output=out) if signed else
+         st.add_cast(st.add_node("Greater", [seen, zero], "positive"), t, "sign", output=y))
+    if t in _FLOATS:
+        inf, minus_inf = (st.add_const(w, np.array(v, np_dtype(t))) for w, v in
+                          (("inf", np.inf), ("minus_inf", -np.inf)))
+        nan = st.add_node("Not", [st.add_node("Or", [
+            st.add_node("Less", [x, inf], "below_inf"),
+            st.add_node("Greater", [x, minus_inf], "above_minus_inf")], "a_number")], "nan")
+        extra = st.add_node("Gather", [st.add_const("nan_or_not", np.array([-0.0, np.nan],
+                                                                             np_dtype(t))),
+                                       st.add_cast(nan, T.INT64, "is_nan")], "nan_back", axis=0)
+        st.add_node("Add", [s, extra], "with_nan", output=y)
+    elif signed and not done:
+        st.add_cast(s, t, "back", output=y)
+    st.remove("Sign written as (x > 0) - (x < 0)" + (", NaN added back" if t in _FLOATS
+                                                      else ""), "Sign exists from opset 9")
