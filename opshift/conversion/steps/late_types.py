@@ -15,7 +15,8 @@
   inputs of 8-, 16- and 32-bit types go through float64 and back (every such value is exact
   in a double, so is their maximum); so do 64-bit ones that are constants within 2**53 or
   positions and sizes an op computes (:func:`.negative_axes.is_position`);
-  other 64-bit ones are refused there (past 2**53 a double rounds them).
+  other 64-bit ones, at 7 and 8, are picked by the 64-bit Less below (an integer
+  :meth:`~..step.Step.pick` of the two), and refused at 6.
 * **Less/Greater 9** take integers; before, floats only. Down, 8-, 16- and 32-bit integers
   (and 64-bit ones exact in a double) are compared as float64; other 64-bit ones as the pair
   (high, low) of their floor division by 2**32, each exact in a double: high first, low
@@ -123,21 +124,22 @@ def integer_max_min(st: Step) -> None:
         return
     kind = onnx.TensorProto.DataType.Name(t)
     y = st.w.output[0]
-    if st.target >= 9:
+    wide = t in _WIDE and not all(_exact_in_double(st, n) for n in names)
+    if st.target >= 9 or (wide and st.target >= 7):
         acc = names[0]
         for k, b in enumerate(names[1:], 1):
             last = k == len(names) - 1
             pair = [acc, b] if st.op == "Max" else [b, acc]
-            sel = st.add_node("Less", pair, f"less{k}")
-            acc = st.add_node("Where", [sel, b, acc], f"pick{k}", output=y if last else None)
+            acc = st.pick(_integer_less(st, pair, f"less{k}"), b, acc, f"pick{k}",
+                          output=y if last else None)
         if len(names) == 1:
             st.add_node("Identity", [acc], "same", output=y)
-        st.remove(f"{kind} {st.op} written as Where(Less) of its inputs in turn",
+        st.remove(f"{kind} {st.op} written as a pick by Less of its inputs in turn",
                   f"{st.op} takes integers from opset 12")
         return
-    if t in _WIDE and not all(_exact_in_double(st, n) for n in names):
-        raise Refuse(f"{kind} inputs: below opset 9 (no Where) only a round trip through "
-                     "float64 could compare them, which rounds values past 2**53")
+    if wide:
+        raise Refuse(f"{kind} inputs: below opset 7 only a round trip through float64 could "
+                     "compare them, which rounds values past 2**53")
     double = onnx.TensorProto.DOUBLE
     inputs = []
     for name in st.w.input:
@@ -154,6 +156,20 @@ def integer_max_min(st: Step) -> None:
     st.add_cast(wide, t, "back", after=True, output=y)
     st.note(f"{kind} inputs compared in float64 (exact for them) and cast back",
             f"{st.op} takes integers from opset 12")
+
+
+def _integer_less(st: Step, pair: list[str], what: str) -> str:
+    """``pair[0] < pair[1]`` for integers: a Less from opset 9; below, a Less-9 converted on
+    to the target (:func:`integer_comparison`)."""
+    if st.target >= 9:
+        return st.add_node("Less", pair, what)
+    from ..walk import walk_on
+
+    out = st.fresh_value(what)
+    st.facts.extra_types[out] = onnx.TensorProto.BOOL
+    node = onnx.helper.make_node("Less", pair, [out], name=st.fresh(f"{st.label}/{what}"))
+    st.state.pre.extend(walk_on(st, [node], 9, "its comparison (Less-9)"))
+    return out
 
 
 def _exact_in_double(st: Step, name: str) -> bool:
