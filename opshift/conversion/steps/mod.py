@@ -1,10 +1,12 @@
-"""Mod (from 10) below 10, from opset 9, for integers.
+"""Mod (from 10) below 10, from opset 7, for integers.
 
 ``fmod=1`` is C's remainder, ``a - b * (a / b)`` with the division truncating toward zero, as
 integer Div computes it; where b is -1 the remainder is 0, and the division is by 1 there
 (INT_MIN / -1 overflows, and a runtime's integer division traps on it). ``fmod=0``
 takes the divisor's sign: that remainder plus b where it is not 0 and its sign differs from
-b's (``Where``, from 9); unsigned values have no sign to differ. Arithmetic below 10 takes
+b's; unsigned values have no sign to differ. The picks are :meth:`~..step.Step.pick` (Where
+from 9, integer arithmetic below); signs below 9 are read as float64 (Less takes floats only
+there), whose rounding keeps every value's sign. Arithmetic below 10 takes
 32- and 64-bit integers; 8- and 16-bit ones go through int32 and back (their remainders fit).
 Floats are refused: ``a - b * trunc(a / b)`` rounds where fmod is exact.
 """
@@ -28,8 +30,8 @@ def integer_mod(st: Step) -> None:
         raise Refuse(("its type is unknown" if t is None else f"its inputs are "
                       f"{T.DataType.Name(t)}") + ": below 10 it is written for integers only "
                      "(a - b * trunc(a / b) rounds in floats)")
-    if st.target < 9:
-        raise Refuse("below opset 9 there is no Where to give the remainder its sign")
+    if st.target < 7:
+        raise Refuse("below opset 7 the ops it is written with broadcast by attribute")
     a, b, y = st.input(0), st.input(1), st.w.output[0]
     wide = T.INT32 if t in _NARROW else t
     if wide != t:
@@ -42,20 +44,29 @@ def integer_mod(st: Step) -> None:
         # overflows, and a runtime's division traps on it (onnxruntime's process dies)
         one, minus = (st.add_const(w, np.array(v, np_dtype(wide))) for w, v in
                       (("one", 1), ("minus_one", -1)))
-        d = st.add_node("Where", [st.add_node("Equal", [b, minus], "b_minus_one"), one, b],
-                        "divisor")
+        d = st.pick(st.add_node("Equal", [b, minus], "b_minus_one"), one, b, "divisor")
     r = st.add_node("Sub", [a, st.add_node("Mul", [st.add_node("Div", [a, d], "quotient"), d],
                                            "multiple")], "remainder", output=out)
     if floored:
         zero = st.add_const("zero", np.zeros((), np_dtype(wide)))
-        signs = st.add_node("Xor", [st.add_node("Less", [r, zero], "r_negative"),
-                                    st.add_node("Less", [b, zero], "b_negative")], "signs")
+        signs = st.add_node("Xor", [_negative(st, r, zero, "r"), _negative(st, b, zero, "b")],
+                            "signs")
         shift = st.add_node("And", [st.add_node("Not", [st.add_node("Equal", [r, zero],
                                                                     "r_zero")], "r_nonzero"),
                                     signs], "shift")
-        r = st.add_node("Where", [shift, st.add_node("Add", [r, b], "shifted"), r], "floored",
-                        output=y if wide == t else None)
+        r = st.pick(shift, st.add_node("Add", [r, b], "shifted"), r, "floored",
+                    output=y if wide == t else None)
     if wide != t:
         st.add_cast(r, t, "back", output=y)
     st.remove("Mod written as a - b * (a / b)" + (", plus b where its sign differs from b's"
                                                   if floored else ""))
+
+
+def _negative(st: Step, v: str, zero: str, what: str) -> str:
+    """``v < 0`` for integer ``v`` (``zero``: 0 in its type): a Less from 9, below of v as
+    float64 (its sign survives the rounding)."""
+    if st.target >= 9:
+        return st.add_node("Less", [v, zero], f"{what}_negative")
+    double = st.add_cast(v, T.DOUBLE, f"{what}_double")
+    return st.add_node("Less", [double, st.add_const("zero_double", np.array(0.0))],
+                       f"{what}_negative")
