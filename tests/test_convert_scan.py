@@ -109,9 +109,48 @@ def test_scan_refusals():
         convert_proto(m, 9)
     up, _ = _converted(_scan8(), 9)
     scan = next(n for n in up.graph.node if n.op_type == "Scan")
-    scan.attribute.append(helper.make_attribute("scan_input_axes", [1]))
-    with pytest.raises(ConversionError, match=r"Scan-9 -> Scan-8.*scan_input_axes=\[1\]"):
+    scan.attribute.append(helper.make_attribute("scan_output_directions", [1]))
+    with pytest.raises(ConversionError, match=r"Scan-9 -> Scan-8.*scan_output_directions="
+                                              r"\[1\]: Scan-8 gathers its outputs in order"):
         convert_proto(up, 8)
+
+
+@pytest.mark.parametrize("in_axis,out_axis", [(1, 1), (-2, 2), (2, -2), (0, 1)])
+def test_scan_along_another_axis_goes_down_through_transposes(in_axis, out_axis):
+    """Scan-9 reading x [3, 4, 2] along ``in_axis`` and gathering along ``out_axis``: at 8
+    the scan input is transposed to put that axis first and the output transposed back;
+    the body's running sum gives numpy's cumulative sum, bit for bit."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+         helper.make_node("Identity", ["s_out"], ["y_t"])],
+        "body", [helper.make_tensor_value_info("s_in", F, None),
+                 helper.make_tensor_value_info("x_t", F, None)],
+        [helper.make_tensor_value_info("s_out", F, None),
+         helper.make_tensor_value_info("y_t", F, None)])
+    x_shape = [3, 4, 2]
+    a = in_axis % 3
+    item = [d for i, d in enumerate(x_shape) if i != a]
+    out_shape = list(item)
+    out_shape.insert(out_axis % 3, x_shape[a])
+    scan = helper.make_node("Scan", ["s0", "x"], ["s_final", "ys"], num_scan_inputs=1,
+                            body=body, scan_input_axes=[in_axis], scan_output_axes=[out_axis])
+    g = helper.make_graph([scan], "g", [helper.make_tensor_value_info("s0", F, item),
+                                        helper.make_tensor_value_info("x", F, x_shape)],
+                          [helper.make_tensor_value_info("s_final", F, item),
+                           helper.make_tensor_value_info("ys", F, out_shape)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+    rng = np.random.default_rng(0)
+    feeds = {"s0": rng.standard_normal(item).astype(np.float32),
+             "x": rng.standard_normal(x_shape).astype(np.float32)}
+    steps = np.moveaxis(feeds["x"], a, 0)
+    sums = np.cumsum(np.concatenate([feeds["s0"][None], steps]), axis=0, dtype=np.float32)[1:]
+    want = {"s_final": sums[-1], "ys": np.moveaxis(sums, 0, out_axis % 3)}
+    c, _ = _converted(m, 8)
+    assert [n.op_type for n in c.graph.node].count("Transpose") == (a != 0) + (out_axis % 3 != 0)
+    for model in (m, c):
+        got = evaluate(model, feeds)
+        for k in want:
+            assert_exact(want[k], got[k], k)
 
 
 def test_convert_verify_checks_a_rewritten_scan_with_the_whole_model(tmp_path, capsys):

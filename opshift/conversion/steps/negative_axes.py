@@ -32,10 +32,16 @@ NEG_AXES = {
 def negative_axes(st: Step) -> None:
     if st.up:
         return
-    if st.op == "Scan":
-        for name in ("scan_input_axes", "scan_output_axes"):
-            if any(v < 0 for v in st.attr(name, [])):
-                raise Refuse(f"negative {name} exist only from Scan-11")
+    if st.op == "Scan":  # each axis counts in its own scan input's or scan output's rank
+        states = len(st.w.input) - st.attr("num_scan_inputs")
+        for name, values in (("scan_input_axes", st.w.input), ("scan_output_axes", st.w.output)):
+            axes = st.attr(name, [])
+            if any(v < 0 for v in axes):
+                new = [v if v >= 0 else v + st.need_rank(
+                    values[states + k], f"negative {name} exist only from Scan-11")
+                    for k, v in enumerate(axes)]
+                st.set_attr(name, new)
+                st.note(f"{name}={axes} normalized to {new}")
         return
     if st.op == "Slice":
         if not st.input(3):

@@ -2,9 +2,11 @@
 input, sequences along axis 1, ``sequence_lens`` optional first), Scan-9 has no batch axis and
 scans any axis either way. The body sees the same values in both (one item, one step), so
 going down every input gains a batch axis of 1 (Unsqueeze) and every output loses it
-(Squeeze); going up a Scan-8 whose batch is known to be 1 and that sets no
-``sequence_lens`` does the reverse. What Scan-8 cannot say (another scan axis, outputs
-gathered in reverse) is refused.
+(Squeeze); a scan input read along another axis is first transposed to put that axis first,
+and a scan output gathered along another axis is transposed there from the first (a copy:
+exact; the ranks must be known). Going up, a Scan-8 whose batch is known to be 1 and that
+sets no ``sequence_lens`` does the reverse. Outputs gathered in reverse (which Scan-8 cannot
+say) are refused.
 """
 
 from __future__ import annotations
@@ -23,20 +25,48 @@ def scan_batch_axis(st: Step) -> None:
 
 
 def _down(st: Step) -> None:
-    for name in ("scan_input_axes", "scan_output_axes", "scan_output_directions"):
-        if any(st.attr(name, [])):
-            raise Refuse(f"{name}={st.attr(name)}: Scan-8 scans axis 1 of its batched "
-                         "inputs and gathers its outputs in order only")
+    if any(st.attr("scan_output_directions", [])):
+        raise Refuse(f"scan_output_directions={st.attr('scan_output_directions')}: Scan-8 "
+                     "gathers its outputs in order only")
+    inputs, outputs = list(st.w.input), list(st.w.output)
+    scans = st.attr("num_scan_inputs")
+    states = len(inputs) - scans
+    # (position, axis) of every scan input read and scan output gathered along another axis
+    ins = [(states + k, _axis(st, inputs[states + k], a))
+           for k, a in enumerate(st.attr("scan_input_axes") or []) if a]
+    outs = [(states + k, _axis(st, outputs[states + k], b))
+            for k, b in enumerate(st.attr("scan_output_axes") or [])
+            if b and states + k < len(outputs) and outputs[states + k]]
+    ranks = {v: st.need_rank(v, "its scan axis is not the first")
+             for v in [inputs[i] for i, _ in ins] + [outputs[k] for k, _ in outs]}
     directions = st.attr("scan_input_directions")
-    inputs = list(st.w.input)
     for name in ("scan_input_axes", "scan_output_axes", "scan_output_directions",
                  "scan_input_directions"):
         if st.has_attr(name):
             st.del_attr(name)
     if directions:
         st.set_attr("directions", directions)
+    for i, a in ins:
+        x = inputs[i]
+        inputs[i] = st.add_node("Transpose", [x], f"{x}_scan_axis_first",
+                                perm=[a, *(j for j in range(ranks[x]) if j != a)])
+    moved = []
+    for k, b in outs:
+        o = outputs[k]
+        moved.append((st.fresh_value(f"{o}_scan_axis_first", like=o), o, b))
+        st.edit().output[k] = moved[-1][0]
     _around(st, inputs, "Unsqueeze", "Squeeze", "batched", [""])
-    st.note("a batch axis of 1 added to every input and dropped from every output")
+    for first, o, b in moved:
+        st.add_node("Transpose", [first], f"{o}_scan_axis", after=True, output=o,
+                    perm=[*range(1, b + 1), 0, *range(b + 1, ranks[o])])
+    st.note("a batch axis of 1 added to every input and dropped from every output"
+            + (", scan axes other than the first reached by Transposes" if ins or outs
+               else ""))
+
+
+def _axis(st: Step, v: str, a: int) -> int:
+    """Axis ``a`` of ``v`` counted from the front (its rank must be known when negative)."""
+    return a if a >= 0 else a + st.need_rank(v, f"its scan axis {a} counts from the back")
 
 
 def _up(st: Step) -> None:
