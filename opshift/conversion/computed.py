@@ -1,5 +1,6 @@
 """Values a rewrite computes at run time, each valid at the target opset: a size or an element
-read from a shape, the positions 0..n-1, and integer picks where Where is missing.
+read from a shape, the positions 0..n-1, integer comparisons where Less takes floats only,
+and integer picks where Where is missing.
 :class:`~.step.Step` has these as methods."""
 
 from __future__ import annotations
@@ -44,6 +45,20 @@ class Computed:
             less = self.add_node("Less", [self.add_cast(v, d, f"{what}_v"),
                                           self.add_cast(than, d, f"{what}_than")], f"{what}_less")
         return self.pick(less, then, v if otherwise is None else otherwise, what)
+
+    def compare(self, op: str, a: str, b: str, what: str) -> str:
+        """``a < b`` (``op`` "Less") or ``a > b`` ("Greater") of integers: the op from 9;
+        below, the op at 9 converted on to the target, as any such node is (in float64 where
+        that is exact, else by 32-bit halves)."""
+        if self.target >= 9:
+            return self.add_node(op, [a, b], what)
+        from .walk import walk_on
+
+        out = self.fresh_value(what)
+        self.ctx.facts.extra_types[out] = onnx.TensorProto.BOOL
+        node = helper.make_node(op, [a, b], [out], name=self.fresh(f"{self.label}/{what}"))
+        self.state.pre.extend(walk_on(self, [node], 9, f"its comparison ({op}-9)"))
+        return out
 
     def pick(self, cond: str, then: str, otherwise: str, what: str, *,
              output: str | None = None) -> str:

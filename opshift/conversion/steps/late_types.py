@@ -18,7 +18,8 @@
   other 64-bit ones, at 7 and 8, are picked by the 64-bit Less below (an integer
   :meth:`~..step.Step.pick` of the two), and refused at 6.
 * **Less/Greater 9** take integers; before, floats only. Down, 8-, 16- and 32-bit integers
-  (and 64-bit ones exact in a double) are compared as float64; other 64-bit ones as the pair
+  (and 64-bit ones exact in a double, or compared with a constant below 2**53 in magnitude)
+  are compared as float64; other 64-bit ones as the pair
   (high, low) of their floor division by 2**32, each exact in a double: high first, low
   where the highs are equal, from opset 7.
 * **TopK 11** takes integers and ``largest=0`` (the k smallest); before, floats and the k
@@ -130,7 +131,7 @@ def integer_max_min(st: Step) -> None:
         for k, b in enumerate(names[1:], 1):
             last = k == len(names) - 1
             pair = [acc, b] if st.op == "Max" else [b, acc]
-            acc = st.pick(_integer_less(st, pair, f"less{k}"), b, acc, f"pick{k}",
+            acc = st.pick(st.compare("Less", *pair, f"less{k}"), b, acc, f"pick{k}",
                           output=y if last else None)
         if len(names) == 1:
             st.add_node("Identity", [acc], "same", output=y)
@@ -158,18 +159,12 @@ def integer_max_min(st: Step) -> None:
             f"{st.op} takes integers from opset 12")
 
 
-def _integer_less(st: Step, pair: list[str], what: str) -> str:
-    """``pair[0] < pair[1]`` for integers: a Less from opset 9; below, a Less-9 converted on
-    to the target (:func:`integer_comparison`)."""
-    if st.target >= 9:
-        return st.add_node("Less", pair, what)
-    from ..walk import walk_on
-
-    out = st.fresh_value(what)
-    st.facts.extra_types[out] = onnx.TensorProto.BOOL
-    node = onnx.helper.make_node("Less", pair, [out], name=st.fresh(f"{st.label}/{what}"))
-    st.state.pre.extend(walk_on(st, [node], 9, "its comparison (Less-9)"))
-    return out
+def _small_constant(st: Step, name: str) -> bool:
+    """Whether ``name`` is a constant every value of which is below 2**53 in magnitude: any
+    integer compares with it in float64 as it compares exactly (its neighbours are exact
+    too, so no value rounds onto it from the other side)."""
+    value = st.const(name)
+    return value is not None and bool(((value < 2**53) & (value > -(2**53))).all())
 
 
 def _exact_in_double(st: Step, name: str) -> bool:
@@ -233,7 +228,8 @@ def integer_comparison(st: Step) -> None:
     if st.target < 7:
         raise Refuse(f"{kind} inputs: below opset 7 {st.op} broadcasts by attribute")
     double = onnx.TensorProto.DOUBLE
-    if t not in _WIDE or all(_exact_in_double(st, v) for v in (a, b)):
+    if t not in _WIDE or all(_exact_in_double(st, v) for v in (a, b)) or any(
+            _small_constant(st, v) for v in (a, b)):
         st.set_inputs([st.add_cast(v, double, f"{w}_double") for v, w in ((a, "a"), (b, "b"))])
         st.note(f"{kind} inputs compared as float64 (exact for them)",
                 f"{st.op} takes integers from 9")

@@ -5,8 +5,8 @@ integer Div computes it; where b is -1 the remainder is 0, and the division is b
 (INT_MIN / -1 overflows, and a runtime's integer division traps on it). ``fmod=0``
 takes the divisor's sign: that remainder plus b where it is not 0 and its sign differs from
 b's; unsigned values have no sign to differ. The picks are :meth:`~..step.Step.pick` (Where
-from 9, integer arithmetic below); signs below 9 are read as float64 (Less takes floats only
-there), whose rounding keeps every value's sign. Arithmetic below 10 takes
+from 9, integer arithmetic below), the signs :meth:`~..step.Step.compare` (Less takes
+integers from 9). Arithmetic below 10 takes
 32- and 64-bit integers; 8- and 16-bit ones go through int32 and back (their remainders fit).
 Floats are refused: ``a - b * trunc(a / b)`` rounds where fmod is exact.
 """
@@ -49,8 +49,8 @@ def integer_mod(st: Step) -> None:
                                            "multiple")], "remainder", output=out)
     if floored:
         zero = st.add_const("zero", np.zeros((), np_dtype(wide)))
-        signs = st.add_node("Xor", [_negative(st, r, zero, "r"), _negative(st, b, zero, "b")],
-                            "signs")
+        signs = st.add_node("Xor", [st.compare("Less", r, zero, "r_negative"),
+                                    st.compare("Less", b, zero, "b_negative")], "signs")
         shift = st.add_node("And", [st.add_node("Not", [st.add_node("Equal", [r, zero],
                                                                     "r_zero")], "r_nonzero"),
                                     signs], "shift")
@@ -61,12 +61,3 @@ def integer_mod(st: Step) -> None:
     st.remove("Mod written as a - b * (a / b)" + (", plus b where its sign differs from b's"
                                                   if floored else ""))
 
-
-def _negative(st: Step, v: str, zero: str, what: str) -> str:
-    """``v < 0`` for integer ``v`` (``zero``: 0 in its type): a Less from 9, below of v as
-    float64 (its sign survives the rounding)."""
-    if st.target >= 9:
-        return st.add_node("Less", [v, zero], f"{what}_negative")
-    double = st.add_cast(v, T.DOUBLE, f"{what}_double")
-    return st.add_node("Less", [double, st.add_const("zero_double", np.array(0.0))],
-                       f"{what}_negative")

@@ -3,9 +3,10 @@
 Floats compare as they are; NaN, which neither comparison holds for, is added back: a Gather
 of ``[-0.0, NaN]`` at whether x is NaN (``not (x < inf or x > -inf)``: no IsNaN before 9),
 and adding -0.0 changes no value (Sign gives +0.0 for -0.0, as the two comparisons do).
-Integers compare as float64 (Less and Greater take floats only below 9), whose rounding keeps
-every value's sign; the difference is taken in int32 or int64 (the types Sub takes below 14;
-8- and 16-bit values go through int32 and back), unsigned values have no negative part.
+Integers compare by :meth:`~..step.Step.compare` (Less and Greater take them from 9; below,
+as float64, which is exact against 0); the difference is taken in int32 or int64 (the types
+Sub takes below 14; 8- and 16-bit values go through int32 and back), unsigned values have no
+negative part.
 Below 7 the comparisons broadcast by attribute only: refused.
 """
 
@@ -31,19 +32,22 @@ def sign_as_comparisons(st: Step) -> None:
                      f"its input is {T.DataType.Name(t)}")
     if st.target < 7:
         raise Refuse("below opset 7 the comparisons it is written with broadcast by attribute")
-    seen = x if t in _FLOATS else st.add_cast(x, T.DOUBLE, "float64")
-    zero = st.add_const("zero", np.array(0, np_dtype(T.DOUBLE if seen is not x else t)))
+    zero = st.add_const("zero", np.array(0, np_dtype(t)))
     wide = t if t in _FLOATS | _NATIVE else T.INT32
 
+    def test(op: str, what: str) -> str:
+        return (st.add_node(op, [x, zero], what) if t in _FLOATS
+                else st.compare(op, x, zero, what))
+
     def count(op: str, what: str) -> str:
-        return st.add_cast(st.add_node(op, [seen, zero], what), wide, f"{what}_count")
+        return st.add_cast(test(op, what), wide, f"{what}_count")
 
     signed = t in _FLOATS or np_dtype(t).kind == "i"
     done = wide == t and t not in _FLOATS
     out = y if done else None
     s = (st.add_node("Sub", [count("Greater", "positive"), count("Less", "negative")], "sign",
                      output=out) if signed else
-         st.add_cast(st.add_node("Greater", [seen, zero], "positive"), t, "sign", output=y))
+         st.add_cast(test("Greater", "positive"), t, "sign", output=y))
     if t in _FLOATS:
         inf, minus_inf = (st.add_const(w, np.array(v, np_dtype(t))) for w, v in
                           (("inf", np.inf), ("minus_inf", -np.inf)))
