@@ -501,7 +501,8 @@ def test_reshape_allowzero():
 def test_reshape_allowzero_with_a_computed_shape_holding_minus_one(minus_one):
     """A computed shape [batch, -1, 4] (an exporter's): allowzero=1 forbids a 0 beside the
     -1, so wherever the original is defined the shape holds no 0, and allowzero is dropped;
-    without a constant -1 the computed shape stays refused."""
+    [batch, 2, 4] (one computed element) reads the batch's 0 as -1, which infers 0 for an
+    empty X, as allowzero=1 gives."""
     rest = numpy_helper.from_array(np.array([-1, 4] if minus_one else [2, 4], np.int64),
                                    "rest")
     m = make_model([one("Shape", ["x"], ["b"], end=1),
@@ -509,15 +510,24 @@ def test_reshape_allowzero_with_a_computed_shape_holding_minus_one(minus_one):
                     one("Reshape", ["x", "shape"], ["y"], allowzero=1)],
                    [vi("x", F, ["n", 2, 4])], [vi("y", F, ["n", 2, 4])], opset=15,
                    initializers=[rest])
-    if not minus_one:
-        with pytest.raises(ConversionError, match=r"shape \(allowzero=1\).*not a constant"):
-            convert_other_ops(m, 15, 13)
-        return
-    for n in (1, 3):
+    for n in (1, 3) if minus_one else (0, 1, 3):  # (0 beside -1: the original fails)
         c = onnx.ModelProto()
         c.CopyFrom(m)
         roundtrip(c, 15, 13, {"x": np.arange(n * 8, dtype=np.float32).reshape(n, 2, 4)})
         assert attrs(node(c, "Reshape")) == {}
+        assert ("Equal" in [x.op_type for x in c.graph.node]) != minus_one
+
+
+def test_reshape_allowzero_with_two_computed_elements_is_refused():
+    """[batch, rows, 4]: two elements may be 0, and Reshape-13 infers one dim at most."""
+    four = numpy_helper.from_array(np.array([4], np.int64), "four")
+    m = make_model([one("Shape", ["x"], ["b"], end=2),
+                    helper.make_node("Concat", ["b", "four"], ["shape"], name="cat", axis=0),
+                    one("Reshape", ["x", "shape"], ["y"], allowzero=1)],
+                   [vi("x", F, ["n", "m", 4])], [vi("y", F, ["n", "m", 4])], opset=15,
+                   initializers=[four])
+    with pytest.raises(ConversionError, match=r"shape \(allowzero=1\).*not a constant"):
+        convert_other_ops(m, 15, 13)
 
 
 @pytest.mark.parametrize("op,version", [("Unsqueeze", 13), ("Squeeze", 13),

@@ -11,6 +11,7 @@ num_outputs); Clip **6** (unset bounds), **11** (min/max); Pad **2** (paddings -
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from ... import opsets
 from ..registry import at
@@ -68,14 +69,29 @@ def reshape_shape(st: Step) -> None:
 def reshape_allowzero(st: Step) -> None:
     """allowzero=1 reads a 0 in the shape as a dim of 0, Reshape-13 as X's dim: dropped where
     the shape holds no 0, or (a computed shape) where it holds a -1 for sure, which
-    allowzero=1 forbids beside a 0 (an exporter's ``[batch, -1, 1024]``)."""
+    allowzero=1 forbids beside a 0 (an exporter's ``[batch, -1, 1024]``). A computed shape
+    that is a Concat of constants without 0 or -1 and of one computed element (the batch
+    size an exporter reads from X, ``[batch, 4, 256]``) is read with that element's 0 as -1:
+    the dim is then the only one inferred, 0 for an empty X as with allowzero=1."""
     if st.up or st.attr("allowzero", 0) == 0:
         return
-    if st.const(st.input(1)) is None and _concat_of_minus_one(st, st.input(1)):
-        st.del_attr("allowzero")
-        st.note("dropped allowzero=1: the computed shape holds a constant -1, beside which "
-                "allowzero=1 allows no 0")
-        return
+    if st.const(st.input(1)) is None:
+        pieces = _concat_pieces(st, st.input(1))
+        if pieces is not None and any(v is not None and (v == -1).any() for _, v in pieces):
+            st.del_attr("allowzero")
+            st.note("dropped allowzero=1: the computed shape holds a constant -1, beside "
+                    "which allowzero=1 allows no 0")
+            return
+        if pieces is not None and _one_unknown_element(st, pieces) and st.target >= 5:
+            shape = st.input(1)
+            zero = st.add_const("zero", np.array(0, np.int64))
+            st.set_inputs([st.input(0), st.add_node("Sub", [shape, st.add_cast(
+                st.add_node("Equal", [shape, zero], "zero_dim"), TensorProto.INT64,
+                "is_zero")], "zero_as_inferred")])
+            st.del_attr("allowzero")
+            st.note("dropped allowzero=1: the shape's one computed element is read as -1 where "
+                    "it is 0 (inferred: 0 for an empty X)")
+            return
     shape = st.need_const(1, "shape (allowzero=1)")
     if (shape == 0).any():
         raise Refuse("allowzero=1 with a 0 in the shape has no equivalent before 14")
@@ -83,13 +99,30 @@ def reshape_allowzero(st: Step) -> None:
     st.note("dropped allowzero=1: the shape has no zeros")
 
 
-def _concat_of_minus_one(st: Step, name: str) -> bool:
-    """Whether ``name`` is a Concat (default domain) of which some input is a constant
-    holding -1."""
+def _concat_pieces(st: Step, name: str) -> list[tuple[str, np.ndarray | None]] | None:
+    """The inputs of ``name``'s producer, a Concat (default domain), each with its value
+    (None for a computed one); None when ``name`` is no such Concat's output."""
     found = st.facts.producer(name, st.scope.root.function)
     if found is None or found[0].op_type != "Concat" or opsets.normalize_domain(found[0].domain):
-        return False
-    return any((v := st.const(i)) is not None and (v == -1).any() for i in found[0].input if i)
+        return None
+    return [(i, st.const(i)) for i in found[0].input if i]
+
+
+def _one_unknown_element(st: Step, pieces: list[tuple[str, np.ndarray | None]]) -> bool:
+    """Whether the Concat's inputs (``pieces``, see :func:`_concat_pieces`) hold exactly one
+    element that is not a constant, and no constant 0 (a computed input of 1-D shape ``[n]``
+    counts n)."""
+    unknown = 0
+    for name, v in pieces:
+        if v is not None:
+            if (v == 0).any():
+                return False
+            continue
+        s = st.shape(name)
+        if s is None or len(s) != 1 or not isinstance(s[0], int):
+            return False
+        unknown += s[0]
+    return unknown == 1
 
 
 @at(13, "Unsqueeze", "Squeeze", "ReduceSum")
