@@ -46,6 +46,24 @@ class Computed:
                                           self.add_cast(than, d, f"{what}_than")], f"{what}_less")
         return self.pick(less, then, v if otherwise is None else otherwise, what)
 
+    def not_nan(self, x: str, what: str) -> str | None:
+        """A bool test that float ``x`` is not NaN (None when ``x`` is a constant holding
+        none): IsNaN from opset 9, below it ``x < inf or x > -inf`` (every value but +inf is
+        below +inf, +inf is above -inf, NaN compares false)."""
+        value = self.const(x)
+        if value is not None and not np.isnan(value).any():
+            return None
+        if self.target >= 9:
+            return self.add_node("Not", [self.add_node("IsNaN", [x], f"{what}_nan")],
+                                 f"{what}_number")
+        dtype = helper.tensor_dtype_to_np_dtype(self.elem_type(x))
+        below = self.add_node("Less", [x, self.add_const("inf", np.array(np.inf, dtype))],
+                              f"{what}_below_inf")
+        above = self.add_node("Greater", [x, self.add_const("minus_inf",
+                                                             np.array(-np.inf, dtype))],
+                              f"{what}_above_minus_inf")
+        return self.add_node("Or", [below, above], f"{what}_number")
+
     def compare(self, op: str, a: str, b: str, what: str) -> str:
         """``a < b`` (``op`` "Less") or ``a > b`` ("Greater") of integers: the op from 9;
         below, the op at 9 converted on to the target, as any such node is (in float64 where

@@ -56,7 +56,7 @@ def float_equal(st: Step) -> None:
     if st.target < 7:
         raise Refuse(f"{kind} inputs: below opset 7 Less and Greater broadcast by attribute, "
                      "and Equal's float form needs them to broadcast numpy-style")
-    tests = [v for v in (_not_nan(st, a, t, "a"), _not_nan(st, b, t, "b")) if v is not None]
+    tests = [v for v in (st.not_nan(a, "a"), st.not_nan(b, "b")) if v is not None]
     y = st.w.output[0]
     equal = _neither_less_nor_greater(st, a, b, "ab", output=None if tests else y)
     for k, v in enumerate(tests):
@@ -75,22 +75,6 @@ def _neither_less_nor_greater(st: Step, a: str, b: str, what: str, *,
                for op in ("Less", "Greater")]
     return st.add_node("Not", [st.add_node("Or", ordered, f"{what}_ordered")],
                        f"{what}_unordered", output=output)
-
-
-def _not_nan(st: Step, x: str, t: int, what: str) -> str | None:
-    """A bool test that ``x`` is not NaN (None when ``x`` is a constant holding none):
-    IsNaN from opset 9, below it ``x < inf or x > -inf``."""
-    value = st.const(x)
-    if value is not None and not np.isnan(value).any():
-        return None
-    if st.target >= 9:
-        return st.add_node("Not", [st.add_node("IsNaN", [x], f"{what}_nan")], f"{what}_number")
-    dtype = np_dtype(t)
-    below = st.add_node("Less", [x, st.add_const("inf", np.array(np.inf, dtype))],
-                        f"{what}_below_inf")
-    above = st.add_node("Greater", [x, st.add_const("minus_inf", np.array(-np.inf, dtype))],
-                        f"{what}_above_minus_inf")
-    return st.add_node("Or", [below, above], f"{what}_number")
 
 
 @at(12, "Pow")

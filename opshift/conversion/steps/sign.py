@@ -1,7 +1,7 @@
 """Sign (from 9) below 9, from opset 7: ``(x > 0) - (x < 0)`` in x's type.
 
 Floats compare as they are; NaN, which neither comparison holds for, is added back: a Gather
-of ``[-0.0, NaN]`` at whether x is NaN (``not (x < inf or x > -inf)``: no IsNaN before 9),
+of ``[-0.0, NaN]`` at whether x is NaN (:meth:`~..step.Step.not_nan`: no IsNaN before 9),
 and adding -0.0 changes no value (Sign gives +0.0 for -0.0, as the two comparisons do).
 Integers compare by :meth:`~..step.Step.compare` (Less and Greater take them from 9; below,
 as float64, which is exact against 0); the difference is taken in int32 or int64 (the types
@@ -49,15 +49,15 @@ def sign_as_comparisons(st: Step) -> None:
                      output=out) if signed else
          st.add_cast(test("Greater", "positive"), t, "sign", output=y))
     if t in _FLOATS:
-        inf, minus_inf = (st.add_const(w, np.array(v, np_dtype(t))) for w, v in
-                          (("inf", np.inf), ("minus_inf", -np.inf)))
-        nan = st.add_node("Not", [st.add_node("Or", [
-            st.add_node("Less", [x, inf], "below_inf"),
-            st.add_node("Greater", [x, minus_inf], "above_minus_inf")], "a_number")], "nan")
-        extra = st.add_node("Gather", [st.add_const("nan_or_not", np.array([-0.0, np.nan],
-                                                                             np_dtype(t))),
-                                       st.add_cast(nan, T.INT64, "is_nan")], "nan_back", axis=0)
-        st.add_node("Add", [s, extra], "with_nan", output=y)
+        number = st.not_nan(x, "x")
+        nan = st.add_node("Not", [number], "nan") if number is not None else None
+        if nan is None:  # (a constant X without NaN)
+            st.add_node("Identity", [s], "same", output=y)
+        else:
+            extra = st.add_node("Gather", [st.add_const("nan_or_not", np.array(
+                [-0.0, np.nan], np_dtype(t))), st.add_cast(nan, T.INT64, "is_nan")],
+                "nan_back", axis=0)
+            st.add_node("Add", [s, extra], "with_nan", output=y)
     elif signed and not done:
         st.add_cast(s, t, "back", output=y)
     st.remove("Sign written as (x > 0) - (x < 0)" + (", NaN added back" if t in _FLOATS
