@@ -1065,17 +1065,19 @@ def test_resize_steps():
         convert_other_ops(m, 19, 18)
 
 
-def test_quantize_per_axis_only_from_13():
+def test_quantize_per_axis_below_13_is_its_formula():
     def q(scale):
         s = numpy_helper.from_array(np.asarray(scale, np.float32), "s")
         return make_model([one("QuantizeLinear", ["x", "s"], ["y"], axis=1)],
                           [vi("x", F, [2, 3])], [vi("y", TensorProto.UINT8, [2, 3])],
                           opset=13, initializers=[s])
+    x = {"x": np.arange(6, dtype=np.float32).reshape(2, 3) * 100}
     m = q(0.5)
-    roundtrip(m, 13, 10, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
-    with pytest.raises(ConversionError, match=r"QuantizeLinear-13 -> QuantizeLinear-10.*"
-                                              r"per-axis"):
-        convert_other_ops(q([0.5, 1.0, 2.0]), 13, 10)
+    roundtrip(m, 13, 10, x)
+    assert [n.op_type for n in m.graph.node] == ["QuantizeLinear"]
+    m = q([0.5, 1.0, 2.0])
+    roundtrip(m, 13, 10, x)
+    assert "QuantizeLinear" not in [n.op_type for n in m.graph.node]
 
 
 def test_more_refusals():

@@ -70,12 +70,19 @@ class Computed:
         that is exact, else by 32-bit halves)."""
         if self.target >= 9:
             return self.add_node(op, [a, b], what)
+        return self.written_at(9, op, [a, b], what, onnx.TensorProto.BOOL)
+
+    def written_at(self, opset: int, op: str, inputs: list[str], what: str, elem: int,
+                   **attrs) -> str:
+        """A node of ``op`` as it is at ``opset``, converted on to the target as any node is
+        (its own replacement where it does not exist there); its output, of type ``elem``."""
         from .walk import walk_on
 
         out = self.fresh_value(what)
-        self.ctx.facts.extra_types[out] = onnx.TensorProto.BOOL
-        node = helper.make_node(op, [a, b], [out], name=self.fresh(f"{self.label}/{what}"))
-        self.state.pre.extend(walk_on(self, [node], 9, f"its comparison ({op}-9)"))
+        self.ctx.facts.extra_types[out] = elem
+        node = helper.make_node(op, inputs, [out], name=self.fresh(f"{self.label}/{what}"),
+                                **attrs)
+        self.state.pre.extend(walk_on(self, [node], opset, f"its {op} ({op}-{opset})"))
         return out
 
     def pick(self, cond: str, then: str, otherwise: str, what: str, *,

@@ -235,7 +235,7 @@ class Step(Computed):
             self.state.pre.append(constant_node(out, tensor, self.fresh(base + "_const")))
             self.ctx.facts.add_constant(self.scope, out, tensor)
         self.ctx.facts.extra_types[out] = tensor.data_type
-        self.state.shapes[out] = tuple(tensor.dims)
+        self.ctx.facts.extra_shapes[out] = self.state.shapes[out] = tuple(tensor.dims)
         return out
 
     def add_node(self, op: str, inputs: list[str], what: str, *, after: bool = False,

@@ -1,6 +1,5 @@
 """Features that exist only from a newer version and have no older exact form: refused going
 down. If **11** (branches giving outputs of different shapes), Pad **19** (mode 'wrap'),
-QuantizeLinear **13** (per-axis scales),
 ScatterND/ScatterElements **18** (reduction min/max), GroupNormalization **21** (per-group vs
 per-channel scale, both ways), Mod **28** (fmod=0 on floating-point values).
 """
@@ -40,15 +39,6 @@ def if_branch_shapes(st: Step) -> None:
 def pad_wrap(st: Step) -> None:
     if not st.up and st.attr("mode", b"constant") in (b"wrap", "wrap"):
         raise Refuse("mode 'wrap' exists only from Pad-19")
-
-
-@at(13, "QuantizeLinear")
-def quant_per_axis(st: Step) -> None:
-    if st.up:
-        return
-    s = st.shape(st.input(1))
-    if s is None or len(s) != 0 and not (len(s) == 1 and s[0] == 1):
-        raise Refuse(f"scale of shape {s}: per-axis scales exist only from 13")
 
 
 @at(18, "ScatterND", "ScatterElements")

@@ -1,14 +1,16 @@
-"""DequantizeLinear where it cannot stay itself -- per-axis scales below 13, anything below 10
--- written from opset 7 as (Cast(x) - Cast(zero_point)) * scale in float32: bit for bit the
-op's values for int8, uint8 and int32 (per tensor and per axis, any axis), onnxruntime beside
-it; below 7 and for other types refused."""
+"""DequantizeLinear and QuantizeLinear where they cannot stay themselves -- per-axis scales
+below 13, anything below 10 -- written from opset 7 as their formulas: (Cast(x) -
+Cast(zero_point)) * scale in float32, bit for bit the op's values for int8, uint8 and int32;
+Cast(Clip(Round(x / scale) + zero_point)) with NaN as the lowest value, bit for bit for
+float x (saturating, ties, infinities); per tensor and per axis, any axis, onnxruntime
+beside; below 7 and for other types refused."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from conftest import assert_conversion_exact, assert_exact, make_model, onnxruntime_outputs, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -79,3 +81,48 @@ def test_no_zero_point_and_the_refusals():
     assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"], "no zero point")
     with pytest.raises(ConversionError, match=r"its formula is written from opset 7"):
         convert_proto(_model(np.int8, None), 6)
+
+
+def _quantize(out, per_axis: int | None, zero_point: bool = True) -> onnx.ModelProto:
+    rng = np.random.default_rng(2)
+    n = SHAPE[per_axis] if per_axis is not None else None
+    scale = (rng.uniform(1e-3, 3, n) if n else np.array(0.0137)).astype(np.float32)
+    inits, ins = [numpy_helper.from_array(scale, "scale")], ["x", "scale"]
+    if zero_point:
+        info = np.iinfo(out)
+        zp = rng.integers(info.min, info.max, n, endpoint=True) if n else np.array(7)
+        inits.append(numpy_helper.from_array(zp.astype(out), "zp"))
+        ins.append("zp")
+    attrs = {"axis": per_axis} if per_axis is not None else {}
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(out))
+    return make_model([helper.make_node("QuantizeLinear", ins, ["y"], name="q", **attrs)],
+                      [vi("x", T.FLOAT, list(SHAPE))], [vi("y", elem, list(SHAPE))],
+                      opset=13, initializers=inits)
+
+
+@pytest.mark.parametrize("target", [12, 10, 9, 8, 7])
+@pytest.mark.parametrize("per_axis", [None, 1, -1])
+@pytest.mark.parametrize("out", [np.int8, np.uint8], ids=lambda t: t.__name__)
+def test_the_formula_gives_quantize_linears_values(out, per_axis, target):
+    m = _quantize(out, per_axis)
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    convert_proto(c, target)
+    onnx.checker.check_model(c, full_check=True)
+    stays = per_axis is None and target >= 10
+    assert ("QuantizeLinear" in {n.op_type for n in c.graph.node}) == stays
+    x = (np.random.default_rng(3).standard_normal(SHAPE) * 3).astype(np.float32)
+    x.flat[:10] = [np.nan, np.inf, -np.inf, 1e10, -1e10, 3.4e38, -0.0, 0.0137 * 2.5,
+                   -0.0137 * 0.5, 1e-45]
+    assert_conversion_exact(m, c, {"x": x}, output="y")
+
+
+def test_quantize_without_zero_point_and_of_other_types():
+    m = _quantize(np.uint8, 1, zero_point=False)
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    convert_proto(c, 9)
+    x = (np.random.default_rng(4).standard_normal(SHAPE) * 300).astype(np.float32)
+    assert_conversion_exact(m, c, {"x": x}, output="y")
+    with pytest.raises(ConversionError, match=r"its formula is written from opset 7"):
+        convert_proto(_quantize(np.uint8, None), 6)
