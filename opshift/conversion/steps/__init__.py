@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     constant,
     depth_to_space,
     einsum,
+    integer_products,
     late_types,
     linear_quantization,
     missing_ops,

@@ -1,0 +1,100 @@
+"""MatMulInteger and ConvInteger (from 10) below 10: the product of the zero-point-free
+integers, from opset 7.
+
+Each 8-bit input less its zero point (per tensor; per row of A and per column of B for
+MatMulInteger, per output channel of W for ConvInteger) is an integer within 255 of 0.
+MatMulInteger: from 9 a MatMul of them as int32 (MatMul takes int32 from 9), which sums as
+MatMulInteger does, wrapping alike. Below 9, and for ConvInteger (Conv takes floats only), the
+product of them as float64, cast to int32: exact while every sum stays within int32, that is
+while the length K of each sum (A's last dim; W's input channels per group times its kernel)
+times 255 * 255 is below 2**31, which is required to be known.
+"""
+
+from __future__ import annotations
+
+import math
+
+from onnx import TensorProto, helper
+
+from ..registry import replaces
+from ..step import Refuse, Step
+
+_EIGHT_BIT = frozenset({TensorProto.INT8, TensorProto.UINT8})
+#: the longest sum of products of two values within 255 of 0 that stays within int32
+_LONGEST = (2**31 - 1) // (255 * 255)
+
+
+@replaces("MatMulInteger")
+def matmul_integer(st: Step) -> None:
+    a, b = st.input(0), st.input(1)
+    shape_a = st.shape(a)
+    wide = TensorProto.INT32 if st.target >= 9 else _in_float64(
+        st, shape_a[-1] if shape_a and isinstance(shape_a[-1], int) else None)
+    ai = _less_zero_point(st, a, st.input(2) if len(st.w.input) > 2 else "", wide, "a",
+                          per_row=shape_a is not None and len(shape_a) == 2)
+    bi = _less_zero_point(st, b, st.input(3) if len(st.w.input) > 3 else "", wide, "b",
+                          per_row=False)
+    _product(st, "MatMul", [ai, bi], wide, {})
+
+
+@replaces("ConvInteger")
+def conv_integer(st: Step) -> None:
+    x, w = st.input(0), st.input(1)
+    ws = st.shape(w)
+    k = None
+    if ws is not None and all(isinstance(d, int) for d in ws[1:]):
+        k = math.prod(ws[1:])  # (input channels per group times the kernel)
+    _in_float64(st, k)
+    xi = _less_zero_point(st, x, st.input(2) if len(st.w.input) > 2 else "",
+                          TensorProto.DOUBLE, "x", per_row=False)
+    rank = st.need_rank(w, "a per-channel zero point of W is read along its first axis")
+    wi = _less_zero_point(st, w, st.input(3) if len(st.w.input) > 3 else "",
+                          TensorProto.DOUBLE, "w", per_row=False, channel_rank=rank)
+    _product(st, "Conv", [xi, wi], TensorProto.DOUBLE,
+             {a.name: helper.get_attribute_value(a) for a in st.w.attribute})
+
+
+def _in_float64(st: Step, k: int | None) -> int:
+    """DOUBLE, once sums of ``k`` products stay within int32 (refused otherwise)."""
+    if st.target < 7:
+        raise Refuse("below opset 7 the subtraction of the zero points broadcasts by "
+                     "attribute")
+    if k is None or k > _LONGEST:
+        raise Refuse(("the length of its sums is unknown" if k is None else
+                      f"its sums have {k} terms") + f": below 9 it is summed in float64 and "
+                     f"cast to int32, exact for at most {_LONGEST} terms (no int32 wrapping)")
+    return TensorProto.DOUBLE
+
+
+def _less_zero_point(st: Step, v: str, zp: str, wide: int, what: str, *, per_row: bool,
+                     channel_rank: int | None = None) -> str:
+    """``v - zp`` in type ``wide``: exact (both 8-bit). A per-row zero point of a 2-D A is
+    read as ``[M, 1]``; a per-channel one of W as ``[C, 1, ..., 1]``."""
+    t = st.elem_type(v)
+    if t not in _EIGHT_BIT:
+        kind = "of unknown type" if t is None else TensorProto.DataType.Name(t)
+        raise Refuse(f"{what.upper()} is {kind}: the integer products take int8 and uint8")
+    out = st.add_cast(v, wide, f"{what}_wide")
+    if not zp:
+        return out
+    z = st.add_cast(zp, wide, f"{what}_zero_point_wide")
+    zs = st.shape(zp)
+    if zs is not None and len(zs) == 1 and zs[0] != 1:
+        if per_row:
+            z = st.add_axes_node("Unsqueeze", z, [1], f"{what}_per_row")
+        elif channel_rank is not None:
+            z = st.add_axes_node("Unsqueeze", z, list(range(1, channel_rank)),
+                                 f"{what}_per_channel")
+    return st.add_node("Sub", [out, z], f"{what}_less_zero_point")
+
+
+def _product(st: Step, op: str, inputs: list[str], wide: int, attrs: dict) -> None:
+    y = st.w.output[0]
+    if wide == TensorProto.INT32:
+        st.add_node(op, inputs, "product", output=y, **attrs)
+    else:
+        st.add_cast(st.add_node(op, inputs, "product", **attrs), TensorProto.INT32, "int32",
+                    output=y)
+    st.remove(f"written as {op} of the integers less their zero points"
+              + ("" if wide == TensorProto.INT32 else ", in float64"),
+              f"{st.op} exists from opset 10")
