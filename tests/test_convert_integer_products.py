@@ -1,5 +1,6 @@
 """MatMulInteger and ConvInteger below 10 (from 7): the zero-point-free integers multiplied as
-int32 (MatMul from 9) or as float64 cast to int32 (below 9, and Conv), with zero points per
+int32 (MatMul from 9) or as float32 or float64 cast to int32 (below 9, and Conv: float32 while
+its sums are exact there), with zero points per
 tensor, per row of A, per column of B and per output channel of W; bit for bit against the
 ops on the evaluator, the extremes of each type included, and on onnxruntime where it runs;
 float64 sums too long to stay within int32, and other types, refused."""
@@ -58,19 +59,22 @@ def test_matmul_integer_below_10(at, bt, zero_points, target):
 
 @pytest.mark.parametrize("target", [9, 7])
 @pytest.mark.parametrize("per_channel", [False, True])
-def test_conv_integer_below_10(per_channel, target):
-    w = _ints(np.int8, (4, 3, 3, 3))
+@pytest.mark.parametrize("channels", [3, 40])  # sums of 27 terms in float32, 360 in float64
+def test_conv_integer_below_10(per_channel, target, channels):
+    w = _ints(np.int8, (4, channels, 3, 3))
     zw = _ints(np.int8, (4,) if per_channel else ())
     m = make_model([helper.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"],
                                      pads=[1, 1, 1, 1], strides=[2, 1])],
-                   [vi("x", T.UINT8, [1, 3, 6, 6])], [vi("y", T.INT32, [1, 4, 3, 6])],
+                   [vi("x", T.UINT8, [1, channels, 6, 6])], [vi("y", T.INT32, [1, 4, 3, 6])],
                    opset=10, initializers=[numpy_helper.from_array(w, "w"),
                                            numpy_helper.from_array(np.array(128, np.uint8),
                                                                    "zx"),
                                            numpy_helper.from_array(zw, "zw")])
     c = converted(m, target)
     assert [n.op_type for n in c.graph.node].count("Conv") == 1
-    assert_conversion_exact(m, c, {"x": _ints(np.uint8, (1, 3, 6, 6))}, output="y")
+    wide = next(a.i for n in c.graph.node if n.op_type == "Cast" for a in n.attribute)
+    assert wide == (T.FLOAT if channels == 3 else T.DOUBLE)
+    assert_conversion_exact(m, c, {"x": _ints(np.uint8, (1, channels, 6, 6))}, output="y")
 
 
 def test_int32_matmul_runs_on_onnxruntime():
@@ -84,8 +88,8 @@ def test_int32_matmul_runs_on_onnxruntime():
 
 
 def test_long_sums_below_9_and_other_types_are_refused():
-    with pytest.raises(ConversionError, match=r"its sums have 40000 terms: below 9 it is "
-                                              r"summed in float64"):
+    with pytest.raises(ConversionError, match=r"its sums have 40000 terms: it is summed in "
+                                              r"floats"):
         convert_proto(_matmul(np.uint8, np.int8, None, k=40000), 8)
     convert_proto(_matmul(np.uint8, np.int8, None, k=40000), 9)  # (int32 wraps as it does)
     m = _matmul(np.uint8, np.int8, None)

@@ -5,9 +5,10 @@ Each 8-bit input less its zero point (per tensor; per row of A and per column of
 MatMulInteger, per output channel of W for ConvInteger) is an integer within 255 of 0.
 MatMulInteger: from 9 a MatMul of them as int32 (MatMul takes int32 from 9), which sums as
 MatMulInteger does, wrapping alike. Below 9, and for ConvInteger (Conv takes floats only), the
-product of them as float64, cast to int32: exact while every sum stays within int32, that is
-while the length K of each sum (A's last dim; W's input channels per group times its kernel)
-times 255 * 255 is below 2**31, which is required to be known.
+product of them as floats, cast to int32: exact while every partial sum is exact and within
+int32, which the length K of each sum (A's last dim; W's input channels per group times its
+kernel) bounds, and which must be known: float32 while K * 255 * 255 <= 2**24 (the types
+every runtime's Conv takes), else float64 while K * 255 * 255 < 2**31.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from ..registry import replaces
 from ..step import Refuse, Step
 
 _EIGHT_BIT = frozenset({TensorProto.INT8, TensorProto.UINT8})
-#: the longest sum of products of two values within 255 of 0 that stays within int32
+#: the longest sums of products of two values within 255 of 0 that float32 holds exactly,
+#: and that stay within int32
+_LONGEST_FLOAT = 2**24 // (255 * 255)
 _LONGEST = (2**31 - 1) // (255 * 255)
 
 
@@ -28,7 +31,7 @@ _LONGEST = (2**31 - 1) // (255 * 255)
 def matmul_integer(st: Step) -> None:
     a, b = st.input(0), st.input(1)
     shape_a = st.shape(a)
-    wide = TensorProto.INT32 if st.target >= 9 else _in_float64(
+    wide = TensorProto.INT32 if st.target >= 9 else _as_floats(
         st, shape_a[-1] if shape_a and isinstance(shape_a[-1], int) else None)
     ai = _less_zero_point(st, a, st.input(2) if len(st.w.input) > 2 else "", wide, "a",
                           per_row=shape_a is not None and len(shape_a) == 2)
@@ -44,26 +47,26 @@ def conv_integer(st: Step) -> None:
     k = None
     if ws is not None and all(isinstance(d, int) for d in ws[1:]):
         k = math.prod(ws[1:])  # (input channels per group times the kernel)
-    _in_float64(st, k)
-    xi = _less_zero_point(st, x, st.input(2) if len(st.w.input) > 2 else "",
-                          TensorProto.DOUBLE, "x", per_row=False)
+    wide = _as_floats(st, k)
+    xi = _less_zero_point(st, x, st.input(2) if len(st.w.input) > 2 else "", wide, "x",
+                          per_row=False)
     rank = st.need_rank(w, "a per-channel zero point of W is read along its first axis")
-    wi = _less_zero_point(st, w, st.input(3) if len(st.w.input) > 3 else "",
-                          TensorProto.DOUBLE, "w", per_row=False, channel_rank=rank)
-    _product(st, "Conv", [xi, wi], TensorProto.DOUBLE,
+    wi = _less_zero_point(st, w, st.input(3) if len(st.w.input) > 3 else "", wide, "w",
+                          per_row=False, channel_rank=rank)
+    _product(st, "Conv", [xi, wi], wide,
              {a.name: helper.get_attribute_value(a) for a in st.w.attribute})
 
 
-def _in_float64(st: Step, k: int | None) -> int:
-    """DOUBLE, once sums of ``k`` products stay within int32 (refused otherwise)."""
+def _as_floats(st: Step, k: int | None) -> int:
+    """The float type sums of ``k`` products are exact in (refused past int32)."""
     if st.target < 7:
         raise Refuse("below opset 7 the subtraction of the zero points broadcasts by "
                      "attribute")
     if k is None or k > _LONGEST:
         raise Refuse(("the length of its sums is unknown" if k is None else
-                      f"its sums have {k} terms") + f": below 9 it is summed in float64 and "
-                     f"cast to int32, exact for at most {_LONGEST} terms (no int32 wrapping)")
-    return TensorProto.DOUBLE
+                      f"its sums have {k} terms") + ": it is summed in floats and cast to "
+                     f"int32, exact for at most {_LONGEST} terms (no int32 wrapping)")
+    return TensorProto.FLOAT if k <= _LONGEST_FLOAT else TensorProto.DOUBLE
 
 
 def _less_zero_point(st: Step, v: str, zp: str, wide: int, what: str, *, per_row: bool,
@@ -95,6 +98,6 @@ def _product(st: Step, op: str, inputs: list[str], wide: int, attrs: dict) -> No
     else:
         st.add_cast(st.add_node(op, inputs, "product", **attrs), TensorProto.INT32, "int32",
                     output=y)
-    st.remove(f"written as {op} of the integers less their zero points"
-              + ("" if wide == TensorProto.INT32 else ", in float64"),
+    st.remove(f"written as {op} of the integers less their zero points, in "
+              + TensorProto.DataType.Name(wide).lower(),
               f"{st.op} exists from opset 10")
