@@ -92,99 +92,17 @@ _LESS_7 = frozenset({T.FLOAT16, T.FLOAT, T.DOUBLE})
 
 def _gather_of_both(st: Step, c: str, x: str, y: str, out: str, t: int | None) -> None:
     """Write the node as a Gather from ``Concat(flat x, flat y)`` at the flat position each
-    output element reads (see the module's docstring). The ranks must be known; output
-    sizes the shapes do not give are read at run time from the Shape of a broadcast of the
-    inputs' comparisons with themselves (each False: no value is read)."""
+    output element reads (see the module's docstring); the ranks must be known."""
     shapes = [st.shape(v) for v in (c, x, y)]
-    if any(s is None for s in shapes):
-        name = (c, x, y)[[s is None for s in shapes].index(True)]
-        raise Refuse(f"the rank of {name!r} is unknown (the positions it reads are computed "
-                     "per output axis)")
-    r = max(len(s) for s in shapes)
-    aligned = [(1,) * (r - len(s)) + tuple(s) for s in shapes]
-    declared = st.shape(out)
-    sizes: list[int | None] = []
-    for k in range(r):
-        col = [s[k] for s in aligned]
-        known = [d for d in col if isinstance(d, int) and d != 1]
-        if declared is not None and len(declared) == r and isinstance(declared[k], int):
-            sizes.append(declared[k])
-        else:
-            sizes.append(known[0] if known else 1 if all(d == 1 for d in col) else None)
-    run_shape: list[str] = []
-
-    def size(k: int) -> int | str:
-        if sizes[k] is not None:
-            return sizes[k]
-        if not run_shape:
-            if t not in _LESS_7:
-                kind = "of unknown type" if t is None else T.DataType.Name(t)
-                raise Refuse(f"its values are {kind} and output axis {k}'s size is unknown: "
-                             "it would be read from a comparison, which takes floats only "
-                             "below 9")
-            zero = [st.add_cast(c, T.INT32, "c_zero_or_one")]
-            for v, s in ((x, shapes[1]), (y, shapes[2])):
-                if s:
-                    zero.append(st.add_cast(st.add_node("Less", [v, v], "no"), T.INT32, "zero"))
-            while len(zero) > 1:
-                zero[:2] = [st.add_node("Add", zero[:2], "broadcast")]
-            run_shape.append(st.add_node("Shape", zero, "output_shape"))
-        return st.element(run_shape[0], k, f"size_{k}")
-
-    positions: dict[int, str] = {}
-
-    def along(k: int) -> str:
-        """0..size(k) - 1 along output axis ``k`` (1 on every other axis), int64."""
-        if k not in positions:
-            n = size(k)
-            if isinstance(n, int):
-                shape = [1] * r
-                shape[k] = n
-                positions[k] = st.add_const(f"positions_{k}", np.arange(n, dtype=np.int64)
-                                            .reshape(shape))
-            else:
-                p = st.positions(n, f"positions_{k}")
-                positions[k] = st.add_axes_node("Unsqueeze", p, [a for a in range(r) if a != k],
-                                                f"axis_{k}")
-        return positions[k]
-
-    one: list[str] = []
-
-    def flat_index(v: str, s: tuple) -> tuple[str | None, int | str]:
-        """The flat position in ``v`` (its shape ``s``, of rank r) each output element
-        reads (None when every element reads position 0), and ``v``'s size."""
-        terms: list[str] = []
-        dims = None
-        stride: int | str = 1
-        for k in range(r - 1, -1, -1):
-            d = s[k]
-            if d == 1:
-                continue
-            if isinstance(d, int):
-                size_k: int | str = d
-                step: int | str = stride
-            else:  # 1 or not, known at run time: its stride is 0 where it is 1
-                if dims is None:
-                    dims = st.add_node("Shape", [v], f"{v}_shape")
-                size_k = st.element(dims, k - (r - len(st.shape(v))), f"{v}_dim_{k}")
-                if not one:
-                    one.append(st.add_const("one", np.array(1, np.int64)))
-                not_one = st.add_cast(st.add_node("Not", [st.add_node(
-                    "Equal", [size_k, one[0]], "dim_is_1")], "dim_is_not_1"), T.INT64, "read")
-                step = not_one if stride == 1 else st.add_node("Mul", [_value(st, stride),
-                                                                          not_one], "stride")
-            terms.append(along(k) if step == 1 else st.add_node(
-                "Mul", [along(k), _value(st, step)], f"term_{k}"))
-            stride = stride * size_k if isinstance(stride, int) and isinstance(size_k, int) \
-                else st.add_node("Mul", [_value(st, stride), _value(st, size_k)], "stride")
-        while len(terms) > 1:
-            terms[:2] = [st.add_node("Add", terms[:2], "position")]
-        return (terms[0] if terms else None), stride
-
-    ix, n_x = flat_index(x, aligned[1])
-    iy, _ = flat_index(y, aligned[2])
+    for v, s in zip((c, x, y), shapes):
+        if s is None:
+            raise Refuse(f"the rank of {v!r} is unknown (the positions it reads are computed "
+                         "per output axis)")
+    grid = _Positions(st, shapes, st.shape(out), (c, x, y), t)
+    ix, n_x = grid.flat_index(x, shapes[1])
+    iy, _ = grid.flat_index(y, shapes[2])
     if ix is None:  # (rank r: the positions come out in the output's shape)
-        ix = st.add_const("zero", np.zeros((1,) * r, np.int64))
+        ix = st.add_const("zero", np.zeros((1,) * grid.rank, np.int64))
     at_y = _value(st, n_x)
     at = st.pick(c, ix, at_y if iy is None else st.add_node("Add", [iy, at_y], "in_y"),
                  "position")
@@ -195,6 +113,100 @@ def _gather_of_both(st: Step, c: str, x: str, y: str, out: str, t: int | None) -
     st.remove(f"{'Where' if t is None else T.DataType.Name(t) + ' Where'} written as a "
               "Gather of x and y, flattened and joined, at the position each output element "
               "reads", "Where exists from opset 9")
+
+
+class _Positions:
+    """The int64 positions of the output's elements, per axis and flat in an input, each node
+    made once. An output size the shapes do not give is read at run time from the Shape of
+    a broadcast of the inputs, each compared with itself (False everywhere: no value is
+    read, and a Less of floats exists at 7)."""
+
+    def __init__(self, st: Step, shapes: list[tuple], declared: tuple | None,
+                 names: tuple[str, str, str], t: int | None):
+        self.st, self.names, self.t = st, names, t
+        self.rank = r = max(len(s) for s in shapes)
+        self.shapes = shapes
+        aligned = [(1,) * (r - len(s)) + tuple(s) for s in shapes]
+        self.sizes: list[int | None] = []
+        for k in range(r):
+            col = [s[k] for s in aligned]
+            known = [d for d in col if isinstance(d, int) and d != 1]
+            if declared is not None and len(declared) == r and isinstance(declared[k], int):
+                self.sizes.append(declared[k])
+            else:
+                self.sizes.append(known[0] if known else 1 if all(d == 1 for d in col)
+                                  else None)
+        self._run_shape: str | None = None
+        self._along: dict[int, str] = {}
+        self._one: str | None = None
+
+    def size(self, k: int) -> int | str:
+        """Output axis ``k``'s size: an int, or an int64 scalar read at run time."""
+        if self.sizes[k] is not None:
+            return self.sizes[k]
+        st = self.st
+        if self._run_shape is None:
+            if self.t not in _LESS_7:
+                kind = "of unknown type" if self.t is None else T.DataType.Name(self.t)
+                raise Refuse(f"its values are {kind} and output axis {k}'s size is unknown: "
+                             "it would be read from a comparison, which takes floats only "
+                             "below 9")
+            c, x, y = self.names
+            zero = [st.add_cast(c, T.INT32, "c_zero_or_one")]
+            for v, s in ((x, self.shapes[1]), (y, self.shapes[2])):
+                if s:
+                    zero.append(st.add_cast(st.add_node("Less", [v, v], "no"), T.INT32, "zero"))
+            while len(zero) > 1:
+                zero[:2] = [st.add_node("Add", zero[:2], "broadcast")]
+            self._run_shape = st.add_node("Shape", zero, "output_shape")
+        return st.element(self._run_shape, k, f"size_{k}")
+
+    def along(self, k: int) -> str:
+        """0..size(k) - 1 along output axis ``k`` (1 on every other axis)."""
+        if k not in self._along:
+            st, r, n = self.st, self.rank, self.size(k)
+            if isinstance(n, int):
+                shape = [1] * r
+                shape[k] = n
+                self._along[k] = st.add_const(f"positions_{k}", np.arange(
+                    n, dtype=np.int64).reshape(shape))
+            else:
+                self._along[k] = st.add_axes_node("Unsqueeze", st.positions(
+                    n, f"positions_{k}"), [a for a in range(r) if a != k], f"axis_{k}")
+        return self._along[k]
+
+    def flat_index(self, v: str, shape: tuple) -> tuple[str | None, int | str]:
+        """The flat position in ``v`` (of ``shape``) each output element reads (None when
+        every element reads position 0), and ``v``'s size: the positions along each axis
+        times ``v``'s stride there, 0 where its dim is 1 (known then, or read at run time)."""
+        st, lead = self.st, self.rank - len(shape)
+        terms: list[str] = []
+        dims = None
+        stride: int | str = 1
+        for k in range(len(shape) - 1, -1, -1):
+            d = shape[k]
+            if d == 1:
+                continue
+            if isinstance(d, int):
+                size_k: int | str = d
+                step: int | str = stride
+            else:  # 1 or not, known at run time: its stride is 0 where it is 1
+                dims = dims or st.add_node("Shape", [v], f"{v}_shape")
+                size_k = st.element(dims, k, f"{v}_dim_{k}")
+                self._one = self._one or st.add_const("one", np.array(1, np.int64))
+                read = st.add_cast(st.add_node("Not", [st.add_node(
+                    "Equal", [size_k, self._one], "dim_is_1")], "dim_is_not_1"), T.INT64,
+                    "read")
+                step = read if stride == 1 else st.add_node("Mul", [_value(st, stride), read],
+                                                           "stride")
+            at = self.along(lead + k)
+            terms.append(at if step == 1 else st.add_node("Mul", [at, _value(st, step)],
+                                                          f"term_{k}"))
+            stride = stride * size_k if isinstance(stride, int) and isinstance(size_k, int) \
+                else st.add_node("Mul", [_value(st, stride), _value(st, size_k)], "stride")
+        while len(terms) > 1:
+            terms[:2] = [st.add_node("Add", terms[:2], "position")]
+        return (terms[0] if terms else None), stride
 
 
 def _value(st: Step, v: int | str) -> str:
