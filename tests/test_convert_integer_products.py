@@ -94,6 +94,7 @@ def test_long_sums_below_9_and_other_types_are_refused():
     convert_proto(_matmul(np.uint8, np.int8, None, k=40000), 9)  # (int32 wraps as it does)
     m = _matmul(np.uint8, np.int8, None)
     m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "k"
+    m.graph.input[1].type.tensor_type.shape.dim[0].dim_param = "k"  # (B's gives it else)
     with pytest.raises(ConversionError, match=r"the length of its sums is unknown"):
         convert_proto(m, 7)
     with pytest.raises(ConversionError, match=r"below opset 7"):

@@ -6,9 +6,9 @@ MatMulInteger, per output channel of W for ConvInteger) is an integer within 255
 MatMulInteger: from 9 a MatMul of them as int32 (MatMul takes int32 from 9), which sums as
 MatMulInteger does, wrapping alike. Below 9, and for ConvInteger (Conv takes floats only), the
 product of them as floats, cast to int32: exact while every partial sum is exact and within
-int32, which the length K of each sum (A's last dim; W's input channels per group times its
-kernel) bounds, and which must be known: float32 while K * 255 * 255 <= 2**24 (the types
-every runtime's Conv takes), else float64 while K * 255 * 255 < 2**31.
+int32, which the length K of each sum bounds (A's last dim or B's next to last; W's input
+channels per group times its kernel), and which must be known: float32 while K * 255 * 255
+<= 2**24 (the types every runtime's Conv takes), else float64 while K * 255 * 255 < 2**31.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ _LONGEST = (2**31 - 1) // (255 * 255)
 @replaces("MatMulInteger")
 def matmul_integer(st: Step) -> None:
     a, b = st.input(0), st.input(1)
-    shape_a = st.shape(a)
-    wide = TensorProto.INT32 if st.target >= 9 else _as_floats(
-        st, shape_a[-1] if shape_a and isinstance(shape_a[-1], int) else None)
+    shape_a, shape_b = st.shape(a), st.shape(b)
+    k = next((s[i] for s, i in ((shape_a, -1), (shape_b, -2))
+              if s is not None and len(s) >= -i and isinstance(s[i], int)), None)
+    wide = TensorProto.INT32 if st.target >= 9 else _as_floats(st, k)
     ai = _less_zero_point(st, a, st.input(2) if len(st.w.input) > 2 else "", wide, "a",
                           per_row=shape_a is not None and len(shape_a) == 2)
     bi = _less_zero_point(st, b, st.input(3) if len(st.w.input) > 3 else "", wide, "b",

@@ -1,5 +1,4 @@
-"""Range (from 11) below 11, written with the ops that exist there: integers from 7,
-floats from 9.
+"""Range (from 11) below 11, written with the ops that exist there, from 7.
 
 Range makes ``max(ceil((limit - start) / delta), 0)`` values, counted in double (none for a
 NaN or infinite count, as the evaluator and onnxruntime count), each the one before plus
@@ -8,9 +7,9 @@ are added up one by one by a Loop that many times, as the body adds them (start 
 would round once where the additions round i times); integer values are ``start + i *
 delta`` in the type, which wraps exactly as i additions of delta wrap, with the positions
 0..n-1 (:meth:`~..step.Step.positions`: NonZero of n ones at 9 and 10, no loop for a
-runtime to run; at 7 and 8 a Loop's iteration numbers). Floats below 9 (no Where or IsNaN to
-count them), anything below 7 (legacy broadcasting) and int16 (no Add on it before 14):
-refused.
+runtime to run; at 7 and 8 a Loop's iteration numbers). The count of a float Range is 0
+where the quotient is NaN or infinite, a Where-9 converted on below 9 (:mod:`.where`).
+Anything below 7 (legacy broadcasting) and int16 (no Add on it before 14): refused.
 """
 
 from __future__ import annotations
@@ -30,9 +29,8 @@ def range_below_11(st: Step) -> None:
     if t not in (TensorProto.FLOAT, _DOUBLE, TensorProto.INT32, _INT64):
         raise Refuse("its type is " + ("unknown" if t is None else TensorProto.DataType.Name(t))
                      + "; below 11 it is written for float, double, int32 and int64")
-    if st.target < 7 or (st.target < 9 and t in (TensorProto.FLOAT, _DOUBLE)):
-        raise Refuse("below opset 9 there is no Where or IsNaN to count float values"
-                     if st.target >= 7 else "below opset 7 Mul and Add broadcast by attribute")
+    if st.target < 7:
+        raise Refuse("below opset 7 Mul and Add broadcast by attribute")
     start, limit, delta = (st.input(i) for i in range(3))
     floats = t in (TensorProto.FLOAT, _DOUBLE)
     count, y = _count(st, start, limit, delta, floats), st.w.output[0]
@@ -61,14 +59,15 @@ def _count(st: Step, start: str, limit: str, delta: str, floats: bool) -> str:
 
 
 def _finite(st: Step, span: str) -> str:
-    """``span``, 0 where it is NaN or infinite."""
+    """``span`` (a double scalar), 0 where it is NaN or infinite."""
+    st.facts.extra_shapes[span] = ()
     largest = st.add_const("largest", np.array(np.finfo(np.float64).max))
-    finite = st.add_node("Not", [st.add_node("Or", [
-        st.add_node("IsNaN", [span], "nan"),
-        st.add_node("Greater", [st.add_node("Abs", [span], "abs"), largest], "infinite")],
-        "not_finite")], "finite")
-    return st.add_node("Where", [finite, span, st.add_const("zero", np.array(0.0))],
-                       "finite_steps")
+    bounded = st.add_node("Not", [st.add_node("Greater", [st.add_node("Abs", [span], "abs"),
+                                                          largest], "infinite")], "bounded")
+    finite = st.add_node("And", [st.not_nan(span, "steps"), bounded], "finite")
+    st.facts.extra_shapes[finite] = ()
+    return st.written_at(9, "Where", [finite, span, st.add_const("zero", np.array(0.0))],
+                         "finite_steps", _DOUBLE)
 
 
 def _accumulate(st: Step, t: int, start: str, delta: str, count: str, y: str) -> None:
