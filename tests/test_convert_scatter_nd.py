@@ -1,5 +1,7 @@
-"""ScatterND below 11 (from 9): a Scatter-9 of the rows of data flattened at its k indexed
-axes, each k-tuple's row number read from data's shape (negative indices from the back);
+"""ScatterND below 11: constant indices into data of a static shape as a Gather of constant
+positions in data and updates flattened and joined (from 5); otherwise (from 9) a Scatter-9
+of the rows of data flattened at its k indexed axes, each k-tuple's row number read from
+data's shape (negative indices from the back);
 elements (k = rank) and slices, every element type, repeated places (the later update
 stays); bit for bit against ScatterND-13 on the evaluator, with numpy's assignment as the
 meaning, and on onnxruntime where it runs."""
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import assert_conversion_exact, converted, make_model, vi
 from onnx import TensorProto as T
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from opshift.errors import ConversionError
 from opshift.passes.convert import convert_proto
@@ -24,28 +26,37 @@ CASES = {  # data shape, indices, updates' shape
 }
 
 
-def _model(elem: int, data_shape, indices: np.ndarray, updates_shape, dynamic: bool):
+def _model(elem: int, data_shape, indices: np.ndarray, updates_shape, dynamic: bool,
+           constant: bool = False):
     node = helper.make_node("ScatterND", ["d", "i", "u"], ["y"])
     ds = ["n", *data_shape[1:]] if dynamic else list(data_shape)
-    return make_model([node], [vi("d", elem, ds), vi("i", T.INT64, list(indices.shape)),
-                               vi("u", elem, list(updates_shape))], [vi("y", elem, ds)],
-                      opset=13)
+    given = [vi("d", elem, ds), vi("u", elem, list(updates_shape))]
+    if not constant:
+        given.insert(1, vi("i", T.INT64, list(indices.shape)))
+    return make_model([node], given, [vi("y", elem, ds)], opset=13,
+                      initializers=[numpy_helper.from_array(indices, "i")] if constant else [])
 
 
-@pytest.mark.parametrize("target", [9, 10])
-@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("target", [10, 9, 7, 5])
+@pytest.mark.parametrize("form", ["computed", "dynamic data", "constant"])
 @pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.uint8])
 @pytest.mark.parametrize("case", CASES)
-def test_scatter_nd_below_11(case, dtype, dynamic, target):
+def test_scatter_nd_below_11(case, dtype, form, target):
     data_shape, idx, updates_shape = CASES[case]
     indices = np.array(idx, np.int64)
+    constant = form == "constant"
     m = _model(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), data_shape, indices,
-               updates_shape, dynamic)
+               updates_shape, form == "dynamic data", constant)
+    if target < 9 and not constant:
+        with pytest.raises(ConversionError, match=r"below opset 9 there is no Scatter"):
+            convert_proto(m, target)
+        return
     c = converted(m, target)
-    assert "ScatterND" not in {n.op_type for n in c.graph.node}
+    ops = {n.op_type for n in c.graph.node}
+    assert "ScatterND" not in ops and ("Scatter" in ops) != constant
     data = (np.arange(np.prod(data_shape)) % 5).reshape(data_shape).astype(dtype)
     updates = (7 - np.arange(np.prod(updates_shape)) % 3).reshape(updates_shape).astype(dtype)
-    feeds = {"d": data, "i": indices, "u": updates}
+    feeds = {"d": data, "u": updates} if constant else {"d": data, "i": indices, "u": updates}
     meaning = data.copy()
     for tup, u in zip(indices.reshape(-1, indices.shape[-1]),
                       updates.reshape((-1,) + data_shape[indices.shape[-1]:])):
