@@ -1,6 +1,7 @@
 """Values a rewrite computes at run time, each valid at the target opset: a size or an element
-read from a shape, the positions 0..n-1, integer comparisons where Less takes floats only,
-and integer picks where Where is missing.
+read from a shape, the positions 0..n-1, a NaN test where IsNaN is missing, integer
+comparisons where Less takes floats only, integer picks where Where is missing, and any node
+written as it is at another opset and converted on to the target.
 :class:`~.step.Step` has these as methods."""
 
 from __future__ import annotations
@@ -36,14 +37,9 @@ class Computed:
     def where_less(self, v: str, than: str, then: str, what: str,
                    otherwise: str | None = None) -> str:
         """``then`` where ``v < than``, else ``otherwise`` (``v``), of an integer type (integer
-        Max and Min, which would clamp, exist only from 12): :meth:`pick` of the Less, at 7
-        and 8 made in float64 (exact while one side is within 2**53, as a bound or size is)."""
-        if self.target >= 9:
-            less = self.add_node("Less", [v, than], f"{what}_less")
-        else:
-            d = onnx.TensorProto.DOUBLE
-            less = self.add_node("Less", [self.add_cast(v, d, f"{what}_v"),
-                                          self.add_cast(than, d, f"{what}_than")], f"{what}_less")
+        Max and Min, which would clamp, exist only from 12): :meth:`pick` of
+        :meth:`compare`'s Less."""
+        less = self.compare("Less", v, than, f"{what}_less")
         return self.pick(less, then, v if otherwise is None else otherwise, what)
 
     def not_nan(self, x: str, what: str) -> str | None:
