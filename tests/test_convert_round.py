@@ -1,8 +1,8 @@
-"""Round below 11 (from 7): ``(|x| + 2**(p-1)) - 2**(p-1)`` below 2**(p-1), |x| from there, x's
-sign put back; float16 through float. Bit for bit against Round-11 on the evaluator, with
-numpy's round (half to even) as the meaning, and on onnxruntime where it runs: ties, signed
-zeros, the x in (-0.5, 0) that round to -0.0, subnormals, values about 2**(p-1) and 2**p,
-the largest values (where the shift must not overflow), infinities and NaN."""
+"""Round below 11 (from 7): Floor(|x|) plus 1 past a half or at an odd half, x's sign put
+back; float16 through float. Bit for bit against Round-11 on the evaluator, with numpy's
+round (half to even) as the meaning, and on onnxruntime where it runs: ties, signed zeros,
+the x in (-0.5, 0) that round to -0.0, subnormals, values about 2**(p-1) and 2**p, the
+largest values, infinities and NaN."""
 
 from __future__ import annotations
 
