@@ -17,9 +17,10 @@
   positions and sizes an op computes (:func:`.negative_axes.is_position`);
   other 64-bit ones, at 7 and 8, are picked by the 64-bit Less below (an integer
   :meth:`~..step.Step.pick` of the two), and refused at 6.
-* **Less/Greater 9** take integers; before, floats only. Down, 8-, 16- and 32-bit integers
-  (and 64-bit ones exact in a double, or compared with a constant below 2**53 in magnitude)
-  are compared as float64; other 64-bit ones as the pair
+* **Less/Greater 9** take integers; before, floats only. Down, 8-, 16- and 32-bit integers,
+  and 64-bit ones compared with a constant below 2**53 in magnitude or with positions or sizes
+  an op computes (any value compares with such a one in float64 as it compares exactly), are
+  compared as float64; other 64-bit ones as the pair
   (high, low) of their floor division by 2**32, each exact in a double: high first, low
   where the highs are equal, from opset 7.
 * **TopK 11** takes integers and ``largest=0`` (the k smallest); before, floats and the k
@@ -146,7 +147,7 @@ def integer_max_min(st: Step) -> None:
 def _small_constant(st: Step, name: str) -> bool:
     """Whether ``name`` is a constant every value of which is below 2**53 in magnitude: any
     integer compares with it in float64 as it compares exactly (its neighbours are exact
-    too, so no value rounds onto it from the other side)."""
+    too, so no value rounds onto it from the other side; so do positions and sizes)."""
     value = st.const(name)
     return value is not None and bool(((value < 2**53) & (value > -(2**53))).all())
 
@@ -212,8 +213,7 @@ def integer_comparison(st: Step) -> None:
     if st.target < 7:
         raise Refuse(f"{kind} inputs: below opset 7 {st.op} broadcasts by attribute")
     double = onnx.TensorProto.DOUBLE
-    if t not in _WIDE or all(_exact_in_double(st, v) for v in (a, b)) or any(
-            _small_constant(st, v) for v in (a, b)):
+    if t not in _WIDE or any(_small_constant(st, v) or is_position(st, v) for v in (a, b)):
         st.set_inputs([st.add_cast(v, double, f"{w}_double") for v, w in ((a, "a"), (b, "b"))])
         st.note(f"{kind} inputs compared as float64 (exact for them)",
                 f"{st.op} takes integers from 9")
