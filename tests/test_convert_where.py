@@ -142,3 +142,17 @@ def test_where_below_7_and_of_unknown_rank_are_refused():
     m.graph.output[0].type.tensor_type.ClearField("shape")
     with pytest.raises(ConversionError, match=r"the rank of 'x' is unknown"):
         convert_proto(m, 8)
+
+
+@pytest.mark.parametrize("dims", [(2, 4), ("a", "b")])
+def test_the_change_says_when_positions_are_counted_by_a_loop(dims):
+    """Positions along an axis of a size known at run time only are a Loop's trips below 9:
+    the change says so, and that --input-shape makes them constants."""
+    m = make_model([helper.make_node("Where", ["c", "x", "y"], ["out"])],
+                   [vi("c", T.BOOL, list(dims)), vi("x", T.FLOAT, list(dims)),
+                    vi("y", T.FLOAT, list(dims))], [vi("out", T.FLOAT, list(dims))], opset=16)
+    result = convert_proto(m, 7)
+    (change,) = [c for c in result.changes if "Gather of x and y" in c.what]
+    counted = "counted by a Loop" in change.what
+    assert counted == (dims == ("a", "b")), change.what
+    assert ("Loop" in {n.op_type for n in m.graph.node}) == counted

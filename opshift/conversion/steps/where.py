@@ -110,9 +110,13 @@ def _gather_of_both(st: Step, c: str, x: str, y: str, out: str, t: int | None) -
     both = st.add_node("Concat", [st.add_node("Reshape", [v, minus_one], f"{v}_flat")
                                   for v in (x, y)], "both", axis=0)
     st.add_node("Gather", [both, at], "pick", output=out, axis=0)
+    counted = grid.counted
     st.remove(f"{'Where' if t is None else T.DataType.Name(t) + ' Where'} written as a "
               "Gather of x and y, flattened and joined, at the position each output element "
-              "reads", "Where exists from opset 9")
+              "reads" + (f"; the positions along {counted} axis(es) of a size known at run "
+                         "time only are counted by a Loop, one trip each (--input-shape "
+                         "makes them constants)" if counted else ""),
+              "Where exists from opset 9")
 
 
 class _Positions:
@@ -139,6 +143,8 @@ class _Positions:
         self._run_shape: str | None = None
         self._along: dict[int, str] = {}
         self._one: str | None = None
+        #: axes whose positions are computed at run time (below 9: a Loop's trips)
+        self.counted = 0
 
     def size(self, k: int) -> int | str:
         """Output axis ``k``'s size: an int, or an int64 scalar read at run time."""
@@ -171,6 +177,7 @@ class _Positions:
                 self._along[k] = st.add_const(f"positions_{k}", np.arange(
                     n, dtype=np.int64).reshape(shape))
             else:
+                self.counted += 1
                 self._along[k] = st.add_axes_node("Unsqueeze", st.positions(
                     n, f"positions_{k}"), [a for a in range(r) if a != k], f"axis_{k}")
         return self._along[k]
