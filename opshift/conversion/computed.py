@@ -24,6 +24,16 @@ class Computed:
         (``[1]`` with ``rank1``); a negative axis counts from the back (Gather from 11)."""
         return self.element(self.add_node("Shape", [x], "shape"), axis, what, rank1=rank1)
 
+    def axis_size(self, data: str, axis: int, elem: int, what: str) -> str:
+        """The size of ``data``'s axis ``axis`` (counted from the front) as a scalar of
+        integer type ``elem``: a constant where ``data``'s shape gives it, else read at run
+        time."""
+        s = self.shape(data)
+        if s is not None and isinstance(s[axis], int):
+            return self.add_const(what, np.array(s[axis], helper.tensor_dtype_to_np_dtype(elem)))
+        n = self.size_at_run_time(data, axis, what)
+        return n if elem == onnx.TensorProto.INT64 else self.add_cast(n, elem, f"{what}_cast")
+
     def element(self, v: str, i: int, what: str, *, rank1: bool = False) -> str:
         """Element ``i`` of the 1-D ``v`` as a scalar (``[1]`` with ``rank1``): a Gather."""
         return self.elements(v, [i] if rank1 else i, what)

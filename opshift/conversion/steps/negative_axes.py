@@ -9,7 +9,6 @@ the back), the Reduce ops, Slice and Scan.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 
 from ...opsets import normalize_domain
 from ..registry import at
@@ -104,15 +103,9 @@ def gather_negative_indices(st: Step) -> None:
                      + (" (below opset 7 Add and Mul broadcast by attribute)"
                         if t is not None else " and of unknown type"))
     dtype = np_dtype(t)
-    if isinstance(dim, int):
-        size = st.add_const("size", np.array(dim, dtype))
-    else:  # a dynamic dimension: read from the data's shape
-        if s is None and axis < 0:
-            raise Refuse(f"axis={axis} needs the rank of {data!r}, which is unknown")
-        size = st.size_at_run_time(data, norm_axis(axis, len(s)) if s is not None else axis,
-                                   "size")
-        if t != onnx.TensorProto.INT64:
-            size = st.add_cast(size, t, "size_cast")
+    if s is None and axis < 0:
+        raise Refuse(f"axis={axis} needs the rank of {data!r}, which is unknown")
+    size = st.axis_size(data, norm_axis(axis, len(s)) if s is not None else axis, t, "size")
     if idx is not None:  # constant, the dimension's size known at run time only
         negative = idx < 0
         shift = size if negative.all() else st.add_node(

@@ -22,7 +22,7 @@ import onnx
 
 from ... import opsets
 from ..registry import at, replaces
-from ..step import Refuse, Step
+from ..step import Refuse, Step, norm_axis
 
 #: deprecated op -> (its successor, the successor's first version, why they are the same)
 _SUCCESSORS = {
@@ -75,17 +75,9 @@ def _count_from_the_front(st: Step) -> None:
     t = st.elem_type(i)
     if t not in (onnx.TensorProto.INT32, onnx.TensorProto.INT64):
         raise Refuse("the type of its indices is unknown")
-    rank = st.need_rank(data, "the axis counts from the back")
-    axis = st.attr("axis", 0)
-    axis = axis + rank if axis < 0 else axis
-    dims = st.shape(data)
-    size = dims[axis] if dims is not None and isinstance(dims[axis], int) else None
+    axis = norm_axis(st.attr("axis", 0), st.need_rank(data, "the axis counts from the back"))
+    n = st.axis_size(data, axis, t, "size")
     dtype = onnx.helper.tensor_dtype_to_np_dtype(t)
-    if size is not None:
-        n = st.add_const("size", np.array(size, dtype))
-    else:
-        n = st.size_at_run_time(data, axis, "size")
-        n = n if t == onnx.TensorProto.INT64 else st.add_cast(n, t, "size_int32")
     st.edit().input[1] = st.where_less(i, st.add_const("zero", np.array(0, dtype)),
                                        st.add_node("Add", [i, n], "from_the_end"), "indices")
 
