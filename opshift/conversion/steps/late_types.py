@@ -144,12 +144,14 @@ def integer_max_min(st: Step) -> None:
             f"{st.op} takes integers from opset 12")
 
 
-def _small_constant(st: Step, name: str) -> bool:
-    """Whether ``name`` is a constant every value of which is below 2**53 in magnitude: any
-    integer compares with it in float64 as it compares exactly (its neighbours are exact
-    too, so no value rounds onto it from the other side; so do positions and sizes)."""
+def _compares_exactly(st: Step, name: str) -> bool:
+    """Whether any integer compares with ``name`` in float64 as it compares exactly: a
+    constant every value of which is below 2**53 in magnitude (its neighbours are exact too,
+    so no value rounds onto it from the other side), or positions and sizes an op computes."""
     value = st.const(name)
-    return value is not None and bool(((value < 2**53) & (value > -(2**53))).all())
+    if value is not None:
+        return bool(((value < 2**53) & (value > -(2**53))).all())
+    return is_position(st, name)
 
 
 def _exact_in_double(st: Step, name: str) -> bool:
@@ -213,7 +215,7 @@ def integer_comparison(st: Step) -> None:
     if st.target < 7:
         raise Refuse(f"{kind} inputs: below opset 7 {st.op} broadcasts by attribute")
     double = onnx.TensorProto.DOUBLE
-    if t not in _WIDE or any(_small_constant(st, v) or is_position(st, v) for v in (a, b)):
+    if t not in _WIDE or any(_compares_exactly(st, v) for v in (a, b)):
         st.set_inputs([st.add_cast(v, double, f"{w}_double") for v, w in ((a, "a"), (b, "b"))])
         st.note(f"{kind} inputs compared as float64 (exact for them)",
                 f"{st.op} takes integers from 9")

@@ -60,4 +60,3 @@ def integer_mod(st: Step) -> None:
         st.add_cast(r, t, "back", output=y)
     st.remove("Mod written as a - b * (a / b)" + (", plus b where its sign differs from b's"
                                                   if floored else ""))
-
