@@ -34,10 +34,10 @@ def matmul_integer(st: Step) -> None:
     k = next((s[i] for s, i in ((shape_a, -1), (shape_b, -2))
               if s is not None and len(s) >= -i and isinstance(s[i], int)), None)
     wide = TensorProto.INT32 if st.target >= 9 else _as_floats(st, k)
-    ai = _less_zero_point(st, a, st.input(2) if len(st.w.input) > 2 else "", wide, "a",
-                          per_row=shape_a is not None and len(shape_a) == 2)
-    bi = _less_zero_point(st, b, st.input(3) if len(st.w.input) > 3 else "", wide, "b",
-                          per_row=False)
+    if shape_a is not None and len(shape_a) == 2:  # a per-row zero point of A as [M, 1]
+        _per_axis_zero_point(st, 2, 2)
+    ai = _less_zero_point(st, a, _input(st, 2), wide, "a")
+    bi = _less_zero_point(st, b, _input(st, 3), wide, "b")
     _product(st, "MatMul", [ai, bi], wide, {})
 
 
@@ -49,11 +49,10 @@ def conv_integer(st: Step) -> None:
     if ws is not None and all(isinstance(d, int) for d in ws[1:]):
         k = math.prod(ws[1:])  # (input channels per group times the kernel)
     wide = _as_floats(st, k)
-    xi = _less_zero_point(st, x, st.input(2) if len(st.w.input) > 2 else "", wide, "x",
-                          per_row=False)
-    rank = st.need_rank(w, "a per-channel zero point of W is read along its first axis")
-    wi = _less_zero_point(st, w, st.input(3) if len(st.w.input) > 3 else "", wide, "w",
-                          per_row=False, channel_rank=rank)
+    _per_axis_zero_point(st, 3, st.need_rank(w, "a per-channel zero point of W is read "
+                                                "along its first axis"))
+    xi = _less_zero_point(st, x, _input(st, 2), wide, "x")
+    wi = _less_zero_point(st, w, _input(st, 3), wide, "w")
     _product(st, "Conv", [xi, wi], wide,
              {a.name: helper.get_attribute_value(a) for a in st.w.attribute})
 
@@ -70,10 +69,23 @@ def _as_floats(st: Step, k: int | None) -> int:
     return TensorProto.FLOAT if k <= _LONGEST_FLOAT else TensorProto.DOUBLE
 
 
-def _less_zero_point(st: Step, v: str, zp: str, wide: int, what: str, *, per_row: bool,
-                     channel_rank: int | None = None) -> str:
-    """``v - zp`` in type ``wide``: exact (both 8-bit). A per-row zero point of a 2-D A is
-    read as ``[M, 1]``; a per-channel one of W as ``[C, 1, ..., 1]``."""
+def _input(st: Step, i: int) -> str:
+    """Input ``i`` of the node, '' when absent."""
+    return st.input(i) if len(st.w.input) > i else ""
+
+
+def _per_axis_zero_point(st: Step, i: int, rank: int) -> None:
+    """Make input ``i``, a zero point of one value per position of the first of ``rank``
+    axes (A's rows, W's output channels), read as ``[n, 1, ..., 1]`` to broadcast
+    (:meth:`~..step.Step.read_input_as`: a constant reshaped once); a scalar one stays."""
+    zs = st.shape(_input(st, i)) if _input(st, i) else None
+    if zs is not None and len(zs) == 1 and zs[0] != 1 and rank > 1:
+        st.read_input_as(i, (zs[0],) + (1,) * (rank - 1), "Unsqueeze",
+                         list(range(1, rank)), "per_axis")
+
+
+def _less_zero_point(st: Step, v: str, zp: str, wide: int, what: str) -> str:
+    """``v - zp`` in type ``wide``: exact (both 8-bit)."""
     t = st.elem_type(v)
     if t not in _EIGHT_BIT:
         kind = "of unknown type" if t is None else TensorProto.DataType.Name(t)
@@ -81,15 +93,8 @@ def _less_zero_point(st: Step, v: str, zp: str, wide: int, what: str, *, per_row
     out = st.add_cast(v, wide, f"{what}_wide")
     if not zp:
         return out
-    z = st.add_cast(zp, wide, f"{what}_zero_point_wide")
-    zs = st.shape(zp)
-    if zs is not None and len(zs) == 1 and zs[0] != 1:
-        if per_row:
-            z = st.add_axes_node("Unsqueeze", z, [1], f"{what}_per_row")
-        elif channel_rank is not None:
-            z = st.add_axes_node("Unsqueeze", z, list(range(1, channel_rank)),
-                                 f"{what}_per_channel")
-    return st.add_node("Sub", [out, z], f"{what}_less_zero_point")
+    return st.add_node("Sub", [out, st.add_cast(zp, wide, f"{what}_zero_point_wide")],
+                       f"{what}_less_zero_point")
 
 
 def _product(st: Step, op: str, inputs: list[str], wide: int, attrs: dict) -> None:
