@@ -25,7 +25,7 @@ import numpy as np
 from onnx import TensorProto
 
 from ..registry import at, replaces
-from ..step import Refuse, Step, norm_axis
+from ..step import Refuse, Step, norm_axis, np_dtype
 
 _SOURCE_TYPES = frozenset({TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32})
 
@@ -90,17 +90,18 @@ def _dequantize(st: Step, per_axis: bool) -> None:
               else "DequantizeLinear exists only from opset 10")
 
 
-#: QuantizeLinear's output types below 19 and their ranges
-_RANGES = {TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127)}
+#: QuantizeLinear's output types below 19
+_OUTPUTS = frozenset({TensorProto.UINT8, TensorProto.INT8})
 
 
 def _quantize(st: Step, per_axis: bool) -> None:
     x, scale, zp = _scale_and_zero_point(st, per_axis, frozenset({TensorProto.FLOAT}),
                                          "float (an int32 X divides in float64)")
     out = st.elem_type(zp) if zp else TensorProto.UINT8
-    if out not in _RANGES:
+    if out not in _OUTPUTS:
         raise Refuse(f"its output type {out} has no range the formula knows")
-    lo, hi = _RANGES[out]
+    info = np.iinfo(np_dtype(out))
+    lo, hi = int(info.min), int(info.max)
     f, xs = TensorProto.FLOAT, st.shape(x)
 
     def like_x(v: str) -> str:
