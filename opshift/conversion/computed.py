@@ -78,13 +78,14 @@ class Computed:
             return self.add_node(op, [a, b], what)
         return self.written_at(9, op, [a, b], what, onnx.TensorProto.BOOL)
 
-    def written_at(self, opset: int, op: str, inputs: list[str], what: str, elem: int,
-                   **attrs) -> str:
+    def written_at(self, opset: int, op: str, inputs: list[str], what: str, elem: int, *,
+                   output: str | None = None, **attrs) -> str:
         """A node of ``op`` as it is at ``opset``, converted on to the target as any node is
-        (its own replacement where it does not exist there); its output, of type ``elem``."""
+        (its own replacement where it does not exist there); its output (``output`` when
+        given), of type ``elem``."""
         from .walk import walk_on
 
-        out = self.fresh_value(what)
+        out = output or self.fresh_value(what)
         self.ctx.facts.extra_types[out] = elem
         node = helper.make_node(op, inputs, [out], name=self.fresh(f"{self.label}/{what}"),
                                 **attrs)

@@ -14,6 +14,7 @@ import numpy as np
 from onnx import TensorProto
 
 from ... import opsets
+from ...graph.shape_rules import broadcast
 from ..registry import at
 from ..step import Refuse, Step, norm_axis, np_dtype
 from .pad_computed import pad_at_run_time
@@ -241,7 +242,7 @@ def clip_inputs(st: Step) -> None:
         st.set_inputs(inputs)
         st.note("min/max attributes moved to inputs")
         return
-    if st.target >= 9 and any(st.input(i) and st.const(st.input(i)) is None for i in (1, 2)):
+    if st.target >= 7 and any(st.input(i) and st.const(st.input(i)) is None for i in (1, 2)):
         _clip_as_where(st, dtype)
         return
     for i, (name, sign) in enumerate((("min", -1), ("max", 1)), 1):
@@ -263,23 +264,28 @@ def clip_inputs(st: Step) -> None:
 
 
 def _clip_as_where(st: Step, dtype: np.dtype) -> None:
-    """A bound computed at run time has no attribute to go to: from 9 Clip-11 is then,
-    bound by bound (min first, as it clamps), ``Where(x < min or IsNaN(min), min, x)``
-    (``>`` for max), an omitted bound the type's own limit. Clip keeps x where it equals
-    the bound (-0.0 at a bound of +0.0 too), which the Where says; Max and Min (8) give
-    either of two equal values, depending on the runtime and even the type: below 9 a
-    computed bound is refused."""
+    """A bound computed at run time has no attribute to go to: Clip-11 is then, bound by
+    bound (min first, as it clamps), ``Where(x < min or IsNaN(min), min, x)`` (``>`` for
+    max), an omitted bound the type's own limit; at 7 and 8 each Where and IsNaN as written
+    below 9 (a Gather of both values; ``not (min < inf or min > -inf)``). Clip keeps x where
+    it equals the bound (-0.0 at a bound of +0.0 too), which the Where says; Max and Min give
+    either of two equal values, depending on the runtime and even the type."""
     info, y = np.finfo(dtype), st.input(0)
-    out = st.w.output[0]
+    out, t = st.w.output[0], st.elem_type(y)
     for i, test, name, limit in ((1, "Less", "min", info.min), (2, "Greater", "max", info.max)):
         bound = st.input(i) or st.add_const(name, np.array(limit, dtype))
         past = st.add_node(test, [y, bound], f"past_{name}")
         value = st.const(bound)
         if value is None or np.isnan(value).any():
-            past = st.add_node("Or", [past, st.add_node("IsNaN", [bound], f"{name}_nan")],
-                               f"past_or_nan_{name}")
-        y = st.add_node("Where", [past, bound, y], f"{name}_bound",
-                        output=out if i == 2 else None)
+            nan = (st.add_node("IsNaN", [bound], f"{name}_nan") if st.target >= 9 else
+                   st.add_node("Not", [st.not_nan(bound, name)], f"{name}_nan"))
+            past = st.add_node("Or", [past, nan], f"past_or_nan_{name}")
+        st.facts.extra_shapes[past] = broadcast([st.shape(y), st.shape(bound)])
+        last = out if i == 2 else None
+        y = (st.add_node("Where", [past, bound, y], f"{name}_bound", output=last)
+             if st.target >= 9 else
+             st.written_at(9, "Where", [past, bound, y], f"{name}_bound", t, output=last))
+        st.facts.extra_shapes[y] = st.facts.extra_shapes[past]
     st.remove("Clip with a bound computed at run time written as Where(x < min, min, x), then "
               "Where(x > max, max, x) (an omitted bound: the type's limit)")
 
