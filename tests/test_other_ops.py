@@ -382,11 +382,34 @@ def test_variadic_inputs_tiled_to_a_symbolic_shape_below_8(op, target):
                                              zip(node_.input[1:], "zskw"))
 
 
-def test_variadic_with_no_input_of_the_output_shape_is_refused_below_8():
-    m = make_model([one("Sum", ["x", "z"], ["y"])], [vi("x", F, ["n", 1]), vi("z", F, [3])],
-                   [vi("y", F, ["n", 3])], opset=13)
-    with pytest.raises(ConversionError, match=r"Sum-8 -> Sum-6.*one shape.*not static, nor "
-                                              r"that of an input every other broadcasts"):
+@pytest.mark.parametrize("op", ["Sum", "Max", "Min", "Mean"])
+@pytest.mark.parametrize("target", [7, 6])
+def test_variadic_inputs_tiled_to_their_broadcast_below_8(op, target):
+    """With no input known to hold the output's shape ([n, 1] and [3]; [m, 21, 5] and [k, 21,
+    5], as a TensorFlow maximum of two batches), the broadcast of their shapes is read at run
+    time: a dim of 1 takes the others' (a 0 wins over a 1), and each input is tiled by it
+    where its dims are 1."""
+    rng = np.random.default_rng(9)
+    special = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, 1.5, -2.5], np.float32)
+    for (a, b, y), runs in ((["n", 1], ["j"], ["n", "i"]),
+                            [((2, 1), (3,)), ((0, 1), (3,)), ((1, 1), (1,)), ((2, 1), (0,))]), \
+            ((["m", 21, 5], ["k", 21, 5], ["j", 21, 5]),
+             [((2, 21, 5), (2, 21, 5)), ((1, 21, 5), (3, 21, 5)), ((3, 21, 5), (1, 21, 5)),
+              ((0, 21, 5), (1, 21, 5))]):
+        m = make_model([one(op, ["x", "z"], ["y"])], [vi("x", F, a), vi("z", F, b)],
+                       [vi("y", F, y)], opset=13)
+        for sx, sz in runs:
+            c = onnx.ModelProto()
+            c.CopyFrom(m)
+            roundtrip(c, 13, target, {"x": rng.choice(special, sx), "z": rng.choice(special, sz)})
+            assert [n.op_type for n in c.graph.node].count("Tile") == 2
+
+
+def test_variadic_inputs_of_unknown_rank_are_refused_below_8():
+    m = make_model([one("Sum", ["x", "z"], ["y"])], [vi("x", F, ["n", 1]), vi("z", F, None)],
+                   [vi("y", F, ["n", "j"])], opset=13)
+    with pytest.raises(ConversionError, match=r"Sum-8 -> Sum-6.*one shape.*neither static nor "
+                                              r"of a known rank"):
         convert_other_ops(m, 13, 7)
 
 

@@ -14,7 +14,7 @@
   output shape, each input of another shape is widened to it as above (a constant written
   broadcast, anything else multiplied by ones); with a symbolic one, from 6, the input every
   other broadcasts into gives it at run time: the others are tiled by its Shape where their
-  dims are 1.
+  dims are 1; with none known to, the broadcast of all their Shapes is.
 * Gemm **7**: ``broadcast`` of C (<= 6; C read without its outer 1s when that makes it a
   trailing shape of Y); Gemm **11**: C optional (made an explicit zero down).
 """
@@ -227,13 +227,15 @@ def variadic_same_shape(st: Step) -> None:
         for s in shapes[1:]:
             out = None if out is None else _static_broadcast(out, s)
     if out is None:
-        widest = next((k for k, s in enumerate(shapes) if s is not None and all(
-            o is not None and fits_into(o, s) for o in shapes)), None)
-        if widest is None or st.target < 6:
+        if st.target < 6 or any(s is None for s in shapes):
             raise Refuse(f"input shapes {shapes}: before opset 8 all inputs must have one "
-                         "shape, and the output shape is not static, nor that of an input "
-                         "every other broadcasts into (no input can be widened to it)")
-        _tile_to(st, names[widest], shapes[widest])
+                         "shape, and the output's is neither static nor of a known rank")
+        widest = next((k for k, s in enumerate(shapes) if all(fits_into(o, s)
+                                                              for o in shapes)), None)
+        if widest is None:
+            _tile_to_broadcast(st, shapes)
+        else:
+            _tile_to(st, names[widest], shapes[widest])
         return
     for i, name in enumerate(st.w.input):
         if name and st.shape(name) != out:
@@ -252,18 +254,50 @@ def _tile_to(st: Step, x: str, xs: tuple) -> None:
             continue
         if shape is None:
             shape = st.add_node("Shape", [x], "shape")
-        value = st.const(name)
-        if len(s) < r:
-            lead = (1,) * (r - len(s))
-            ranked = (st.add_const("ranked", value.reshape(lead + tuple(s))) if value is not None
-                      else st.add_node("Unsqueeze", [name], "ranked", axes=list(range(r - len(s)))))
-            s = lead + tuple(s)
-        else:
-            ranked = name
+        ranked = _ranked(st, name, s, r)
+        s = (1,) * (r - len(s)) + tuple(s)
         repeats = tile_repeats(st, shape, np.array([d == 1 for d in s], np.int64))
         st.edit().input[i] = st.add_node("Tile", [ranked, repeats], f"{name}_widened")
         st.note(f"{name!r} widened to the shape of {x!r} by a Tile of it by that shape",
                 "all inputs share one shape before opset 8")
+
+
+def _ranked(st: Step, name: str, s: tuple, r: int) -> str:
+    """``name`` (of shape ``s``) given rank ``r`` by leading 1s."""
+    if len(s) == r:
+        return name
+    value = st.const(name)
+    lead = (1,) * (r - len(s))
+    return (st.add_const("ranked", value.reshape(lead + tuple(s))) if value is not None
+            else st.add_node("Unsqueeze", [name], "ranked", axes=list(range(r - len(s)))))
+
+
+def _tile_to_broadcast(st: Step, shapes: list[tuple]) -> None:
+    """Widen every input to the broadcast of all, read at run time where no input is known
+    to hold it: given the largest rank, each input's dims that are 1 (``m``, read from its
+    Shape) take the others' (``out * m + dim * (1 - m)``, so a 0 wins over a 1 as numpy
+    broadcasting says), and each input is tiled by the result where its dims are 1 (copies,
+    exact for every type)."""
+    r = max(len(s) for s in shapes)
+    one = st.add_const("ones", np.ones(r, np.int64))
+    inputs = [(i, name) for i, name in enumerate(st.w.input) if name]
+    ranked, dims, is_one, out = {}, {}, {}, None
+    for i, name in inputs:
+        ranked[i] = _ranked(st, name, st.shape(name), r)
+        dims[i] = st.add_node("Shape", [ranked[i]], f"{name}_shape")
+        is_one[i] = st.add_cast(st.add_node("Equal", [dims[i], one], f"{name}_dim_is_1"),
+                                TensorProto.INT64, f"{name}_ones")
+        out = dims[i] if out is None else st.add_node("Add", [
+            st.add_node("Mul", [out, is_one[i]], "kept"),
+            st.add_node("Mul", [dims[i], st.add_node("Sub", [one, is_one[i]], "own")],
+                        "taken")], "shape")
+    for i, name in inputs:
+        repeats = st.add_node("Add", [st.add_node("Mul", [out, is_one[i]], f"{name}_tiled"),
+                                      st.add_node("Sub", [one, is_one[i]], f"{name}_kept")],
+                              f"{name}_repeats")
+        st.edit().input[i] = st.add_node("Tile", [ranked[i], repeats], f"{name}_widened")
+    st.note("every input widened to the broadcast of their shapes, read at run time, by a "
+            "Tile where its dims are 1", "all inputs share one shape before opset 8")
 
 
 # ------------------------------------------------------------------ Gemm
