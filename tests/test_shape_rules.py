@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import init, make_model, vi
-from onnx import helper
+from onnx import TensorProto, helper
 
 from opshift.graph.facts import Facts
 from opshift.graph.shape_rules import broadcast, merge, output_shape
@@ -153,12 +153,39 @@ def test_concat_sums_the_axis_and_keeps_the_rest():
 
 
 def test_conv_and_pooling_keep_the_rank():
-    assert shape_by_rule("Conv", [("N", 3, 8, 8), (16, 3, 3, 3)]) == ("N", 16, None, None)
+    assert shape_by_rule("Conv", [("N", 3, "H", 8), (16, 3, 3, 3)]) == ("N", 16, None, 6)
     assert shape_by_rule("Conv", [None, (16, 3, 3)]) == (None, 16, None)
     assert shape_by_rule("ConvTranspose", [("N", 4, 5), (4, 2, 3)], group=2) == ("N", 4, None)
-    assert shape_by_rule("MaxPool", [("N", 3, 8, 8)], kernel_shape=[2, 2]) == ("N", 3, None,
-                                                                                None)
+    assert shape_by_rule("MaxPool", [("N", 3, 8, 8)], kernel_shape=[2, 2],
+                         ceil_mode=1) == ("N", 3, None, None)
+    assert shape_by_rule("Conv", [(1, 3, 8), (16, 3, 3)], strides=[1, 1]) == (1, 16, None)
     assert shape_by_rule("GlobalAveragePool", [("N", 3, 8, 8)]) == ("N", 3, 1, 1)
+
+
+@pytest.mark.parametrize("op,x,w,attrs", [
+    ("Conv", (1, 2, 9, 7), (4, 2, 3, 2), {}),
+    ("Conv", (2, 2, 544), (4, 2, 256), {"strides": [64]}),
+    ("Conv", (1, 4, 9, 7), (4, 2, 3, 3), {"group": 2, "pads": [1, 0, 2, 1],
+                                          "strides": [2, 3], "dilations": [2, 1]}),
+    ("Conv", (1, 2, 9, 7), (3, 2, 3, 2), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ("Conv", (1, 2, 9, 7), (3, 2, 3, 2), {"auto_pad": "SAME_LOWER", "strides": [4, 3]}),
+    ("Conv", (1, 2, 9, 7), (3, 2, 3, 2), {"auto_pad": "VALID", "strides": [2, 2]}),
+    ("MaxPool", (1, 2, 9, 7), None, {"kernel_shape": [3, 2], "strides": [2, 3],
+                                     "pads": [1, 1, 1, 0]}),
+    ("AveragePool", (1, 2, 9, 7), None, {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER",
+                                         "strides": [2, 2]}),
+    ("MaxPool", (1, 2, 9, 7), None, {"kernel_shape": [2, 2], "dilations": [2, 3]}),
+])
+def test_window_sizes_are_what_the_evaluator_computes(op, x, w, attrs):
+    """Conv's and the pools' spatial sizes by the window arithmetic (kernel from W or
+    kernel_shape; strides, dilations, pads or auto_pad), as the evaluator runs the op."""
+    from opshift.evaluator import evaluate
+
+    inits = [] if w is None else [init("w", np.ones(w, np.float32))]
+    m = make_model([helper.make_node(op, ["x"] + ["w"] * (w is not None), ["y"], **attrs)],
+                   [vi("x", shape=x)], [vi("y")], opset=18, initializers=inits)
+    want = evaluate(m, {"x": np.ones(x, np.float32)})["y"].shape
+    assert shape_by_rule(op, [x] + [w] * (w is not None), **attrs) == want
 
 
 def test_shape_gather_and_constant_of_shape():
@@ -235,6 +262,54 @@ def test_facts_cycle_does_not_hang():
     nodes = [helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])]
     m = make_model(nodes, [vi("x", shape=None)], [vi("b")], opset=13)
     assert Facts(m).shape("b") is None
+
+
+def _pytorch_pads(x: str, pad: str) -> list:
+    """Pad's pads as PyTorch's exporter computes them from constants (F.pad(x, (0, 32),
+    "reflect") of a [N, T] input): ConstantOfShape, Concat, Reshape, a reversing Slice,
+    Transpose, Reshape and Cast."""
+    const, i64 = helper.make_tensor, TensorProto.INT64
+    return [
+        helper.make_node("Constant", [], ["n"], value=const("n", i64, [1], [2])),
+        helper.make_node("ConstantOfShape", ["n"], ["zeros"], value=const("z", i64, [1], [0])),
+        helper.make_node("Constant", [], ["last"], value=const("l", i64, [2], [0, 32])),
+        helper.make_node("Concat", ["last", "zeros"], ["flat"], axis=0),
+        helper.make_node("Constant", [], ["two"], value=const("t", i64, [2], [-1, 2])),
+        helper.make_node("Reshape", ["flat", "two"], ["pairs"]),
+        helper.make_node("Constant", [], ["s"], value=const("s", i64, [1], [-1])),
+        helper.make_node("Constant", [], ["e"], value=const("e", i64, [1], [-(2**63)])),
+        helper.make_node("Constant", [], ["a"], value=const("a", i64, [1], [0])),
+        helper.make_node("Slice", ["pairs", "s", "e", "a", "s"], ["reversed"]),
+        helper.make_node("Transpose", ["reversed"], ["cols"], perm=[1, 0]),
+        helper.make_node("Constant", [], ["m1"], value=const("m", i64, [1], [-1])),
+        helper.make_node("Reshape", ["cols", "m1"], ["pads64"]),
+        helper.make_node("Cast", ["pads64"], [pad], to=i64),
+        helper.make_node("Pad", [x, pad], ["padded"], mode="reflect")]
+
+
+def test_facts_read_values_computed_from_constants():
+    """A rule's constant input computed from constants alone (PyTorch's pads) is evaluated:
+    the Pad's output and a Conv after it get their sizes; pads read from a run-time size are
+    not a constant, and give unknown sizes."""
+    nodes = _pytorch_pads("x", "pads") + [
+        helper.make_node("Unsqueeze", ["padded", "one"], ["u"]),
+        helper.make_node("Conv", ["u", "w"], ["y"], strides=[16])]
+    m = make_model(nodes, [vi("x", shape=[1, 512])], [vi("y")], opset=16,
+                   initializers=[init("one", np.array([1])), init("w", np.ones((8, 1, 64),
+                                                                               np.float32))])
+    facts = Facts(m)
+    assert facts.shape("padded") == (1, 544)
+    assert facts.shape("y") == (1, 8, 31)
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "T"
+    assert not isinstance(Facts(m).shape("padded")[1], int)
+    nodes = [helper.make_node("Shape", ["x"], ["size"]),
+             helper.make_node("Slice", ["size", "one", "two"], ["t"]),
+             helper.make_node("Concat", ["zero", "t", "zero", "zero"], ["pads"], axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["padded"])]
+    m = make_model(nodes, [vi("x", shape=[1, "T"])], [vi("padded")], opset=16,
+                   initializers=[init("one", np.array([1])), init("two", np.array([2])),
+                                 init("zero", np.array([0]))])
+    assert not isinstance(Facts(m).shape("padded")[1], int)
 
 
 def test_facts_rules_in_a_function_body():
@@ -322,7 +397,7 @@ def test_a_made_up_dim_name_is_worked_out_by_the_rules():
 
     def walk(said: str) -> ShapeWalk:
         base = {"x": ("N", 3), "sh": (said,), "one": (said,)}
-        return ShapeWalk(base.get, lambda v: (nodes[v], 13, consts.get) if v in nodes
+        return ShapeWalk(base.get, lambda v: (nodes[v], 13, consts.get, 0) if v in nodes
                          else None)
 
     assert walk("unk__7").shape("one") == (1,)
@@ -331,9 +406,10 @@ def test_a_made_up_dim_name_is_worked_out_by_the_rules():
 
 
 def test_every_rule_agrees_with_onnx_node_tests():
-    """Each one-node test of onnx whose op has a rule: the rule's output-0 shape, given the
-    inputs' shapes and their small integer values as constants, never contradicts the
-    expected output's (a dim it leaves unknown or names is no contradiction)."""
+    """Each one-node test of onnx whose op has a rule: the rule's shape of the test's first
+    output, given the inputs' shapes and their small integer values as constants, never
+    contradicts the expected output's (a dim it leaves unknown or names is no
+    contradiction)."""
     import warnings
 
     import onnx
@@ -341,7 +417,7 @@ def test_every_rule_agrees_with_onnx_node_tests():
     from onnx.backend.test.case.node import collect_testcases
 
     from opshift import opsets
-    from opshift.graph.shape_rules import RULES
+    from opshift.graph.shape_rules import ALL_OUTPUTS, RULES
 
     def array(t):
         return numpy_helper.to_array(t) if isinstance(t, onnx.TensorProto) else t
@@ -363,8 +439,11 @@ def test_every_rule_agrees_with_onnx_node_tests():
         arrays = {k: a for k, a in arrays.items() if isinstance(a, (np.ndarray, np.generic))}
         consts = {k: a for k, a in arrays.items()
                   if np.asarray(a).dtype.kind in "iu" and np.ndim(a) <= 1 and np.size(a) <= 64}
+        k = list(n.output).index(g.output[0].name)  # (LSTM's tests give only Y_h)
+        if k and n.op_type not in ALL_OUTPUTS:
+            continue
         got = output_shape(n, opsets.since_version(n.op_type, opset),
-                           {k: np.shape(a) for k, a in arrays.items()}.get, consts.get)
+                           {k: np.shape(a) for k, a in arrays.items()}.get, consts.get, k)
         want = array(outputs[0])
         if got is None or not isinstance(want, (np.ndarray, np.generic)):
             continue
@@ -373,3 +452,42 @@ def test_every_rule_agrees_with_onnx_node_tests():
                                             for d, w in zip(got, np.shape(want))):
             wrong.append((case.name, got, np.shape(want)))
     assert checked > 900 and not wrong, wrong[:5]
+
+
+@pytest.mark.parametrize("op,gates", [("LSTM", 4), ("GRU", 3), ("RNN", 1)])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_recurrent_outputs_are_what_the_evaluator_computes(op, gates, direction, layout):
+    """Y and Y_h (and LSTM's Y_c): sequence, directions, batch and hidden size (from W when
+    the attribute is not set), batch first with layout=1."""
+    from opshift.evaluator import evaluate
+
+    dirs, hidden, seq, batch, size = 1 + (direction == "bidirectional"), 5, 4, 3, 2
+    x = (batch, seq, size) if layout else (seq, batch, size)
+    outs = ["y", "y_h"] + ["y_c"] * (op == "LSTM")
+    attrs = {"direction": direction, "layout": layout}
+    if layout == 0:
+        attrs["hidden_size"] = hidden  # (else read from W)
+    w = init("w", np.full((dirs, gates * hidden, size), 0.1, np.float32))
+    r = init("r", np.full((dirs, gates * hidden, hidden), 0.1, np.float32))
+    m = make_model([helper.make_node(op, ["x", "w", "r"], outs, **attrs)],
+                   [vi("x", shape=x)], [vi(o) for o in outs], opset=14, initializers=[w, r])
+    got = evaluate(m, {"x": np.ones(x, np.float32)})
+    facts = Facts(m)
+    for o in outs:
+        assert facts.shape(o) == got[o].shape, o
+
+
+def test_if_gives_the_dims_both_branches_agree_on():
+    a = helper.make_graph([helper.make_node("Relu", ["x"], ["a"])], "a", [], [vi("a")])
+    b = helper.make_graph([helper.make_node("Transpose", ["x"], ["b"], perm=[1, 0])], "b", [],
+                          [vi("b")])
+    same = helper.make_graph([helper.make_node("Neg", ["x"], ["s"])], "s", [], [vi("s")])
+    nodes = [helper.make_node("If", ["c"], ["y"], then_branch=a, else_branch=b),
+             helper.make_node("If", ["c"], ["z"], then_branch=a, else_branch=same)]
+    m = make_model(nodes, [vi("c", TensorProto.BOOL, []), vi("x", shape=[3, 3])],
+                   [vi("y"), vi("z")], opset=13)
+    m.graph.input[1].type.tensor_type.shape.dim[1].dim_value = 4  # x [3, 4]
+    facts = Facts(m)
+    assert not any(isinstance(d, int) for d in facts.shape("y"))
+    assert facts.shape("z") == (3, 4)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import onnx
 
 from .. import opsets
-from ..external import plain_array
+from .constant_values import small_ints
 from .declared import Declared, Listed, interned
 from .element_types import (
     ALL_TYPES,
@@ -46,7 +46,7 @@ from .element_types import (
 from .inferred import Inferred
 from .names import Names
 from .scopes import Scope, constant_tensor, held_tensor, iter_scopes
-from .shape_rules import RULES
+from .shape_rules import ALL_OUTPUTS, RULES
 from .shape_walk import ShapeWalk
 
 if TYPE_CHECKING:
@@ -124,6 +124,8 @@ class Facts:
         self._inputs: dict[int, Collection[str]] = {}
         self._uses: dict[int, Counter] = {}
         self._producers: dict[int, dict[str, tuple[onnx.NodeProto, Scope]]] = {}
+        #: small integer values computed from constants (:mod:`.constant_values`)
+        self.computed: dict[tuple[int, str], object] = {}
         self.local: dict[str, int] | None = None  # types of the function body planned
         self.local_shapes: dict[str, tuple] = {}
         #: types and shapes of values a rewrite made
@@ -284,15 +286,18 @@ class Facts:
             return walk
         def producer(name: str):
             found = self.producer(name, f)
-            if found is None or found[0].op_type not in RULES or found[0].output[0] != name:
+            if found is None or found[0].op_type not in RULES:
                 return None
             n, sc = found
+            k = 0 if n.output[0] == name else list(n.output).index(name)
+            if k and n.op_type not in ALL_OUTPUTS:
+                return None
             source = self.source if f is None else (sc.opset or 0)
             version = (opsets.since_version(n.op_type, source)
                        if opsets.normalize_domain(n.domain) == "" else None)
             if version is None:
                 return None
-            return n, version, lambda v: self._small_int_constant(sc, v)
+            return n, version, lambda v: small_ints(self, sc, v), k
 
         if f is None:
             static = self.declared(self.model.graph).static_shape
@@ -316,13 +321,6 @@ class Facts:
                 o: (n, sc) for sc in self.scopes() if sc.root.function is function
                 for n in sc.nodes for o in n.output if o}
         return index.get(name)
-
-    def _small_int_constant(self, scope: Scope, name: str):
-        """The value of constant ``name`` when it is small and in memory (a shape, axes)."""
-        c = self.constant(scope, name)
-        if c is None or len(c.tensor.dims) > 1 or sum(c.tensor.dims) > 64:
-            return None
-        return plain_array(c.tensor)
 
     # -- constants
     def constant(self, scope: Scope, name: str) -> Constant | None:

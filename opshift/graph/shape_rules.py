@@ -37,15 +37,21 @@ def rule(*ops: str) -> Callable[[Rule], Rule]:
     return register
 
 
+#: ops whose rule answers for every output (the others' rules: the first output only)
+ALL_OUTPUTS = frozenset({"LSTM", "GRU", "RNN", "If"})
+
+
 @dataclass(slots=True)
 class Ask:
     """What a rule reads: ``node`` at schema ``version``; ``shape_of`` and ``const_of`` answer
-    for value names (a constant: its array, None when computed or not loaded)."""
+    for value names (a constant: its array, None when computed or not loaded); ``output``:
+    which output is asked for (0 but for :data:`ALL_OUTPUTS`)."""
 
     node: onnx.NodeProto
     version: int
     shape_of: Callable[[str], Shape | None]
     const_of: Callable[[str], np.ndarray | None]
+    output: int = 0
 
     def attr(self, name: str, default=None):
         for a in self.node.attribute:
@@ -269,7 +275,9 @@ def _reduce(a: Ask) -> Shape | None:
 @rule("Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "AveragePool", "MaxPool",
       "LpPool")
 def _window(a: Ask) -> Shape | None:
-    """Rank kept; batch from X, channels from W (or X for pooling); spatial dims unknown."""
+    """Rank kept; batch from X, channels from W (or X for pooling); spatial dims by the
+    window arithmetic where the sizes, kernel and attributes fix them (not ConvTranspose's,
+    nor a pool's with ceil_mode)."""
     op = a.node.op_type
     x = a.shape(0)
     w = a.shape(3 if op == "QLinearConv" else 1) if "Conv" in op else None
@@ -285,7 +293,77 @@ def _window(a: Ask) -> Shape | None:
         c = w[1] * a.attr("group", 1) if isinstance(w[1], int) else None
     else:
         c = w[0]
-    return (n, c, *(None,) * (rank - 2))
+    spatial = None
+    if x is not None and op != "ConvTranspose" and not a.attr("ceil_mode", 0):
+        kernel = a.attr("kernel_shape") or (w[2:] if w is not None else None)
+        spatial = _window_sizes(a, x[2:], kernel)
+    return (n, c, *(spatial or (None,) * (rank - 2)))
+
+
+def _window_sizes(a: Ask, sizes: Shape, kernel) -> list[Dim] | None:
+    """The output sizes of windows ``kernel`` sliding over ``sizes`` by the node's strides,
+    dilations and pads (or auto_pad); None where the attributes do not fit."""
+    k = len(sizes)
+    kernel = list(kernel or ())
+    strides = list(a.attr("strides") or [1] * k)
+    dil = list(a.attr("dilations") or [1] * k)
+    if not (len(kernel) == len(strides) == len(dil) == k) or min(strides + dil, default=1) < 1:
+        return None
+    auto = a.attr("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    pads = list(a.attr("pads") or [0] * (2 * k)) if auto == "NOTSET" else [0] * (2 * k)
+    if len(pads) != 2 * k or auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        return None
+    out: list[Dim] = []
+    for i, (d, kk, s, dd) in enumerate(zip(sizes, kernel, strides, dil)):
+        if not isinstance(d, int) or not isinstance(kk, int):
+            out.append(None)
+        elif auto in ("SAME_UPPER", "SAME_LOWER"):
+            out.append(-(-d // s))
+        else:
+            span = d + pads[i] + pads[k + i] - ((kk - 1) * dd + 1)
+            out.append(span // s + 1 if span >= 0 else None)
+    return out
+
+
+@rule("LSTM", "GRU", "RNN")
+def _recurrent(a: Ask) -> Shape | None:
+    """Y ``[seq, directions, batch, hidden]``, Y_h and Y_c ``[directions, batch, hidden]``
+    (batch first with layout=1, from 14); hidden from the attribute, else from W."""
+    x, w = a.shape(0), a.shape(1)
+    hidden = a.attr("hidden_size")
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[a.node.op_type]
+    if hidden is None and w is not None and len(w) == 3 and isinstance(w[1], int):
+        hidden = w[1] // gates
+    direction = a.attr("direction", b"forward")
+    dirs = 2 if direction in (b"bidirectional", "bidirectional") else 1
+    first = a.attr("layout", 0) == 1
+    seq, batch = (None, None) if x is None or len(x) != 3 else (x[1], x[0]) if first \
+        else (x[0], x[1])
+    if a.output == 0:
+        return (batch, seq, dirs, hidden) if first else (seq, dirs, batch, hidden)
+    return (batch, dirs, hidden) if first else (dirs, batch, hidden)
+
+
+def reads(node: onnx.NodeProto) -> list[str]:
+    """The values ``node``'s rule reads the shapes of: its inputs, and an If's branch
+    outputs."""
+    if node.op_type != "If":
+        return list(node.input)
+    return [o.name for a in node.attribute if a.type == onnx.AttributeProto.GRAPH
+            for o in a.g.output]
+
+
+@rule("If")
+def _if(a: Ask) -> Shape | None:
+    """The dims both branches give output ``output`` in (an If gives one of the two)."""
+    branches = [at.g for at in a.node.attribute if at.type == onnx.AttributeProto.GRAPH]
+    if len(branches) != 2:
+        return None
+    s, t = (a.shape_of(g.output[a.output].name) for g in branches)
+    if s is None or t is None or len(s) != len(t):
+        return None
+    return tuple(x if x == y else None for x, y in zip(s, t))
 
 
 @rule("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
@@ -294,13 +372,15 @@ def _global_pool(a: Ask) -> Shape | None:
     return None if x is None or len(x) < 2 else (x[0], x[1], *(1,) * (len(x) - 2))
 
 
-def output_shape(node: onnx.NodeProto, version: int, shape_of, const_of) -> Shape | None:
-    """The shape of ``node``'s first output by its op's rule (None: no rule, or unknown)."""
+def output_shape(node: onnx.NodeProto, version: int, shape_of, const_of, output: int = 0
+                 ) -> Shape | None:
+    """The shape of ``node``'s output ``output`` (the first but for :data:`ALL_OUTPUTS`) by
+    its op's rule (None: no rule, or unknown)."""
     fn = RULES.get(node.op_type)
     if fn is None:
         return None
     try:
-        return fn(Ask(node, version, shape_of, const_of))
+        return fn(Ask(node, version, shape_of, const_of, output))
     except (IndexError, TypeError, ValueError, StopIteration):
         return None  # a malformed node: what the rule reads does not fit the definition
 

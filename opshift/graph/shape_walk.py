@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import onnx
 
-from .shape_rules import Shape, known, merge, output_shape
+from .shape_rules import Shape, known, merge, output_shape, reads
 
 
 class ShapeWalk:
@@ -17,11 +17,11 @@ class ShapeWalk:
     base shape has every dim (an int or a name) is taken as it is.
 
     ``base(name)``: what other sources say; ``producer(name)``: (node, its op's version,
-    constant lookup for its scope) for a value that is a node's first output.
+    constant lookup for its scope, which output the value is) for a value a rule covers.
     """
 
     def __init__(self, base: Callable[[str], Shape | None],
-                 producer: Callable[[str], tuple[onnx.NodeProto, int, Callable] | None]):
+                 producer: Callable[[str], tuple[onnx.NodeProto, int, Callable, int] | None]):
         self._base = base
         self._producer = producer
         self._memo: dict[str, Shape | None] = {}
@@ -46,13 +46,13 @@ class ShapeWalk:
                 memo[v] = base
                 stack.pop()
                 continue
-            node, version, const_of = p
+            node, version, const_of, output = p
             if v not in opened:  # first visit: the inputs first (a cycle is cut here)
                 opened.add(v)
-                todo = [i for i in node.input if i and i not in memo]
+                todo = [i for i in reads(node) if i and i not in memo]
                 if todo:
                     stack.extend(todo)
                     continue
-            memo[v] = merge(base, output_shape(node, version, memo.get, const_of))
+            memo[v] = merge(base, output_shape(node, version, memo.get, const_of, output))
             stack.pop()
         return memo[name]

@@ -1,0 +1,187 @@
+"""Values that depend on constants alone: which they are, and what they hold.
+
+Exporters often compute a shape, pads or axes from constants rather than writing them:
+PyTorch writes a Pad's pads as ConstantOfShape, Concat, Reshape, a reversing Slice, Transpose
+and Cast of Constant nodes; tf2onnx a Concat of a Split of an initializer. Such a value is
+one only through ops whose results do not depend on how a runtime computes them (data
+movement, casts, comparisons and logic, Floor/Ceil/Abs/Neg/Sign, and on integers arithmetic
+and Range): the evaluator then computes what every runtime would. The shape rules read the
+small integer ones (:func:`small_ints`); conversion folds them where a step needs a constant
+(:mod:`opshift.conversion.fold_first`).
+
+A value read at run time (a graph input, a Shape of one with a dim not known beforehand), an
+other-domain op, a value made on the way of more than :data:`MAX_ELEMENTS` elements or of a
+shape not known beforehand, a graph's output, or a value in a model-local function is not
+one. The Shape of a main-graph input declared with known dims is that constant: the
+declaration is the model's contract, and runtimes refuse inputs of other shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .. import opsets
+from ..errors import OpshiftError
+from ..external import plain_array
+from .scopes import Scope
+
+if TYPE_CHECKING:
+    from .facts import Facts
+
+#: ops whose results from given inputs every runtime computes alike (no reduction order,
+#: no library function): folded from constants, they compute what the model computes
+FOLDABLE = frozenset({
+    "Abs", "Add", "And", "Cast", "CastLike", "Ceil", "Concat", "ConstantOfShape", "Div",
+    "Equal", "Expand", "Flatten", "Floor", "Gather", "GatherElements", "Greater",
+    "GreaterOrEqual", "Identity", "Less", "LessOrEqual", "Max", "Min", "Mod", "Mul", "Neg",
+    "Not", "Or", "Range", "Reshape", "Shape", "Sign", "Size", "Slice", "Split", "Squeeze",
+    "Sub", "Tile", "Transpose", "Unsqueeze", "Where", "Xor",
+})
+#: folded on integers only: on floats a runtime may fuse a multiply and an add, divide
+#: approximately, order a Range's additions or take a NaN its own way
+_INTEGER_ONLY = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Range"})
+#: the most elements a folded value or a constant it reads may have
+MAX_ELEMENTS = 1 << 16
+#: the most nodes folded into one value
+MAX_NODES = 256
+_PLAIN = frozenset("bBhHiIlLqQefd?")  # numpy kinds numpy_helper writes as they are
+
+
+_WORKING = object()  # a value being computed: met again, it is not a constant
+
+
+def small_ints(facts: Facts, scope: Scope, name: str) -> np.ndarray | None:
+    """The value of ``name`` as ``scope`` reads it when it is a small vector (a shape, pads,
+    axes): a constant's, or an integer one computed from constants alone (evaluated once)."""
+    c = facts.constant(scope, name)
+    if c is not None:
+        if len(c.tensor.dims) > 1 or sum(c.tensor.dims) > 64:
+            return None
+        return plain_array(c.tensor)
+    if facts.elem_type(name) not in opsets.INTEGER_TYPES:
+        return None
+    place = home(facts, scope, name)
+    key = (id(place), name)
+    found = facts.computed.get(key)
+    if found is None:
+        facts.computed[key] = _WORKING
+        found = chain(facts, place, name) if place is not None else None
+        if found is not None:
+            nodes, leaves = found
+            index = {o: i for i, n in enumerate(place.nodes) for o in n.output if o}
+            t = evaluate(place, name, sorted(index[next(o for o in n.output if o)]
+                                             for n in nodes), leaves)
+            found = None if t is None or len(t.dims) > 1 or sum(t.dims) > 64 \
+                else plain_array(t)
+        facts.computed[key] = found if found is not None else _WORKING
+    return None if found is _WORKING else found
+
+
+def home(facts: Facts, scope: Scope, value: str) -> Scope | None:
+    """The scope whose node computes ``value`` (read in ``scope``: it or one enclosing it)
+    when a fold may make it an initializer there: a graph's, not its output."""
+    if scope.root.function is not None:
+        return None
+    found = facts.producer(value)
+    if found is None:
+        return None
+    home = found[1]
+    if home.graph is None or value in home.outputs():
+        return None
+    return home
+
+
+def chain(facts: Facts, home: Scope, value: str
+          ) -> tuple[list[onnx.NodeProto], dict[str, onnx.TensorProto]] | None:
+    """(the nodes computing ``value``; the constants they read) when only constants and
+    :data:`FOLDABLE` ops of ``home`` go into it, else None."""
+    nodes: dict[str, onnx.NodeProto] = {}  # by its first output: a Split's outputs share it
+    leaves = {}
+    todo, seen = [value], set()
+    while todo:
+        x = todo.pop()
+        if not x or x in seen:
+            continue
+        seen.add(x)
+        c = facts.constant(home, x)
+        if c is not None:
+            t = c.tensor
+            if t.data_location == onnx.TensorProto.EXTERNAL or np.prod(t.dims) > MAX_ELEMENTS:
+                return None
+            leaves[x] = t
+            continue
+        found = facts.producer(x)
+        if found is None or found[1] is not home:  # read at run time, or computed elsewhere
+            return None
+        n = found[0]
+        if opsets.normalize_domain(n.domain) or n.op_type not in FOLDABLE \
+                or len(nodes) >= MAX_NODES \
+                or (n.op_type in _INTEGER_ONLY
+                    and facts.elem_type(n.output[0]) not in opsets.INTEGER_TYPES) \
+                or not _small(facts, n):
+            return None
+        nodes[next(o for o in n.output if o)] = n
+        dims = _fixed_shape(facts, home, n)
+        if dims is not None:  # its output is a constant; the input's values are not read
+            leaves[n.output[0]] = numpy_helper.from_array(dims, n.output[0])
+            continue
+        todo.extend(n.input)
+    return list(nodes.values()), leaves
+
+
+def _fixed_shape(facts: Facts, home: Scope, n: onnx.NodeProto) -> np.ndarray | None:
+    """What Shape node ``n`` gives when it reads an input of the main graph declared with
+    known dims (the model's contract: runtimes refuse inputs of other shapes), else None."""
+    if n.op_type != "Shape" or home.parent is not None or not n.input:
+        return None
+    x = n.input[0]
+    declared = facts.declared(home.graph)
+    shape = declared.shape(x)
+    if x not in declared.input_names() or facts.constant(home, x) is not None \
+            or shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    attrs = {a.name: a.i for a in n.attribute}
+    return np.array(shape[attrs.get("start", 0):attrs.get("end", len(shape))], np.int64)
+
+
+def _small(facts: Facts, n: onnx.NodeProto) -> bool:
+    """Whether every output of ``n`` has a known shape of at most :data:`MAX_ELEMENTS`
+    values: what a fold computes stays small whatever the model says (a ConstantOfShape of
+    2**40 values is not made to read two of them)."""
+    for o in n.output:
+        s = facts.shape(o) if o else ()
+        if s is None or not all(isinstance(d, int) for d in s) or math.prod(s) > MAX_ELEMENTS:
+            return False
+    return True
+
+
+def evaluate(scope: Scope, value: str, at: list[int], leaves: dict[str, onnx.TensorProto]
+              ) -> onnx.TensorProto | None:
+    """``value`` computed by the evaluator from the nodes at ``at`` and ``leaves``, as a
+    tensor named ``value``; None when it cannot be run or is too large."""
+    from ..evaluator import evaluate
+
+    g = onnx.GraphProto(name="fold", node=[scope.nodes[i] for i in at  # (but Shapes of
+                                           if scope.nodes[i].output[0] not in leaves],  # inputs)
+                        output=[onnx.ValueInfoProto(name=value)])
+    for name, t in leaves.items():  # (a Constant node's tensor is not named as its output)
+        g.initializer.add().CopyFrom(t)
+        g.initializer[-1].name = name
+    m = onnx.ModelProto(graph=g, ir_version=onnx.IR_VERSION, opset_import=[
+        onnx.OperatorSetIdProto(domain=d, version=v) for d, v in scope.opsets.items()])
+    try:
+        with np.errstate(all="ignore"):
+            result = evaluate(m, {})[value]
+    except (OpshiftError, ValueError, TypeError):
+        return None
+    if not isinstance(result, np.ndarray) or result.size > MAX_ELEMENTS \
+            or result.dtype.char not in _PLAIN:
+        return None
+    return numpy_helper.from_array(result, value)
+
+
