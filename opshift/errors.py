@@ -57,6 +57,15 @@ class ConstantNeededError(ConversionError):
         self.value, self.scope, self.reason = value, scope, reason or message
 
 
+class BranchNeededError(ConversionError):
+    """A refused If, which the branch its condition takes may replace (an If whose branches
+    give an output in different shapes cannot go below If-11); ``scope``: its scope."""
+
+    def __init__(self, message: str, scope: object = None) -> None:
+        super().__init__(message)
+        self.scope = scope
+
+
 class ArgumentTypeError(OpshiftError, TypeError):
     """An argument of the wrong type passed to the API (``convert(model, "13")``): a
     TypeError, and an OpshiftError like every error opshift raises on purpose."""

@@ -5,12 +5,13 @@ below opset 7, ...) is refused. When such a node lies in a region that ``fuse``'
 exactly into PRelu, LeakyRelu or Selu -- the function bodies of those ops that exporters and
 onnx's ``_expanded`` models write out are such regions -- the region is fused first and the
 fused model is converted: the single op exists at every opset, and fusing it is exact by
-fuse's own checks. Only the regions holding refused nodes are fused (by the fuse pass itself),
-nothing else; each fusion is reported as a change saying which nodes were fused and why.
-A node refused because it needs as a constant a value computed from constants alone has that
-value folded first (:mod:`.fold_first`), reported the same way. Whatever neither helps is
-refused as before, naming node, op and version; the model is changed only when the whole
-conversion is planned.
+fuse's own checks. Only the regions holding refused nodes are fused (by the fuse pass
+itself), nothing else; each fusion is reported as a change saying which nodes were fused and
+why. A node refused because it needs as a constant a value computed from constants alone has
+that value folded first (:mod:`.fold_first`), a refused If is replaced by the branch its
+condition takes where constants and shapes decide it (:mod:`.taken_branch`), each reported the
+same way. Whatever none of these helps is refused as before, naming node, op and version; the
+model is changed only when the whole conversion is planned.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from collections.abc import Callable
 
 import onnx
 
-from ..errors import ConstantNeededError, ConversionError, MissingOpError
+from ..errors import BranchNeededError, ConstantNeededError, ConversionError, MissingOpError
 from .fold_first import fold
 from .result import Change
+from .taken_branch import take_branches
 
 
 class Refusals(Exception):
@@ -37,7 +39,7 @@ class Refusals(Exception):
 
     @staticmethod
     def may_help(e: ConversionError) -> bool:
-        return isinstance(e, (MissingOpError, ConstantNeededError))
+        return isinstance(e, (MissingOpError, ConstantNeededError, BranchNeededError))
 
 
 def plan_after_fusing_and_folding(model: onnx.ModelProto,
@@ -61,7 +63,8 @@ def plan_after_fusing_and_folding(model: onnx.ModelProto,
             entries = plan(work)
             break
         except Refusals as r:
-            folded = fold(work, source, r.refused, r.scopes)
+            folded = (take_branches(work, source, r.refused, r.scopes)
+                      or fold(work, source, r.refused, r.scopes))
             if folded is not None:
                 work, done = folded
                 firsts += done
@@ -91,9 +94,12 @@ def _raise_after(e: ConversionError, firsts: list[Change], target: int) -> None:
         ops = ", ".join(dict.fromkeys(c.op for c in fused))
         said.append(f"fusing {len(fused)} region(s) into single ops first, because {ops} "
                     f"does not exist at opset {target}")
-    if len(fused) < len(firsts):
-        said.append(f"folding {len(firsts) - len(fused)} value(s) computed from constants "
-                    "into initializers first")
+    taken = sum(c.action == "take_branch" for c in firsts)
+    if taken:
+        said.append(f"replacing {taken} If node(s) by the branch their condition takes first")
+    if len(fused) + taken < len(firsts):
+        said.append(f"folding {len(firsts) - len(fused) - taken} value(s) computed from "
+                    "constants into initializers first")
     raise type(e)(f"{e} (after {' and '.join(said)})") from None
 
 

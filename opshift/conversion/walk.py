@@ -14,7 +14,7 @@ from functools import cached_property
 import onnx
 
 from .. import opsets
-from ..errors import ConstantNeededError, ConversionError, MissingOpError
+from ..errors import BranchNeededError, ConstantNeededError, ConversionError, MissingOpError
 from ..graph.facts import Facts
 from ..graph.scopes import Scope
 from .generic import SchemaStep, schema_step, versions_between
@@ -87,6 +87,8 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
             msg = f"{_loc(n, name, v_from, v_to, sc)}: {why}"
             if isinstance(e, NotConstant):
                 raise ConstantNeededError(msg, e.value, sc, why) from None
+            if op == "If":  # (the branch its condition takes may convert: .taken_branch)
+                raise BranchNeededError(msg, sc) from None
             raise ConversionError(msg) from None
     if (state.finisher is None or state.removed) and (v_to is not None or state.removed):
         return _result(n, state), state

@@ -96,10 +96,11 @@ def home(facts: Facts, scope: Scope, value: str) -> Scope | None:
     return home
 
 
-def chain(facts: Facts, home: Scope, value: str
+def chain(facts: Facts, home: Scope, value: str, *, shapes: bool = False
           ) -> tuple[list[onnx.NodeProto], dict[str, onnx.TensorProto]] | None:
     """(the nodes computing ``value``; the constants they read) when only constants and
-    :data:`FOLDABLE` ops of ``home`` go into it, else None."""
+    :data:`FOLDABLE` ops of ``home`` go into it, else None. ``shapes``: a Shape of any value
+    whose dims are all known is a constant too (see :func:`_fixed_shape`)."""
     nodes: dict[str, onnx.NodeProto] = {}  # by its first output: a Split's outputs share it
     leaves = {}
     todo, seen = [value], set()
@@ -126,7 +127,7 @@ def chain(facts: Facts, home: Scope, value: str
                 or not _small(facts, n):
             return None
         nodes[next(o for o in n.output if o)] = n
-        dims = _fixed_shape(facts, home, n)
+        dims = _fixed_shape(facts, home, n, shapes)
         if dims is not None:  # its output is a constant; the input's values are not read
             leaves[n.output[0]] = numpy_helper.from_array(dims, n.output[0])
             continue
@@ -134,19 +135,35 @@ def chain(facts: Facts, home: Scope, value: str
     return list(nodes.values()), leaves
 
 
-def _fixed_shape(facts: Facts, home: Scope, n: onnx.NodeProto) -> np.ndarray | None:
+def _fixed_shape(facts: Facts, home: Scope, n: onnx.NodeProto, shapes: bool
+                 ) -> np.ndarray | None:
     """What Shape node ``n`` gives when it reads an input of the main graph declared with
-    known dims (the model's contract: runtimes refuse inputs of other shapes), else None."""
-    if n.op_type != "Shape" or home.parent is not None or not n.input:
+    known dims (the model's contract: runtimes refuse inputs of other shapes); with
+    ``shapes``, also a value of the main graph or an If's branch (not a loop body, whose
+    values may change shape from one iteration to the next) whose every dim the declarations
+    and the shape rules fix. Else None."""
+    if n.op_type != "Shape" or not n.input:
         return None
     x = n.input[0]
-    declared = facts.declared(home.graph)
-    shape = declared.shape(x)
-    if x not in declared.input_names() or facts.constant(home, x) is not None \
-            or shape is None or not all(isinstance(d, int) for d in shape):
+    shape = None
+    if home.parent is None:
+        declared = facts.declared(home.graph)
+        if x in declared.input_names() and facts.constant(home, x) is None:
+            shape = declared.shape(x)
+    if shape is None and shapes and not _in_loop(home):
+        shape = facts.shape(x)
+    if shape is None or not all(isinstance(d, int) for d in shape):
         return None
     attrs = {a.name: a.i for a in n.attribute}
     return np.array(shape[attrs.get("start", 0):attrs.get("end", len(shape))], np.int64)
+
+
+def _in_loop(scope: Scope) -> bool:
+    while scope.parent is not None:
+        if scope.owner is not None and scope.owner.op_type in ("Loop", "Scan"):
+            return True
+        scope = scope.parent
+    return False
 
 
 def _small(facts: Facts, n: onnx.NodeProto) -> bool:

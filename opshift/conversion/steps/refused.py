@@ -18,7 +18,8 @@ def if_branch_shapes(st: Step) -> None:
     """Before If-11 both branches must give each output in one shape: refused where their
     shapes (declared or worked out) differ in rank or in a dim both know (a model whose
     then-branch squeezes what the else-branch passes on, as PyTorch's exports of
-    ``if x.dim() == 3`` write, no runtime loads below 11)."""
+    ``if x.dim() == 3`` write, no runtime loads below 11) unless the shapes decide the
+    condition (:mod:`..taken_branch`)."""
     if st.up:
         return
     branches = {a.name: a.g for a in st.w.attribute if a.type == onnx.AttributeProto.GRAPH}
@@ -32,7 +33,8 @@ def if_branch_shapes(st: Step) -> None:
         if len(sa) != len(sb) or any(isinstance(x, int) and isinstance(y, int) and x != y
                                      for x, y in zip(sa, sb)):
             raise Refuse(f"its branches give output {k} in shapes {list(sa)} and {list(sb)}: "
-                         "before If-11 both branches must give one shape")
+                         "before If-11 both branches must give one shape (where constants and "
+                         "the input shapes decide its condition, the branch taken replaces it)")
 
 
 @at(19, "Pad")

@@ -1,0 +1,133 @@
+"""An If replaced by the branch its condition takes, before converting, where that is the only
+way.
+
+Before If-11 both branches of an If must give each output in one shape. PyTorch writes
+``if x.shape[-1] == 1: x = x.squeeze(-1)`` as an If whose branches differ in rank, which no
+older opset holds (an If can be refused for what its branches give in other ways too). Where
+the condition of a refused If depends on constants and on shapes the model fixes (its inputs'
+declared dims, ``--input-shape``'s, through the shape rules), it is computed as
+:mod:`opshift.graph.constant_values` computes such values, and the If is replaced by the
+branch it takes: the branch's nodes in the If's place, every value they define renamed to a
+name no other graph uses, the first to give each output giving it under the If's name
+(Identity where none can), its initializers and value_info moved along. The model computes
+what the input does for inputs of those shapes. Then the model is planned again.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import numpy_helper
+
+from ..errors import BranchNeededError
+from ..graph import constant_values as values
+from ..graph.facts import Facts
+from ..graph.names import Names
+from ..graph.scopes import Scope, iter_scopes, splice, subgraphs
+from .result import Change
+
+
+def take_branches(model: onnx.ModelProto, source: int, refused: list, planned: list
+                  ) -> tuple[onnx.ModelProto, list[Change]] | None:
+    """A copy of ``model`` with the first If of ``refused`` ((node, name, scope label,
+    version, error) tuples, as the planner collects them) refused with a
+    :class:`BranchNeededError` whose condition is known replaced by the branch it takes;
+    the change. None when no such condition is known. ``planned``: the scopes of ``model``
+    the planner saw, which the errors name. One If at a time: an If taken may hold others."""
+    facts = Facts(model, source)
+    scopes_now = facts.scopes()
+    at_planned = {id(s): k for k, s in enumerate(planned)}
+    for node, name, label, version, err in refused:
+        if not isinstance(err, BranchNeededError) or id(err.scope) not in at_planned:
+            continue
+        k = at_planned[id(err.scope)]
+        scope = scopes_now[k]
+        taken = _condition(facts, scope, node.input[0]) if scope.graph is not None else None
+        if taken is None:
+            continue
+        at = next((i for i, n in enumerate(scope.nodes) if n == node), None)
+        if at is None:
+            continue
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        home = list(iter_scopes(out))[k]
+        branch = dict(subgraphs(home.nodes[at]))["then_branch" if taken else "else_branch"]
+        made = _branch_nodes(home.nodes[at], branch, home.graph, Names(out))
+        splice(home.nodes, {at: made})
+        cond = node.input[0]
+        return out, [Change(
+            name, "If", label, version, None, "take_branch",
+            f"replaced by its {'then' if taken else 'else'} branch ({len(branch.node)} "
+            f"node(s)): its condition {cond!r} is {taken}, computed from constants and shapes "
+            "the model fixes",
+            f"node {name!r}: {err}; the branch taken depends on shapes only")]
+    return None
+
+
+def _condition(facts: Facts, scope: Scope, cond: str) -> bool | None:
+    """The value of If condition ``cond`` when constants and fixed shapes decide it."""
+    c = facts.constant(scope, cond)
+    if c is not None:
+        value = None if c.tensor.data_location == onnx.TensorProto.EXTERNAL \
+            else numpy_helper.to_array(c.tensor)
+    else:
+        home = values.home(facts, scope, cond)
+        found = values.chain(facts, home, cond, shapes=True) if home is not None else None
+        if found is None:
+            return None
+        nodes, leaves = found
+        index = {o: i for i, n in enumerate(home.nodes) for o in n.output if o}
+        t = values.evaluate(home, cond, sorted(index[next(o for o in n.output if o)]
+                                               for n in nodes), leaves)
+        value = None if t is None else numpy_helper.to_array(t)
+    if value is None or value.size != 1:
+        return None
+    return bool(value.reshape(-1)[0])
+
+
+def _branch_nodes(node: onnx.NodeProto, branch: onnx.GraphProto, graph: onnx.GraphProto,
+                  names: Names) -> list[onnx.NodeProto]:
+    """``branch``'s nodes as nodes of ``graph`` in place of If ``node``: values renamed
+    apart, outputs given the If's names; its initializers and value_info moved to ``graph``."""
+    rename: dict[str, str] = {}
+    for t in branch.initializer:
+        rename[t.name] = names.fresh(t.name)
+    made_here = {o for n in branch.node for o in n.output if o}
+    given: set[str] = set()
+    for b, y in zip((o.name for o in branch.output), node.output):
+        if y and b in made_here and b not in given:  # the node making it gives the If's
+            rename[b] = y
+            given.add(b)
+    for n in branch.node:
+        for o in n.output:
+            if o and o not in rename:
+                rename[o] = names.fresh(o)
+    for t in branch.initializer:
+        graph.initializer.append(t)
+        graph.initializer[-1].name = rename[t.name]
+    for vi in branch.value_info:
+        if vi.name in rename and rename[vi.name] not in node.output:
+            graph.value_info.append(vi)
+            graph.value_info[-1].name = rename[vi.name]
+    out = []
+    for n in branch.node:
+        m = onnx.NodeProto()
+        m.CopyFrom(n)
+        _renamed(m, rename)
+        out.append(m)
+    for b, y in zip((o.name for o in branch.output), node.output):
+        if y and rename.get(b) != y:
+            out.append(onnx.helper.make_node("Identity", [rename.get(b, b)], [y],
+                                             name=names.fresh(f"{node.name or 'If'}/{y}")))
+    return out
+
+
+def _renamed(n: onnx.NodeProto, rename: dict[str, str]) -> None:
+    """Node ``n`` with its inputs and outputs renamed by ``rename``, and the outer-scope
+    names its subgraphs read (names are unique: none of them defines one of these)."""
+    n.input[:] = [rename.get(x, x) for x in n.input]
+    n.output[:] = [rename.get(x, x) for x in n.output]
+    for _, g in subgraphs(n):
+        for m in g.node:
+            _renamed(m, rename)
+        for vi in g.output:
+            vi.name = rename.get(vi.name, vi.name)
