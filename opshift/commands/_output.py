@@ -11,9 +11,9 @@ Every command that reads a model (convert, inline, fuse, fix, inspect, verify) r
 ``exit_code``    0 ok, 1 verification mismatch, 2 bad input or impossible request
 ``changes``      one object per change: ``node``, ``op``, ``scope``, ``what``, ``why``
                  (fix adds ``kind``; convert adds ``kind: "fuse"`` to a region it fused
-                 into one op first and ``kind: "fold"`` to a value it folded into a
-                 constant first, the only ways to convert them); empty when nothing
-                 changed
+                 into one op first, ``kind: "fold"`` to a value it folded into a
+                 constant first and ``kind: "take_branch"`` to an If it replaced by the
+                 branch taken, the only ways to convert them); empty when nothing changed
 ``ops_before``   op type -> node count of the model read (``domain::Op`` outside ai.onnx;
                  every graph, subgraph and function counted)
 ``ops_after``    the same for the model written (or, for verify, the candidate), else null

@@ -109,6 +109,11 @@ def _convert(args, src) -> _rewrite.Rewritten:
         notes.append(f"folded {plural(len(folded), 'value')} computed from constants alone "
                      "into initializers before converting, the only way: below their "
                      "versions' opsets, the nodes reading them need them as constants")
+    taken = sum(c.action == "take_branch" for c in result.changes)
+    if taken:
+        notes.append(f"replaced {plural(taken, 'If node')} by the branch its condition takes "
+                     "before converting, the only way: the condition depends on constants and "
+                     "shapes only, and the If cannot be converted")
 
     def check():
         return _verify(original, model, result, src, args.seed)

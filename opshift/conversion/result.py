@@ -46,7 +46,7 @@ class Change:
     def to_dict(self) -> dict[str, Any]:
         d = {"node": self.node, "op": self.label, "scope": self.scope, "what": self.what,
              "why": self.why}
-        if self.action in ("fuse", "fold"):  # done before converting (see .fuse_first)
+        if self.action in ("fuse", "fold", "take_branch"):  # before converting: .fuse_first
             d["kind"] = self.action
         return d
 

@@ -28,39 +28,40 @@ from .result import Change
 
 def take_branches(model: onnx.ModelProto, source: int, refused: list, planned: list
                   ) -> tuple[onnx.ModelProto, list[Change]] | None:
-    """A copy of ``model`` with the first If of ``refused`` ((node, name, scope label,
-    version, error) tuples, as the planner collects them) refused with a
-    :class:`BranchNeededError` whose condition is known replaced by the branch it takes;
-    the change. None when no such condition is known. ``planned``: the scopes of ``model``
-    the planner saw, which the errors name. One If at a time: an If taken may hold others."""
+    """A copy of ``model`` with the Ifs of ``refused`` ((node, name, scope label, version,
+    error) tuples, as the planner collects them) refused with a :class:`BranchNeededError`
+    whose condition is known replaced by the branch each takes; the changes. None when no
+    such condition is known. ``planned``: the scopes of ``model`` the planner saw, which the
+    errors name. The Ifs of one scope at a time (the first such If's): an If taken may hold
+    others, which the next planning refuses again."""
     facts = Facts(model, source)
     scopes_now = facts.scopes()
     at_planned = {id(s): k for k, s in enumerate(planned)}
+    where, taken = None, {}
     for node, name, label, version, err in refused:
-        if not isinstance(err, BranchNeededError) or id(err.scope) not in at_planned:
+        k = at_planned.get(id(err.scope)) if isinstance(err, BranchNeededError) else None
+        if k is None or where not in (None, k) or scopes_now[k].graph is None:
             continue
-        k = at_planned[id(err.scope)]
-        scope = scopes_now[k]
-        taken = _condition(facts, scope, node.input[0]) if scope.graph is not None else None
-        if taken is None:
-            continue
-        at = next((i for i, n in enumerate(scope.nodes) if n == node), None)
-        if at is None:
-            continue
-        out = onnx.ModelProto()
-        out.CopyFrom(model)
-        home = list(iter_scopes(out))[k]
-        branch = dict(subgraphs(home.nodes[at]))["then_branch" if taken else "else_branch"]
-        made = _branch_nodes(home.nodes[at], branch, home.graph, Names(out))
-        splice(home.nodes, {at: made})
-        cond = node.input[0]
-        return out, [Change(
-            name, "If", label, version, None, "take_branch",
-            f"replaced by its {'then' if taken else 'else'} branch ({len(branch.node)} "
-            f"node(s)): its condition {cond!r} is {taken}, computed from constants and shapes "
-            "the model fixes",
-            f"node {name!r}: {err}; the branch taken depends on shapes only")]
-    return None
+        branch = _condition(facts, scopes_now[k], node.input[0])
+        at = None if branch is None else next(
+            (i for i, n in enumerate(scopes_now[k].nodes) if n == node), None)
+        if at is not None:
+            where, taken[at] = k, (branch, Change(
+                name, "If", label, version, None, "take_branch",
+                f"replaced by its {'then' if branch else 'else'} branch: its condition "
+                f"{node.input[0]!r} is {branch}, computed from constants and shapes the model "
+                "fixes", f"node {name!r}: {err}; the branch taken depends on shapes only"))
+    if where is None:
+        return None
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    home, names = list(iter_scopes(out))[where], Names(out)
+    made = {}
+    for at, (branch, _) in taken.items():
+        g = dict(subgraphs(home.nodes[at]))["then_branch" if branch else "else_branch"]
+        made[at] = _branch_nodes(home.nodes[at], g, home.graph, names)
+    splice(home.nodes, made)
+    return out, [change for _, (_, change) in sorted(taken.items())]
 
 
 def _condition(facts: Facts, scope: Scope, cond: str) -> bool | None:
