@@ -75,10 +75,7 @@ def _condition(facts: Facts, scope: Scope, cond: str) -> bool | None:
         found = values.chain(facts, home, cond, shapes=True) if home is not None else None
         if found is None:
             return None
-        nodes, leaves = found
-        index = {o: i for i, n in enumerate(home.nodes) for o in n.output if o}
-        t = values.evaluate(home, cond, sorted(index[next(o for o in n.output if o)]
-                                               for n in nodes), leaves)
+        t = values.evaluate(home, cond, *found)
         value = None if t is None else numpy_helper.to_array(t)
     if value is None or value.size != 1:
         return None

@@ -72,10 +72,7 @@ def small_ints(facts: Facts, scope: Scope, name: str) -> np.ndarray | None:
         facts.computed[key] = _WORKING
         found = chain(facts, place, name) if place is not None else None
         if found is not None:
-            nodes, leaves = found
-            index = {o: i for i, n in enumerate(place.nodes) for o in n.output if o}
-            t = evaluate(place, name, sorted(index[next(o for o in n.output if o)]
-                                             for n in nodes), leaves)
+            t = evaluate(place, name, *found)
             found = None if t is None or len(t.dims) > 1 or sum(t.dims) > 64 \
                 else plain_array(t)
         facts.computed[key] = found if found is not None else _WORKING
@@ -135,6 +132,24 @@ def chain(facts: Facts, home: Scope, value: str, *, shapes: bool = False
     return list(nodes.values()), leaves
 
 
+def _in_order(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """``nodes`` (one value's, a few) with each after the nodes whose outputs it reads."""
+    made = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    out, done = [], set()
+
+    def visit(k: int) -> None:
+        if k not in done:
+            done.add(k)
+            for x in nodes[k].input:
+                if x in made:
+                    visit(made[x])
+            out.append(nodes[k])
+
+    for k in range(len(nodes)):
+        visit(k)
+    return out
+
+
 def _fixed_shape(facts: Facts, home: Scope, n: onnx.NodeProto, shapes: bool
                  ) -> np.ndarray | None:
     """What Shape node ``n`` gives when it reads an input of the main graph declared with
@@ -177,14 +192,15 @@ def _small(facts: Facts, n: onnx.NodeProto) -> bool:
     return True
 
 
-def evaluate(scope: Scope, value: str, at: list[int], leaves: dict[str, onnx.TensorProto]
-              ) -> onnx.TensorProto | None:
-    """``value`` computed by the evaluator from the nodes at ``at`` and ``leaves``, as a
-    tensor named ``value``; None when it cannot be run or is too large."""
+def evaluate(scope: Scope, value: str, nodes: list[onnx.NodeProto],
+             leaves: dict[str, onnx.TensorProto]) -> onnx.TensorProto | None:
+    """``value`` computed by the evaluator from ``nodes`` (as :func:`chain` finds them, in
+    any order) and ``leaves``, as a tensor named ``value``; None when it cannot be run or is
+    too large."""
     from ..evaluator import evaluate
 
-    g = onnx.GraphProto(name="fold", node=[scope.nodes[i] for i in at  # (but Shapes of
-                                           if scope.nodes[i].output[0] not in leaves],  # inputs)
+    g = onnx.GraphProto(name="fold", node=_in_order([n for n in nodes  # (but fixed Shapes)
+                                                     if n.output[0] not in leaves]),
                         output=[onnx.ValueInfoProto(name=value)])
     for name, t in leaves.items():  # (a Constant node's tensor is not named as its output)
         g.initializer.add().CopyFrom(t)
