@@ -117,3 +117,28 @@ def test_ir3_unlisted_initializers_get_the_ir_fix_gives(tmp_path, command):
     assert model.ir_version == 3 and onnx.load(src).ir_version == 3  # input untouched
     p = opshift(command, src, *extra, "-o", out)  # and people are told
     assert "repaired: IR version 3 -> 4 (as 'opshift fix' does)" in p.stdout
+
+
+def test_input_shape_decides_which_branch_an_if_takes(tmp_path):
+    """PyTorch's ``if x.shape[-1] == 1: x = x.squeeze(-1)`` on an input of open shape: below
+    11 refused, saying input shapes would decide it; with --input-shape the If is replaced by
+    the branch taken, said in a note and marked ``take_branch`` in JSON, and verified."""
+    from test_convert_if_shapes import _squeeze_if_last_is_1
+
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(_squeeze_if_last_is_1(("N", "T")), src)
+    p = opshift("convert", src, "--opset", "9", "-o", out)
+    assert p.returncode == 2 and "--input-shape NAME:D0,D1,... gives them" in p.stderr
+    assert not out.exists()
+    p = opshift("convert", src, "--opset", "9", "-o", out, "--input-shape", "x:2,1",
+                "--verify", "--ulp", "0", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert [c["node"] for c in d["changes"] if c.get("kind") == "take_branch"] == ["if"]
+    p = opshift("convert", src, "--opset", "9", "-o", out, "--input-shape", "x:2,1", "--force")
+    assert "note: replaced 1 If node by the branch its condition takes before converting" \
+        in p.stdout
+    m = onnx.load(out)
+    assert [n.op_type for n in m.graph.node][-2:] == ["Squeeze", "Relu"]
+    x = np.array([[-1.5], [2.0]], np.float32)
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["out"], np.maximum(x[:, 0], 0))
