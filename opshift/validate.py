@@ -3,9 +3,8 @@
 onnx's checker is thorough but slow on big models and stops at the first problem with a
 multi-line message. These checks are one O(nodes) walk that catches what would make a rewrite
 meaningless or unsafe -- a cycle or use before definition, a value defined twice, duplicate
-graph outputs, a function defined twice, a domain used without an opset import, an op that
-does not exist at the declared opset -- and report the first one in one line naming graph,
-node and value."""
+graph outputs, a function defined twice, a domain used without an opset import, an op not at
+the declared opset -- and report the first one in one line naming graph, node and value."""
 
 from __future__ import annotations
 
@@ -88,16 +87,18 @@ class _Walker:
 
     def graph(self, g: onnx.GraphProto, opsets: dict[str, int], outer: frozenset[str] | set[str],
               label: str) -> wellformed.Header:
-        defined: set[str] = set()
         header = self.graph_header(g, label)
         if self.reads is not None:
             self.reads.extend(header.output_names)
-        init_names = header.initializer_names
-        inits = set(init_names)  # (IR 3 lists every weight as a graph input too)
-        for name in header.input_names + init_names:
-            if name in defined and name not in inits:
-                self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
-            defined.add(name)
+        inputs = header.input_names
+        defined = set(inputs)
+        if len(defined) < len(inputs):  # an input listed twice (IR 3 lists weights too)
+            inits, seen = set(header.initializer_names), set()
+            for name in inputs:
+                if name in seen and name not in inits:
+                    self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
+                seen.add(name)
+        defined.update(header.initializer_names)
         census, parent = self.census, self._scope
         if census is not None and not census.external:
             census.external = any(map(uses_external_data, g.initializer))
@@ -279,7 +280,7 @@ class _Walker:
 
     def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
         """Names of ``n``'s attributes that are not text, read only for the nodes whose
-        attributes the walk reads anyway (every node's would cost more than the walk)."""
+        attributes the walk reads anyway (all would cost more than the walk)."""
         bad = wellformed.text_problem([a.name for a in n.attribute])
         if bad is not None:
             self.add(MALFORMED, f"{label}: {where(n)}: "
