@@ -196,6 +196,33 @@ def test_the_shape_of_an_input_declared_with_known_dims_is_folded(start):
         convert_proto(m, 6)
 
 
+@pytest.mark.parametrize("index,folds", [(1, True), (-1, True), (0, False)])
+def test_a_known_dim_picked_from_a_partly_declared_input_is_folded(index, folds):
+    """``x.shape[1]`` of an input declared ``[n, 3]`` is the constant 3 (the model's
+    contract), whatever n is: pads computed from it fold; ``x.shape[0]`` is read at run
+    time."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "at"], ["d"], name="dim", axis=0),
+             helper.make_node("Concat", ["zero", "d", "zero", "d"], ["pads"], name="cat",
+                              axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")]
+    inits = [numpy_helper.from_array(np.array([index], np.int64), "at"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero")]
+    m = make_model(nodes, [vi("x", T.FLOAT, ["n", 3])], [vi("y", T.FLOAT, ["n", None])],
+                   opset=13, initializers=inits)
+    c = _copy(m)
+    if not folds:  # (from 7 computed pads have a form of their own)
+        with pytest.raises(ConversionError, match=r"pads \(input 1, 'pads'\) is not a const"):
+            convert_proto(c, 6)
+        return
+    convert_proto(c, 8)
+    (pad,) = c.graph.node
+    assert helper.get_attribute_value(pad.attribute[0]) == [0, 3, 0, 3]
+    for n in (1, 4):
+        feeds = {"x": np.arange(3 * n, dtype=np.float32).reshape(n, 3)}
+        assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"])
+
+
 def test_an_op_runtimes_compute_their_own_way_is_not_folded():
     # Exp is a library function: its folded value could differ from a runtime's
     nodes = [helper.make_node("Exp", ["f"], ["e"], name="exp"),

@@ -97,7 +97,7 @@ def chain(facts: Facts, home: Scope, value: str, *, shapes: bool = False
           ) -> tuple[list[onnx.NodeProto], dict[str, onnx.TensorProto]] | None:
     """(the nodes computing ``value``; the constants they read) when only constants and
     :data:`FOLDABLE` ops of ``home`` go into it, else None. ``shapes``: a Shape of any value
-    whose dims are all known is a constant too (see :func:`_fixed_shape`)."""
+    whose dims are all known is a constant too (see :func:`_shape_of`)."""
     nodes: dict[str, onnx.NodeProto] = {}  # by its first output: a Split's outputs share it
     leaves = {}
     todo, seen = [value], set()
@@ -124,40 +124,69 @@ def chain(facts: Facts, home: Scope, value: str, *, shapes: bool = False
                 or not _small(facts, n):
             return None
         nodes[next(o for o in n.output if o)] = n
-        dims = _fixed_shape(facts, home, n, shapes)
+        dims = _known_dims(facts, home, n, shapes)
         if dims is not None:  # its output is a constant; the input's values are not read
             leaves[n.output[0]] = numpy_helper.from_array(dims, n.output[0])
+            if n.op_type == "Gather":  # (the Shape it picks from: folded away with it)
+                shape = facts.producer(n.input[0])[0]
+                nodes[shape.output[0]] = shape
             continue
         todo.extend(n.input)
     return list(nodes.values()), leaves
 
 
-def _in_order(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
-    """``nodes`` (one value's, a few) with each after the nodes whose outputs it reads."""
-    made = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+def _needed(nodes: list[onnx.NodeProto], value: str, leaves: dict) -> list[onnx.NodeProto]:
+    """The nodes of ``nodes`` (one value's, a few) that ``value`` needs given ``leaves``, each
+    after the nodes whose outputs it reads."""
+    made = {o: n for n in nodes for o in n.output if o}
     out, done = [], set()
 
-    def visit(k: int) -> None:
-        if k not in done:
-            done.add(k)
-            for x in nodes[k].input:
-                if x in made:
-                    visit(made[x])
-            out.append(nodes[k])
+    def visit(x: str) -> None:
+        n = made.get(x)
+        if x in leaves or n is None or id(n) in done:
+            return
+        done.add(id(n))
+        for i in n.input:
+            visit(i)
+        out.append(n)
 
-    for k in range(len(nodes)):
-        visit(k)
+    visit(value)
     return out
 
 
-def _fixed_shape(facts: Facts, home: Scope, n: onnx.NodeProto, shapes: bool
-                 ) -> np.ndarray | None:
-    """What Shape node ``n`` gives when it reads an input of the main graph declared with
-    known dims (the model's contract: runtimes refuse inputs of other shapes); with
-    ``shapes``, also a value of the main graph or an If's branch (not a loop body, whose
-    values may change shape from one iteration to the next) whose every dim the declarations
-    and the shape rules fix. Else None."""
-    if n.op_type != "Shape" or not n.input:
+def _known_dims(facts: Facts, home: Scope, n: onnx.NodeProto, shapes: bool
+                ) -> np.ndarray | None:
+    """What node ``n`` gives when it is a Shape of a value whose dims are known
+    (:func:`_shape_of`), or a Gather of constant positions from such a Shape whose picked dims
+    are (PyTorch's ``x.shape[-1]`` of an ``[N, C, T]`` value); else None."""
+    if n.op_type == "Shape":
+        dims = _shape_of(facts, home, n, shapes)
+        picked: list | None = dims
+        at = None
+    elif n.op_type == "Gather" and len(n.input) == 2 and not any(
+            a.name == "axis" and a.i != 0 for a in n.attribute):
+        found, at = facts.producer(n.input[0]), small_ints(facts, home, n.input[1])
+        if found is None or found[1] is not home or found[0].op_type != "Shape" or at is None:
+            return None
+        dims = _shape_of(facts, home, found[0], shapes)
+        if dims is None or not all(-len(dims) <= i < len(dims) for i in at.ravel()):
+            return None
+        picked = [dims[i] for i in at.ravel()]
+    else:
+        return None
+    if picked is None or not all(isinstance(d, int) for d in picked):
+        return None
+    out = np.array(picked, np.int64)
+    return out if at is None else out.reshape(at.shape)
+
+
+def _shape_of(facts: Facts, home: Scope, n: onnx.NodeProto, shapes: bool) -> list | None:
+    """The dims Shape node ``n`` gives, each an int where known, when it reads an input of
+    the main graph (its declared dims: the model's contract, runtimes refuse inputs of other
+    shapes); with ``shapes``, also for a value of the main graph or an If's branch (not a
+    loop body, whose values may change shape from one iteration to the next) as the
+    declarations and the shape rules give it. Else None."""
+    if not n.input:
         return None
     x = n.input[0]
     shape = None
@@ -167,10 +196,10 @@ def _fixed_shape(facts: Facts, home: Scope, n: onnx.NodeProto, shapes: bool
             shape = declared.shape(x)
     if shape is None and shapes and not _in_loop(home):
         shape = facts.shape(x)
-    if shape is None or not all(isinstance(d, int) for d in shape):
+    if shape is None:
         return None
     attrs = {a.name: a.i for a in n.attribute}
-    return np.array(shape[attrs.get("start", 0):attrs.get("end", len(shape))], np.int64)
+    return list(shape[attrs.get("start", 0):attrs.get("end", len(shape))])
 
 
 def _in_loop(scope: Scope) -> bool:
@@ -199,8 +228,7 @@ def evaluate(scope: Scope, value: str, nodes: list[onnx.NodeProto],
     too large."""
     from ..evaluator import evaluate
 
-    g = onnx.GraphProto(name="fold", node=_in_order([n for n in nodes  # (but fixed Shapes)
-                                                     if n.output[0] not in leaves]),
+    g = onnx.GraphProto(name="fold", node=_needed(nodes, value, leaves),
                         output=[onnx.ValueInfoProto(name=value)])
     for name, t in leaves.items():  # (a Constant node's tensor is not named as its output)
         g.initializer.add().CopyFrom(t)
