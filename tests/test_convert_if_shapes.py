@@ -130,3 +130,16 @@ def test_branch_taken_where_the_dim_read_is_known_only():
     m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1  # [N, 1]: decided
     convert_proto(m, 9)
     assert [n.op_type for n in m.graph.node][-2:] == ["Squeeze", "Relu"]
+
+
+def test_a_condition_that_is_not_a_bool_is_not_taken():
+    """If's condition is a bool: a constant of another type (a model onnx's checker rejects)
+    decides nothing."""
+    m = _if(squeeze=True)
+    m.graph.input.pop(0)
+    m.graph.initializer.append(numpy_helper.from_array(np.array(1, np.int64), "c"))
+    with pytest.raises(ConversionError, match=r"its branches give output 0 in shapes"):
+        convert_proto(m, 10)
+    m.graph.initializer[-1].CopyFrom(numpy_helper.from_array(np.array(True), "c"))
+    convert_proto(m, 10)
+    assert [n.op_type for n in m.graph.node] == ["Squeeze"]  # (its axes an attribute at 10)

@@ -15,6 +15,7 @@ what the input does for inputs of those shapes. Then the model is planned again.
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 from onnx import numpy_helper
 
@@ -77,7 +78,7 @@ def _condition(facts: Facts, scope: Scope, cond: str) -> bool | None:
             return None
         t = values.evaluate(home, cond, *found)
         value = None if t is None else numpy_helper.to_array(t)
-    if value is None or value.size != 1:
+    if value is None or value.size != 1 or value.dtype != np.bool_:  # (If's cond is a bool)
         return None
     return bool(value.reshape(-1)[0])
 
