@@ -83,9 +83,10 @@ def reshape_allowzero(st: Step) -> None:
             st.note("dropped allowzero=1: the computed shape holds a constant -1, beside "
                     "which allowzero=1 allows no 0")
             return
-        if pieces is not None and _one_unknown_element(st, pieces) and st.target >= 5:
+        length = _length_with_one_unknown(st, pieces) if pieces is not None else None
+        if length is not None and st.target >= 6:  # (integer Sub from 6)
             shape = st.input(1)
-            zero = st.add_const("zero", np.array(0, np.int64))
+            zero = st.add_const("zero", np.zeros(length, np.int64))  # (no broadcast below 7)
             st.set_inputs([st.input(0), st.add_node("Sub", [shape, st.add_cast(
                 st.add_node("Equal", [shape, zero], "zero_dim"), TensorProto.INT64,
                 "is_zero")], "zero_as_inferred")])
@@ -109,21 +110,23 @@ def _concat_pieces(st: Step, name: str) -> list[tuple[str, np.ndarray | None]] |
     return [(i, st.const(i)) for i in found[0].input if i]
 
 
-def _one_unknown_element(st: Step, pieces: list[tuple[str, np.ndarray | None]]) -> bool:
-    """Whether the Concat's inputs (``pieces``, see :func:`_concat_pieces`) hold exactly one
-    element that is not a constant, and no constant 0 (a computed input of 1-D shape ``[n]``
-    counts n)."""
-    unknown = 0
+def _length_with_one_unknown(st: Step, pieces: list[tuple[str, np.ndarray | None]]
+                             ) -> int | None:
+    """The number of elements the Concat's inputs (``pieces``, see :func:`_concat_pieces`)
+    hold when exactly one of them is not a constant and no constant is 0 (a computed input
+    of 1-D shape ``[n]`` counts n), else None."""
+    unknown = known = 0
     for name, v in pieces:
         if v is not None:
             if (v == 0).any():
-                return False
+                return None
+            known += v.size
             continue
         s = st.shape(name)
         if s is None or len(s) != 1 or not isinstance(s[0], int):
-            return False
+            return None
         unknown += s[0]
-    return unknown == 1
+    return known + unknown if unknown == 1 else None
 
 
 @at(13, "Unsqueeze", "Squeeze", "ReduceSum")
