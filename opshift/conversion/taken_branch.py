@@ -73,10 +73,7 @@ def _condition(facts: Facts, scope: Scope, cond: str) -> bool | None:
             else numpy_helper.to_array(c.tensor)
     else:
         home = values.home(facts, scope, cond)
-        found = values.chain(facts, home, cond, shapes=True) if home is not None else None
-        if found is None:
-            return None
-        t = values.evaluate(home, cond, *found)
+        t = values.evaluated(facts, home, cond, shapes=True) if home is not None else None
         value = None if t is None else numpy_helper.to_array(t)
     if value is None or value.size != 1 or value.dtype != np.bool_:  # (If's cond is a bool)
         return None

@@ -70,11 +70,8 @@ def small_ints(facts: Facts, scope: Scope, name: str) -> np.ndarray | None:
     found = facts.computed.get(key)
     if found is None:
         facts.computed[key] = _WORKING
-        found = chain(facts, place, name) if place is not None else None
-        if found is not None:
-            t = evaluate(place, name, *found)
-            found = None if t is None or len(t.dims) > 1 or sum(t.dims) > 64 \
-                else plain_array(t)
+        t = evaluated(facts, place, name) if place is not None else None
+        found = None if t is None or len(t.dims) > 1 or sum(t.dims) > 64 else plain_array(t)
         facts.computed[key] = found if found is not None else _WORKING
     return None if found is _WORKING else found
 
@@ -91,6 +88,15 @@ def home(facts: Facts, scope: Scope, value: str) -> Scope | None:
     if home.graph is None or value in home.outputs():
         return None
     return home
+
+
+def evaluated(facts: Facts, home: Scope, value: str, *, shapes: bool = False
+              ) -> onnx.TensorProto | None:
+    """``value``, computed in ``home`` (see :func:`home`) from constants alone (and, with
+    ``shapes``, dims known beforehand: :func:`chain`), evaluated; None when it is not such a
+    value or cannot be run."""
+    found = chain(facts, home, value, shapes=shapes)
+    return None if found is None else evaluate(home, value, *found)
 
 
 def chain(facts: Facts, home: Scope, value: str, *, shapes: bool = False
