@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from .scopes import subgraphs
+
 Dim = int | str | None
 Shape = tuple[Dim, ...]
 Rule = Callable[["Ask"], Shape | None]
@@ -350,14 +352,13 @@ def reads(node: onnx.NodeProto) -> list[str]:
     outputs."""
     if node.op_type != "If":
         return list(node.input)
-    return [o.name for a in node.attribute if a.type == onnx.AttributeProto.GRAPH
-            for o in a.g.output]
+    return [o.name for _, g in subgraphs(node) for o in g.output]
 
 
 @rule("If")
 def _if(a: Ask) -> Shape | None:
     """The dims both branches give output ``output`` in (an If gives one of the two)."""
-    branches = [at.g for at in a.node.attribute if at.type == onnx.AttributeProto.GRAPH]
+    branches = [g for _, g in subgraphs(a.node)]
     if len(branches) != 2:
         return None
     s, t = (a.shape_of(g.output[a.output].name) for g in branches)
