@@ -29,7 +29,7 @@ from ...broadcast import Placement, legacy_placement
 from ...graph.shape_rules import fits_into
 from ..registry import at
 from ..step import Refuse, Step, is_suffix, known_shape, norm_axis, np_dtype
-from .broadcast_to import tile_repeats
+from .broadcast_to import dims_of_one, tile_repeats
 
 BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")
 COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Xor", "Equal"})
@@ -279,21 +279,18 @@ def _tile_to_broadcast(st: Step, shapes: list[tuple]) -> None:
     broadcasting says), and each input is tiled by the result where its dims are 1 (copies,
     exact for every type)."""
     r = max(len(s) for s in shapes)
-    one = st.add_const("ones", np.ones(r, np.int64))
     inputs = [(i, name) for i, name in enumerate(st.w.input) if name]
-    ranked, dims, is_one, out = {}, {}, {}, None
+    ranked, masks, out = {}, {}, None
     for i, name in inputs:
         ranked[i] = _ranked(st, name, st.shape(name), r)
-        dims[i] = st.add_node("Shape", [ranked[i]], f"{name}_shape")
-        is_one[i] = st.add_cast(st.add_node("Equal", [dims[i], one], f"{name}_dim_is_1"),
-                                TensorProto.INT64, f"{name}_ones")
-        out = dims[i] if out is None else st.add_node("Add", [
-            st.add_node("Mul", [out, is_one[i]], "kept"),
-            st.add_node("Mul", [dims[i], st.add_node("Sub", [one, is_one[i]], "own")],
-                        "taken")], "shape")
+        dims = st.add_node("Shape", [ranked[i]], f"{name}_shape")
+        masks[i] = m, others = dims_of_one(st, dims, r, name)
+        out = dims if out is None else st.add_node("Add", [
+            st.add_node("Mul", [out, m], "kept"), st.add_node("Mul", [dims, others], "taken")],
+            "shape")
     for i, name in inputs:
-        repeats = st.add_node("Add", [st.add_node("Mul", [out, is_one[i]], f"{name}_tiled"),
-                                      st.add_node("Sub", [one, is_one[i]], f"{name}_kept")],
+        m, others = masks[i]
+        repeats = st.add_node("Add", [st.add_node("Mul", [out, m], f"{name}_tiled"), others],
                               f"{name}_repeats")
         st.edit().input[i] = st.add_node("Tile", [ranked[i], repeats], f"{name}_widened")
     st.note("every input widened to the broadcast of their shapes, read at run time, by a "

@@ -107,11 +107,8 @@ def expand(st: Step) -> None:
     else:  # which dims of X are 1 is known at run time only: the mask is read then
         if dims is not None:
             repeats = st.add_const("shape", full)
-        one = st.add_const("ones", np.ones(rank, np.int64))
-        tiled = st.add_cast(st.add_node("Equal", [st.add_node("Shape", [x], "x_shape"), one],
-                                        "x_dim_is_1"), onnx.TensorProto.INT64, "tiled")
-        masked = st.add_node("Mul", [repeats, tiled], "masked")
-        repeats = st.add_node("Add", [masked, st.add_node("Sub", [one, tiled], "kept")],
+        tiled, kept = dims_of_one(st, st.add_node("Shape", [x], "x_shape"), rank, "x")
+        repeats = st.add_node("Add", [st.add_node("Mul", [repeats, tiled], "masked"), kept],
                               "repeats")
     st.add_node("Tile", [x, repeats], "tile", output=y)
     st.remove("written as a Tile of X (given the output's rank) where its dims are 1")
@@ -125,6 +122,16 @@ def tile_repeats(st: Step, shape: str, tiled: np.ndarray) -> str:
         return shape
     masked = st.add_node("Mul", [shape, st.add_const("tiled", tiled)], "masked")
     return st.add_node("Add", [masked, st.add_const("kept", 1 - tiled)], "repeats")
+
+
+def dims_of_one(st: Step, dims: str, rank: int, what: str) -> tuple[str, str]:
+    """Which of ``dims`` (an int64 shape of ``rank`` values, read at run time) are 1, and
+    which are not, as int64 0/1 masks ``(m, 1 - m)``: integer arithmetic of one shape (no
+    broadcasting: valid from 6)."""
+    one = st.add_const("ones", np.ones(rank, np.int64))
+    m = st.add_cast(st.add_node("Equal", [dims, one], f"{what}_dim_is_1"),
+                    onnx.TensorProto.INT64, f"{what}_ones")
+    return m, st.add_node("Sub", [one, m], f"{what}_others")
 
 
 def _length(st: Step, shape_in: str, dims: np.ndarray | None, why: str) -> int:
