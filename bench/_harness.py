@@ -84,6 +84,9 @@ class Job:
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     output: Path | None = None
     stdout: bool = False  # keep the child's stdout (default: /dev/null)
+    #: write out the page cache's dirty data before each run, untimed: a job that writes GBs
+    #: leaves its writeback to whichever job runs next
+    settle: bool = False
 
 
 @dataclasses.dataclass
@@ -111,6 +114,8 @@ def run(job: Job) -> tuple[float, int, int, str, str]:
     repository's would shadow ``--opshift-path``)."""
     if job.output is not None:
         _remove(job.output)
+    if job.settle:
+        os.sync()
     WORK.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **job.env}
     env.pop("PYTHONDONTWRITEBYTECODE", None)

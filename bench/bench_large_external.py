@@ -12,7 +12,9 @@ one external file ``weights.bin`` of ``--gb`` GiB. Then times, best of ``--repea
   request.
 
 Targets (issue 17): at most 1.2x the ``cp`` time and under 150 MiB peak RSS. The output
-folder is emptied before every run, so each run writes the whole file.
+folder is emptied before every run, so each run writes the whole file, and the page cache's
+dirty data is written out (``sync``, untimed): else the run after one that wrote 3 GiB pays
+for its writeback (seen: the second job of each round 1.5-1.8x ``cp``, whichever it was).
 
 usage: python bench/bench_large_external.py [--gb 3] [--commands convert,fix,inline,fuse]
        [--repeat 2] [--opshift-path DIR] [--compare DIR]
@@ -110,7 +112,7 @@ def _job(name: str, cmd: list[str], env: dict, folder: Path | None) -> h.Job:
     missing output folder)."""
     if folder is not None:
         folder.mkdir()
-    return h.Job(name, cmd, env, folder)
+    return h.Job(name, cmd, env, folder, settle=True)
 
 
 if __name__ == "__main__":
