@@ -7,8 +7,9 @@ sure of), or None when even the rank is unknown. A rule says only what the op's 
 fixes: ``Gemm`` is 2-D whatever its inputs, ``Flatten`` too, ``Reshape`` has as many dims as
 its shape has entries. :func:`merge` takes the more informative of two answers and never
 contradicts the first; :class:`~opshift.graph.shape_walk.ShapeWalk` applies the rules. Here:
-arithmetic, contractions, windows and reductions; :mod:`.layout_rules`: the ops that move or
-select data (Reshape, Transpose, Slice, Gather, Concat, ...).
+arithmetic, contractions, reductions, recurrences and If; :mod:`.layout_rules`: the ops that
+move or select data (Reshape, Transpose, Slice, Gather, Concat, ...); :mod:`.window_rules`:
+Conv and the pools.
 """
 
 from __future__ import annotations
@@ -274,60 +275,6 @@ def _reduce(a: Ask) -> Shape | None:
     return tuple(1 if i in ks else d for i, d in enumerate(x) if keep or i not in ks)
 
 
-@rule("Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "AveragePool", "MaxPool",
-      "LpPool")
-def _window(a: Ask) -> Shape | None:
-    """Rank kept; batch from X, channels from W (or X for pooling); spatial dims by the
-    window arithmetic where the sizes, kernel and attributes fix them (not ConvTranspose's,
-    nor a pool's with ceil_mode)."""
-    op = a.node.op_type
-    x = a.shape(0)
-    w = a.shape(3 if op == "QLinearConv" else 1) if "Conv" in op else None
-    rank = len(x) if x is not None else len(w) if w is not None else None
-    if rank is None or rank < 2:
-        return None
-    n = x[0] if x is not None else None
-    if "Conv" not in op:
-        c = x[1] if x is not None else None
-    elif w is None:
-        c = None
-    elif op == "ConvTranspose":
-        c = w[1] * a.attr("group", 1) if isinstance(w[1], int) else None
-    else:
-        c = w[0]
-    spatial = None
-    if x is not None and op != "ConvTranspose" and not a.attr("ceil_mode", 0):
-        kernel = a.attr("kernel_shape") or (w[2:] if w is not None else None)
-        spatial = _window_sizes(a, x[2:], kernel)
-    return (n, c, *(spatial or (None,) * (rank - 2)))
-
-
-def _window_sizes(a: Ask, sizes: Shape, kernel) -> list[Dim] | None:
-    """The output sizes of windows ``kernel`` sliding over ``sizes`` by the node's strides,
-    dilations and pads (or auto_pad); None where the attributes do not fit."""
-    k = len(sizes)
-    kernel = list(kernel or ())
-    strides = list(a.attr("strides") or [1] * k)
-    dil = list(a.attr("dilations") or [1] * k)
-    if not (len(kernel) == len(strides) == len(dil) == k) or min(strides + dil, default=1) < 1:
-        return None
-    auto = a.attr("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
-    pads = list(a.attr("pads") or [0] * (2 * k)) if auto == "NOTSET" else [0] * (2 * k)
-    if len(pads) != 2 * k or auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
-        return None
-    out: list[Dim] = []
-    for i, (d, kk, s, dd) in enumerate(zip(sizes, kernel, strides, dil)):
-        if not isinstance(d, int) or not isinstance(kk, int):
-            out.append(None)
-        elif auto in ("SAME_UPPER", "SAME_LOWER"):
-            out.append(-(-d // s))
-        else:
-            span = d + pads[i] + pads[k + i] - ((kk - 1) * dd + 1)
-            out.append(span // s + 1 if span >= 0 else None)
-    return out
-
-
 @rule("LSTM", "GRU", "RNN")
 def _recurrent(a: Ask) -> Shape | None:
     """Y ``[seq, directions, batch, hidden]``, Y_h and Y_c ``[directions, batch, hidden]``
@@ -367,12 +314,6 @@ def _if(a: Ask) -> Shape | None:
     return tuple(x if x == y else None for x, y in zip(s, t))
 
 
-@rule("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
-def _global_pool(a: Ask) -> Shape | None:
-    x = a.shape(0)
-    return None if x is None or len(x) < 2 else (x[0], x[1], *(1,) * (len(x) - 2))
-
-
 def output_shape(node: onnx.NodeProto, version: int, shape_of, const_of, output: int = 0
                  ) -> Shape | None:
     """The shape of ``node``'s output ``output`` (the first but for :data:`ALL_OUTPUTS`) by
@@ -386,5 +327,6 @@ def output_shape(node: onnx.NodeProto, version: int, shape_of, const_of, output:
         return None  # a malformed node: what the rule reads does not fit the definition
 
 
-# the rules of the ops that move or select data register themselves on import
-from . import layout_rules  # noqa: E402, F401
+# the rules of the ops that move or select data, and of the sliding windows, register
+# themselves on import
+from . import layout_rules, window_rules  # noqa: E402, F401

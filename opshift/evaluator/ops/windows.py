@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ...graph.window_rules import window_axis
 from ..registry import op
 from ._common import block_size, in_parallel, requantized
 
@@ -24,46 +25,30 @@ _COLS_CHUNK = 1 << 20
 
 
 def _window_geometry(ctx, spatial, kernel, ceil_mode=False):
-    """(strides, dilations, pads_begin, pads_end, extra_end, out) for a sliding window op.
-
-    ``extra_end`` is the padding beyond ``pads_end`` that ceil_mode needs (never counted as
-    padding by AveragePool).
-    """
+    """(strides, dilations, pads_begin, pads_end, extra_end, out) for a sliding window op, each
+    axis by :func:`~opshift.graph.window_rules.window_axis` (``extra_end``: the padding beyond
+    ``pads_end`` that ceil_mode needs, never counted as padding by AveragePool)."""
     n = len(spatial)
     strides = list(ctx.attrs.get("strides") or [1] * n)
     dil = list(ctx.attrs.get("dilations") or [1] * n)
     if len(strides) != n or len(dil) != n or len(kernel) != n:
         raise ctx.error(f"kernel/strides/dilations do not match {n} spatial dims")
-    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
     auto = ctx.attrs.get("auto_pad", "NOTSET")
+    pads = [0] * (2 * n)
     if auto == "NOTSET":
-        pads = list(ctx.attrs.get("pads") or [0] * (2 * n))
+        pads = list(ctx.attrs.get("pads") or pads)
         if len(pads) != 2 * n:
             raise ctx.error(f"pads has {len(pads)} values, expected {2 * n}")
-        pb, pe = pads[:n], pads[n:]
         if min(pads, default=0) < 0:
             raise ctx.error(f"pads {pads} are negative")
-    elif auto == "VALID":
-        pb, pe = [0] * n, [0] * n
-    elif auto in ("SAME_UPPER", "SAME_LOWER"):
-        pb, pe = [], []
-        for i, s, e in zip(spatial, strides, eff):
-            total = max((math.ceil(i / s) - 1) * s + e - i, 0)
-            small = total // 2
-            pb.append(small if auto == "SAME_UPPER" else total - small)
-            pe.append(total - pb[-1])
-    else:
+    elif auto not in ("VALID", "SAME_UPPER", "SAME_LOWER"):
         raise ctx.error(f"unknown auto_pad {auto!r}")
-    out, extra = [], []
-    for i, s, e, b, en in zip(spatial, strides, eff, pb, pe):
-        span = i + b + en - e
-        if span < 0:
-            raise ctx.error(f"window {e} is larger than the padded input {i + b + en}")
-        o = (math.ceil(span / s) if ceil_mode else span // s) + 1
-        if ceil_mode and (o - 1) * s >= i + b:
-            o -= 1  # the last window would start in the end padding only
-        out.append(o)
-        extra.append(max((o - 1) * s + e - (i + b + en), 0))
+    try:
+        axes = [window_axis(i, k, s, d, pads[a], pads[n + a], auto, ceil_mode)
+                for a, (i, k, s, d) in enumerate(zip(spatial, kernel, strides, dil))]
+    except ValueError as e:
+        raise ctx.error(str(e)) from None
+    pb, pe, extra, out = (list(v) for v in zip(*axes)) if axes else ([], [], [], [])
     return strides, dil, pb, pe, extra, out
 
 
