@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from ..errors import BranchNeededError
+from ..external import tensor_array
 from ..graph import constant_values as values
 from ..graph.facts import Facts
 from ..graph.names import Names
@@ -69,12 +69,11 @@ def _condition(facts: Facts, scope: Scope, cond: str) -> bool | None:
     """The value of If condition ``cond`` when constants and fixed shapes decide it."""
     c = facts.constant(scope, cond)
     if c is not None:
-        value = None if c.tensor.data_location == onnx.TensorProto.EXTERNAL \
-            else numpy_helper.to_array(c.tensor)
+        t = None if c.tensor.data_location == onnx.TensorProto.EXTERNAL else c.tensor
     else:
         home = values.home(facts, scope, cond)
         t = values.evaluated(facts, home, cond, shapes=True) if home is not None else None
-        value = None if t is None else numpy_helper.to_array(t)
+    value = None if t is None else tensor_array(t)
     if value is None or value.size != 1 or value.dtype != np.bool_:  # (If's cond is a bool)
         return None
     return bool(value.reshape(-1)[0])
