@@ -223,12 +223,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.quiet and args.verbose:
         parser.error("-q and -v cannot be used together (-q prints nothing, -v everything)")
+    if getattr(args, "jobs", 1) > MAX_JOBS:  # one line: the usage would hide it
+        print(f"opshift {args.command}: error: argument -j/--jobs: at most {MAX_JOBS}, got "
+              f"{args.jobs} (more workers than cores, or models, are not started anyway)",
+              file=sys.stderr)
+        return 2
     verbose = getattr(args, "verbose", 0)
     try:
         # A command builds the model's objects once and holds them until it ends: the
         # cyclic collector, walking them again at every threshold, found nothing to free
         # and cost up to a tenth of a run (fix, inline, inspect at 100k nodes).
-        with no_cyclic_gc(), bounded_address_space(getattr(args, "jobs", 1) or 1):
+        # (-j N divides it among the workers once N is capped: see commands._batch.run)
+        with no_cyclic_gc(), bounded_address_space():
             code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
@@ -283,6 +289,8 @@ def _naming_the_file(msg: str, args: argparse.Namespace) -> str:
     return f"{src}: {msg}"
 
 
+#: The most ``-j`` accepts: more is a slip of the keyboard, not a machine.
+MAX_JOBS = 1024
 #: Exit code of a bug in opshift (an exception that is not an :class:`OpshiftError`).
 INTERNAL_ERROR = 3
 #: Exit code when the reader of stdout went away (128 + SIGPIPE, what a shell reports).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -25,9 +26,16 @@ ModelLike = Any  # onnx.ModelProto | onnx_ir.Model | str | os.PathLike
 
 def _read_bytes(path: Path) -> bytes:
     if not path.exists():
+        if path.is_symlink():
+            raise ModelLoadError(f"{path}: dangling symbolic link (to {os.readlink(path)}, "
+                                 "which does not exist)")
         raise ModelLoadError(f"{path}: no such file")
     if path.is_dir():
         raise ModelLoadError(f"{path}: is a directory, not an ONNX file")
+    kind = _not_regular(path)
+    if kind:  # never opened: reading a FIFO waits for a writer that may never come
+        raise ModelLoadError(f"{path}: is {kind}, not a regular file (to read a model from "
+                             "a pipe, give '-' and pipe it to stdin)")
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -35,6 +43,19 @@ def _read_bytes(path: Path) -> bytes:
     if not data:
         raise ModelLoadError(f"{path}: empty file (0 bytes), not an ONNX model")
     return data
+
+
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is when it is not a regular file (after symlinks): 'a FIFO', ..."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # the read reports it
+    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return None
 
 
 def parse_model_bytes(data: bytes, origin: str = "<bytes>") -> onnx.ModelProto:

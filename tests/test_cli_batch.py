@@ -166,3 +166,83 @@ def test_a_worker_killed_fails_its_model_and_the_batch_goes_on():
     assert [o.input for o in got] == ["a", "b", "c", "d", "e"]
     assert [o.exit_code for o in got] == [0, 2, 0, 0, 0]
     assert "the worker process died" in str(got[1].error)
+
+
+def test_a_trailing_slash_makes_the_output_a_folder(folder, tmp_path):
+    out = tmp_path / "made" / "out"
+    p = opshift("convert", folder / "prelu7.onnx", "--opset", "13", "-o", f"{out}/")
+    assert p.returncode == 0, p.stderr
+    assert out.is_dir() and [q.name for q in out.iterdir()] == ["prelu7.onnx"]
+    assert onnx.load(out / "prelu7.onnx").opset_import[0].version == 13
+    (tmp_path / "file").write_text("x")
+    p = opshift("convert", folder / "prelu7.onnx", "--opset", "13", "-o", f"{tmp_path}/file/")
+    assert p.returncode == 2 and "a trailing slash names a folder, and this is a file" in \
+        p.stderr
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_more_jobs_than_models_share_the_memory_of_those_started(tmp_path):
+    # the memory limit was the machine's divided by -j before -j was capped to the models:
+    # 300 workers' shares were too small to import a module (exit 3)
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in (*NAMES, "leakyrelu1", "selu1_defaults", "prelu6_conv_per_channel"):
+        shutil.copy(MODELS / f"{name}.onnx", src)
+    p = opshift("convert", src, "--opset", "9", "-o", tmp_path / "out", "-j", "300")
+    assert (p.returncode, p.stderr) == (0, "")
+    assert len(p.stdout.splitlines()) == 6 and len(list((tmp_path / "out").iterdir())) == 6
+    p = opshift("convert", src / "prelu7.onnx", "--opset", "9", "-o", tmp_path / "one.onnx",
+                "-j", "1024")
+    assert p.returncode == 0 and (tmp_path / "one.onnx").exists()
+
+
+@pytest.mark.parametrize("jobs", ["1025", "100000"])
+def test_absurd_jobs_are_a_usage_error(folder, tmp_path, jobs):
+    p = opshift("convert", folder / "prelu7.onnx", "--opset", "9", "-o", tmp_path / "o.onnx",
+                "-j", jobs)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines() == [
+        f"opshift convert: error: argument -j/--jobs: at most 1024, got {jobs} (more workers "
+        "than cores, or models, are not started anyway)"]
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_workers_are_capped_to_the_models_and_the_cores():
+    import os
+
+    from opshift.commands._batch import workers_for
+
+    cores = len(os.sched_getaffinity(0))
+    assert workers_for(300, 6) == min(6, cores)
+    assert workers_for(1, 6) == 1 and workers_for(8, 1) == 1
+    assert workers_for(1024, 10_000) == cores
+
+
+def test_what_is_not_a_regular_file_gets_its_own_error_line(folder, tmp_path):
+    import os
+
+    os.mkfifo(folder / "fifo.onnx")
+    (folder / "dangling.onnx").symlink_to(tmp_path / "nowhere.onnx")
+    (folder / "dir.onnx").mkdir()
+    p = opshift("inspect", folder, "-j", "2")
+    assert p.returncode == 2
+    assert len(p.stdout.splitlines()) == 4  # the models are all processed
+    assert sorted(p.stderr.splitlines()) == [
+        f"opshift inspect: error: {folder / 'dangling.onnx'}: dangling symbolic link (to "
+        f"{tmp_path / 'nowhere.onnx'}, which does not exist)",
+        f"opshift inspect: error: {folder / 'dir.onnx'}: is a directory, not an ONNX file",
+        f"opshift inspect: error: {folder / 'fifo.onnx'}: is a FIFO (named pipe), not a "
+        "regular file (to read a model from a pipe, give '-' and pipe it to stdin)"]
+
+
+def test_a_fifo_given_alone_is_refused_without_being_opened(tmp_path):
+    import os
+
+    fifo = tmp_path / "f.onnx"
+    os.mkfifo(fifo)
+    for argv in (["inspect", fifo], ["convert", fifo, "--opset", "9", "-o", tmp_path / "o"]):
+        p = opshift(*argv)  # opening it for reading would wait for a writer forever
+        assert p.returncode == 2 and p.stdout == ""
+        assert p.stderr.splitlines() == [
+            f"opshift {argv[0]}: error: {fifo}: is a FIFO (named pipe), not a regular file "
+            "(to read a model from a pipe, give '-' and pipe it to stdin)"]

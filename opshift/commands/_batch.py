@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import glob
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from .. import progress
 from ..errors import OpshiftError
+from ..memory import bounded_address_space
 from ._models import STDIO, same_file
 from ._output import Outcome, emit
 
@@ -44,14 +46,16 @@ def jobs(args, *, writes: bool) -> tuple[list[Job], bool]:
             found.append((text, None))
         elif Path(text).is_dir():
             batch = True
+            # not only regular files: a FIFO, a dangling symlink or a folder named x.onnx
+            # is named in its own error line rather than skipped without a word
             files = sorted(p for p in Path(text).rglob("*.onnx")
-                           if p.is_file() and not p.name.startswith("."))
+                           if not p.name.startswith("."))
             if not files:
                 raise OpshiftError(f"{text}: folder holds no .onnx file")
             found += [(str(p), p.relative_to(text)) for p in files]
         elif not Path(text).exists() and _GLOB & set(text):
             batch = True
-            files = sorted(p for p in glob.glob(text, recursive=True) if Path(p).is_file())
+            files = sorted(p for p in glob.glob(text, recursive=True) if not Path(p).is_dir())
             if not files:
                 raise OpshiftError(f"{text}: no file matches")
             found += [(p, None) for p in files]
@@ -64,13 +68,18 @@ def jobs(args, *, writes: bool) -> tuple[list[Job], bool]:
         return [Job(i, None, single=not batch) for i, _ in found], batch
     if not batch:
         i = found[0][0]
-        if Path(output).is_dir():
+        # a trailing slash names a folder, made if missing, as for several models
+        slash = output != STDIO and output.endswith(("/", os.sep))
+        if Path(output).is_dir() or slash:
+            if Path(output).exists() and not Path(output).is_dir():
+                raise OpshiftError(f"-o {output}: a trailing slash names a folder, and this "
+                                   "is a file")
             if i == STDIO:
                 raise OpshiftError(f"-o {output}: a folder; a model from stdin needs a file "
                                    "name")
             output = str(Path(output) / Path(i).name)
         _check_not_input(i, output)
-        return [Job(i, output)], False
+        return [Job(i, output, make_parents=slash)], False
     if output == STDIO:
         raise OpshiftError("-o -: several models cannot all go to stdout; give a folder")
     folder = Path(output)
@@ -109,8 +118,10 @@ def run(args, process: Process, *, writes: bool) -> int:
             emit(o, args, single=True)
             return o.exit_code
         codes = []
-        with bar.phase("models", len(todo), "models"):
-            for o in _results(args, process, todo):
+        workers = workers_for(args.jobs, len(todo))
+        # the workers share the memory (a parent running no model is small)
+        with bounded_address_space(workers), bar.phase("models", len(todo), "models"):
+            for o in _results(args, process, todo, workers):
                 bar.advance()
                 bar.close_line()
                 emit(o, args, single=False)
@@ -131,11 +142,23 @@ def worst(codes: list[int]) -> int:
                                      c), default=0)
 
 
-def _results(args, process: Process, todo: list[Job]):
-    """Each job's outcome, in order. With ``-j N`` a worker that dies (the out-of-memory
-    killer, a signal) breaks the pool: the first unfinished job is then run alone in a new
-    one, failed if it kills that too, and the rest go on in a new pool."""
-    if args.jobs <= 1 or len(todo) == 1:
+def workers_for(jobs: int, models: int) -> int:
+    """How many worker processes ``-j jobs`` starts for ``models`` models: no more than there
+    are models, or cores to run them on (more would only share the cores and the memory)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # (not Linux)
+        cores = os.cpu_count() or 1
+    return max(1, min(jobs, models, cores))
+
+
+def _results(args, process: Process, todo: list[Job], workers: int | None = None):
+    """Each job's outcome, in order, run by ``workers`` processes (default ``args.jobs``).
+    With several, a worker that dies (the out-of-memory killer, a signal) breaks the pool: the
+    first unfinished job is then run alone in a new one, failed if it kills that too, and the
+    rest go on in a new pool."""
+    workers = args.jobs if workers is None else workers
+    if workers <= 1 or len(todo) == 1:
         for job in todo:
             yield _one(process, args, job)
         return
@@ -145,7 +168,7 @@ def _results(args, process: Process, todo: list[Job]):
     while rest:
         done = 0
         try:
-            with _pool(min(args.jobs, len(rest))) as pool:
+            with _pool(min(workers, len(rest))) as pool:
                 futures = [pool.submit(_one, process, args, job) for job in rest]
                 for f in futures:
                     yield f.result()
