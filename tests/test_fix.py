@@ -707,3 +707,31 @@ def test_fix_of_many_prelus_sharing_a_graph_input_slope():
     assert outs[:3] == ["s_per_channel", "s_per_channel_1", "s_per_channel_2"]
     assert len(set(outs)) == n and len({u.name for u in unsq}) == n
     onnx.checker.check_model(m, full_check=True)
+
+
+def test_cli_dry_run_says_would_fix_and_a_run_says_fixed(tmp_path):
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.onnx"
+    _write_defect_model(src)
+
+    def run(*argv):
+        p = subprocess.run([sys.executable, "-m", "opshift", "fix", str(src), *argv],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    dry = run("--dry-run", "-v")
+    assert dry.count("would fix: ") == 2 and "\nfixed: " not in dry
+    assert "nothing written (--dry-run)" in dry
+    done = run("-o", str(tmp_path / "out.onnx"), "-v")
+    assert done.count("fixed: ") == 2 and "would fix" not in done
+    would = [x.removeprefix("would ") for x in dry.splitlines() if x.startswith("would fix")]
+    assert would == [x.replace("fixed: ", "fix: ") for x in done.splitlines()
+                     if x.startswith("fixed: ")]  # the same changes
+    dry_json = json.loads(run("--dry-run", "--json"))
+    done_json = json.loads(run("-o", str(tmp_path / "out2.onnx"), "--json"))
+    assert dry_json["details"]["dry_run"] is True and done_json["details"]["dry_run"] is False
+    assert dry_json.keys() == done_json.keys() and len(dry_json["changes"]) == 2
+    assert dry_json["changes"] == done_json["changes"]

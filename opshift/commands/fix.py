@@ -94,7 +94,8 @@ def _fix(args, src) -> _rewrite.Rewritten:
         summary += "; nothing written (--dry-run)"
 
     def lines():
-        fixed = (f"fixed: {c.line()}" for c in result.changes)
+        done = "would fix" if args.dry_run else "fixed"  # --dry-run changed nothing
+        fixed = (f"{done}: {c.line()}" for c in result.changes)
         left = (f"left alone: {c.line()}" for c in result.left_alone)
         if args.verbose:
             return [*fixed, *left]
