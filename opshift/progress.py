@@ -106,7 +106,7 @@ class Progress:
         p = self._stack[-1]
         now = time.perf_counter() if now is None else now
         elapsed = now - p.start
-        text = f"{self.title}: {p.label}"
+        text = f"{self.title}:" + (f" {p.label}" if p.label else "")  # (a batch: its count)
         first = self._stack[0]
         if first is not p and first.total:  # the batch's count stays in sight
             text = f"{self.title} [{first.done:,}/{first.total:,} {first.unit}]: {p.label}"

@@ -31,7 +31,7 @@ def test_counted_phase_shows_done_total_and_eta():
 
 def test_nested_stage_shows_while_it_lasts_with_the_batch_count(capsys):
     bar = progress.Progress("opshift convert", enabled=True)
-    with bar.phase("models", 3, "models"):
+    with bar.phase("", 3, "models"):  # a batch's phase, as commands._batch.run has it
         bar.advance()
         with progress.stage("whole model", 4, "runs"):
             progress.advance(2)
@@ -39,7 +39,7 @@ def test_nested_stage_shows_while_it_lasts_with_the_batch_count(capsys):
         outer = bar.line()
     bar.close()
     assert inner.startswith("opshift convert [1/3 models]: whole model 2/4 runs")
-    assert outer.startswith("opshift convert: models 1/3 models")
+    assert outer.startswith("opshift convert: 1/3 models [#")
     assert progress._current is None  # the hook is gone once the phase ends
 
 
@@ -102,6 +102,24 @@ def test_verify_progress_counts_runs_with_an_eta_on_a_terminal(big_model):
         pytest.skip("the check ended before a redraw")
     assert "opshift verify: whole model " in drawn and " runs [" in drawn and "ETA" in drawn
     assert drawn.endswith("\x1b[2K")  # the line is cleared at the end
+
+
+def test_a_batch_counts_its_models_on_a_terminal(tmp_path):
+    import re
+
+    import onnx
+    from conftest import block_model
+
+    for k in range(12):
+        onnx.save(block_model(2000, 13), tmp_path / f"m{k:02}.onnx")
+    # with -j 2 the models' own phases are not drawn (the workers draw nothing): the count is
+    rc, drawn = _stderr_on_a_terminal(["inspect", str(tmp_path), "-j", "2"])
+    assert rc == 0, drawn
+    if not drawn:
+        pytest.skip("the batch ended before a redraw")
+    assert re.search(r"\x1b\[2Kopshift inspect: \d+/12 models \[[#.]{10}\] ", drawn), drawn
+    assert "models models" not in drawn
+    assert drawn.endswith("\x1b[2K")
 
 
 @pytest.mark.parametrize("flag", ["-q", "--json"])

@@ -120,7 +120,7 @@ def run(args, process: Process, *, writes: bool) -> int:
         codes = []
         workers = workers_for(args.jobs, len(todo))
         # the workers share the memory (a parent running no model is small)
-        with bounded_address_space(workers), bar.phase("models", len(todo), "models"):
+        with bounded_address_space(workers), bar.phase("", len(todo), "models"):
             for o in _results(args, process, todo, workers):
                 bar.advance()
                 bar.close_line()
