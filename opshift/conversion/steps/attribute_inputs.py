@@ -248,12 +248,13 @@ def clip_inputs(st: Step) -> None:
     if st.target >= 7 and any(st.input(i) and st.const(st.input(i)) is None for i in (1, 2)):
         _clip_as_where(st, dtype)
         return
+    bounds: list[float] = []
     for i, (name, sign) in enumerate((("min", -1), ("max", 1)), 1):
         if st.input(i):
             v = st.need_const(i, name)
             if v.size != 1 or float(np.float32(v.reshape(-1)[0])) != float(v.reshape(-1)[0]):
                 raise Refuse(f"{name} {v!r} is not one float32 value")
-            st.set_attr(name, float(v.reshape(-1)[0]))
+            bounds.append(float(v.reshape(-1)[0]))
             continue
         limit = sign * float(np.finfo(dtype).max)
         with np.errstate(over="ignore"):  # (double's limit is inf in float32)
@@ -261,9 +262,46 @@ def clip_inputs(st: Step) -> None:
         if not fits:
             raise Refuse(f"its omitted {name} is {opsets.tensor_type_name(t)}'s {limit:g}, "
                          "which Clip-6's float attribute cannot hold")
-        st.set_attr(name, limit)
+        bounds.append(limit)
+    lo, hi = bounds
+    if lo > hi:
+        _clip_past_max(st, hi)
+        return
+    st.set_attr("min", lo)
+    st.set_attr("max", hi)
     st.set_inputs([st.input(0)])
     st.note("min/max inputs folded into attributes (an omitted one as the type's limit)")
+
+
+def _clip_past_max(st: Step, hi: float) -> None:
+    """Clip-11 with constant bounds min > max gives max wherever x is not NaN (it clamps to
+    min, then to max), and x's NaN where it is; Clip-6 gives the same with both bounds max
+    (onnxruntime refuses a Clip-6 whose min is above its max). Such a Clip keeps an x equal
+    to the bound, though, a zero of the other sign at a bound of zero: there, from 7,
+    ``Where(IsNaN(x), x, max)`` (no arithmetic: ``z + 0``, which would give a zero the
+    bound's sign, is what onnxruntime's optimizer drops as a no-op)."""
+    x, y, t = st.input(0), st.w.output[0], st.elem_type(st.input(0))
+    why = "Clip-6 with min > max is refused by onnxruntime"
+    if hi != 0.0:
+        st.set_attr("min", hi)
+        st.set_attr("max", hi)
+        st.set_inputs([x])
+        st.note(f"min above max: written as min = max = {hi:g} (max wherever x is not NaN)",
+                why)
+        return
+    if st.target < 7:
+        raise Refuse(f"min above a max of {hi!r}: Clip-6 would keep x's zeros of the other "
+                     "sign, and below opset 7 Where is not written")
+    bound = st.add_const("max", np.array(hi, np_dtype(t)))
+    nan = (st.add_node("IsNaN", [x], "nan") if st.target >= 9 else
+           st.add_node("Not", [st.not_nan(x, "x")], "nan"))
+    st.facts.extra_shapes[nan] = st.shape(x)
+    if st.target >= 9:
+        st.add_node("Where", [nan, x, bound], "past_max", output=y)
+    else:
+        st.written_at(9, "Where", [nan, x, bound], "past_max", t, output=y)
+    st.set_inputs([x])
+    st.remove(f"min above a max of {hi!r}: written as Where(IsNaN(x), x, {hi!r})", why)
 
 
 def _clip_as_where(st: Step, dtype: np.dtype) -> None:

@@ -1,0 +1,95 @@
+"""What a differential fuzzer found (issue 38): conversions onnx's full check or onnxruntime
+rejected, and conversions refused that have an exact form. Each converted model passes
+``onnx.checker.check_model(full_check=True)``, computes the original's numbers on opshift's
+evaluator, and loads and runs on onnxruntime with those numbers where onnxruntime runs the
+opset (a second opinion)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from onnx import helper, numpy_helper
+
+import opshift
+from opshift.errors import ConversionError
+from opshift.evaluator import evaluate
+
+#: onnxruntime's kernels start at opset 7: below, the second opinion is not asked
+ORT_OPSET = 7
+
+
+def _checked(model: onnx.ModelProto, target: int, feeds: dict[str, np.ndarray], *,
+             own_rounding: bool = False) -> onnx.ModelProto:
+    """``model`` converted to ``target``: it passes onnx's full check and gives the original's
+    outputs on the evaluator, and on onnxruntime (from opset 7, where it has a kernel; else
+    the test is skipped once all that is asserted). ``own_rounding``: onnxruntime's kernel
+    of the op rounds otherwise than the spec's evaluation order, so the converted model's
+    outputs there are compared with the original's there."""
+    c = opshift.convert(model, target)
+    assert c.opset_import[0].version == target
+    onnx.checker.check_model(c, full_check=True)
+    report = opshift.verify(model, c, feeds)
+    assert report.ok, report
+    if target < ORT_OPSET:
+        pytest.skip(f"onnxruntime is not asked below opset {ORT_OPSET} (converted to {target})")
+    want = evaluate(model, feeds)
+    if own_rounding:
+        original = onnxruntime_outputs(model, feeds)
+        assert not isinstance(original, str), original
+        want = {o.name: v for o, v in zip(model.graph.output, original)}
+    theirs = onnxruntime_outputs(c, feeds)
+    if isinstance(theirs, str) and "NOT_IMPLEMENTED" in theirs:
+        pytest.skip(theirs)  # (no kernel for the op and type: onnxruntime's own limit)
+    assert not isinstance(theirs, str), theirs
+    for out, got in zip(c.graph.output, theirs):
+        assert_exact(want[out.name], got, f"onnxruntime, output {out.name!r}")
+    return c
+
+
+def _ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+# -- 4. Clip with min > max ----------------------------------------------------------------
+
+CLIP_X = np.array([np.nan, -3, 0.0, -0.0, 0.5, 2, -np.inf, np.inf, 1, -1, 7, -7], np.float32)
+
+
+def _clip(lo: float, hi: float, dtype=np.float32) -> onnx.ModelProto:
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    return make_model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+                      [vi("x", elem, [12])], [vi("y", elem, [12])], opset=13,
+                      initializers=[numpy_helper.from_array(np.array(lo, dtype), "lo"),
+                                    numpy_helper.from_array(np.array(hi, dtype), "hi")])
+
+
+@pytest.mark.parametrize("target", [10, 9, 8, 7, 6])
+@pytest.mark.parametrize("lo, hi", [(1.0, -1.0), (np.inf, 2.5), (1.0, -0.0), (3.0, 0.0)],
+                         ids=["1_-1", "inf_2.5", "1_-0", "3_+0"])
+def test_clip_min_above_max(lo, hi, target):
+    m = _clip(lo, hi)
+    want = evaluate(m, {"x": CLIP_X})["y"]
+    # Clip-13's meaning: max wherever x is not NaN (the zero's sign the bound's), x's NaN there
+    assert_exact(np.where(np.isnan(CLIP_X), CLIP_X, np.float32(hi)), want, "the original")
+    if hi == 0.0 and target < 7:
+        with pytest.raises(ConversionError, match=r"below opset 7 Where is not written"):
+            opshift.convert(m, target)
+        return
+    c = _checked(m, target, {"x": CLIP_X})
+    for n in c.graph.node:
+        if n.op_type == "Clip":
+            a = _attrs(n)
+            assert a["min"] <= a["max"], a
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64], ids=["float16", "float64"])
+def test_clip_min_above_max_other_float_types(dtype):
+    m = _clip(4.0, -2.0, dtype)
+    c = _checked(m, 10, {"x": CLIP_X.astype(dtype)})
+    assert _ops(c) == ["Clip"] and _attrs(c.graph.node[0]) == {"min": -2.0, "max": -2.0}
