@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 import opshift
@@ -93,3 +94,25 @@ def test_clip_min_above_max_other_float_types(dtype):
     m = _clip(4.0, -2.0, dtype)
     c = _checked(m, 10, {"x": CLIP_X.astype(dtype)})
     assert _ops(c) == ["Clip"] and _attrs(c.graph.node[0]) == {"min": -2.0, "max": -2.0}
+
+
+# -- 5. MeanVarianceNormalization without axes -----------------------------------------------
+
+def _mvn(opset: int) -> onnx.ModelProto:
+    return make_model([helper.make_node("MeanVarianceNormalization", ["x"], ["y"])],
+                      [vi("x", T.FLOAT, [2, 3, 4, 5])], [vi("y", T.FLOAT, [2, 3, 4, 5])],
+                      opset=opset)
+
+
+@pytest.mark.parametrize("target", [13, 18, 21])
+def test_mvn_default_axes_written_up(target):
+    x = np.random.default_rng(5).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    c = _checked(_mvn(9), target, {"x": x}, own_rounding=True)
+    assert _attrs(c.graph.node[0]) == {"axes": [0, 2, 3]}
+
+
+@pytest.mark.parametrize("target", [12, 9])
+def test_mvn_13_without_axes_down(target):
+    x = np.random.default_rng(6).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    c = _checked(_mvn(13), target, {"x": x}, own_rounding=True)
+    assert _ops(c) == ["MeanVarianceNormalization"]

@@ -1,7 +1,9 @@
 """Attribute values whose spelling or default changed: GRU **3** (default direction spelled
 'foward' at 1), Concat **4** (axis defaulted to 1 before 4, required from 4), Cast **6** (``to``
 a type name before 6), Shape **15** (start/end written as a Slice of the whole shape below),
-ArgMax/ArgMin **12** (select_last_index=1 below: the first index of the input reversed).
+ArgMax/ArgMin **12** (select_last_index=1 below: the first index of the input reversed),
+MeanVarianceNormalization **13** (default axes written out: MVN-13's function body reads
+``@axes``, which onnx's checker cannot expand when it is unset).
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ def concat_axis(st: Step) -> None:
     if st.up and not st.has_attr("axis"):
         st.set_attr("axis", 1)
         st.note("axis=1 (Concat-1's documented default) written; required from 4")
+
+
+@at(13, "MeanVarianceNormalization")
+def mvn_axes(st: Step) -> None:
+    if st.up and not st.has_attr("axes"):
+        st.set_attr("axes", [0, 2, 3])
+        st.note("axes=[0, 2, 3] (the default) written",
+                "MVN-13's function body reads @axes, which onnx cannot expand when unset")
 
 
 @at(6, "Cast")
