@@ -116,3 +116,30 @@ def test_mvn_13_without_axes_down(target):
     x = np.random.default_rng(6).standard_normal((2, 3, 4, 5)).astype(np.float32)
     c = _checked(_mvn(13), target, {"x": x}, own_rounding=True)
     assert _ops(c) == ["MeanVarianceNormalization"]
+
+
+# -- 6. Squeeze/Unsqueeze axes folded unsorted -----------------------------------------------
+
+@pytest.mark.parametrize("target", [12, 11, 10, 7])
+@pytest.mark.parametrize("axes, written", [([3, 0], {12: [0, 3], 10: [0, 3]}),
+                                           ([-1, 0], {12: [0, -1], 10: [0, 3]}),
+                                           ([3, -4], {12: [-4, 3], 10: [0, 3]})],
+                         ids=["3_0", "-1_0", "3_-4"])
+@pytest.mark.parametrize("op", ["Squeeze", "Unsqueeze"])
+def test_squeeze_axes_written_sorted(op, axes, written, target):
+    small, big = [3, 4], [1, 3, 4, 1]
+    shape_in, shape_out = (big, small) if op == "Squeeze" else (small, big)
+    m = make_model([helper.make_node(op, ["x", "axes"], ["y"])],
+                   [vi("x", T.FLOAT, shape_in)], [vi("y", T.FLOAT, shape_out)], opset=13,
+                   initializers=[numpy_helper.from_array(np.array(axes, np.int64), "axes")])
+    x = np.arange(12, dtype=np.float32).reshape(shape_in)
+    c = opshift.convert(m, target)
+    assert _attrs(c.graph.node[0])["axes"] == written[12 if target >= 11 else 10]
+    _checked(m, target, {"x": x})
+
+
+def test_squeeze_1_unsorted_axes_sorted_down():
+    m = make_model([helper.make_node("Squeeze", ["x"], ["y"], axes=[3, 0])],
+                   [vi("x", T.FLOAT, [1, 3, 4, 1])], [vi("y", T.FLOAT, [3, 4])], opset=11)
+    c = _checked(m, 10, {"x": np.arange(12, dtype=np.float32).reshape(1, 3, 4, 1)})
+    assert _attrs(c.graph.node[0])["axes"] == [0, 3]

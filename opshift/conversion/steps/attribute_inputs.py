@@ -144,12 +144,33 @@ def axes_input(st: Step) -> None:
             st.set_inputs([st.input(0)])
         else:
             input_to_attr(st, 1, "axes")
+            if not reduce:
+                sort_axes(st)
     elif noop and reduce:
         raise Refuse("noop_with_empty_axes=1 without axes (an identity) has no equivalent")
     if reduce and st.has_attr("noop_with_empty_axes"):
         if noop and not st.has_attr("axes"):
             raise Refuse("noop_with_empty_axes=1 with empty axes has no equivalent")
         st.del_attr("noop_with_empty_axes")
+
+
+def sort_axes(st: Step) -> None:
+    """Write Squeeze's or Unsqueeze's axes attribute in increasing order: the op reads them
+    as a set (Unsqueeze's as positions in its output), and onnx's shape inference of
+    Squeeze-1 walks them as sorted. Negative axes, where the rank is known, are ordered by
+    the axis they name (the rank of X for Squeeze, of Y for Unsqueeze)."""
+    axes = st.attr("axes")
+    ref = st.input(0) if st.op == "Squeeze" else st.w.output[0]
+    rank = st.rank(ref)
+    if rank is None:
+        rank = 0 if all(a >= 0 for a in axes) or all(a < 0 for a in axes) else None
+    if rank is None:
+        return  # (mixed signs of unknown rank: Squeeze-11 and up read any order)
+    new = sorted(axes, key=lambda a: a + rank if a < 0 else a)
+    if new != list(axes):
+        st.set_attr("axes", new)
+        st.note(f"axes {list(axes)} written sorted, as {new}",
+                "onnx's shape inference of Squeeze-1 reads them in order")
 
 
 @at(2, "Split")

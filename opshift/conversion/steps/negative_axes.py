@@ -3,7 +3,8 @@
 Going down they are normalized with the known rank (or dimension), else refused: ArgMax,
 ArgMin, Compress, Concat, Flatten, Gather (also negative indices), Hardmax, LogSoftmax,
 Softmax, Split, Squeeze, Unsqueeze, TopK, OneHot (which from 11 counts negative indices from
-the back), the Reduce ops, Slice and Scan.
+the back), the Reduce ops, Slice and Scan. Squeeze's and Unsqueeze's axes are written sorted
+on the way (a set either way; onnx's shape inference of Squeeze-1 reads them in order).
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def negative_axes(st: Step) -> None:
         return
     vals = value if isinstance(value, list) else [value]
     if all(v >= 0 for v in vals):
+        if st.op in ("Squeeze", "Unsqueeze") and vals != sorted(vals):
+            st.set_attr(name, sorted(vals))
+            st.note(f"{name}={value} written sorted",
+                    "onnx's shape inference of Squeeze-1 reads them in order")
         return
     ref = st.input(0) if which == "in" else st.w.output[0]
     r = st.rank(ref)
@@ -68,6 +73,8 @@ def negative_axes(st: Step) -> None:
     if r is None:
         raise Refuse(f"negative {name}={value} needs the rank of {ref!r}, which is unknown")
     new = [v + r if v < 0 else v for v in vals]
+    if st.op in ("Squeeze", "Unsqueeze"):
+        new.sort()  # (a set of axes: onnx's inference of Squeeze-1 reads them in order)
     st.set_attr(name, new if isinstance(value, list) else new[0])
     st.note(f"{name}={value} normalized to {new if isinstance(value, list) else new[0]}")
 
