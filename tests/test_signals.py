@@ -45,15 +45,29 @@ def embedded(tmp_path_factory):
     return src
 
 
+def _as_from_a_terminal(ignored: tuple[signal.Signals, ...] = ()):
+    """A ``preexec_fn`` giving the child the signal dispositions a command typed at a
+    terminal gets: SIGINT, SIGTERM and SIGHUP at their defaults and unblocked, but for the
+    ``ignored`` ones (as ``nohup`` or a shell's background job leaves them). subprocess
+    resets none of them, so a test run under nohup would pass its ignored SIGHUP on, and
+    opshift rightly keeps an inherited ignore."""
+    def preexec() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, list(STATUS))
+        for sig in STATUS:
+            signal.signal(sig, signal.SIG_IGN if sig in ignored else signal.SIG_DFL)
+    return preexec
+
+
 def _stop_mid_write(argv, out, sig, preexec_fn=None) -> tuple[int, str]:
     """Run ``argv``; as soon as a temp file shows in ``out``, send ``sig``. The run is
     frozen (SIGSTOP) while the signal is sent, so it lands while the temp is being
-    written, not after the run has moved on."""
+    written, not after the run has moved on. The child starts with the dispositions of
+    ``preexec_fn`` (default: :func:`_as_from_a_terminal`), whatever this process has."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     p = subprocess.Popen([sys.executable, "-m", "opshift", *map(str, argv)], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         preexec_fn=preexec_fn)
+                         preexec_fn=preexec_fn or _as_from_a_terminal())
     deadline = time.monotonic() + 120
     try:
         while not any(n.endswith(".tmp") for n in os.listdir(out)):
@@ -112,12 +126,14 @@ def test_sigterm_while_inline_writes_the_model_leaves_nothing(embedded, tmp_path
     assert listing(tmp_path) == {}
 
 
-def test_a_hangup_ignored_from_the_start_stays_ignored(big, tmp_path):
-    # nohup starts a program with SIGHUP ignored; it must then run to the end.
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_ignored_from_the_start_stays_ignored(big, tmp_path, sig):
+    # nohup starts a program with SIGHUP ignored, a shell's background job (cmd &) with
+    # SIGINT ignored; it must then run to the end
     rc, err = _stop_mid_write(["convert", big / "m.onnx", "--opset", "14", "-o",
-                               tmp_path / "m.onnx", "-q"], tmp_path, signal.SIGHUP,
-                              preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-    assert rc == 0, err
+                               tmp_path / "m.onnx", "-q"], tmp_path, sig,
+                              preexec_fn=_as_from_a_terminal(ignored=(sig,)))
+    assert (rc, err) == (0, "")
     assert set(listing(tmp_path)) == {"m.onnx", "w.bin"}
     assert (tmp_path / "w.bin").stat().st_size == (big / "w.bin").stat().st_size
 
