@@ -143,3 +143,47 @@ def test_squeeze_1_unsorted_axes_sorted_down():
                    [vi("x", T.FLOAT, [1, 3, 4, 1])], [vi("y", T.FLOAT, [3, 4])], opset=11)
     c = _checked(m, 10, {"x": np.arange(12, dtype=np.float32).reshape(1, 3, 4, 1)})
     assert _attrs(c.graph.node[0])["axes"] == [0, 3]
+
+
+# -- 7. Resize's unread optional inputs ------------------------------------------------------
+
+RESIZE_X = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3)
+
+
+def _resize(*, sizes: bool, mode: str = "half_pixel", roi=(), sampling: str = "linear"
+            ) -> onnx.ModelProto:
+    """Resize-11 at IR 6 whose roi and scales are initializers also listed as graph inputs
+    (defaults a caller may feed), empty but for the scales without sizes and ``roi``."""
+    scales = [] if sizes else [1.0, 1.0, 2.0, 2.0]
+    inits = [numpy_helper.from_array(np.array(roi, np.float32), "roi"),
+             numpy_helper.from_array(np.array(scales, np.float32), "scales")]
+    inputs = ["x", "roi", "scales"]
+    if sizes:
+        inits.append(numpy_helper.from_array(np.array([1, 1, 4, 6], np.int64), "sizes"))
+        inputs.append("sizes")
+    return make_model([helper.make_node("Resize", inputs, ["y"], mode=sampling,
+                                        coordinate_transformation_mode=mode)],
+                      [vi("x", T.FLOAT, [1, 1, 2, 3]), vi("roi", T.FLOAT, [len(roi)]),
+                       vi("scales", T.FLOAT, [len(scales)])],
+                      [vi("y", T.FLOAT, [1, 1, 4, 6])], opset=11, initializers=inits,
+                      ir_version=6)
+
+
+@pytest.mark.parametrize("target", [13, 18, 19])
+def test_resize_empty_scales_beside_sizes_written_absent(target):
+    c = _checked(_resize(sizes=True), target, {"x": RESIZE_X})
+    assert list(c.graph.node[0].input) == ["x", "", "", "sizes"]
+    assert [i.name for i in c.graph.input] == ["x", "roi", "scales"]  # (the interface stays)
+
+
+def test_resize_roi_written_absent_where_unread():
+    c = _checked(_resize(sizes=False), 13, {"x": RESIZE_X})
+    assert list(c.graph.node[0].input) == ["x", "", "scales"]
+
+
+def test_resize_roi_kept_for_tf_crop_and_resize():
+    # (nearest: onnxruntime's linear weights round otherwise than the spec's in a crop)
+    m = _resize(sizes=True, mode="tf_crop_and_resize", roi=[0, 0, 0.25, 0, 1, 1, 1, 0.75],
+                sampling="nearest")
+    c = _checked(m, 13, {"x": RESIZE_X})
+    assert list(c.graph.node[0].input) == ["x", "roi", "", "sizes"]

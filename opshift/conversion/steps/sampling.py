@@ -1,8 +1,9 @@
 """Resampling ops.
 
 * Resize **11** (Resize-10 is asymmetric sampling with floor rounding), **13** (roi/scales
-  optional), **19** (half_pixel_symmetric); Upsample **7** (height/width_scale -> scales,
-  mode bilinear -> linear), **9** (scales input);
+  optional: written absent going up where Resize-11 never reads them), **19**
+  (half_pixel_symmetric); Upsample **7** (height/width_scale -> scales, mode bilinear ->
+  linear), **9** (scales input);
 * GridSample **20** (mode names bilinear/bicubic -> linear/cubic); RoiAlign **16** (the old
   behaviour is coordinate mode 'output_half_pixel').
 """
@@ -80,9 +81,10 @@ def resize_10_11(st: Step) -> None:
 @at(13, "Resize")
 def resize_optional_inputs(st: Step) -> None:
     if st.up:
-        mode = st.attr("coordinate_transformation_mode", b"half_pixel")
-        if mode in (b"tf_half_pixel_for_nn", "tf_half_pixel_for_nn"):
+        mode = text(st.attr("coordinate_transformation_mode", b"half_pixel"))
+        if mode == "tf_half_pixel_for_nn":
             raise Refuse("tf_half_pixel_for_nn does not exist from Resize-13")
+        _unread_inputs_absent(st, mode)
         return
     inputs = [st.input(i) for i in range(4)]
     if not inputs[1]:
@@ -90,6 +92,26 @@ def resize_optional_inputs(st: Step) -> None:
     if not inputs[2]:
         inputs[2] = st.add_const("scales", np.zeros((0,), np.float32))
     st.set_inputs(inputs)
+
+
+def _unread_inputs_absent(st: Step, mode: str) -> None:
+    """Resize-11 takes roi and scales always, read only where they mean something: roi with
+    tf_crop_and_resize, scales without sizes (with sizes, scales must be empty). From 13
+    either may be absent, and must be for scales beside sizes: onnx and onnxruntime tell an
+    empty scales only when it is a constant, not an initializer that is also a graph input
+    (IR 4 on), which a caller may feed. Those never read are written absent."""
+    inputs = [st.input(i) for i in range(4)]
+    dropped = []
+    if inputs[1] and mode != "tf_crop_and_resize":
+        inputs[1] = ""
+        dropped.append("roi (read only with tf_crop_and_resize)")
+    if inputs[2] and inputs[3]:
+        inputs[2] = ""
+        dropped.append("scales (empty beside sizes)")
+    if dropped:
+        st.set_inputs(inputs)
+        st.note(f"{' and '.join(dropped)} written absent",
+                "from 13 an unread optional input is written as none")
 
 
 @at(18, "Resize")
