@@ -119,3 +119,33 @@ def test_fuse_loads_onnx_ir_only_for_a_model_that_may_hold_a_pattern(tmp_path, d
     assert "PRelu" in kinds and "Mul" not in kinds
     if not decomposed:
         assert out.read_bytes() == src.read_bytes()
+
+
+def test_json_help_lists_the_keys_a_json_line_has():
+    import re
+
+    from clirun import json_lines, opshift
+    from conftest import MODELS
+
+    p = opshift("--help")
+    assert p.returncode == 0 and "see 'opshift --help'" not in p.stdout
+    text = " ".join(p.stdout.split())  # argparse wraps the help
+    m = re.search(r"--json one JSON object per model per line on stdout, keys: ([a-z_, ]+) ",
+                  text)
+    assert m, text
+    (line,) = json_lines(opshift("inspect", MODELS / "prelu7.onnx", "--json").stdout)
+    assert m.group(1).split(", ") == list(line)
+
+
+def test_allow_rounding_help_names_each_family_it_enables():
+    from clirun import opshift
+
+    p = opshift("fuse", "--help")
+    text = " ".join(p.stdout.split())
+    assert p.returncode == 0 and "also fuse Elu(x)*gamma into Selu, which" not in text
+    for family in ("Relu(x) + c*Relu(-x) (tf2onnx/keras2onnx Keras PReLU)",
+                   "Relu/Max/Clip + s*Min/Clip pairs (TorchScript clamp)",
+                   "s*x + 0 (paddle2onnx scale", "Where(x <= 0, s*x, x) with a negative slope",
+                   "Elu(x)*gamma", "gamma*Where(x > 0, Elu(x), alpha*Elu(x))",
+                   "computed in 16 bits"):
+        assert family in text, family

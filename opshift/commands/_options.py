@@ -28,7 +28,9 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("-q", "--quiet", action="store_true",
                    help="print nothing on success (errors still go to stderr)")
     g.add_argument("--json", action="store_true",
-                   help="one JSON object per model on stdout (see 'opshift --help')")
+                   help="one JSON object per model per line on stdout, keys: command, input, "
+                   "output, ok, exit_code, changes, ops_before, ops_after, verify, notes, "
+                   "error, details (README: --json)")
 
 
 def add_model_options(p: argparse.ArgumentParser, *, writes: bool,

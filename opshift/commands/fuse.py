@@ -44,7 +44,13 @@ def register(sub, parent) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_options(p, writes=True)
     p.add_argument("--allow-rounding", action="store_true",
-                   help="also fuse Elu(x)*gamma into Selu, which rounds differently for x < 0")
+                   help="also fuse the forms that differ from the op in rounding or in the "
+                   "sign of a zero result: Relu(x) + c*Relu(-x) (tf2onnx/keras2onnx Keras "
+                   "PReLU) and Relu/Max/Clip + s*Min/Clip pairs (TorchScript clamp), +0 at "
+                   "x = -0 where PRelu gives -0; s*x + 0 (paddle2onnx scale, +0 for -0); "
+                   "Where(x <= 0, s*x, x) with a negative slope element; Elu(x)*gamma and "
+                   "gamma*Where(x > 0, Elu(x), alpha*Elu(x)) into Selu, and a Selu or slope "
+                   "computed in 16 bits, which round differently (README: Fused forms)")
     add_verify_options(p, flag=True)
     p.set_defaults(func=run)
 
