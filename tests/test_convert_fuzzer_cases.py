@@ -187,3 +187,33 @@ def test_resize_roi_kept_for_tf_crop_and_resize():
                 sampling="nearest")
     c = _checked(m, 13, {"x": RESIZE_X})
     assert list(c.graph.node[0].input) == ["x", "roi", "", "sizes"]
+
+
+# -- 8a. Reduce with noop_with_empty_axes=1 and no axes: an Identity --------------------------
+
+REDUCE_X = np.array([[1.5, -0.0, np.nan], [np.inf, 2.0, -7.25]], np.float32)
+
+
+@pytest.mark.parametrize("target", [12, 11, 7, 6])
+@pytest.mark.parametrize("op, opset", [("ReduceSum", 13), ("ReduceMean", 18),
+                                       ("ReduceMax", 18)])
+@pytest.mark.parametrize("axes", [None, []], ids=["omitted", "empty"])
+def test_reduce_noop_without_axes_is_identity(op, opset, axes, target):
+    inputs = ["x"] if axes is None else ["x", "axes"]
+    inits = [] if axes is None else [numpy_helper.from_array(np.array(axes, np.int64), "axes")]
+    m = make_model([helper.make_node(op, inputs, ["y"], noop_with_empty_axes=1)],
+                   [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 3])], opset=opset,
+                   initializers=inits)
+    assert_exact(REDUCE_X, evaluate(m, {"x": REDUCE_X})["y"], "the original")
+    c = opshift.convert(m, target)
+    assert _ops(c) == ["Identity"] and not c.graph.initializer
+    _checked(m, target, {"x": REDUCE_X})
+
+
+@pytest.mark.parametrize("target", [17, 12])
+def test_reduce_noop_with_axes_still_reduces(target):
+    m = make_model([helper.make_node("ReduceMean", ["x", "axes"], ["y"], noop_with_empty_axes=1)],
+                   [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 1])], opset=18,
+                   initializers=[numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    c = _checked(m, target, {"x": np.array([[1.5, -0.0, 3], [1, 2.0, -7.25]], np.float32)})
+    assert _ops(c) == ["ReduceMean"] and _attrs(c.graph.node[0]) == {"axes": [1]}

@@ -2,8 +2,9 @@
 when an input that must become an attribute is not a constant.
 
 Reshape **5** (shape), **14** (allowzero); Unsqueeze/Squeeze/ReduceSum **13** and the other
-Reduce ops **18** (axes, noop_with_empty_axes); Split **2**, **13**, **18** (split,
-num_outputs); Clip **6** (unset bounds), **11** (min/max); Pad **2** (paddings -> pads),
+Reduce ops **18** (axes, noop_with_empty_axes: without axes an Identity down; Squeeze's and
+Unsqueeze's axes written sorted); Split **2**, **13**, **18** (split, num_outputs); Clip
+**6** (unset bounds), **11** (min/max; min > max as both max); Pad **2** (paddings -> pads),
 **11** (pads/value); Slice **10** (below: what Slice-1 cannot take a Gather,
 :mod:`.slice_bounds`); TopK **10** (k); DFT **20** (axis, default 1 vs -2).
 """
@@ -138,6 +139,13 @@ def axes_input(st: Step) -> None:
         attr_to_input(st, "axes", 1)
         return
     noop = st.attr("noop_with_empty_axes", 0)
+    if reduce and noop and (not st.input(1) or st.need_const(1, "axes").size == 0):
+        x, y = st.input(0), st.w.output[0]
+        st.set_inputs([x])
+        st.add_node("Identity", [x], "same", output=y)
+        st.remove("noop_with_empty_axes=1 without axes written as Identity",
+                  "it reduces nothing: the output is the input")
+        return
     if st.input(1):
         axes = st.need_const(1, "axes")
         if axes.size == 0 and reduce:
@@ -146,11 +154,7 @@ def axes_input(st: Step) -> None:
             input_to_attr(st, 1, "axes")
             if not reduce:
                 sort_axes(st)
-    elif noop and reduce:
-        raise Refuse("noop_with_empty_axes=1 without axes (an identity) has no equivalent")
     if reduce and st.has_attr("noop_with_empty_axes"):
-        if noop and not st.has_attr("axes"):
-            raise Refuse("noop_with_empty_axes=1 with empty axes has no equivalent")
         st.del_attr("noop_with_empty_axes")
 
 
