@@ -217,3 +217,22 @@ def test_reduce_noop_with_axes_still_reduces(target):
                    initializers=[numpy_helper.from_array(np.array([1], np.int64), "axes")])
     c = _checked(m, target, {"x": np.array([[1.5, -0.0, 3], [1, 2.0, -7.25]], np.float32)})
     assert _ops(c) == ["ReduceMean"] and _attrs(c.graph.node[0]) == {"axes": [1]}
+
+
+# -- 8b. Pad with a NaN constant_value ---------------------------------------------------------
+
+@pytest.mark.parametrize("target", [10, 7, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64],
+                         ids=["float32", "float16", "float64"])
+def test_pad_nan_value_down(dtype, target):
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = make_model([helper.make_node("Pad", ["x", "pads", "value"], ["y"])],
+                   [vi("x", elem, [2, 3])], [vi("y", elem, [3, 5])], opset=18,
+                   initializers=[numpy_helper.from_array(np.array([0, 1, 1, 1], np.int64),
+                                                         "pads"),
+                                 numpy_helper.from_array(np.array(np.nan, dtype), "value")])
+    x = np.array([[1.5, -0.0, 3], [np.inf, 2.0, -7.25]], dtype)
+    want = evaluate(m, {"x": x})["y"]
+    assert np.isnan(want[:, 0]).all() and np.isnan(want[2]).all()
+    c = _checked(m, target, {"x": x})
+    assert _ops(c) == ["Pad"] and np.isnan(_attrs(c.graph.node[0])["value"])

@@ -387,7 +387,7 @@ def pad_inputs(st: Step) -> None:
     if st.input(2):
         v = st.need_const(2, "constant_value")
         x = float(v.reshape(-1)[0])
-        if float(np.float32(x)) != x:
+        if float(np.float32(x)) != x and not np.isnan(x):  # (NaN is a float32 too)
             raise Refuse(f"constant_value {x} is not a float32")
         st.set_attr("value", x)
         st.set_inputs([st.input(0)])
