@@ -236,3 +236,26 @@ def test_pad_nan_value_down(dtype, target):
     assert np.isnan(want[:, 0]).all() and np.isnan(want[2]).all()
     c = _checked(m, target, {"x": x})
     assert _ops(c) == ["Pad"] and np.isnan(_attrs(c.graph.node[0])["value"])
+
+
+# -- 8c. per-axis QuantizeLinear whose zero point is shared --------------------------------
+
+@pytest.mark.parametrize("target", [12, 10, 7])
+@pytest.mark.parametrize("zero_point", [np.array([0, 128, 255], np.uint8),
+                                        np.array([-128, 0, 127], np.int8)],
+                         ids=["uint8", "int8"])
+def test_per_axis_quantize_with_a_shared_zero_point(zero_point, target):
+    """Two per-axis QuantizeLinear read one zero point: the zero point is reshaped for each as
+    a copy, whose type gives the output's."""
+    elem = helper.np_dtype_to_tensor_dtype(zero_point.dtype)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], [y], axis=1)
+             for y in ("y", "y2")]
+    m = make_model(nodes, [vi("x", T.FLOAT, [2, 3, 2])],
+                   [vi("y", elem, [2, 3, 2]), vi("y2", elem, [2, 3, 2])], opset=13,
+                   initializers=[numpy_helper.from_array(np.array([0.5, 2, 0.25], np.float32),
+                                                         "s"),
+                                 numpy_helper.from_array(zero_point, "z")])
+    x = np.array([[[0.25, -1.5], [3.0, 1000.0], [-1000.0, np.nan]],
+                  [[2.5, -2.5], [-0.0, 255.0], [31.875, -32.125]]], np.float32)
+    c = _checked(m, target, {"x": x})
+    assert "QuantizeLinear" not in _ops(c)

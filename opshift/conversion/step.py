@@ -281,6 +281,8 @@ class Step(Computed):
                                                     const, shape, self.state.pre)
         self.state.shapes[new] = shape
         if new != name:
+            # (a copy, the tensor being shared: its type, which the facts do not know yet)
+            self.ctx.facts.extra_types[new] = const.tensor.data_type
             self.edit().input[i] = new
         return how
 
