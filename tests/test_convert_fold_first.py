@@ -325,7 +325,7 @@ def test_cli_says_what_it_folded_and_verifies_the_whole_model(tmp_path):
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     (fold,) = [c for c in d["changes"] if c.get("kind") == "fold"]
-    assert fold["node"] == "cast" and fold["op"] == "Cast-13->None"
+    assert fold["node"] == "cast" and fold["op"] == "Cast-13 -> initializer"
     assert any(n.startswith("folded 1 value computed from constants alone") for n in d["notes"])
     assert d["verify"]["ok"] and d["verify"]["checks"]["whole_model"]
     assert d["ops_after"] == {"Pad": 1} and src.read_bytes() == before

@@ -115,7 +115,7 @@ def test_fusion_is_a_change_saying_which_nodes_and_why(cases):
     log: list[str] = []
     result = convert_proto(m, 6, verbose_log=log.append)
     fused, *rest = result.changes
-    assert fused.action == "fuse" and fused.label == "Where-16->None"
+    assert fused.action == "fuse" and fused.label == "Where-16 -> LeakyRelu-6"
     assert fused.what.startswith("fused ") and "into LeakyRelu(alpha=0.1" in fused.what
     assert {"Where", "Less", "Mul"} <= set(fused.what.split(" into ")[0][6:].split(", "))
     assert fused.why.startswith("Where does not exist at opset 6")
@@ -182,7 +182,7 @@ def test_a_missing_op_fuse_cannot_fuse_is_refused_naming_node_op_and_version():
     with pytest.raises(ConversionError) as e:
         convert_proto(m, 6)
     msg = str(e.value)
-    assert msg.startswith("node 'select' (Where-16 -> None, graph 'g'): Where does not exist "
+    assert msg.startswith("node 'select' (Where-16 -> opset 6, graph 'g'): Where does not exist "
                           "at opset 6"), msg
     assert m.SerializeToString() == before  # the fusable region is not fused either
 
@@ -208,7 +208,7 @@ def test_fuse_refusing_the_region_says_why():
     with pytest.raises(ConversionError) as e:
         convert(m, 6)
     msg = str(e.value)
-    assert msg.startswith("node 'where_y' (Where-16 -> None, graph 'g'): Where does not exist")
+    assert msg.startswith("node 'where_y' (Where-16 -> opset 6, graph 'g'): Where does not exist")
     assert "fuse refused the pattern ending at node 'where_y' (Where)" in msg
     assert "used outside it" in msg
 
@@ -256,7 +256,7 @@ def test_cli_says_it_fused_first_and_why(tmp_path, expanded_file):
     assert p.returncode == 0, p.stderr
     assert ("note: fused 1 region into a single op before converting, the only way: Where "
             "does not exist at opset 6") in p.stdout
-    assert "<Where #4> (Where-16->None): fused " in p.stdout
+    assert "<Where #4> (Where-16 -> PRelu-6): fused " in p.stdout
     assert ops(onnx.load(out)) == ["PRelu"] and src.read_bytes() == before
     p = opshift("convert", src, "--opset", 6, "-o", out, "-v", "--force")
     assert "Where does not exist at opset 6 and no exact decomposition applies" in p.stdout
@@ -269,7 +269,7 @@ def test_cli_json_lists_the_fusion(tmp_path, expanded_file):
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     (fused,) = [c for c in d["changes"] if c.get("kind") == "fuse"]
-    assert fused["op"] == "Where-16->None" and "into LeakyRelu" in fused["what"]
+    assert fused["op"] == "Where-16 -> LeakyRelu-1" and "into LeakyRelu" in fused["what"]
     assert fused["why"].startswith("Where does not exist at opset 5")
     assert d["details"]["fused"] == 1 and d["ops_after"] == {"LeakyRelu": 1}
     assert any("the only way" in n for n in d["notes"])

@@ -36,7 +36,16 @@ from ..memory import no_cyclic_gc
 from .bodies import body_refusal
 from .fuse_first import Refusals, plan_after_fusing_and_folding
 from .ir_version import initializers_as_inputs, needed_ir
-from .result import RELABEL, Change, ConvertResult, Relabels, all_changes, record_region
+from .result import (
+    RELABEL,
+    Change,
+    ConvertResult,
+    Relabels,
+    all_changes,
+    record_region,
+    replacement,
+    versions,
+)
 from .step import Context
 from .walk import Walk, walk_for, walk_node
 
@@ -194,7 +203,9 @@ class _Planner:
             what = sys.intern("; ".join([w for w, _ in notes])) or "relabel"
             why = sys.intern("; ".join(whys)) or ("" if notes else RELABEL)
         change = Change(name, n.op_type, sc.label, walk.v_from, walk.v_to,
-                        "rewrite" if new is not None else "relabel", what, why)
+                        "rewrite" if new is not None else "relabel", what, why,
+                        into=replacement(n, new, self.ctx.target)
+                        if new is not None and state.removed else None)
         # a node holding subgraphs gets them written after this plan (their own edits in):
         # its rewrite is checked with the whole model only
         if self.record and not any(True for _ in subgraphs(n)):
@@ -246,7 +257,8 @@ class _Planner:
                     first, first_ins = planned, ins
                 elif _canonical(planned[0], n) != _canonical(first[0], n):
                     raise ConversionError(
-                        f"node {name!r} ({n.op_type}-{walk.v_from} -> {walk.v_to}, "
+                        f"node {name!r} ("
+                        f"{versions(n.op_type, walk.v_from, walk.v_to, self.ctx.target)}, "
                         f"{sc.label}): function {fid} is called with inputs "
                         f"{_types_str(first_ins, f)} and {_types_str(ins, f)}, which need "
                         "different conversions of this node")

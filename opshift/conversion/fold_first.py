@@ -86,7 +86,7 @@ def fold(model: onnx.ModelProto, source: int, refused: list, planned: list
             "initializer first" + (f" ({left} of them kept: other nodes read them)"
                                    if left else ""),
             f"node {refused_name!r}: {err.reason}; the value depends on constants only, "
-            "through ops every runtime computes alike"))
+            "through ops every runtime computes alike", into="initializer"))
     return out, changes
 
 

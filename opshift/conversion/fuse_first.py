@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import onnx
 
+from .. import opsets
 from ..errors import BranchNeededError, ConstantNeededError, ConversionError, MissingOpError
 from .fold_first import fold
 from .result import Change
@@ -84,6 +85,12 @@ def plan_after_fusing_and_folding(model: onnx.ModelProto,
     return firsts + entries, regions
 
 
+def _at(op: str, target: int) -> str:
+    """``LeakyRelu-6``: ``op`` in its version at ``target`` (just ``op`` if none)."""
+    v = opsets.since_version(op, target)
+    return op if v is None else f"{op}-{v}"
+
+
 def _raise_after(e: ConversionError, firsts: list[Change], target: int) -> None:
     """Raise ``e``, saying what was fused or folded before it."""
     if not firsts:
@@ -127,5 +134,6 @@ def _fuse(model: onnx.ModelProto, refused: list, target: int, record: bool, base
             f"fused {', '.join(e.matched)} into {e.detail} first",
             f"{err.reason}; these nodes are exactly {op} by opshift fuse's checks [{e.rule}]"
             + (f" (but for the sign of zero, as fuse allows for this form: {e.zero_sign})"
-               if e.zero_sign else "") + f", and {op} exists at opset {target}"))
+               if e.zero_sign else "") + f", and {op} exists at opset {target}",
+            into=_at(op, target)))
     return fused, changes, res.regions

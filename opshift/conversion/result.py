@@ -33,10 +33,16 @@ class Change:
     why: str
     #: (before, after): models of just this rewrite (see :func:`record_region`)
     region: tuple[onnx.ModelProto, onnx.ModelProto] | None = field(default=None, repr=False)
+    #: what the node became when it is no longer its op (see :func:`replacement`), e.g.
+    #: 'Upsample-9', 'initializer'; None when it is still its op
+    into: str | None = None
 
     @property
     def label(self) -> str:
-        """``op-from->to``, e.g. ``PRelu-6->16``."""
+        """``op-from->to``, e.g. ``PRelu-6->16``; ``op-from -> into`` for a node that
+        became something else, e.g. ``Resize-11 -> Upsample-9``."""
+        if self.into is not None or self.to_version is None:
+            return f"{self.op}-{self.from_version} -> {self.into or 'removed'}"
         return f"{self.op}-{self.from_version}->{self.to_version}"
 
     def region_models(self) -> tuple[onnx.ModelProto, onnx.ModelProto] | None:
@@ -49,6 +55,38 @@ class Change:
         if self.action in ("fuse", "fold", "take_branch"):  # before converting: .fuse_first
             d["kind"] = self.action
         return d
+
+
+#: ops that pass their first input on (as another type or shape): what replaced a node is
+#: the op behind them
+_PASSING_ON = frozenset({"Cast", "CastLike", "Identity", "Reshape", "Squeeze", "Unsqueeze",
+                         "Flatten"})
+
+
+def replacement(node: onnx.NodeProto, new: list[onnx.NodeProto], target: int) -> str:
+    """What replaced ``node`` by ``new`` at opset ``target``, for a change's label: the op
+    computing its first output (behind casts and reshapes), with its version, and how many
+    other nodes it took, e.g. 'Upsample-9', 'Loop-1 + 15 nodes'; 'removed' when none of
+    ``new`` computes it."""
+    made = {o: b for b in new for o in b.output if o}
+    b = made.get(node.output[0]) if node.output else None
+    for _ in range(len(new)):  # (bounded: never a cycle in a plan, but cheap to be sure)
+        if b is None or b.op_type not in _PASSING_ON or not b.input or b.input[0] not in made:
+            break
+        b = made[b.input[0]]
+    if b is None:
+        return "removed"
+    v = opsets.since_version(b.op_type, target) if b.domain in ("", "ai.onnx") else None
+    text = b.op_type if v is None else f"{b.op_type}-{v}"
+    return text + (f" + {len(new) - 1} nodes" if len(new) > 2 else
+                   " + 1 node" if len(new) == 2 else "")
+
+
+def versions(op: str, v_from: int | None, v_to: int | None, target: int) -> str:
+    """``Resize-11 -> 10`` for a refusal's location; ``Resize-11 -> opset 9`` when the op
+    does not exist at the target."""
+    start = op if v_from is None else f"{op}-{v_from}"  # (None: not at the source either)
+    return f"{start} -> {v_to if v_to is not None else f'opset {target}'}"
 
 
 def relabel(node: str, op: str, scope: str, v_from: int, v_to: int) -> Change:

@@ -128,7 +128,10 @@ class Step(Computed):
         self.note(what, why)
 
     def note(self, what: str, why: str = "") -> None:
-        self.state.notes.append((f"{self.op}-{self.src}->{self.dst}: {what}", why))
+        # a step that keeps the version (the node written as other ops) is not 'X-11->11'
+        at = (f"{self.op}-{self.src}" if self.src == self.dst
+              else f"{self.op}-{self.src}->{self.dst}")
+        self.state.notes.append((f"{at}: {what}", why))
 
     def finish(self, fn: Callable[[Step], None]) -> None:
         """Run ``fn`` once the node is walked to the target; it handles the node's element

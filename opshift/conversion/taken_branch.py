@@ -51,7 +51,8 @@ def take_branches(model: onnx.ModelProto, source: int, refused: list, planned: l
                 name, "If", label, version, None, "take_branch",
                 f"replaced by its {'then' if branch else 'else'} branch: its condition "
                 f"{node.input[0]!r} is {branch}, computed from constants and shapes the model "
-                "fixes", f"node {name!r}: {err}; the branch taken depends on shapes only"))
+                "fixes", f"node {name!r}: {err}; the branch taken depends on shapes only",
+                into=f"its {'then' if branch else 'else'} branch"))
     if where is None:
         return None
     out = onnx.ModelProto()

@@ -19,6 +19,7 @@ from ..graph.facts import Facts
 from ..graph.scopes import Scope
 from .generic import SchemaStep, schema_step, versions_between
 from .registry import Registered, replacement_for, steps_for
+from .result import versions
 from .step import Context, NodeState, NotConstant, Refuse, Step
 
 
@@ -65,8 +66,8 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
     is) and its plan. Raises :class:`ConversionError` naming node, versions and scope."""
     op = n.op_type
     if v_from is None:
-        raise ConversionError(f"{_loc(n, name, v_from, v_to, sc)}: {op} does not exist at "
-                              f"opset {src}")
+        raise ConversionError(f"{_loc(n, name, v_from, v_to, sc, ctx.target)}: {op} does "
+                              f"not exist at opset {src}")
     if walk is None:
         walk = walk_for(ctx.facts, op, v_from, v_to)
     up = walk.up
@@ -84,7 +85,7 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
                 schema.check(st)  # (passes: the check would leave the node as it is)
         except Refuse as e:
             why = f"step {op}-{st.src} -> {op}-{st.dst}: no exact adapter: {e}"
-            msg = f"{_loc(n, name, v_from, v_to, sc)}: {why}"
+            msg = f"{_loc(n, name, v_from, v_to, sc, ctx.target)}: {why}"
             if isinstance(e, NotConstant):
                 raise ConstantNeededError(msg, e.value, sc, why) from None
             if op == "If":  # (the branch its condition takes may convert: .taken_branch)
@@ -92,7 +93,7 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
             raise ConversionError(msg) from None
     if (state.finisher is None or state.removed) and (v_to is not None or state.removed):
         return _result(n, state), state
-    loc = _loc(n, name, v_from, v_to, sc)
+    loc = _loc(n, name, v_from, v_to, sc, ctx.target)
     walk_to = walk.walk_to
     end = Step(n, op, walk_to, walk_to, False, ctx, sc, i, state)
     if state.finisher is not None and not state.removed:
@@ -138,10 +139,10 @@ def walk_on(st: Step, nodes: list[onnx.NodeProto], opset: int, what: str, depth:
     return out
 
 
-def _loc(n: onnx.NodeProto, name: str, v_from: int | None, v_to: int | None, sc: Scope
-         ) -> str:
+def _loc(n: onnx.NodeProto, name: str, v_from: int | None, v_to: int | None, sc: Scope,
+         target: int) -> str:
     """Where a refusal is: node, versions, scope (made only for a refusal)."""
-    return f"node {name!r} ({n.op_type}-{v_from} -> {v_to}, {sc.label})"
+    return f"node {name!r} ({versions(n.op_type, v_from, v_to, target)}, {sc.label})"
 
 
 def _result(n: onnx.NodeProto, state: NodeState) -> list[onnx.NodeProto] | None:
