@@ -73,3 +73,14 @@ def test_a_refusal_names_the_target_opset_not_none(tmp_path):
     assert p.returncode == 2 and "None" not in p.stderr
     assert "node 'Resize_165' (Resize-11 -> opset 9, graph 'g'): step Resize-11 -> " \
         "Resize-10: no exact adapter" in p.stderr
+
+
+def test_an_if_replaced_by_the_branch_it_takes_says_so(tmp_path):
+    from test_convert_if_shapes import _squeeze_if_last_is_1
+
+    src = tmp_path / "in.onnx"
+    onnx.save(_squeeze_if_last_is_1(("N", "T")), src)
+    d = json.loads(_convert(src, tmp_path / "o.onnx", "--input-shape", "x:2,1", "--json"))
+    labels = {c["kind"]: c["op"] for c in d["changes"] if "kind" in c}
+    assert labels["take_branch"] == "If-13 -> its then branch"
+    assert "None" not in json.dumps(d["changes"])
