@@ -47,7 +47,8 @@ every command prints one JSON object per model, one per line, with the keys comm
 output, ok, exit_code, changes, ops_before, ops_after, verify, notes, error, details.
 
 exit codes: 0 ok, 1 verification mismatch, 2 bad input or impossible conversion, 3 internal
-error; with several models, the worst of them
+error, 4 a check left something unchecked (see --allow-incomplete); with several models, the
+worst of them (3, 1, 2, 4)
 """
 
 

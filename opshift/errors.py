@@ -77,6 +77,12 @@ class VerificationError(OpshiftError):
     exit_code = 1
 
 
+#: The exit code of a check that found no difference but left something unchecked (a
+#: rewrite, a whole model that did not run, an output NaN everywhere): ``--verify`` exits 0
+#: only when everything was checked, or with ``--allow-incomplete``.
+EXIT_INCOMPLETE = 4
+
+
 def function_id(f) -> str:
     """``domain::name`` of a model-local function (a FunctionProto or an onnx_ir Function),
     the name alone in the default domain."""

@@ -267,8 +267,8 @@ sys.exit(main(sys.argv[1:]))
 def test_memory_past_the_machine_is_one_line_not_a_killed_process(tmp_path, command):
     """An Add broadcasting [16384, 1] with [1, 16384] makes 1 GiB; with the address space
     bounded by a machine of 1.5 GiB the allocation fails in the process (no out-of-memory
-    killer): one line, exit 2 for two models compared, a note for --verify (the original
-    cannot be run either), and no traceback."""
+    killer): one line, exit 2 for two models compared, an incomplete check for --verify (the
+    original cannot be run either), and no traceback."""
     m = make_model([helper.make_node("Add", ["x", "y"], ["z"])],
                    [vi("x", TensorProto.FLOAT, [16384, 1]), vi("y", TensorProto.FLOAT, [1, 16384])],
                    [vi("z", TensorProto.FLOAT, [16384, 16384])], opset=13)
@@ -282,6 +282,6 @@ def test_memory_past_the_machine_is_one_line_not_a_killed_process(tmp_path, comm
     if command == ["verify"]:
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert "Unable to allocate" in p.stderr
-    else:
-        assert p.returncode == 0, p.stderr
-        assert "whole model: not verified" in p.stdout and "Unable to allocate" in p.stdout
+    else:  # written, but not vouched for: incomplete
+        assert p.returncode == 4, p.stderr
+        assert "not checked: whole model" in p.stdout and "Unable to allocate" in p.stdout

@@ -17,8 +17,9 @@ from opshift.commands import _output
 
 SMALL = MODELS / "small_cnn.onnx"
 CHANGE = {"node", "op", "scope", "what", "why"}
-VERIFY = ["ok", "backend", "tolerance", "seed", "rounds", "checks", "signed_zeros_differ",
-          "inputs", "kernels", "rows", "notes"]  # the same object in every command
+#: the verify object, the same in every command
+VERIFY = ["ok", "verdict", "complete", "unchecked", "backend", "tolerance", "seed", "rounds",
+          "checks", "signed_zeros_differ", "inputs", "kernels", "rows", "notes"]
 ROW = {"label", "output", "dtype", "shape", "max_abs", "max_ulp", "ok", "reason"}
 
 
@@ -29,7 +30,7 @@ def check_schema(d: dict) -> None:
     for k in ("input", "output"):
         assert d[k] is None or isinstance(d[k], str)
     assert isinstance(d["ok"], bool) and d["ok"] == (d["exit_code"] == 0)
-    assert d["exit_code"] in (0, 1, 2, 3)
+    assert d["exit_code"] in (0, 1, 2, 3, 4)
     for c in d["changes"]:
         assert set(c) >= CHANGE and all(isinstance(c[k], str) for k in CHANGE)
     for k in ("ops_before", "ops_after"):
@@ -37,6 +38,9 @@ def check_schema(d: dict) -> None:
     v = d["verify"]
     if v is not None:
         assert list(v) == VERIFY and isinstance(v["ok"], bool)
+        assert v["verdict"] in ("ok", "FAIL", "incomplete")
+        assert v["ok"] == (v["verdict"] == "ok") and v["complete"] == (not v["unchecked"])
+        assert all(set(g) == {"what", "why"} for g in v["unchecked"])
         assert v["backend"] in ("opshift", "onnxruntime")
         assert set(v["tolerance"]) == {"ulp", "atol", "rtol"}
         assert set(v["checks"]) == {"rewrites", "whole_model"}

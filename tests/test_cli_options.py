@@ -3,6 +3,8 @@ common options before or after the command, no abbreviations, -q and -v."""
 
 from __future__ import annotations
 
+import json
+
 import onnx
 import pytest
 from clirun import opshift
@@ -105,9 +107,9 @@ def _lookup(path):
 @pytest.mark.parametrize("argv", [["convert", "--opset", "9"], ["inline"], ["fix"],
                                   ["fuse"]], ids=lambda a: a[0])
 def test_verify_runs_the_whole_model_on_given_inputs(tmp_path, argv):
-    """--inputs FILE.npz feeds the whole-model check of every command's --verify: a model
-    generated inputs cannot run (ids out of range) is then checked whole; without it a note
-    says the whole model was not run, and how to run it."""
+    """--inputs FILE.npz feeds the whole-model check of every command's --verify; without it
+    the generated ids stay within the rows of the table they index, so the model runs whole
+    on generated inputs too."""
     import numpy as np
 
     src, out, npz = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "ids.npz"
@@ -116,12 +118,11 @@ def test_verify_runs_the_whole_model_on_given_inputs(tmp_path, argv):
         assert opshift("inline", src, "-o", tmp_path / "i.onnx").returncode == 0
         src = tmp_path / "i.onnx"
     np.savez(npz, **{"input:ids": np.array([4, 0, 2, 2], np.int64)})
-    p = opshift(argv[0], src, *argv[1:], "-o", out, "--verify")
-    assert p.returncode == 0, p.stderr
-    assert "whole model: not verified: reference" in p.stdout
-    # (fix: a failing original is the defect it repairs, not its inputs: no hint)
-    hint = "--inputs FILE.npz runs the whole model on its real inputs"
-    assert (hint in p.stdout) == (argv[0] != "fix")
+    p = opshift(argv[0], src, *argv[1:], "-o", out, "--verify", "--json")
+    assert p.returncode == 0, p.stdout
+    v = json.loads(p.stdout)["verify"]
+    assert v["verdict"] == "ok" and v["checks"]["whole_model"], v
+    assert v["inputs"]["ids"]["source"] == "generated, realistic, in [0, 5)"
     p = opshift(argv[0], src, *argv[1:], "-o", out, "--verify", "--inputs", npz)
     assert p.returncode == 0, p.stderr
     assert "the whole model (1 output) match" in p.stdout and "not verified" not in p.stdout

@@ -162,5 +162,6 @@ def test_convert_verify_checks_a_rewritten_scan_with_the_whole_model(tmp_path, c
     onnx.save(_scan8(), src)
     assert cli.main(["convert", str(src), "--opset", "13", "-o", str(out), "--verify"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "(Scan-8->11): not checked on its own: it holds subgraphs" in text
+    assert ("note: 1 rewrite checked only within the whole model (<Scan #0> (Scan-8->11)): "
+            "on their own, it holds subgraphs, converted on their own") in text
     assert "verify: ok:" in text and "the whole model (2 outputs) match" in text

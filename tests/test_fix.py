@@ -536,13 +536,16 @@ def test_cli_fix_verify_json(tmp_path, capsys, rng):
     src = tmp_path / "in.onnx"
     data = _write_defect_model(src)
     out = tmp_path / "out.onnx"
-    assert main(["fix", str(src), "-o", str(out), "--verify", "--json"]) == 0
+    # the original is invalid as-is: nothing compared, so the check is incomplete (exit 4),
+    # the fixed model written all the same
+    assert main(["fix", str(src), "-o", str(out), "--verify", "--json"]) == 4
     d = json.loads(capsys.readouterr().out)
     assert sorted(c["kind"] for c in d["changes"]) == ["consumed_inputs", "prelu_slope"]
-    # the original is invalid as-is: nothing compared, and the notes say why
-    assert d["verify"]["ok"] and d["verify"]["rows"] == []
-    assert d["verify"]["notes"][0].startswith("whole model: not verified")
-    assert d["verify"]["notes"][1] == "the fixed model runs; each fix is exact by construction"
+    assert d["verify"]["verdict"] == "incomplete" and d["verify"]["rows"] == []
+    (gap,) = d["verify"]["unchecked"]
+    assert gap["what"] == "whole model" and gap["why"].startswith("the original does not run")
+    assert d["verify"]["notes"] == ["the fixed model runs; each fix is exact by construction"]
+    assert d["output"] == str(out) and not d["ok"] and d["error"] is None
     assert src.read_bytes() == data
     fixed = onnx.load(out)
     onnx.checker.check_model(fixed, full_check=True)
@@ -614,8 +617,9 @@ def test_cli_external_data_kept_and_verified(tmp_path, capsys, monkeypatch):
               size_threshold=0)
     monkeypatch.chdir(tmp_path)  # not the model's folder: data must be found beside it
     assert main(["fix", str(src_dir / "in.onnx"), "-o", str(out_dir / "f.onnx"), "--verify",
-                 "--json"]) == 0
+                 "--json", "--allow-incomplete"]) == 0
     d = json.loads(capsys.readouterr().out)
+    assert d["verify"]["verdict"] == "incomplete"
     # the original is invalid as-is; the fixed one must run (its weights found beside it)
     assert d["verify"]["backend"] == "opshift" and d["verify"]["rows"] == []
     assert d["verify"]["notes"][-1] == "the fixed model runs; each fix is exact by construction"

@@ -186,8 +186,9 @@ def test_verify_generates_finite_slopes_for_the_accepted_nodes_only(opset, slope
     # the region's slope and the graph input the slope comes from: finite; x keeps them all
     assert report.inputs["act: s"]["source"] == "generated, finite"
     assert report.inputs["act: x"]["source"] == "generated"
-    assert report.inputs[source]["source"] == "generated, finite"
-    assert report.inputs["x"]["source"] == "generated"
+    # (the whole model's inputs are realistic values: finite everywhere)
+    assert report.inputs[source]["source"] == "generated, realistic, finite"
+    assert report.inputs["x"]["source"] == "generated, realistic"
     assert any(n.startswith("act: slope 's' generated without +-inf and NaN") for n in notes)
     assert any(n.startswith(f"whole model: input(s) '{source}' generated without +-inf and "
                             "NaN: the slope of 'act'") for n in notes), notes
@@ -212,7 +213,7 @@ def test_verify_without_accepted_nodes_generates_every_special_value():
     out, result = _inlined(m)
     report, notes = verify_inline(m, out, result)
     assert report.ok and not any("without +-inf" in n for n in notes)
-    assert {v["source"] for v in report.inputs.values()} == {"generated"}
+    assert {v["source"] for v in report.inputs.values()} == {"generated", "generated, realistic"}
 
 
 def test_finite_inputs_get_every_other_special_value():

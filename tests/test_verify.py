@@ -252,7 +252,7 @@ def test_cli_strings_generated_or_from_npz(capsys, tmp_path):
                    extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
     p = save(m, tmp_path / "m.onnx")
     rc, out, err = run_cli(capsys, p, p, "-v")
-    assert rc == 0 and "generated inputs, seed 0, 10 rounds:\n  x: object [3]\n" in out, err
+    assert rc == 0 and "generated inputs, seed 0, 1 round:\n  x: object [3]\n" in out, err
     for arr in (np.array(["The Cat", "a", "dog"]), np.array([b"The Cat", b"a", b"dog"])):
         np.savez(tmp_path / "s.npz", x=arr)  # numpy's own strings, unicode or bytes
         rc, out, err = run_cli(capsys, p, p, "--inputs", tmp_path / "s.npz", "-v")
@@ -470,7 +470,6 @@ def bad_cases(tmp_path, ref, cand):
     notnpz = tmp_path / "not.npz"
     notnpz.write_text("nope")
     np.save(tmp_path / "single.npy", x)
-    bad_slope = save(prelu_model(slope=(0.1, 0.2, 0.3, 0.4, 0.5)), tmp_path / "badslope.onnx")
     custom = make_model([helper.make_node("Frob", ["x"], ["y"], name="frob", domain="acme")],
                         [helper.make_tensor_value_info("x", T.FLOAT, [2])],
                         [helper.make_tensor_value_info("y", T.FLOAT, [2])], opset=16,
@@ -498,7 +497,6 @@ def bad_cases(tmp_path, ref, cand):
         "dim unknown": ([ref, cand, "--dim", "batch=4"], "--dim batch: no input"),
         "negative seed": ([ref, cand, "--seed", "-1"], "seed -1"),
         "dim with inputs": ([ref, cand, "--dim", "N=2", "--inputs", npz["rank"]], "--dim only"),
-        "evaluator failure": ([ref, bad_slope], "candidate"),
         "unsupported op": ([custom_p, custom_p], "node 'frob'"),
     }
 
@@ -524,7 +522,9 @@ def test_cli_evaluator_failure_names_node_and_file(capsys, pair, tmp_path):
     ref, _, _ = pair
     bad = save(prelu_model(slope=(0.1, 0.2, 0.3, 0.4, 0.5)), tmp_path / "bad.onnx")
     rc, _, err = run_cli(capsys, ref, bad)
-    assert rc == 2 and f"candidate {bad}: node 'prelu' (PRelu-9" in err
+    # the candidate failing where the reference runs computes something else: a mismatch
+    assert rc == 1 and f"candidate {bad}: node 'prelu' (PRelu-9" in err
+    assert err.rstrip().endswith("reference runs on the same inputs")
 
 
 def test_cli_verbose_error_shows_traceback(capsys, tmp_path, pair):
@@ -805,7 +805,7 @@ def test_cli_model_error_with_npz_names_the_model_not_the_npz(capsys, tmp_path, 
     bad = save(prelu_model(slope=(0.1, 0.2, 0.3, 0.4, 0.5)), tmp_path / "bad.onnx")
     np.savez(tmp_path / "in.npz", x=np.ones((1, 3, 2, 2), np.float32))
     rc, _, err = run_cli(capsys, ref, bad, "--inputs", tmp_path / "in.npz")
-    assert rc == 2 and err.startswith(f"opshift verify: error: candidate {bad}: node 'prelu'")
+    assert rc == 1 and err.startswith(f"opshift verify: error: candidate {bad}: node 'prelu'")
 
 
 def test_opshift_verify_is_callable_after_importing_the_submodule():

@@ -131,9 +131,10 @@ def run(args, process: Process, *, writes: bool) -> int:
         bar.close()
 
 
-#: exit codes from least to most severe: a refusal (2) says what the input cannot do; a
+#: exit codes from least to most severe: a check that left something unchecked (4) wrote a
+#: model it could not fully vouch for; a refusal (2) says what the input cannot do; a
 #: verification mismatch (1), that a rewrite computed something else; 3, an internal error
-_SEVERITY = (0, 2, 1, 3)
+_SEVERITY = (0, 4, 2, 1, 3)
 
 
 def worst(codes: list[int]) -> int:

@@ -48,11 +48,13 @@ def verify_dict(report, notes: list[str]) -> dict[str, Any]:
     """The ``verify`` object of the JSON schema (see :mod:`._output`)."""
     d = report.to_dict()
     rewrites, whole = counts(report)
-    out = {"ok": report.ok, "backend": d["backend"], "tolerance": d["tolerance"],
+    out = {"ok": report.ok, "verdict": report.verdict, "complete": report.complete,
+           "unchecked": d["unchecked"], "backend": d["backend"], "tolerance": d["tolerance"],
            "seed": d["seed"], "rounds": d["rounds"],
            "checks": {"rewrites": rewrites, "whole_model": whole > 0},
            "signed_zeros_differ": d["signed_zeros_differ"], "inputs": d["inputs"],
-           "kernels": d.get("kernels", {}), "rows": d["rows"], "notes": list(notes)}
+           "kernels": d.get("kernels", {}), "rows": d["rows"],
+           "notes": [*report.notes, *notes]}
     return out
 
 
@@ -67,7 +69,7 @@ def verify_lines(report, notes: list[str], *, verbose: bool,
     rows: list[list[str]] = []
     agg: dict[str, list] = {}
     for r in report.rows:
-        if r.label and not verbose and r.ok:
+        if r.label and not verbose and r.ok and r.informative:
             g = agg.setdefault((groups or {}).get(r.label, "rewrites"), [set(), None, None, set()])
             g[0].add(r.label)
             g[1] = _max(g[1], r.max_abs)
@@ -76,8 +78,7 @@ def verify_lines(report, notes: list[str], *, verbose: bool,
             continue
         rows.append([r.label or "whole model", r.output, r.dtype,
                      "?" if r.shape is None else str(r.shape), _err(r.max_abs, r.dtype),
-                     "-" if r.max_ulp is None else number(r.max_ulp),
-                     "pass" if r.ok else "FAIL"])
+                     "-" if r.max_ulp is None else number(r.max_ulp), r.result])
     summed = [[plural(len(labels), "rewrite") if name == "rewrites" else
                f"{name} ({plural(len(labels), 'rewrite')})", "-", ", ".join(sorted(dts)), "-",
                _err(a, min(dts)), "-" if u is None else number(u), "pass"]
@@ -93,28 +94,34 @@ def verify_lines(report, notes: list[str], *, verbose: bool,
         names = sorted(k for k, v in kernels.items() if v == source)
         if names:
             lines += wrap(f"  {say}: {', '.join(names)}{tail}")
-    lines += [x for n in notes for x in wrap(f"  note: {n}")]
+    lines += [x for n in [*report.notes, *notes] for x in wrap(f"  note: {n}")]
+    from ..verify.rewritten import group_gaps
+
+    lines += [x for g in group_gaps(report) for x in wrap(f"  not checked: {g}")]
     lines.append(closing_line(report, notes))
     return lines
 
 
 def closing_line(report, notes: list[str]) -> str:
-    """``verify: ok: 3 rewrites and the whole model (1 output) match`` or what failed."""
+    """``verify: ok: 3 rewrites and the whole model (1 output) match``, what failed, or what
+    was left unchecked."""
     rewrites, whole = counts(report)
+    r, w = plural(rewrites, "rewrite"), f"the whole model ({plural(whole, 'output')})"
+    checked = (f"{r} and {w}" if rewrites and whole else r if rewrites else w if whole
+               else "nothing")
+    if report.mismatch:
+        bad = report.failures
+        first = bad[0]
+        return (f"verify: FAIL: {len(bad)} of {plural(len(report.rows), 'compared output')} "
+                f"differ; first: {first.name}: {first.reason}")
+    if not report.complete:
+        gaps = report.gaps
+        return (f"verify: incomplete: {checked} checked, {plural(len(gaps), 'thing')} not "
+                f"({gaps[0].what}: {gaps[0].why})")
     if not report.rows:
         why = f": {notes[-1]}" if notes else ""
-        return f"verify: nothing was checked{why}"
-    if report.ok:
-        r, w = plural(rewrites, "rewrite"), f"the whole model ({plural(whole, 'output')})"
-        if rewrites and whole:
-            return f"verify: ok: {r} and {w} match"
-        if rewrites:
-            return f"verify: ok: {r} match; the whole model was not run (see the notes)"
-        return f"verify: ok: {w} matches"
-    bad = report.failures
-    first = bad[0]
-    return (f"verify: FAIL: {len(bad)} of {plural(len(report.rows), 'compared output')} "
-            f"differ; first: {first.name}: {first.reason}")
+        return f"verify: ok: nothing to check{why}"
+    return f"verify: ok: {checked} match" + ("es" if checked == w else "")
 
 
 def _max(a, b):

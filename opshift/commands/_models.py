@@ -173,21 +173,14 @@ def repair_unlisted_initializers(model: onnx.ModelProto, origin: str) -> list[di
                     "could not see them"}]
 
 
-def with_external_data(src: Opened, *models: onnx.ModelProto, limit: int | None = None
-                       ) -> tuple[list[onnx.ModelProto], str | None]:
+def with_external_data(src: Opened, *models: onnx.ModelProto
+                       ) -> tuple[list[onnx.ModelProto], None]:
     """Copies of ``models`` with ``src``'s external data loaded, so that they can run
-    whatever the working directory; the models as they are and the reason when the data is
-    over ``limit`` bytes (or the models when there is none)."""
+    whatever the working directory (the models themselves when there is none)."""
     if src.source_dir is None:
         return list(models), None
-    from ..external import external_files, load_external_data_safely
+    from ..external import load_external_data_safely
 
-    if limit is not None:
-        size = sum(f.stat().st_size for f in external_files(models[0], src.source_dir).values())
-        if size > limit:
-            return list(models), (f"the model keeps {size / 2**20:.0f} MiB of weights in "
-                                  f"external data (a whole-model check loads at most "
-                                  f"{limit >> 20} MiB)")
     out = []
     for m in models:  # copies: the result is saved afterwards, its data left where it is
         c = onnx.ModelProto()

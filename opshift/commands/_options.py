@@ -55,7 +55,8 @@ def add_model_options(p: argparse.ArgumentParser, *, writes: bool,
 def add_input_shape_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D0,D1,...",
                    help="shape of a graph input, for shape-dependent decisions and generated "
-                   "inputs; repeatable; the output keeps the declared shapes")
+                   "inputs; repeatable; where it sizes a dim the model leaves open, the "
+                   "output declares that size (it was rewritten and checked for it)")
 
 
 def add_verify_options(p: argparse.ArgumentParser, *, flag: bool) -> None:
@@ -76,6 +77,11 @@ def add_verify_options(p: argparse.ArgumentParser, *, flag: bool) -> None:
                    help="what runs the models: opshift's evaluator (default) or onnxruntime "
                    "(where it can run them)")
     g.add_argument("--seed", type=int, default=0, help="seed of generated inputs (default 0)")
+    g.add_argument("--allow-incomplete", action="store_true",
+                   help="exit 0 when nothing differs although something was left unchecked "
+                   "(a rewrite, a whole model that does not run on generated inputs, an "
+                   "output NaN everywhere); the verdict still says 'incomplete' (without "
+                   "it: exit 4)")
     if flag:
         g.add_argument("--inputs", dest="feeds", metavar="FILE.npz",
                        help="run the whole model on these inputs instead of generated ones "
@@ -89,6 +95,7 @@ def check_verify_options(args) -> None:
     given = [o for o, v in (("--ulp", args.ulp is not None), ("--atol", args.atol),
                             ("--rtol", args.rtol),
                             ("--backend", args.backend != "opshift"),
+                            ("--allow-incomplete", args.allow_incomplete),
                             ("--inputs", getattr(args, "feeds", None))) if v]
     if given:
         raise OpshiftError(f"{given[0]} only applies with --verify")

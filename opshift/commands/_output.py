@@ -8,7 +8,8 @@ Every command that reads a model (convert, inline, fuse, fix, inspect, verify) r
 ``input``        the model read, as given (``"-"``: stdin); verify: the reference
 ``output``       the file written (``"-"``: stdout), null when nothing was written
 ``ok``           true when the command did what was asked (no error, no mismatch)
-``exit_code``    0 ok, 1 verification mismatch, 2 bad input or impossible request
+``exit_code``    0 ok, 1 verification mismatch, 2 bad input or impossible request, 4 a check
+                 that left something unchecked (the model is written)
 ``changes``      one object per change: ``node``, ``op``, ``scope``, ``what``, ``why``
                  (fix adds ``kind``; convert adds ``kind: "fuse"`` to a region it fused
                  into one op first, ``kind: "fold"`` to a value it folded into a
@@ -17,7 +18,9 @@ Every command that reads a model (convert, inline, fuse, fix, inspect, verify) r
 ``ops_before``   op type -> node count of the model read (``domain::Op`` outside ai.onnx;
                  every graph, subgraph and function counted)
 ``ops_after``    the same for the model written (or, for verify, the candidate), else null
-``verify``       null without a check; else ``ok``, ``backend``, ``tolerance`` (``ulp`` per
+``verify``       null without a check; else ``ok``, ``verdict`` (``ok``, ``FAIL`` or
+                 ``incomplete``), ``complete``, ``unchecked`` (``what``, ``why`` of each
+                 thing not checked), ``backend``, ``tolerance`` (``ulp`` per
                  dtype, ``atol``, ``rtol``), ``seed``, ``rounds``, ``checks``
                  (``rewrites``: regions checked one by one, ``whole_model``: whether both
                  whole models were run and compared), ``kernels`` (``Op-version`` -> the
@@ -49,7 +52,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import printable
+from ..errors import EXIT_INCOMPLETE, printable
 
 #: The keys of every JSON object, in order.
 KEYS = ("command", "input", "output", "ok", "exit_code", "changes", "ops_before", "ops_after",
@@ -147,6 +150,10 @@ def emit(o: Outcome, args, *, single: bool) -> None:
         for line in o.verify_lines:
             if line.lstrip().startswith("FAIL"):
                 print(printable(line.lstrip()), file=sys.stderr)
+    elif o.exit_code == EXIT_INCOMPLETE:  # -q hides no check that left something out
+        for line in o.verify_lines:
+            if line.startswith(("verify: incomplete", "  not checked:")):
+                print(printable(f"{o.input}: {line.strip()}"), file=sys.stderr)
     if o.error is not None:
         print(f"opshift {o.command}: error: {printable(o.error['message'])}",
               file=sys.stderr)

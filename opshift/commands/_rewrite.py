@@ -15,7 +15,7 @@ from typing import Any
 import onnx
 
 from .. import progress
-from ..errors import OpshiftError
+from ..errors import EXIT_INCOMPLETE, OpshiftError
 from ..tables import plural
 from ._batch import Job
 from ._checks import policy_of, verify_dict, verify_lines
@@ -76,7 +76,7 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
                          shapes=parse_input_shapes(args.input_shape), repair=repair)
     o.changes.extend(src.repairs)
     counted = reported(args)
-    verified: bool | None = None  # what --verify found
+    verified: str | None = None  # what --verify found: its verdict
     if counted:
         o.ops_before = op_counts(src.model)
     feeds = given_inputs(args.feeds, src) if args.verify and args.feeds else None
@@ -93,35 +93,38 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
         if args.verify and r.check is not None:
             with progress.stage("verify", r.check_total or None, "rewrites"):
                 report, notes = r.check()
-            if args.backend == "onnxruntime" and not report.rows and notes:
+            if args.backend == "onnxruntime" and not report.rows and report.gaps:
+                g = report.gaps[-1]
                 raise OpshiftError(f"{src.origin}: --backend onnxruntime could check nothing "
-                                   f"({notes[-1]}); nothing written")
-            verified = report.ok
-            # (fix: the original failing is the defect fixed, not the inputs)
-            if feeds is None and args.command != "fix" and any(
-                    n.startswith("whole model: not verified: reference") for n in notes):
-                notes.append("--inputs FILE.npz runs the whole model on its real inputs")
+                                   f"({g.what}: {g.why}); nothing written")
+            verified = report.verdict
             if args.json:  # (a row per rewrite: made only when shown)
                 o.verify = verify_dict(report, notes)
             else:
                 o.verify_lines = verify_lines(report, notes, verbose=bool(args.verbose),
                                               groups=r.groups)
-            if not report.ok:
+            if report.mismatch:
                 o.exit_code = 1
                 msg = (f"{src.origin}: the {args.command} result computes something other "
                        f"than the original; nothing written")
                 o.error = error_dict(msg, src.origin)
+            elif not report.complete and not args.allow_incomplete:
+                o.exit_code = EXIT_INCOMPLETE
     o.changes.extend(r.changes)
     o.notes.extend(r.notes)
     fixed = fixed_dims(r.model, src.declared) if r.write and src.declared else []
     if fixed:
         o.notes.append(f"--input-shape sized what the model leaves open ({'; '.join(fixed)}): "
-                       "the written model keeps its declared shapes, and was rewritten and "
-                       "checked for the given sizes only")
+                       "the written model declares those sizes, the only ones it was rewritten "
+                       "and checked for (an input of another size is refused by the "
+                       "declaration, never computed wrongly)")
     o.details = r.details
     written, size = "", None
-    if o.ok and job.output is not None and r.write:
-        restore_inputs(r.model, src.declared)
+    if o.error is None and job.output is not None and r.write:
+        # an input --input-shape sized keeps the sizes (onnxsim's --overwrite-input-shape):
+        # the rewrite may hold for them only; one it gave no open dim is put back as declared
+        restore_inputs(r.model, {k: v for k, v in src.declared.items()
+                                 if not any(f.startswith(f"{k} ") for f in fixed)})
         with progress.stage("save"):
             size = write_model(r.model, job.output, src.source_dir,
                                make_parents=job.make_parents, force=args.force)
@@ -143,7 +146,7 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
             n0, n1 = sum(o.ops_before.values()), sum(o.ops_after.values())
             o.summary += f"; {n0:,} -> {plural(n1, 'node')}" if n0 != n1 else ""
             if verified is not None:
-                o.summary += "; verify: " + ("ok" if verified else "FAIL")
+                o.summary += f"; verify: {verified}"
     return o
 
 

@@ -6,7 +6,7 @@ import argparse
 import itertools
 from pathlib import Path
 
-from ..errors import ModelLoadError, OpshiftError, VerificationError
+from ..errors import OpshiftError
 from . import _batch, _rewrite
 from ._models import with_external_data
 from ._options import add_model_options, add_verify_options
@@ -130,20 +130,14 @@ def _convert(args, src) -> _rewrite.Rewritten:
         if args.verify else None)
 
 
-_WHOLE_MODEL_EXTERNAL_LIMIT = 256 << 20
-
-
 def _verify(original, converted, result, src, seed: int):
-    """Each rewritten region, then the whole model."""
-    from ..verify import (
-        Rewrite,
-        VerifyReport,
-        check_rewrites,
-        evaluator_supports,
-        verify,
-    )
+    """Each rewritten region (a rewrite that changes nothing a node computes needs none),
+    then the whole model, its external data loaded whatever its size."""
+    from ..verify import Rewrite
+    from ..verify.region import same_computation
+    from ..verify.rewritten import verify_rewritten
 
-    report, notes = VerifyReport(seed=seed), []
+    notes = []
     # regions fused before converting are checked as fuse checks them: one that cannot be
     # checked fails; a converted node that cannot is left to the whole-model check
     fused = [Rewrite(f"fused {r.label}", r.before, r.after, r.signed_zero_exact)
@@ -152,33 +146,13 @@ def _verify(original, converted, result, src, seed: int):
     if not signed_zeros:
         notes.append("signs of zeros not compared on the whole model: a fused region's "
                      "pattern fixes the sign of zero differently from the op (fuse's policy)")
-    notes.extend(f"{ch.node} ({ch.label}): not checked on its own: it holds subgraphs, "
-                 "converted on their own (checked with the whole model)"
-                 for ch in result.changes if ch.action == "rewrite" and ch.region is None)
+    alone = [(f"{ch.node} ({ch.label})", "it holds subgraphs, converted on their own")
+             for ch in result.changes if ch.action == "rewrite" and ch.region is None]
     regions = ((f"{ch.node} ({ch.label})", ch.region_models()) for ch in result.changes)
-    rewritten = (Rewrite(label, *models) for label, models in regions if models is not None)
-    strict = {rw.label for rw in fused}
-    for label, part in check_rewrites(itertools.chain(fused, rewritten), seed=seed):
-        if isinstance(part, VerificationError) or (isinstance(part, OpshiftError)
-                                                   and label in strict):
-            raise part
-        if isinstance(part, OpshiftError):
-            # an op it lacks, a shape computed at run time: left to the whole-model check
-            notes.append(f"{label}: not checked on its own: {part}")
-        else:
-            report.merge(part, label)
-    why = evaluator_supports(original) or evaluator_supports(converted)
-    if why is None:
-        (original, converted), why = with_external_data(src, original, converted,
-                                                        limit=_WHOLE_MODEL_EXTERNAL_LIMIT)
-    if why is None:
-        try:
-            report.merge(verify(original, converted, seed=seed,
-                                signed_zeros=signed_zeros, rewritten=True))
-        except (ModelLoadError, VerificationError):
-            raise  # the model's own data is broken, or the converted model fails to run
-        except OpshiftError as e:
-            notes.append(f"whole model: not verified: {e}")
-    else:
-        notes.append(f"whole model: not verified: {why}")
+    rewritten = (Rewrite(label, *models) for label, models in regions
+                 if models is not None and not same_computation(*models))
+    (original, converted), _ = with_external_data(src, original, converted)
+    report = verify_rewritten(original, converted, itertools.chain(fused, rewritten),
+                              seed=seed, signed_zeros=signed_zeros,
+                              strict={rw.label for rw in fused}, unchecked=alone)
     return report, notes

@@ -9,6 +9,7 @@ import onnx
 
 from ..tables import plural
 from . import _batch, _rewrite
+from ._models import with_external_data
 from ._options import add_model_options, add_verify_options
 from ._output import Outcome
 
@@ -95,7 +96,8 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
     def check():
         if not result.modified:  # nothing fused: the output is the input
             return _nothing_fused()
-        return verify_fuse(original, model, result, seed=args.seed)
+        return verify_fuse(*with_external_data(src, original, model)[0], result,
+                           seed=args.seed)
 
     return _rewrite.Rewritten(
         model, changes, summary, details={"refused": [] if quiet else result.refused_dicts()},

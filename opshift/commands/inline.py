@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from ..errors import OpshiftError
 from ..tables import plural
 from . import _batch, _rewrite
+from ._models import with_external_data
 from ._options import add_model_options, add_verify_options
 from ._output import Outcome
 
@@ -94,7 +95,8 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
                  "functions_removed": result.functions_removed},
         notes=result.notes,
         lines=lambda: _details(result) if args.verbose else (),
-        check=lambda: verify_inline(original, model, result, seed=args.seed),
+        check=lambda: verify_inline(*with_external_data(src, original, model)[0], result,
+                                    seed=args.seed),
         check_total=len(result.rows),
         groups={n.label: n.op for n in result.nodes} if args.verify else None)
 

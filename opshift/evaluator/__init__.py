@@ -9,7 +9,7 @@ table in :mod:`opshift.evaluator.registry`, else onnx.reference's for that versi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -49,16 +49,21 @@ def check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str,
     return out
 
 
-def evaluate(model: ModelLike, inputs: Mapping[str, Any]) -> dict[str, Any]:
+def evaluate(model: ModelLike, inputs: Mapping[str, Any], *,
+             capture: Collection[str] = ()) -> dict[str, Any]:
     """Run ``model`` (ModelProto, onnx_ir.Model or path) on ``inputs``; return its outputs:
     tensors as ndarrays, sequences as lists, maps as dicts, an empty optional as None (see
-    :mod:`opshift.evaluator.values`)."""
+    :mod:`opshift.evaluator.values`), and the values of the main graph named in ``capture``
+    (inputs, initializers or node outputs; a name the run never computes is left out)."""
     registry._load_all()
     proto, _, _ = to_proto(model, load_external_data=True)
     rt = Runtime(proto)
     feeds = check_inputs(proto.graph, inputs)
+    kept: dict[str, Any] | None = dict.fromkeys(capture) if capture else None
     # inf and NaN are values ONNX defines (0 * inf, exp overflow, a negative variance), not
     # errors: one floating-point error state for the whole run, not one per kernel call
     with np.errstate(all="ignore"):
-        values = rt.run_graph(proto.graph, rt.opsets, feeds=feeds, once=True)
-    return {vi.name: v for vi, v in zip(proto.graph.output, values)}
+        values = rt.run_graph(proto.graph, rt.opsets, feeds=feeds, once=True, kept=kept)
+    out = {k: v for k, v in (kept or {}).items() if v is not None}
+    out.update((vi.name, v) for vi, v in zip(proto.graph.output, values))
+    return out

@@ -168,9 +168,10 @@ class Runtime:
                   positional: Sequence[Value] | None = None,
                   outer: Mapping[str, Value] | None = None,
                   fattrs: Mapping[str, onnx.AttributeProto] | None = None,
-                  once: bool = False) -> list[Value]:
+                  once: bool = False, kept: dict[str, Value] | None = None) -> list[Value]:
         """The outputs of ``graph``. ``once``: it runs once (the model's main graph): no
-        lookup is kept for another run, and each value is dropped after its last read."""
+        lookup is kept for another run, and each value is dropped after its last read.
+        ``kept``: its keys name values to keep, filled in as they are computed."""
         local: dict[str, Value] = dict(self._initializers(graph))
         if positional is not None:
             if len(positional) != len(graph.input):
@@ -183,8 +184,12 @@ class Runtime:
         env: Mapping[str, Value] | dict[str, Value]
         env = ChainMap(local, outer) if outer is not None else local
         names, done = last_reads(graph) if once else ([None] * len(graph.node), {})
+        if kept is not None:
+            kept.update((k, env[k]) for k in kept if k in env)
         for i, (node, ins) in enumerate(zip(graph.node, names)):
             self.run_node(node, env, graph_opsets, graph.name, fattrs, not once, ins)
+            if kept is not None:
+                kept.update((o, env[o]) for o in node.output if o in kept and o in env)
             for name in done.get(i, ()):  # dropped after the node that reads it last
                 local.pop(name, None)
         out = []

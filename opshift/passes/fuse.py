@@ -194,35 +194,18 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
     ``result`` must come from ``fuse_proto(..., capture_regions=True)``.
     Returns ``(VerifyReport, notes)``.
     """
-    from ..errors import OpshiftError, VerificationError
-    from ..verify import Rewrite, VerifyReport, check_rewrites, evaluator_supports, verify
+    from ..verify import Rewrite
+    from ..verify.rewritten import verify_rewritten
 
-    report = VerifyReport(seed=seed)
-    notes: list[str] = []
-    for label, part in check_rewrites((Rewrite(r.label, r.before, r.after,
-                                               r.signed_zero_exact) for r in result.regions),
-                                      seed=seed):
-        if isinstance(part, OpshiftError):
-            notes.append(f"{label}: not verified locally: {part}")
-        else:
-            report.merge(part, label)
     missing = len(result.fused) - len(result.regions)
-    if missing:
-        notes.append(f"{missing} of {len(result.fused)} fusions not verified locally (no "
-                     "type information for the region, e.g. inside a function)")
-    why = evaluator_supports(original) or evaluator_supports(fused)
-    if why is not None:
-        notes.append(f"whole model: not verified: {why}")
-    else:
-        exact = all(r.signed_zero_exact for r in result.regions) and not missing
-        try:
-            report.merge(verify(original, fused, seed=seed, signed_zeros=exact,
-                                rewritten=True))
-        except VerificationError:
-            raise
-        except OpshiftError as e:
-            notes.append(f"whole model: not verified: {e}")
-    return report, notes
+    alone = [(f"{missing} of {len(result.fused)} fusions", "no type information for the "
+              "region, e.g. inside a function")] if missing else []
+    exact = all(r.signed_zero_exact for r in result.regions) and not missing
+    report = verify_rewritten(original, fused, (Rewrite(r.label, r.before, r.after,
+                                                        r.signed_zero_exact)
+                                                for r in result.regions),
+                              seed=seed, signed_zeros=exact, unchecked=alone)
+    return report, []
 
 
 class FusePass(ir_passes.InPlacePass):

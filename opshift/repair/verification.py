@@ -12,7 +12,8 @@ def verify_fix(original: onnx.ModelProto, fixed: onnx.ModelProto, *, seed: int =
     """Compare the whole ``original`` and ``fixed`` models on the same inputs, as every
     command's ``--verify`` does (:func:`opshift.verify`, under the verify policy in force:
     evaluator or onnxruntime, tolerances). When the defect keeps the original from running,
-    that is a note, and the fixed model is run alone. Returns ``(VerifyReport, notes)``."""
+    nothing was compared (a gap of the report), and the fixed model is run alone. Returns
+    ``(VerifyReport, notes)``."""
     from ..errors import OpshiftError, VerificationError
     from ..verify import VerifyReport, verify
 
@@ -21,11 +22,11 @@ def verify_fix(original: onnx.ModelProto, fixed: onnx.ModelProto, *, seed: int =
     except VerificationError:
         raise  # the original runs and the fixed model does not
     except OpshiftError as e:
-        notes = [f"whole model: not verified: {e}"]
+        report = VerifyReport(seed=seed)
+        report.skip("whole model", f"the original does not run, so there is nothing to "
+                    f"compare with: {e}")
     try:
         verify(fixed, fixed, seed=seed)
     except OpshiftError as e:
-        notes.append(f"the fixed model does not run either: {e}")
-    else:
-        notes.append("the fixed model runs; each fix is exact by construction")
-    return VerifyReport(seed=seed), notes
+        return report, [f"the fixed model does not run either: {e}"]
+    return report, ["the fixed model runs; each fix is exact by construction"]

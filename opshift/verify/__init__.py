@@ -21,7 +21,7 @@ import contextlib
 import copy
 import dataclasses
 import warnings
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,35 +35,41 @@ from . import policy as _policy
 from .comparison import ULP_TOLERANCE, Comparison, _max, compare
 from .inputs import (
     DEFAULT_DIM,
+    SIZE_PROFILES,
     RegionInputs,
     _check_seed,
     _describe,
     _generate_round,
     _input_specs,
     _rounds,
+    index_bounds,
     make_inputs,
+    plain_round,
     special_values,
 )
 from .region import region_key, region_model
-from .report import Row, VerifyReport
+from .report import Gap, Row, VerifyReport
 
 __all__ = [
-    "DEFAULT_DIM", "ULP_TOLERANCE", "Comparison", "Rewrite", "Row", "VerifyReport",
-    "check_rewrites", "compare", "evaluator_supports", "make_inputs", "region_key",
-    "region_model", "special_values", "verify", "verify_rewrites",
+    "DEFAULT_DIM", "ULP_TOLERANCE", "Comparison", "Gap", "Rewrite", "Row", "VerifyReport",
+    "check_in_context", "check_rewrites", "compare", "evaluator_supports", "make_inputs",
+    "region_inputs", "region_key", "region_model", "special_values", "verify",
+    "verify_rewrites",
 ]
 
 
-def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], who: str
-         ) -> list[Any]:
+def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], who: str,
+         capture: Collection[str] = ()) -> tuple[list[Any], dict[str, Any]]:
+    """The outputs of ``proto`` on ``feeds``, in order, and the values named in ``capture``
+    (the evaluator only)."""
     from ..evaluator import evaluate
 
     try:
         if _policy.current().backend == "onnxruntime":
-            return _policy.run_onnxruntime(proto, feeds)
+            return _policy.run_onnxruntime(proto, feeds), {}
         with warnings.catch_warnings():  # (evaluate sets numpy's error state itself)
             warnings.simplefilter("ignore", RuntimeWarning)
-            out = evaluate(proto, feeds)
+            out = evaluate(proto, feeds, capture=capture)
     except OpshiftError as e:
         e.args = (f"{who}: {e}",) + tuple(e.args[1:])
         raise
@@ -72,7 +78,9 @@ def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], who: str
     except Exception as e:  # an evaluator bug must still be one line naming the model
         first = str(e).splitlines()[0] if str(e) else ""
         raise EvaluationError(f"{who}: evaluator failed: {type(e).__name__}: {first}") from e
-    return [out[vi.name] for vi in proto.graph.output]
+    outputs = [out.pop(vi.name) if vi.name not in capture else out[vi.name]
+               for vi in proto.graph.output]
+    return outputs, out
 
 
 def _declared(graph: onnx.GraphProto) -> set[str]:
@@ -106,16 +114,31 @@ def _compare_outputs(ref: onnx.ModelProto, cand: onnx.ModelProto, exp: list[Any]
             ok = False
             reason = (f"output {i} is named {ro[i].name!r} in the reference and "
                       f"{co[i].name!r} in the candidate" + (f"; {reason}" if reason else ""))
-        rows.append(_row(ro[i].name, exp[i], c, ok, reason, label))
+        rows.append(_row(ro[i].name, exp[i], c, ok, reason, label, _informative(exp[i])))
     return rows
 
 
-def _row(name: str, v: Any, c: Comparison | None, ok: bool, reason: str, label: str) -> Row:
+def _informative(v: Any) -> bool:
+    """Whether a value two models agree on tells anything: not a float tensor that is NaN or
+    infinite everywhere (a network fed one NaN spreads it to every output)."""
+    if isinstance(v, (list, tuple)):
+        return not v or any(_informative(x) for x in v)
+    if not isinstance(v, np.ndarray) or v.size == 0 or v.dtype.kind in "biuOUSb":
+        return True
+    try:
+        with np.errstate(all="ignore"):
+            return bool(np.isfinite(v).any())
+    except TypeError:  # a float type numpy's isfinite does not know: judged as float32
+        return bool(np.isfinite(v.astype(np.float32)).any())
+
+
+def _row(name: str, v: Any, c: Comparison | None, ok: bool, reason: str, label: str,
+         informative: bool = True) -> Row:
     from ..evaluator.values import dtype_and_shape
 
     dtype, shape = dtype_and_shape(v)
     return Row(name, dtype, shape, c.max_abs if c else None, c.max_ulp if c else None, ok,
-               reason, label)
+               reason, label, informative)
 
 
 def _merge_rows(acc: list[Row] | None, new: list[Row]) -> list[Row]:
@@ -125,7 +148,7 @@ def _merge_rows(acc: list[Row] | None, new: list[Row]) -> list[Row]:
     for a, b in zip(acc, new):
         out.append(Row(a.output, a.dtype, a.shape, _max(a.max_abs, b.max_abs),
                        _max(a.max_ulp, b.max_ulp), a.ok and b.ok, a.reason or b.reason,
-                       a.label))
+                       a.label, a.informative or b.informative))
     return out
 
 
@@ -136,28 +159,12 @@ def _load(model: ModelLike, role: str) -> tuple[onnx.ModelProto, str]:
 
 
 def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str,
-               inputs: Mapping[str, np.ndarray] | None, dims, seed: int, label: str,
-               signed_zeros: bool, report: VerifyReport, finite: Collection[str] = (),
-               tables=None, region: tuple[RegionInputs, dict[str, int]] | None = None, *,
-               rewritten: bool) -> list[Row]:
-    if inputs is not None:
-        rounds = [dict(inputs)]
-        report.inputs.update(_describe(inputs, "given"))
-    else:
-        _check_seed(seed)
-        specs = _input_specs(ref.graph, dims, finite)
-        ref_names = {s.name for s in specs}
-        extra = [s for s in _input_specs(cand.graph, dims, finite) if s.name not in ref_names]
-        if extra:
-            raise EvaluationError(f"{cwho}: input {extra[0].name!r} is not an input of "
-                                  f"{rwho}, so the two cannot be fed the same inputs")
-        if region is not None and all(s.name in region[1] for s in specs):
-            rounds, described = region[0].rounds(specs, region[1])
-        else:  # (a region holding subgraphs keeps its value names: seeded by name)
-            rounds = [_generate_round(specs, seed, p) for p in range(_rounds(specs))]
-            described = _describe(rounds[0], "generated", finite)
-        report.rounds = max(report.rounds, len(rounds))
-        report.inputs.update(described)
+               rounds: list[dict[str, Any]], label: str, signed_zeros: bool,
+               report: VerifyReport, tables=None, *, rewritten: bool,
+               first: list[Any] | None = None) -> list[Row]:
+    """Both models on each round's inputs, their outputs compared (``first``: the
+    reference's outputs on round 0, when already computed)."""
+    report.rounds = max(report.rounds, len(rounds))
     if _policy.current().backend != "onnxruntime":  # (which kernels ran: the evaluator's)
         if tables is None:
             from ..evaluator.kernels import kernels
@@ -168,16 +175,17 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
     rows: list[Row] | None = None
     # a whole-model check (no label) can take minutes: count its runs on the progress line
     with progress.stage("whole model", 2 * len(rounds), "runs") if not label else \
-            contextlib.nullcontext(), _guessed_dims(specs if inputs is None else ()):
-        for feeds in rounds:
-            exp = _run(ref, _feeds(ref.graph, feeds), rwho)
+            contextlib.nullcontext():
+        for i, feeds in enumerate(rounds):
+            exp = first if i == 0 and first is not None else \
+                _run(ref, _feeds(ref.graph, feeds), rwho)[0]
             progress.advance()
             try:
-                act = _run(cand, _feeds(cand.graph, feeds), cwho)
+                act = _run(cand, _feeds(cand.graph, feeds), cwho)[0]
             except EvaluationError as e:
                 if not rewritten:
                     raise  # a model given to compare: bad input
-                # opshift's rewrite fails where the reference runs: it computes something else
+                # the candidate fails where the reference runs: it computes something else
                 raise VerificationError(f"{e}; {rwho} runs on the same inputs") from None
             progress.advance()
             rows = _merge_rows(rows, _compare_outputs(ref, cand, exp, act, label,
@@ -185,32 +193,95 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
     return rows or []
 
 
-@contextlib.contextmanager
-def _guessed_dims(specs) -> Iterator[None]:
-    """A run that fails on inputs whose unknown dims were guessed says so: the real sizes
-    (a CNN's height and width) are what the model needs."""
-    try:
-        yield
-    except OpshiftError as e:
-        guessed = [f"{s.name} {list(s.shape)}" for s in specs if s.guessed]
-        if guessed:
-            e.args = (f"{e} (inputs generated with {DEFAULT_DIM} for each unknown dim: "
-                      f"{', '.join(guessed)}; --input-shape gives real ones)",) + e.args[1:]
-        raise
+def _region_rounds(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str,
+                   dims, seed: int, finite: Collection[str], report: VerifyReport,
+                   region: tuple[RegionInputs, dict[str, int]] | None
+                   ) -> list[dict[str, Any]]:
+    """A rewrite's inputs: rounds with special values mixed in, then one of plain values."""
+    specs = _specs_of_both(ref, cand, rwho, cwho, dims, finite)
+    if region is not None and all(s.name in region[1] for s in specs):
+        rounds, described = region[0].rounds(specs, region[1])
+    else:  # (a region holding subgraphs keeps its value names: seeded by name)
+        rounds = [_generate_round(specs, seed, p) for p in range(_rounds(specs))]
+        rounds.append(plain_round(specs, seed, {}))
+        described = _describe(rounds[0], "generated", finite)
+    report.inputs.update(described)
+    return rounds
+
+
+def _specs_of_both(ref, cand, rwho, cwho, dims, finite, sizes=None) -> list:
+    specs = _input_specs(ref.graph, dims, finite, sizes)
+    ref_names = {s.name for s in specs}
+    extra = [s for s in _input_specs(cand.graph, dims, finite, sizes)
+             if s.name not in ref_names]
+    if extra:
+        raise EvaluationError(f"{cwho}: input {extra[0].name!r} is not an input of "
+                              f"{rwho}, so the two cannot be fed the same inputs")
+    return specs
+
+
+def _whole_model_inputs(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str,
+                        dims, seed: int, finite: Collection[str], report: VerifyReport,
+                        capture: Collection[str]
+                        ) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
+    """Generated inputs a whole model runs on: realistic values (:func:`.inputs.plain_round`:
+    finite floats, integers within the tables they index), open dims sized by the first of
+    :data:`.inputs.SIZE_PROFILES` the reference runs at. Returns the inputs, the reference's
+    outputs on them and the values named in ``capture``."""
+    bounds = index_bounds(ref.graph)
+    specs = _specs_of_both(ref, cand, rwho, cwho, dims, finite)
+    profiles: Sequence[Mapping[str, int] | None] = \
+        SIZE_PROFILES if any(s.guessed for s in specs) else (None,)
+    failed: list[str] = []
+    for sizes in profiles:
+        if sizes is not None:
+            specs = _specs_of_both(ref, cand, rwho, cwho, dims, finite, sizes)
+        feeds = plain_round(specs, seed, bounds)
+        try:
+            exp, captured = _run(ref, _feeds(ref.graph, feeds), rwho, capture)
+        except EvaluationError as e:
+            if sizes is None:
+                raise
+            failed.append(f"{_sizes_text(sizes)}: {e}")
+            continue
+        report.inputs.update(_describe(feeds, "generated, realistic", finite))
+        for s in specs:
+            if s.name in bounds and s.dtype.kind in "iu":
+                report.inputs[s.name]["source"] += f", in [0, {bounds[s.name]})"
+        if sizes is not None:
+            guessed = ", ".join(f"{s.name} {list(s.shape)}" for s in specs if s.guessed)
+            report.notes.append(f"whole model: open dims sized {_sizes_text(sizes)} "
+                                f"({guessed})" + (f"; it does not run at the {len(failed)} "
+                                                  "smaller size(s) tried first" if failed
+                                                  else "") +
+                                "; --input-shape or --inputs gives real ones")
+        return feeds, exp, captured
+    raise EvaluationError(f"{rwho}: does not run on generated inputs at any of the sizes "
+                          f"tried for its open dims; at {failed[0]} (--input-shape NAME:D0,"
+                          "D1,... or --inputs FILE.npz gives real ones)")
+
+
+def _sizes_text(sizes: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sizes.items())
 
 
 def verify(reference: ModelLike, candidate: ModelLike,
            inputs: Mapping[str, np.ndarray] | None = None, *,
            dims: Mapping[str, int] | None = None, seed: int = 0,
            signed_zeros: bool = True, finite: Collection[str] = (),
-           rewritten: bool = False) -> VerifyReport:
+           rewritten: bool = False, capture: Collection[str] = ()) -> VerifyReport:
     """Run both models through the evaluator on the same inputs and compare every output.
 
     ``inputs`` (name -> array) are fed to each model that declares them; a name neither
     declares is an error. Without ``inputs``, those of the policy in force (``--inputs``),
-    else inputs generated from the reference graph with :func:`make_inputs` (``dims``,
-    ``seed``, ``finite``: inputs given no +-inf or NaN), in as many rounds as it takes to
-    feed every special value (bounded). Outputs are matched by position. Evaluator failures
+    else one round of realistic inputs generated from the reference graph (finite floats,
+    integers within the tables they index; ``dims`` names sizes of open dims, the others
+    take the first of :data:`.inputs.SIZE_PROFILES` the reference runs at; special values
+    belong to the rewrites' own checks, where they test an op's edges: in a whole network
+    they spread to every output). An output NaN or infinite everywhere on both sides tells
+    nothing: the report is then not :attr:`~VerifyReport.complete`. ``capture`` names
+    values of the reference's main graph kept from its run (:attr:`VerifyReport.context`).
+    Outputs are matched by position. Evaluator failures
     raise an :class:`OpshiftError` naming the model and node (exit 2); with ``rewritten``
     (the candidate is a rewrite of the reference, as every command's ``--verify`` checks)
     the candidate failing on inputs the reference runs on is a :class:`VerificationError`
@@ -222,9 +293,15 @@ def verify(reference: ModelLike, candidate: ModelLike,
         inputs = _policy.current().inputs
     report = VerifyReport(seed=None if inputs is not None else seed, signed_zeros=signed_zeros)
     if inputs is not None:
-        inputs = _check_given(inputs, ref, cand, rwho, cwho)
-    report.rows = _pair_rows(ref, cand, rwho, cwho, inputs, dims, seed, "", signed_zeros,
-                             report, finite, rewritten=rewritten)
+        feeds = _check_given(inputs, ref, cand, rwho, cwho)
+        report.inputs.update(_describe(feeds, "given"))
+        exp, report.context = _run(ref, _feeds(ref.graph, feeds), rwho, capture)
+    else:
+        _check_seed(seed)
+        feeds, exp, report.context = _whole_model_inputs(ref, cand, rwho, cwho, dims, seed,
+                                                         finite, report, capture)
+    report.rows = _pair_rows(ref, cand, rwho, cwho, [feeds], "", signed_zeros, report,
+                             rewritten=rewritten, first=exp)
     return report
 
 
@@ -350,8 +427,8 @@ class _RegionKinds:
 
 def _check_region(label: str, before: onnx.ModelProto, after: onnx.ModelProto, seed: int,
                   dims, signed_zeros: bool, finite: Collection[str],
-                  region: tuple[RegionInputs, dict[str, int]], kinds: _RegionKinds
-                  ) -> VerifyReport | OpshiftError:
+                  region: tuple[RegionInputs, dict[str, int]] | None, kinds: _RegionKinds,
+                  given: list[dict[str, Any]] | None = None) -> VerifyReport | OpshiftError:
     report = VerifyReport(seed=seed, signed_zeros=signed_zeros)
     try:
         tables = [kinds.table(before), kinds.table(after)]
@@ -360,11 +437,46 @@ def _check_region(label: str, before: onnx.ModelProto, after: onnx.ModelProto, s
                 if t.missing is not None:
                     raise UnsupportedError(f"cannot verify rewrite {label}: {role}: "
                                            f"{t.missing}")
-        report.rows = _pair_rows(before, after, f"before {label}", f"after {label}", None,
-                                 dims, seed, label, signed_zeros, report, finite, tables,
-                                 region, rewritten=True)
+        rwho, cwho = f"before {label}", f"after {label}"
+        rounds = given if given is not None else _region_rounds(
+            before, after, rwho, cwho, dims, seed, finite, report, region)
+        report.rows = _pair_rows(before, after, rwho, cwho, rounds, label, signed_zeros,
+                                 report, tables, rewritten=True)
     except OpshiftError as e:
         return e
+    return report
+
+
+def region_inputs(rewrite: Rewrite) -> list[str]:
+    """The values a rewrite's ``before`` region reads from the model around it (its graph
+    inputs less its constants): what :func:`check_in_context` needs."""
+    before, _ = _load(rewrite.before, "before")
+    inits = {t.name for t in before.graph.initializer}
+    return [vi.name for vi in before.graph.input if vi.name not in inits]
+
+
+def check_in_context(rewrite: Rewrite, values: Mapping[str, Any]
+                     ) -> VerifyReport | OpshiftError:
+    """Check one rewrite on the values its inputs held in a run of the whole model
+    (``values``: name -> value, e.g. :attr:`VerifyReport.context` of ``verify(...,
+    capture=region_inputs(rewrite))``), for a rewrite that generated values leave
+    meaningless (a Range over the type's extremes, a Reshape to a random shape). Returns its
+    report, or the OpshiftError that kept it from being checked."""
+    try:
+        before, _ = _load(rewrite.before, "before")
+        after, _ = _load(rewrite.after, "after")
+    except OpshiftError as e:
+        return e
+    names = region_inputs(Rewrite(rewrite.label, before, after))
+    missing = [n for n in names if n not in values]
+    if missing:
+        return UnsupportedError(f"rewrite {rewrite.label}: {missing[0]!r} is not a value of "
+                                "the main graph's run")
+    given = {n: values[n] for n in names}
+    report = _check_region(rewrite.label, before, after, 0, None, rewrite.signed_zeros,
+                           rewrite.finite, None, _RegionKinds(), given=[given])
+    if isinstance(report, VerifyReport):
+        report.inputs.update(_describe(given, "computed by the whole model"))
     return report
 
 

@@ -14,6 +14,7 @@ that accepted a difference for non-finite values of some input (``inline
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import zlib
@@ -81,7 +82,10 @@ class _InputSpec:
     dtype: np.dtype
     shape: tuple[int, ...]
     finite: bool = False  # no +-inf, no NaN among the special values
-    guessed: bool = False  # some dim is unknown: DEFAULT_DIM
+    guessed: bool = False  # some dim is unknown: sized by a guess
+    #: realistic values only (a whole-model round): finite floats, integers in ``[0, high)``
+    plain: bool = False
+    high: int = 2
 
     @property
     def size(self) -> int:
@@ -98,7 +102,7 @@ class _InputSpec:
         return self.size // 2 if self.size >= 2 else 1
 
     def rounds_needed(self) -> int:
-        if self.size == 0:
+        if self.size == 0 or self.plain:
             return 1
         k = len(self.specials)
         if self.size == 1:
@@ -106,8 +110,39 @@ class _InputSpec:
         return -(-k // self.per_round)
 
 
+#: Sizes tried, in order, for the open dims of a whole model's inputs until the reference
+#: runs: a batch (axis 0), the spatial dims of an image (NCHW's H, W; NHWC's), any other
+#: (a sequence, a signal's length). The first are cheap; a model whose windows, strides or
+#: concatenations need larger or rounder sizes (a detector's multiples of 32, an audio
+#: model's window) runs on a later one.
+SIZE_PROFILES: tuple[dict[str, int], ...] = (
+    {"batch": 2, "spatial": 64, "other": 16},
+    {"batch": 2, "spatial": 224, "other": 128},
+    {"batch": 1, "spatial": 320, "other": 512},
+    {"batch": 1, "spatial": 640, "other": 2048},
+)
+
+
+def dim_role(rank: int, axis: int, shape: Sequence[int | str | None]) -> str:
+    """What an open dim most likely is, for :data:`SIZE_PROFILES`: ``batch``, ``spatial``
+    or ``other``."""
+    if axis == 0 and rank >= 2:
+        return "batch"
+    if rank >= 4 and axis >= 2:  # NCHW, NCDHW
+        nhwc = rank == 4 and isinstance(shape[3], int) and shape[3] in (1, 3, 4) \
+            and not isinstance(shape[1], int)
+        return "other" if nhwc and axis == 3 else "spatial"
+    if rank == 4 and axis == 1 and isinstance(shape[3], int) and shape[3] in (1, 3, 4):
+        return "spatial"  # NHWC with C known
+    return "other"
+
+
 def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
-                 finite: Collection[str] = ()) -> list[_InputSpec]:
+                 finite: Collection[str] = (), sizes: Mapping[str, int] | None = None
+                 ) -> list[_InputSpec]:
+    """One spec per input to generate. An open dim takes ``dims[its name]``, else its
+    role's size in ``sizes`` (one of :data:`SIZE_PROFILES`; a name seen twice keeps the
+    size it got first), else :data:`DEFAULT_DIM`."""
     dims = dict(dims or {})
     for k, v in dims.items():
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0:
@@ -142,13 +177,18 @@ def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
             raise UnsupportedError(f"graph input {vi.name!r} declares no shape (rank "
                                    "unknown); pass inputs explicitly")
         shape, guessed = [], False
-        for d in declared_dims(tt.shape):
+        declared = list(declared_dims(tt.shape))
+        for axis, d in enumerate(declared):
             if isinstance(d, int):
                 shape.append(d)
             elif d in dims:  # (a name)
                 shape.append(int(dims[d]))
             else:
-                shape.append(DEFAULT_DIM)
+                size = DEFAULT_DIM if sizes is None else \
+                    sizes[dim_role(len(declared), axis, declared)]
+                if d is not None and sizes is not None:
+                    dims[d] = size  # the same name: the same size everywhere
+                shape.append(size)
                 guessed = True
         specs.append(_InputSpec(vi.name, dt, tuple(shape), vi.name in finite, guessed))
     return specs
@@ -164,6 +204,8 @@ def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
     rng = np.random.default_rng(key + [part]) if part else \
         np.random.Generator(np.random.PCG64(seeds))
     dt, n = spec.dtype, spec.size
+    if spec.plain:
+        return _plain(spec, rng).reshape(spec.shape)
     if dt.kind == "b":
         flat = rng.random(n) < 0.5
     elif dt.kind == "O":  # strings: one to three lowercase words
@@ -190,6 +232,118 @@ def _generate(spec: _InputSpec, seed: int, part: int) -> np.ndarray:
     elif n == 1 and part > 0:
         flat[0] = specials[(part - 1) % len(specials)]
     return flat.reshape(spec.shape)
+
+
+def _plain(spec: _InputSpec, rng: np.random.Generator) -> np.ndarray:
+    """Values a model meets in use: standard normal floats, integers in ``[0, high)``
+    (indices its tables hold, 0/1 masks), random bools, short words."""
+    dt, n = spec.dtype, spec.size
+    if dt.kind == "b":
+        return rng.random(n) < 0.5
+    if dt.kind == "O":
+        letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+        flat = np.empty(n, object)
+        flat[:] = ["".join(rng.choice(letters, rng.integers(1, 9))) for _ in range(n)]
+        return flat
+    if dt.kind in "iu":
+        high = max(1, min(spec.high, int(np.iinfo(dt).max)))
+        return rng.integers(0, high, size=n).astype(dt)
+    if dt == np.float64:
+        return rng.standard_normal(n)
+    return rng.standard_normal(n, dtype=np.float32).astype(dt, copy=False)
+
+
+#: ops an integer input passes through to the node that reads it as indices, unchanged in
+#: value: input positions that carry the values
+_PASS_THROUGH = {"Cast": (0,), "Identity": (0,), "Unsqueeze": (0,), "Squeeze": (0,),
+                 "Reshape": (0,), "Flatten": (0,), "Expand": (0,), "Transpose": (0,),
+                 "Tile": (0,), "Slice": (0,), "Concat": None, "Gather": (0,),
+                 "CastLike": (0,)}
+
+
+def index_bounds(graph: onnx.GraphProto) -> dict[str, int]:
+    """For each integer graph input that reaches, through ops that pass values on unchanged
+    (Cast, Unsqueeze, Reshape, ...), the indices of a Gather or GatherElements whose data
+    has a known size on the axis it indexes, or the indices of a OneHot of constant depth:
+    the smallest such size (values in ``[0, size)`` are valid indices there)."""
+    from ..graph.declared import dims as declared_of
+
+    sizes: dict[str, list[int | str | None]] = {}
+    for vi in [*graph.input, *graph.value_info]:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            sizes[vi.name] = list(declared_of(vi.type.tensor_type.shape))
+    consts: dict[str, np.ndarray] = {}
+    for t in graph.initializer:
+        sizes[t.name] = list(t.dims)
+        if t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and len(t.dims) <= 1:
+            from ..external import tensor_array
+
+            with contextlib.suppress(Exception):
+                consts[t.name] = tensor_array(t)
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            for a in node.attribute:
+                if a.name == "value":
+                    sizes[node.output[0]] = list(a.t.dims)
+                    with contextlib.suppress(Exception):
+                        consts[node.output[0]] = onnx.numpy_helper.to_array(a.t)
+        for i, name in enumerate(node.input):
+            readers.setdefault(name, []).append((node, i))
+    out: dict[str, int] = {}
+    for vi in graph.input:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None or tt.elem_type not in _INTEGER_TYPES:
+            continue
+        bound, seen, todo = None, {vi.name}, [vi.name]
+        while todo:
+            for node, i in readers.get(todo.pop(), ()):
+                size = _indexed_size(node, i, sizes, consts)
+                if size is not None:
+                    bound = size if bound is None else min(bound, size)
+                    continue
+                passes = _PASS_THROUGH.get(node.op_type, ())
+                if node.domain in ("", "ai.onnx") and (passes is None or i in passes):
+                    for o in node.output[:1]:
+                        if o and o not in seen:
+                            seen.add(o)
+                            todo.append(o)
+        if bound is not None and bound > 0:
+            out[vi.name] = bound
+    return out
+
+
+_INTEGER_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
+                  onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
+                  onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
+
+
+def _indexed_size(node: onnx.NodeProto, i: int, sizes: Mapping[str, list],
+                  consts: Mapping[str, np.ndarray]) -> int | None:
+    """The size of the axis that input ``i`` of ``node`` indexes, when it is read as indices
+    and that size is known."""
+    if node.domain not in ("", "ai.onnx") or i != 1 and node.op_type != "OneHot":
+        return None
+    if node.op_type in ("Gather", "GatherElements") and i == 1:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        shape = sizes.get(node.input[0])
+        if shape is None or not -len(shape) <= axis < len(shape):
+            return None
+        d = shape[axis]
+        return d if isinstance(d, int) else None
+    if node.op_type == "OneHot" and i == 0 and len(node.input) > 1:
+        depth = consts.get(node.input[1])
+        if depth is not None and depth.size == 1:
+            return int(depth.reshape(-1)[0])
+    return None
+
+
+def plain_round(specs: Sequence[_InputSpec], seed: int, bounds: Mapping[str, int]
+                ) -> dict[str, np.ndarray]:
+    """One round of realistic values (see :func:`_plain`) for ``specs``; integer inputs
+    named in ``bounds`` stay below their bound."""
+    plain = [dataclasses.replace(s, plain=True, high=bounds.get(s.name, 2)) for s in specs]
+    return _generate_round(plain, seed, 0)
 
 
 def make_inputs(graph: onnx.GraphProto | onnx.ModelProto, *,
@@ -242,13 +396,15 @@ class RegionInputs:
 
     def rounds(self, specs: Sequence[_InputSpec], positions: Mapping[str, int]
                ) -> tuple[list[dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
-        """Every round's inputs for ``specs`` (named as the region names them), and their
-        description (see :func:`_describe`)."""
+        """Every round's inputs for ``specs`` (named as the region names them): rounds with
+        special values mixed in, then one of plain values; and their description (see
+        :func:`_describe`)."""
         sig = tuple((positions[s.name], s.dtype, s.shape, s.finite) for s in specs)
         made = self._made.get(sig)
         if made is None:
             canon = [dataclasses.replace(s, name=f"#{p}") for s, (p, *_) in zip(specs, sig)]
             rounds = [_generate_round(canon, self.seed, r) for r in range(_rounds(canon))]
+            rounds.append(plain_round(canon, self.seed, {}))
             made = ([list(r.values()) for r in rounds],
                     list(_describe(rounds[0], "generated",
                                    {c.name for c in canon if c.finite}).values()))

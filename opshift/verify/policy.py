@@ -98,7 +98,8 @@ def run_onnxruntime(model, feeds: Mapping[str, np.ndarray]) -> list[Any]:
     models computing the same would differ by what onnxruntime fused, not by what they say.
 
     Raises :class:`opshift.errors.UnsupportedError` with onnxruntime's one-line reason when
-    it is not installed or cannot load or run the model.
+    it is not installed or cannot load the model, :class:`~opshift.errors.EvaluationError`
+    when it fails to run it on ``feeds``.
     """
     from ..errors import UnsupportedError
 
@@ -106,17 +107,24 @@ def run_onnxruntime(model, feeds: Mapping[str, np.ndarray]) -> list[Any]:
         import onnxruntime as ort
     except ImportError as e:
         raise UnsupportedError("onnxruntime is not installed (pip install onnxruntime)") from e
+    from ..errors import EvaluationError
+
+    def reason(e: Exception) -> str:  # onnxruntime raises many types; its first line says why
+        return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+
     try:
         so = ort.SessionOptions()
         so.log_severity_level = 4
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         sess = ort.InferenceSession(model.SerializeToString(), so,
                                     providers=["CPUExecutionProvider"])
+    except Exception as e:
+        raise UnsupportedError(f"onnxruntime cannot load it: {reason(e)}") from e
+    try:
         names = {i.name for i in sess.get_inputs()}
         outs = sess.run(None, {k: v for k, v in feeds.items() if k in names})
-    except Exception as e:  # onnxruntime raises many types; its first line says why
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise UnsupportedError(f"onnxruntime cannot run it: {reason}") from e
+    except Exception as e:
+        raise EvaluationError(f"onnxruntime failed to run it: {reason(e)}") from e
     from ..evaluator.values import held
 
     return [held(vi.type, v) for vi, v in zip(model.graph.output, outs)]

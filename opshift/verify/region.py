@@ -112,3 +112,57 @@ def _attribute_bytes(a: onnx.AttributeProto) -> bytes:
         anon.t.name = ""
         a = anon
     return a.SerializeToString(deterministic=True)
+
+
+def same_computation(before: onnx.ModelProto, after: onnx.ModelProto) -> bool:
+    """Whether the regions of a rewrite compute the same by the schemas alone, so that there
+    is nothing to check: one node on each side, of the same op, inputs, outputs, types and
+    constants, whose attributes agree once each is read as its version reads it (an absent
+    one as its default; one that only one version defines, set to that version's default:
+    ``allowzero=0`` dropped below Reshape-14)."""
+    gb, ga = before.graph, after.graph
+    if len(gb.node) != 1 or len(ga.node) != 1 or before.functions or after.functions:
+        return False
+    nb, na = gb.node[0], ga.node[0]
+    if (nb.op_type, normalize_domain(nb.domain), list(nb.input), list(nb.output)) != \
+            (na.op_type, normalize_domain(na.domain), list(na.input), list(na.output)):
+        return False
+    for part in ("input", "output", "initializer"):
+        if [x.SerializeToString(deterministic=True) for x in getattr(gb, part)] != \
+                [x.SerializeToString(deterministic=True) for x in getattr(ga, part)]:
+            return False
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+           or a.ref_attr_name for a in [*nb.attribute, *na.attribute]):
+        return False
+    try:
+        sb, sa = (onnx.defs.get_schema(nb.op_type, _opset(m, nb.domain), nb.domain)
+                  for m in (before, after))
+    except onnx.defs.SchemaError:
+        return False
+    have_b = {a.name: a for a in nb.attribute}
+    have_a = {a.name: a for a in na.attribute}
+    for name in have_b.keys() | have_a.keys():
+        vb, va = _read_as(have_b.get(name), sb, name), _read_as(have_a.get(name), sa, name)
+        if name in sb.attributes and name in sa.attributes:
+            if vb != va:
+                return False
+        elif (vb if name in sb.attributes else va) != \
+                _read_as(None, sb if name in sb.attributes else sa, name):
+            return False  # set, where only one version defines it, to other than its default
+    return True
+
+
+def _opset(model: onnx.ModelProto, domain: str) -> int:
+    d = normalize_domain(domain)
+    return next(i.version for i in model.opset_import if normalize_domain(i.domain) == d)
+
+
+def _read_as(a: onnx.AttributeProto | None, schema, name: str) -> tuple | None:
+    """Attribute ``name`` as ``schema`` reads it (absent: its default), as its type and
+    value; None where it has neither."""
+    if a is None:
+        spec = schema.attributes.get(name)
+        if spec is None or not spec.default_value.type:
+            return None
+        a = spec.default_value
+    return a.type, helper.get_attribute_value(a)

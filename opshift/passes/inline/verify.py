@@ -3,11 +3,9 @@ model, with the bundled evaluator."""
 
 from __future__ import annotations
 
-from itertools import tee
-
 import onnx
 
-from ...errors import OpshiftError, VerificationError
+from ...errors import OpshiftError
 from ...graph.edit import constant_node
 from ...graph.facts import Facts
 from ...graph.scopes import subgraphs
@@ -63,48 +61,29 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
     slope is not a constant (``allow_nonfinite_slope``: its form differs where the slope is
     +-inf or NaN) is checked on finite slopes: its region's slope, and the graph inputs its
     slope is computed from in the whole model, are generated without +-inf and NaN (a note
-    says so). Returns
-    ``(VerifyReport, notes)``; notes say what could not be checked and why. ``result`` must
-    come from ``inline_proto(..., keep_before=True)``.
+    says so). What could not be checked is a gap of the report
+    (:func:`opshift.verify.rewritten.verify_rewritten`). Returns ``(VerifyReport, notes)``.
+    ``result`` must come from ``inline_proto(..., keep_before=True)``.
     """
-    from ...verify import VerifyReport, check_rewrites, evaluator_supports, verify
+    from ...verify.rewritten import verify_rewritten
 
-    report = VerifyReport(seed=seed)
     notes: list[str] = []
-    checked = 0
-    # check_rewrites answers each rewrite, in order, before it takes the next one: the tee
-    # holds one rewrite at a time, for the note its ``finite`` slope needs
-    rewrites, asked = tee(_regions(original, inlined, result, notes))
-    for rw, (label, part) in zip(rewrites, check_rewrites(asked, seed=seed)):
-        if isinstance(part, OpshiftError):
-            notes.append(f"{label}: not verified locally: {part}")
-            continue
-        report.merge(part, label)
-        checked += 1
+    alone: list[tuple[str, str]] = []  # nodes with no region of their own, and why
+    rewrites = list(_regions(original, inlined, result, alone))
+    for rw in rewrites:
         for s in rw.finite:
-            notes.append(f"{label}: slope {s!r} generated without +-inf and NaN ({_ACCEPTED})")
-    if checked < len(result.nodes):
-        notes.append(f"{checked} of {len(result.nodes)} replacements verified locally")
-    why = evaluator_supports(original) or evaluator_supports(inlined)
-    if why is not None:
-        notes.append(f"whole model: not verified: {why}")
-    else:
-        exact = all(n.signed_zero_exact for n in result.nodes)
-        accepted = [n for n in result.nodes if n.note and n.op == "PRelu"]
-        finite = _slope_sources(original, accepted) if accepted else []
-        try:
-            report.merge(verify(original, inlined, seed=seed, signed_zeros=exact,
-                                finite=finite, rewritten=True))
-        except VerificationError:
-            raise
-        except OpshiftError as e:
-            notes.append(f"whole model: not verified: {e}")
-        else:
-            if finite:
-                notes.append(f"whole model: input(s) {', '.join(map(repr, finite))} generated "
-                             "without +-inf and NaN: the slope of "
-                             f"{', '.join(repr(n.label) for n in accepted)} is computed from "
-                             f"them ({_ACCEPTED})")
+            notes.append(f"{rw.label}: slope {s!r} generated without +-inf and NaN "
+                         f"({_ACCEPTED})")
+    exact = all(n.signed_zero_exact for n in result.nodes)
+    accepted = [n for n in result.nodes if n.note and n.op == "PRelu"]
+    finite = _slope_sources(original, accepted) if accepted else []
+    report = verify_rewritten(original, inlined, rewrites, seed=seed, signed_zeros=exact,
+                              finite=finite, unchecked=alone)
+    if finite and any(not r.label for r in report.rows):
+        notes.append(f"whole model: input(s) {', '.join(map(repr, finite))} generated "
+                     "without +-inf and NaN: the slope of "
+                     f"{', '.join(repr(n.label) for n in accepted)} is computed from "
+                     f"them ({_ACCEPTED})")
     return report, notes
 
 
@@ -112,11 +91,11 @@ _ACCEPTED = "non-finite slopes accepted with --allow-nonfinite-slope / allow_non
 
 
 def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
-             notes: list[str]):
+             alone: list[tuple[str, str]]):
     """The region model of each inlined node that can be checked alone, its slope in
-    ``finite`` when it is generated without +-inf and NaN (see :func:`verify_inline`); a
-    note for each node that cannot be checked alone. A constant slope is read as the pass read
-    it (:attr:`~.result.InlinedNode.slope_value`)."""
+    ``finite`` when it is generated without +-inf and NaN (see :func:`verify_inline`); each
+    node that cannot be checked alone, and why, in ``alone``. A constant slope is read as
+    the pass read it (:attr:`~.result.InlinedNode.slope_value`)."""
     from ...verify import Rewrite, region_model
 
     facts, facts2 = Facts(original), Facts(inlined)
@@ -125,8 +104,7 @@ def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: Inline
             raise OpshiftError("verify_inline needs inline_proto(..., keep_before=True)")
         x, y = n.before.input[0], n.before.output[0]
         if any(a.ref_attr_name for a in n.before.attribute):
-            notes.append(f"{n.label}: not verified locally: its attributes refer to the "
-                         "enclosing function's (only the whole model can check it)")
+            alone.append((n.label, "its attributes refer to the enclosing function's"))
             continue
         fn = None
         if n.function is not None:
@@ -134,7 +112,7 @@ def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: Inline
                        if (f.domain, f.name) == n.function), None)
         et = facts.elem_type(x, fn) or facts2.elem_type(x, fn)
         if not et:
-            notes.append(f"{n.label}: not verified locally: the element type of X is unknown")
+            alone.append((n.label, "the element type of X is unknown"))
             continue
         pre: list[onnx.NodeProto] = []
         ins = []
@@ -150,7 +128,7 @@ def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: Inline
             else:
                 ss = facts.shape(s) or facts2.shape(s)
                 if ss is None:
-                    notes.append(f"{n.label}: not verified locally: slope shape unknown")
+                    alone.append((n.label, "the slope's shape is unknown"))
                     continue
                 ins.append(_vi(s, facts.elem_type(s) or et, ss))
                 if xs is None:
