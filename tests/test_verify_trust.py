@@ -215,3 +215,35 @@ def test_input_shape_declares_the_sizes_a_rewrite_holds_for(tmp_path):
                                   opshift.evaluate(m, {"x": x})["y"])
     with pytest.raises(opshift.errors.OpshiftError):
         opshift.evaluate(written, {"x": np.zeros((1, 3, 25, 25), np.float32)})
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "openvino", "tract"])
+def test_the_runtime_users_target_runs_the_check(tmp_path, backend):
+    pytest.importorskip(backend)
+    ref, cand = tmp_path / "ref.onnx", tmp_path / "cand.onnx"
+    onnx.save(_cnn(), ref)
+    onnx.save(_cnn(1.5), cand)
+    p = run("verify", ref, ref, "--backend", backend, "--json")
+    v = json.loads(p.stdout)["verify"]
+    assert p.returncode == 0 and v["verdict"] == "ok" and v["backend"] == backend, p.stderr
+    assert v["kernels"] == {}  # (the evaluator's kernels did not run)
+    p = run("verify", ref, cand, "--backend", backend)
+    assert p.returncode == 1 and "verify: FAIL" in p.stdout
+    if backend != "onnxruntime":  # (on it, inline's form gives +0 at x = -1e-45 where its
+        # own PRelu gives -0: a difference on that runtime, which a check on it reports)
+        p = run("inline", ref, "-o", tmp_path / "i.onnx", "--verify", "--backend", backend)
+        assert p.returncode == 0 and "verify: ok: 1 rewrite and the whole model" in p.stdout
+
+
+def test_a_candidate_the_runtime_cannot_load_is_not_a_pass(tmp_path):
+    """onnxruntime runs no opset below 7: the model written at 6 is reported as not checked
+    on it (exit 4), the reason named; never as a pass."""
+    pytest.importorskip("onnxruntime")
+    src = tmp_path / "m.onnx"
+    onnx.save(_cnn(), src)
+    p = run("convert", src, "--opset", "6", "-o", tmp_path / "o.onnx", "--verify", "--backend",
+            "onnxruntime", "--json")
+    v = json.loads(p.stdout)["verify"]
+    assert p.returncode == 4 and v["verdict"] == "incomplete", p.stdout
+    assert any(g["what"] == "whole model" and "onnxruntime cannot load it" in g["why"]
+               for g in v["unchecked"]), v["unchecked"]

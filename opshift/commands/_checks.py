@@ -24,7 +24,9 @@ def policy_of(args, inputs: Mapping[str, Any] | None = None) -> Iterator[None]:
 def describe_policy(report) -> str:
     """``the opshift evaluator, within 4 ulp (float32, float64), 2 ulp (...)``."""
     p = report.policy
-    who = "the opshift evaluator" if p.backend == "opshift" else "onnxruntime (CPU)"
+    who = "the opshift evaluator" if p.backend == "opshift" else \
+        {"onnxruntime": "onnxruntime", "openvino": "OpenVINO", "tract": "tract"}[p.backend] + \
+        " (CPU)"
     if p.ulp is None:
         from ..verify import ULP_TOLERANCE
 

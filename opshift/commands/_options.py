@@ -73,9 +73,11 @@ def add_verify_options(p: argparse.ArgumentParser, *, flag: bool) -> None:
                    help="also accept |actual - expected| <= X + rtol*|expected| (default 0)")
     g.add_argument("--rtol", type=_non_negative_float, default=0.0, metavar="X",
                    help="relative part of that bound (default 0)")
-    g.add_argument("--backend", choices=("opshift", "onnxruntime"), default="opshift",
-                   help="what runs the models: opshift's evaluator (default) or onnxruntime "
-                   "(where it can run them)")
+    g.add_argument("--backend", choices=("opshift", "onnxruntime", "openvino", "tract"),
+                   default="opshift",
+                   help="what runs the models: opshift's evaluator (default), or the runtime "
+                   "you convert for, where installed (a model it cannot load is reported "
+                   "as not checked, never as a pass)")
     g.add_argument("--seed", type=int, default=0, help="seed of generated inputs (default 0)")
     g.add_argument("--allow-incomplete", action="store_true",
                    help="exit 0 when nothing differs although something was left unchecked "

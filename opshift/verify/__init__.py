@@ -65,8 +65,11 @@ def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], who: str,
     from ..evaluator import evaluate
 
     try:
-        if _policy.current().backend == "onnxruntime":
-            return _policy.run_onnxruntime(proto, feeds), {}
+        backend = _policy.current().backend
+        if backend != "opshift":
+            from .runtimes import run
+
+            return run(backend, proto, feeds), {}
         with warnings.catch_warnings():  # (evaluate sets numpy's error state itself)
             warnings.simplefilter("ignore", RuntimeWarning)
             out = evaluate(proto, feeds, capture=capture)
@@ -165,7 +168,7 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
     """Both models on each round's inputs, their outputs compared (``first``: the
     reference's outputs on round 0, when already computed)."""
     report.rounds = max(report.rounds, len(rounds))
-    if _policy.current().backend != "onnxruntime":  # (which kernels ran: the evaluator's)
+    if _policy.current().backend == "opshift":  # (which kernels ran: the evaluator's)
         if tables is None:
             from ..evaluator.kernels import kernels
 
@@ -432,7 +435,7 @@ def _check_region(label: str, before: onnx.ModelProto, after: onnx.ModelProto, s
     report = VerifyReport(seed=seed, signed_zeros=signed_zeros)
     try:
         tables = [kinds.table(before), kinds.table(after)]
-        if _policy.current().backend != "onnxruntime":
+        if _policy.current().backend == "opshift":
             for t, role in zip(tables, ("before", "after")):
                 if t.missing is not None:
                     raise UnsupportedError(f"cannot verify rewrite {label}: {role}: "
@@ -502,9 +505,9 @@ def verify_rewrites(rewrites: Iterable[tuple[str, onnx.ModelProto, onnx.ModelPro
 def evaluator_supports(model: ModelLike) -> str | None:
     """None if the evaluator has a kernel (opshift's own or onnx.reference's) for every node of
     ``model`` (graph, subgraphs, functions) at its version; else a reason naming the first
-    node that has none. Under the onnxruntime backend (:mod:`opshift.verify.policy`) always
-    None: onnxruntime says at run time."""
-    if _policy.current().backend == "onnxruntime":
+    node that has none. Under another backend (:mod:`opshift.verify.policy`) always None:
+    that runtime says when it loads the model."""
+    if _policy.current().backend != "opshift":
         return None
     from ..evaluator.kernels import kernels
 

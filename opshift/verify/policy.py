@@ -11,9 +11,9 @@ expected value, or when ``|actual - expected| <= atol + rtol * |expected|``. NaN
 and the sign of zero are judged as before (``atol``/``rtol`` never excuse them); integers and
 bool stay exact.
 
-Backend ``"onnxruntime"`` runs the models on onnxruntime's CPU provider instead; a model it
-cannot load or run is an error naming the model and onnxruntime's reason, never a silent
-fallback.
+Backends ``"onnxruntime"``, ``"openvino"`` and ``"tract"`` run the models on that runtime's CPU
+instead (:mod:`opshift.verify.runtimes`); a model it cannot load is a gap of the check naming
+the runtime's reason, never a silent fallback, and one it fails to run is a failure.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from typing import Any
 
 import numpy as np
 
-BACKENDS = ("opshift", "onnxruntime")
+#: what can run the models of a check: opshift's evaluator, or a runtime users convert for
+#: (:mod:`opshift.verify.runtimes`), where installed
+BACKENDS = ("opshift", "onnxruntime", "openvino", "tract")
 
 
 @dataclass(frozen=True)
@@ -89,42 +91,3 @@ def policy(*, ulp: int | None = None, atol: float = 0.0, rtol: float = 0.0,
         yield p
     finally:
         _POLICY.reset(token)
-
-
-def run_onnxruntime(model, feeds: Mapping[str, np.ndarray]) -> list[Any]:
-    """The outputs of ``model`` (a ModelProto) on onnxruntime's CPU provider, in order, with
-    its basic graph optimizations only: the fusions of its full level are chosen per opset
-    (a Slice made a Split at one opset and not at another) and round differently, so two
-    models computing the same would differ by what onnxruntime fused, not by what they say.
-
-    Raises :class:`opshift.errors.UnsupportedError` with onnxruntime's one-line reason when
-    it is not installed or cannot load the model, :class:`~opshift.errors.EvaluationError`
-    when it fails to run it on ``feeds``.
-    """
-    from ..errors import UnsupportedError
-
-    try:
-        import onnxruntime as ort
-    except ImportError as e:
-        raise UnsupportedError("onnxruntime is not installed (pip install onnxruntime)") from e
-    from ..errors import EvaluationError
-
-    def reason(e: Exception) -> str:  # onnxruntime raises many types; its first line says why
-        return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-
-    try:
-        so = ort.SessionOptions()
-        so.log_severity_level = 4
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        sess = ort.InferenceSession(model.SerializeToString(), so,
-                                    providers=["CPUExecutionProvider"])
-    except Exception as e:
-        raise UnsupportedError(f"onnxruntime cannot load it: {reason(e)}") from e
-    try:
-        names = {i.name for i in sess.get_inputs()}
-        outs = sess.run(None, {k: v for k, v in feeds.items() if k in names})
-    except Exception as e:
-        raise EvaluationError(f"onnxruntime failed to run it: {reason(e)}") from e
-    from ..evaluator.values import held
-
-    return [held(vi.type, v) for vi, v in zip(model.graph.output, outs)]
