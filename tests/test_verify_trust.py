@@ -247,3 +247,28 @@ def test_a_candidate_the_runtime_cannot_load_is_not_a_pass(tmp_path):
     assert p.returncode == 4 and v["verdict"] == "incomplete", p.stdout
     assert any(g["what"] == "whole model" and "onnxruntime cannot load it" in g["why"]
                for g in v["unchecked"]), v["unchecked"]
+
+
+def test_a_rewrite_one_ulp_off_is_a_mismatch_at_ulp_0(tmp_path, monkeypatch, capsys):
+    """inline's LeakyRelu with its alpha moved by one float32 ulp: within the documented
+    bound of 4 ulp by default, a mismatch (exit 1, nothing written) with --ulp 0, found by
+    the rewrite's own check and by the whole model's."""
+    from opshift.cli import main
+    from opshift.passes.inline import decompose
+
+    src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(_tokens(), src)
+    real = decompose.attributes
+
+    def nudged(node, op, version):
+        attrs = real(node, op, version)
+        attrs["alpha"] = float(np.nextafter(np.float32(attrs["alpha"]), np.float32(1)))
+        return attrs
+
+    monkeypatch.setattr(decompose, "attributes", nudged)
+    assert main(["inline", str(src), "-o", str(out), "--verify", "--ulp", "0", "--json"]) == 1
+    v = json.loads(capsys.readouterr().out)["verify"]
+    assert v["verdict"] == "FAIL" and not out.exists()
+    assert {r["label"] for r in v["rows"] if not r["ok"]} == {"act", ""}
+    assert main(["inline", str(src), "-o", str(out), "--verify", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verify"]["verdict"] == "ok"
