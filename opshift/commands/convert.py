@@ -104,6 +104,7 @@ def _convert(args, src) -> _rewrite.Rewritten:
              f"{'a single op' if len(fused) == 1 else 'single ops'} before converting, the "
              f"only way: {', '.join(dict.fromkeys(c.op for c in fused))} does not exist at "
              f"opset {args.opset}"] if fused else []
+    notes += result.notes
     folded = [c for c in result.changes if c.action == "fold"]
     if folded:
         notes.append(f"folded {plural(len(folded), 'value')} computed from constants alone "

@@ -25,8 +25,9 @@ change (node, what, why):
   - duplicate node names and values produced twice (renamed);
   - a model-local function defined twice (a later identical copy removed; differing bodies
     refused: a call could mean either);
-  - an IR version too old or too new for the opset (set to the opset's, never below what the
-    model's imports and features need);
+  - an IR version below what the model's features need (raised, e.g. to IR 4 for
+    initializers that are not graph inputs); annotations (node metadata, IR 10) that the
+    declared IR does not define are dropped (an IR above the opset's era is no defect);
   - a negative dim in a graph input, output or value_info (paddle2onnx writes -1 for a
     dynamic dim): cleared, so it says unknown, as runtimes and every opshift command read it.
 Each fix is exact; --verify compares the outputs of the original and the fixed model, as

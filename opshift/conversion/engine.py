@@ -32,10 +32,11 @@ from ..errors import (
 from ..graph.edit import Edits
 from ..graph.facts import Facts
 from ..graph.scopes import Scope, subgraphs
+from ..ir_versions import converted_ir, drop_annotations, dropped_note
 from ..memory import no_cyclic_gc
 from .bodies import body_refusal
 from .fuse_first import Refusals, plan_after_fusing_and_folding
-from .ir_version import initializers_as_inputs, needed_ir
+from .ir_version import initializers_as_inputs
 from .result import (
     RELABEL,
     Change,
@@ -334,8 +335,6 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     if source == target and all(opsets.opset_of(f) in (None, target) for f in model.functions):
         log(f"model is already at opset {target}: nothing to do")
         return result
-    ir = needed_ir(model, target)
-    ir = ir if target < source else max(ir_before, ir)
     result.entries, result.fused_regions = plan_after_fusing_and_folding(
         model, lambda m: _Planner(m, source, target, frozenset(), record, base_dir,
                                   Facts(m, source, census=census if m is model else None),
@@ -344,8 +343,13 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     if verbose_log is not None:
         for c in all_changes(result.entries):
             log(f"{c.scope}: {c.node} ({c.label}): {c.what} -- {c.why}")
+    ir = converted_ir(model, source, target, ir_before)
     _set_opsets(model, target)
     model.ir_version = ir
+    dropped = drop_annotations(model, ir)
+    if dropped:
+        result.notes.append(dropped_note(dropped, ir))
+        log(result.notes[-1])
     if ir < 4:
         initializers_as_inputs(model)
     result.ir_version = (ir_before, ir)

@@ -1,23 +1,12 @@
-"""The IR version a converted model declares, and what IR 3 asks of its graphs."""
+"""What IR 3 asks of a converted model's graphs (the IR version it declares:
+:mod:`opshift.ir_versions`)."""
 
 from __future__ import annotations
 
 import onnx
 from onnx import helper
 
-from .. import opsets
 from ..graph.scopes import iter_scopes, walk_nodes
-
-
-def needed_ir(model: onnx.ModelProto, target: int) -> int:
-    """The lowest IR version the converted model can declare."""
-    others = [i for i in model.opset_import if opsets.normalize_domain(i.domain) != ""]
-    ir = opsets.ir_version_for_opset(target)
-    if others:
-        ir = max(ir, helper.find_min_ir_version_for(others, ignore_unknown=True))
-    if model.functions:
-        ir = max(ir, 8)  # model-local functions exist since IR 8
-    return ir
 
 
 def initializers_as_inputs(model: onnx.ModelProto) -> None:

@@ -145,6 +145,9 @@ class ConvertResult:
     entries: list = field(default_factory=list, repr=False)
     #: the regions fused before converting (:mod:`.fuse_first`), when recorded
     fused_regions: list = field(default_factory=list, repr=False)
+    #: what the conversion did to the model as a whole, one line each (annotations the
+    #: written IR version does not define, dropped)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def changes(self) -> list[Change]:
@@ -163,7 +166,8 @@ class ConvertResult:
     def to_dict(self) -> dict[str, Any]:
         return {"source_opset": self.source_opset, "target_opset": self.target_opset,
                 "ir_version": list(self.ir_version),
-                "changes": [c.to_dict() for c in self.changes], "relabelled": self.relabelled}
+                "changes": [c.to_dict() for c in self.changes], "relabelled": self.relabelled,
+                **({"notes": self.notes} if self.notes else {})}
 
 
 _REGION_EXTERNAL_LIMIT = 64 << 20

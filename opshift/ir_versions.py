@@ -1,0 +1,195 @@
+"""One rule for the IR version a model declares, asked by ``convert``, ``inspect`` and ``fix``.
+
+- What a model holds may need an IR version: initializers that are not graph inputs need
+  IR 4, model-local functions IR 8, default attribute values in functions IR 9, overloads
+  IR 10, device configurations IR 11 (:func:`content_need`). A declared IR version below
+  that is a defect: readers of that IR reject or misread the model; ``fix`` raises it.
+- Annotations (``metadata_props`` of nodes, graphs, functions, values and tensors, and the
+  ``value_info`` of functions: IR 10) change nothing a runtime computes. Below the IR that
+  defines them they are dropped (:func:`drop_annotations`), never a reason to raise the IR.
+- An IR version above the one onnx's ``VERSION_TABLE`` pairs with the opset is no defect:
+  every runtime that reads that IR runs the older opset (a dynamo export at IR 10 and
+  opset 18, ``make_model``'s IR 8 at opset 12). ``convert`` to a lower opset is the way to
+  reach an older era: it writes the IR of the target's era (:func:`converted_ir`).
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper
+
+from . import opsets
+from .graph.scopes import subgraphs
+
+#: the IR version that defines annotations (metadata_props beyond the model's, function
+#: value_info)
+ANNOTATIONS_IR = 10
+
+
+def release(ir: int) -> str:
+    """The first onnx release whose files declare IR ``ir`` ('onnx 1.4.1'), from onnx's own
+    ``VERSION_TABLE``; '' when it has none."""
+    for row in helper.VERSION_TABLE:
+        if row[1] == ir:
+            return f"onnx {row[0]}"
+    return ""
+
+
+def named(ir: int) -> str:
+    """'IR 4 (onnx 1.4.1)'."""
+    r = release(ir)
+    return f"IR {ir} ({r})" if r else f"IR {ir}"
+
+
+def imports_ir(model: onnx.ModelProto, target: int | None = None) -> int:
+    """The IR version onnx's ``VERSION_TABLE`` pairs with the model's opset imports (the
+    default domain's taken as ``target`` when given)."""
+    default = opsets.opset_of(model) if target is None else target
+    ir = opsets.ir_version_for_opset(default) if default is not None else 3
+    others = [helper.make_opsetid(opsets.normalize_domain(i.domain), i.version)
+              for i in model.opset_import if opsets.normalize_domain(i.domain) != ""]
+    if others:
+        ir = max(ir, helper.find_min_ir_version_for(others, ignore_unknown=True))
+    return ir
+
+
+_NODE_FIELDS = onnx.NodeProto.DESCRIPTOR.fields_by_name
+_FUNCTION_FIELDS = onnx.FunctionProto.DESCRIPTOR.fields_by_name
+
+
+def content_need(model: onnx.ModelProto, *, initializers: bool = True) -> tuple[int, str]:
+    """The lowest IR version what ``model`` holds needs (annotations aside), and the feature
+    that needs it ('' when none needs more than IR 3). ``initializers=False``: leave out
+    initializers that are not graph inputs (``convert`` lists them as inputs below IR 4)."""
+    need, feature = 3, ""
+
+    def at_least(ir: int, what: str) -> None:
+        nonlocal need, feature
+        if ir > need:
+            need, feature = ir, what
+
+    if len(getattr(model, "configuration", ())):
+        at_least(11, "device configurations")
+    if len(model.functions):
+        at_least(8, "model-local functions")
+    for f in model.functions:
+        if len(getattr(f, "attribute_proto", ())):
+            at_least(9, "default attribute values of functions")
+        if getattr(f, "overload", ""):
+            at_least(10, "function overloads")
+    devices = "device_configurations" in _NODE_FIELDS
+    overloads = "overload" in _NODE_FIELDS
+    graphs = [model.graph]
+    bodies = [f.node for f in model.functions]
+    while graphs or bodies:
+        if graphs:
+            g = graphs.pop()
+            if initializers and need < 4 and len(g.initializer) and not (
+                    {t.name for t in g.initializer} <= {v.name for v in g.input}):
+                at_least(4, "initializers that are not graph inputs")
+            nodes = g.node
+        else:
+            nodes = bodies.pop()
+        for n in nodes:
+            if overloads and n.overload:
+                at_least(10, "node overloads")
+            if devices and len(n.device_configurations):
+                at_least(11, "device configurations")
+            for _, sg in subgraphs(n):
+                graphs.append(sg)
+    return need, feature
+
+
+def _holders(model: onnx.ModelProto):
+    """Every message of ``model`` that may hold annotations, with its kind."""
+    for g in _graphs(model):
+        yield "graph", g
+        for entries in (g.input, g.output, g.value_info):
+            for v in entries:
+                yield "value", v
+        for t in g.initializer:
+            yield "tensor", t
+        for n in g.node:
+            yield "node", n
+    for f in model.functions:
+        yield "function", f
+        for n in f.node:  # (their subgraphs' nodes come with the graphs)
+            yield "node", n
+
+
+def _graphs(model: onnx.ModelProto):
+    graphs = [model.graph]
+    for f in model.functions:
+        for n in f.node:
+            graphs.extend(g for _, g in subgraphs(n))
+    while graphs:
+        g = graphs.pop()
+        yield g
+        for n in g.node:
+            graphs.extend(sg for _, sg in subgraphs(n))
+
+
+def annotations(model: onnx.ModelProto) -> dict[str, int]:
+    """How many annotations (IR 10's fields) ``model`` holds, by where they are ('node
+    metadata', 'function value_info', ...); empty when none."""
+    out: dict[str, int] = {}
+    if "metadata_props" not in _NODE_FIELDS:
+        return out
+    for kind, msg in _holders(model):
+        k = len(msg.metadata_props)
+        if k:
+            out[f"{kind} metadata"] = out.get(f"{kind} metadata", 0) + k
+        if kind == "function" and "value_info" in _FUNCTION_FIELDS and len(msg.value_info):
+            out["function value_info"] = out.get("function value_info", 0) + len(msg.value_info)
+    return out
+
+
+def drop_annotations(model: onnx.ModelProto, ir: int) -> dict[str, int]:
+    """Drop the annotations IR ``ir`` does not define from ``model``, in place; return how
+    many were dropped, by where they were (see :func:`annotations`)."""
+    if ir >= ANNOTATIONS_IR:
+        return {}
+    found = annotations(model)
+    if found:
+        for kind, msg in _holders(model):
+            del msg.metadata_props[:]
+            if kind == "function" and "value_info" in _FUNCTION_FIELDS:
+                del msg.value_info[:]
+    return found
+
+
+def dropped_what(dropped: dict[str, int]) -> str:
+    """'dropped node metadata (6), ...': what :func:`drop_annotations` dropped."""
+    return "dropped " + ", ".join(f"{k} ({v:,})" for k, v in dropped.items())
+
+
+def dropped_why(ir: int) -> str:
+    """Why annotations are dropped at IR ``ir``."""
+    return (f"{named(ir)} does not define them ({named(ANNOTATIONS_IR)} introduced them); "
+            "runtimes read none of them")
+
+
+def dropped_note(dropped: dict[str, int], ir: int) -> str:
+    """One line saying what :func:`drop_annotations` dropped and why."""
+    return f"{dropped_what(dropped)}: {dropped_why(ir)}"
+
+
+def converted_ir(model: onnx.ModelProto, source: int, target: int, declared: int) -> int:
+    """The IR version ``convert`` writes for ``model`` converted from ``source`` to
+    ``target``: going down, the IR of the target's era (its imports' in onnx's
+    ``VERSION_TABLE``), raised only where the model's content needs more (initializers
+    left out: they are listed as inputs below IR 4); going up, never below ``declared``."""
+    ir = max(imports_ir(model, target), content_need(model, initializers=False)[0])
+    return ir if target < source else max(declared, ir)
+
+
+def ir_defect(model: onnx.ModelProto) -> tuple[int, str] | None:
+    """(the IR version needed, why) when ``model`` declares an IR version below what its
+    content needs, else None. Annotations are no such defect (see :func:`drop_annotations`),
+    and neither is an IR version above its opsets' era."""
+    declared = model.ir_version
+    need, feature = content_need(model)
+    if declared >= need:
+        return None
+    return need, (f"{feature} need {named(need)}; readers of {named(declared)} reject or "
+                  "misread them")
