@@ -1430,7 +1430,6 @@ def test_folded_constants_removed_only_when_unused():
     ("HardSwish", 14, 13, {}), ("HardSwish", 14, 7, {}), ("Mish", 18, 13, {}),
     ("GreaterOrEqual", 16, 11, {}), ("LessOrEqual", 12, 11, {}),
     ("Gelu", 20, 17, {}), ("Gelu", 20, 13, {"approximate": "tanh"}),
-    ("LayerNormalization", 17, 13, {"axis": -1}),
     ("Swish", 24, 13, {"alpha": 0.5}),
 ])
 def test_missing_op_written_as_its_function_body(op, src, target, kw):
@@ -1439,17 +1438,13 @@ def test_missing_op_written_as_its_function_body(op, src, target, kw):
     inputs = [vi("x", F, [2, 3, 4])] + ([vi("z", F, [2, 3, 4])] if two else [])
     inits = []
     names = ["x", "z"] if two else ["x"]
-    if op == "LayerNormalization":
-        inits = [numpy_helper.from_array(np.linspace(0.5, 2, 4, dtype=np.float32), "g"),
-                 numpy_helper.from_array(np.linspace(-1, 1, 4, dtype=np.float32), "b")]
-        names = ["x", "g", "b"]
     out = TensorProto.BOOL if two else F
     m = make_model([one(op, names, ["y"], **kw)], inputs, [vi("y", out, [2, 3, 4])],
                    opset=src, initializers=inits)
     feeds = {"x": x, "z": np.round(x)} if two else {"x": x}
-    # The body is the op's definition; a fused kernel (LayerNormalization's) rounds the
-    # mean and variance differently in float32.
-    changes = roundtrip(m, src, target, feeds, rtol=1e-5)
+    # (LayerNormalization's body is written with its variance in two passes, not bit for bit
+    # the body: tests/test_convert_stable_variance.py)
+    changes = roundtrip(m, src, target, feeds)
     assert [(c.op, c.to_version, c.action) for c in changes] == [(op, None, "rewrite")]
     assert op not in {n.op_type for n in m.graph.node}
     assert all(n.name.startswith("n_") for n in m.graph.node)  # readable, derived names

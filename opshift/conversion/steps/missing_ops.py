@@ -7,8 +7,10 @@ inf for x near the largest float when alpha < 1. Any other op is replaced by its
 function body: many newer ops are defined in ``onnx.defs`` by a body of older ops (HardSwish
 = HardSigmoid * x, GreaterOrEqual = Greater or Equal, Mish, Gelu, LayerNormalization, ...),
 and that body *is* the op's meaning, so writing it in place of the node is exact as far as
-the spec goes. The body's nodes come at the body's own opset; each is converted on to the
-target like any other node.
+the spec goes, but for a variance computed as mean(x^2) - mean(x)^2 (LayerNormalization,
+GroupNormalization, MeanVarianceNormalization), which is written in two passes, as runtimes
+compute it (:mod:`..variance`). The body's nodes come at the body's own opset; each is
+converted on to the target like any other node.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ...verify.region import region_model
 from ..folding import fold_shape_arithmetic
 from ..registry import replaces
 from ..step import Refuse, Step
+from ..variance import two_pass_variance
 
 
 @replaces("CastLike")
@@ -69,9 +72,15 @@ def write_function_body(st: Step, src: int, depth: int) -> None:
     if depth > 4:
         raise Refuse("function bodies nest too deep")
     body, body_opset = _function_body(st)
-    nodes = fold_shape_arithmetic(st, _inline_body(st, body), body_opset)
-    _write(st, nodes, body_opset, "its onnx function body",
-           f"({', '.join(b.op_type for b in nodes)})", depth)
+    nodes, variances = two_pass_variance(_inline_body(st, body),
+                                         lambda what: st.fresh(f"{st.label}/{what}"),
+                                         set(st.w.output) - {""})
+    nodes = fold_shape_arithmetic(st, nodes, body_opset)
+    what = "its onnx function body"
+    if variances:
+        what += (" with its variance in two passes, mean((x - mean(x))^2), where the body "
+                 "computes mean(x^2) - mean(x)^2 (which cancels in float32)")
+    _write(st, nodes, body_opset, what, f"({', '.join(b.op_type for b in nodes)})", depth)
 
 
 def _write(st: Step, nodes: list[onnx.NodeProto], body_opset: int, what: str, detail: str,
