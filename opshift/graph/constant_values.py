@@ -76,6 +76,25 @@ def small_ints(facts: Facts, scope: Scope, name: str) -> np.ndarray | None:
     return None if found is _WORKING else found
 
 
+def tensor_of(facts: Facts, scope: Scope, name: str) -> onnx.TensorProto | None:
+    """The tensor ``name`` holds as ``scope`` reads it whatever the inputs: a constant's, or
+    one computed from constants alone through :data:`FOLDABLE` ops (a PyTorch PReLU slope
+    written as ``Unsqueeze(initializer)``), evaluated once; None otherwise."""
+    c = facts.constant(scope, name)
+    if c is not None:
+        return c.tensor
+    place = home(facts, scope, name) if name else None
+    if place is None:
+        return None
+    key = (id(place), name, "tensor")  # (small_ints keeps arrays under (id, name))
+    found = facts.computed.get(key)
+    if found is None:
+        facts.computed[key] = _WORKING
+        found = evaluated(facts, place, name)
+        facts.computed[key] = found if found is not None else _WORKING
+    return None if found is _WORKING else found
+
+
 def home(facts: Facts, scope: Scope, value: str) -> Scope | None:
     """The scope whose node computes ``value`` (read in ``scope``: it or one enclosing it)
     when a fold may make it an initializer there: a graph's, not its output."""

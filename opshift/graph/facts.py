@@ -124,8 +124,8 @@ class Facts:
         self._inputs: dict[int, Collection[str]] = {}
         self._uses: dict[int, Counter] = {}
         self._producers: dict[int, dict[str, tuple[onnx.NodeProto, Scope]]] = {}
-        #: small integer values computed from constants (:mod:`.constant_values`)
-        self.computed: dict[tuple[int, str], object] = {}
+        #: values computed from constants (:mod:`.constant_values`)
+        self.computed: dict[tuple, object] = {}
         self.local: dict[str, int] | None = None  # types of the function body planned
         self.local_shapes: dict[str, tuple] = {}
         #: types and shapes of values a rewrite made

@@ -20,7 +20,8 @@ import onnx
 from ... import opsets, progress, validate
 from ...errors import OpshiftError
 from ...external import tensor_array
-from ...graph.facts import Constant, Facts
+from ...graph.constant_values import tensor_of
+from ...graph.facts import Facts
 from ...graph.names import Names
 from ...graph.scopes import Scope
 from ...modelio import ModelLike, from_proto, to_proto
@@ -90,7 +91,8 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     saves inline running that walk again (ignored once functions are inlined, which rebuilds
     the model). ``base_dir``: the model's folder, for a PRelu slope in external data that
     the decomposition at opsets 1..8 depends on (without it such a slope is refused).
-    ``allow_nonfinite_slope``: inline a PRelu whose slope is not a constant at opsets 1..8,
+    ``allow_nonfinite_slope``: inline a PRelu whose slope is not a constant (nor computed
+    from constants alone, as an ``Unsqueeze`` of an initializer is) at opsets 1..8,
     whose form is exact only for finite slopes (refused by default); each such node gets a
     note in the result.
     Raises ConversionError (naming node, op, version) when a node cannot be inlined exactly;
@@ -133,8 +135,9 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     replacement is, and with ``keep_before`` a PRelu's constant slope (for ``--verify``). In
     the function and static bands a node's template depends only on (op, version,
     attributes, X's element type): its :class:`~.templates.Form` is made once per such key.
-    A PRelu's slope is a constant as ``facts`` sees it from the scope (looked up where the
-    legacy band's forms depend on it, or for ``keep_before``)."""
+    A PRelu's slope is a constant as ``facts`` sees it from the scope, or a value computed
+    from constants alone (:func:`~opshift.graph.constant_values.tensor_of`; looked up where
+    the legacy band's forms depend on it, or for ``keep_before``)."""
     b = band(opset)
     function_band = b == FUNCTION
     scope: Scope | None = None
@@ -152,12 +155,13 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
         if not version:
             continue
         base = name or f"{op.lower()}_{i}"
-        const: Constant | None = None
+        const: onnx.TensorProto | None = None
         if op == "PRelu" and (legacy or keep_before):
             if scope is None:
                 scope = facts.scope_of(w.owner)
-            # (a scope Facts does not reach has no constants it could vouch for)
-            const = facts.constant(scope, ins[1]) if scope is not None else None
+            # (a scope Facts does not reach has no constants it could vouch for); a slope
+            # computed from constants alone (Unsqueeze of an initializer) is one too
+            const = tensor_of(facts, scope, ins[1]) if scope is not None else None
         # (the function band's CastLike body needs X's type only where 16 bits need Casts)
         et = 0 if function_band and op == "PRelu" else facts.elem_type(ins[0], w.function) or 0
         if b != LEGACY:
@@ -198,7 +202,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
         if keep_before:
             before = onnx.NodeProto()
             before.CopyFrom(node)
-            slope_value = None if const is None else const.tensor
+            slope_value = const
         rows.append((base, op, version, opset, b, w.label, before, (w.owner, start, len(nodes)),
                      w.opsets, fkey, note, slope_value))
         if note:
@@ -209,7 +213,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
 
 
 def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, et: int,
-            base: str, names: Names, facts: Facts, const: Constant | None,
+            base: str, names: Names, facts: Facts, const: onnx.TensorProto | None,
             allow_nonfinite_slope: bool) -> tuple[list[onnx.NodeProto], str]:
     """A node's replacement in the legacy band (opsets 1..8), where a PRelu's decomposition
     also depends on its slope's value (``const``, None when it is not a constant) and shape
@@ -218,7 +222,7 @@ def _legacy(w: _Work, node: onnx.NodeProto, op: str, version: int, opset: int, e
                     allow_nonfinite_slope=allow_nonfinite_slope)
     if op == "PRelu":
         if const is not None:
-            site.slope_value = tensor_array(const.tensor, facts.base_dir)
+            site.slope_value = tensor_array(const, facts.base_dir)
             site.slope_shape = tuple(site.slope_value.shape)
         if opset <= 6:
             site.x_shape = facts.shape(node.input[0])
