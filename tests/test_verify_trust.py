@@ -72,7 +72,7 @@ def test_open_dims_take_the_first_sizes_the_model_runs_at(tmp_path):
     assert r.ok and r.inputs["x"]["shape"] == [2, 3, 224, 224]
     (note,) = r.notes
     assert note.startswith("whole model: open dims sized batch 2, spatial 224, other 128 "
-                           "(x [2, 3, 224, 224]); it does not run at the 1 smaller size(s)")
+                           "(x [2, 3, 224, 224]); it does not run at the 1 size(s)")
 
 
 def _fixed_size(path) -> None:
@@ -272,3 +272,18 @@ def test_a_rewrite_one_ulp_off_is_a_mismatch_at_ulp_0(tmp_path, monkeypatch, cap
     assert {r["label"] for r in v["rows"] if not r["ok"]} == {"act", ""}
     assert main(["inline", str(src), "-o", str(out), "--verify", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["verify"]["verdict"] == "ok"
+
+
+def test_a_model_traced_at_one_size_runs_at_the_size_its_shapes_name():
+    """TorchScript's MultiheadAttention export keeps the traced sequence length in a
+    Reshape's shape (a Concat of [10] and computed dims): the open dims take that size."""
+    ten = nh.from_array(np.array([10], np.int64), "ten")
+    eight = nh.from_array(np.array([8], np.int64), "eight")
+    nodes = [h.make_node("Concat", ["ten", "eight"], ["shape"], axis=0),
+             h.make_node("Reshape", ["x", "shape"], ["r"]),
+             h.make_node("LeakyRelu", ["r"], ["y"], alpha=0.1)]
+    m = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", 8])],
+               [h.make_tensor_value_info("y", T.FLOAT, [10, 8])], [ten, eight])
+    r = opshift.verify(m, m)
+    assert r.ok and r.inputs["x"]["shape"] == [1, 10, 8]
+    assert r.notes[0].startswith("whole model: open dims sized batch 1, spatial 10, other 10")

@@ -35,7 +35,6 @@ from . import policy as _policy
 from .comparison import ULP_TOLERANCE, Comparison, _max, compare
 from .inputs import (
     DEFAULT_DIM,
-    SIZE_PROFILES,
     RegionInputs,
     _check_seed,
     _describe,
@@ -45,6 +44,7 @@ from .inputs import (
     index_bounds,
     make_inputs,
     plain_round,
+    size_profiles,
     special_values,
 )
 from .region import region_key, region_model
@@ -229,12 +229,12 @@ def _whole_model_inputs(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, 
                         ) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
     """Generated inputs a whole model runs on: realistic values (:func:`.inputs.plain_round`:
     finite floats, integers within the tables they index), open dims sized by the first of
-    :data:`.inputs.SIZE_PROFILES` the reference runs at. Returns the inputs, the reference's
+    :func:`.inputs.size_profiles` the reference runs at. Returns the inputs, the reference's
     outputs on them and the values named in ``capture``."""
     bounds = index_bounds(ref.graph)
     specs = _specs_of_both(ref, cand, rwho, cwho, dims, finite)
     profiles: Sequence[Mapping[str, int] | None] = \
-        SIZE_PROFILES if any(s.guessed for s in specs) else (None,)
+        size_profiles(ref.graph) if any(s.guessed for s in specs) else (None,)
     failed: list[str] = []
     for sizes in profiles:
         if sizes is not None:
@@ -255,7 +255,7 @@ def _whole_model_inputs(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, 
             guessed = ", ".join(f"{s.name} {list(s.shape)}" for s in specs if s.guessed)
             report.notes.append(f"whole model: open dims sized {_sizes_text(sizes)} "
                                 f"({guessed})" + (f"; it does not run at the {len(failed)} "
-                                                  "smaller size(s) tried first" if failed
+                                                  "size(s) tried first" if failed
                                                   else "") +
                                 "; --input-shape or --inputs gives real ones")
         return feeds, exp, captured
@@ -279,7 +279,7 @@ def verify(reference: ModelLike, candidate: ModelLike,
     declares is an error. Without ``inputs``, those of the policy in force (``--inputs``),
     else one round of realistic inputs generated from the reference graph (finite floats,
     integers within the tables they index; ``dims`` names sizes of open dims, the others
-    take the first of :data:`.inputs.SIZE_PROFILES` the reference runs at; special values
+    take the first of :func:`.inputs.size_profiles` the reference runs at; special values
     belong to the rewrites' own checks, where they test an op's edges: in a whole network
     they spread to every output). An output NaN or infinite everywhere on both sides tells
     nothing: the report is then not :attr:`~VerifyReport.complete`. ``capture`` names

@@ -123,6 +123,41 @@ SIZE_PROFILES: tuple[dict[str, int], ...] = (
 )
 
 
+#: ops whose input at that position is a shape: sizes a model asks for by constant
+_SHAPE_INPUTS = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
+
+
+def size_profiles(graph: onnx.GraphProto) -> list[dict[str, int]]:
+    """:data:`SIZE_PROFILES`, then one per size the model's constant shapes name (a Reshape
+    to ``[10, 8, 8]``, or to a Concat of ``[10]`` and computed dims, that an exporter traced
+    at a sequence of 10), batch 1: the sizes a model traced at one size runs at, the most
+    named first, three at most."""
+    from ..external import tensor_array
+
+    consts: dict[str, onnx.TensorProto] = {t.name: t for t in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.output:
+            consts.update((n.output[0], a.t) for a in n.attribute if a.name == "value")
+    shapes = {n.input[at] for n in graph.node
+              if (at := _SHAPE_INPUTS.get(n.op_type)) is not None and len(n.input) > at}
+    for n in reversed(graph.node):  # the parts a shape is concatenated from
+        if n.op_type == "Concat" and n.output and n.output[0] in shapes:
+            shapes.update(n.input)
+    counts: dict[int, int] = {}
+    for name in shapes:
+        t = consts.get(name)
+        if t is None or t.data_type != onnx.TensorProto.INT64 or len(t.dims) > 1 \
+                or t.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        with contextlib.suppress(Exception):
+            for v in tensor_array(t).tolist():
+                if 2 < v <= 4096:
+                    counts[v] = counts.get(v, 0) + 1
+    tried = {v for p in SIZE_PROFILES for v in p.values()}
+    named = sorted((v for v in counts if v not in tried), key=lambda v: (-counts[v], v))[:3]
+    return [*SIZE_PROFILES, *({"batch": 1, "spatial": v, "other": v} for v in named)]
+
+
 def dim_role(rank: int, axis: int, shape: Sequence[int | str | None]) -> str:
     """What an open dim most likely is, for :data:`SIZE_PROFILES`: ``batch``, ``spatial``
     or ``other``."""
