@@ -58,10 +58,12 @@ def test_onnx_node_tests_of_sequences_and_optionals_convert_exactly():
                 assert "unknown" not in str(e), (c.name, target, str(e))
                 continue
             converted[target] += 1
+            onnx.checker.check_model(m, full_check=True)
             _same_values(c, m)
     assert converted[18] == converted[24] == len(cases) >= 30
-    # (SequenceMap's body holds a Loop, which convert does not inline below 17)
-    assert converted[15] >= 26 and converted[11] >= 12, converted
+    # (SequenceMap's body holds a Loop, which convert does not inline below 17; Identity
+    # takes sequences from 14 and optionals from 16: refused below, issue 38 item 15)
+    assert converted[15] >= 25 and converted[11] >= 10, converted
 
 
 def _opt_model(op: str, given: str, opset: int = 18) -> onnx.ModelProto:

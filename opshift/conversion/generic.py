@@ -17,6 +17,7 @@ import onnx
 from onnx import helper
 
 from .. import opsets
+from ..graph.element_types import TYPE_ATTRIBUTES, attribute_output_type
 from ..graph.facts import Facts
 from ..tables import attribute_value
 from .step import Refuse, Step
@@ -166,6 +167,14 @@ class SchemaStep:
                 df = _formal_at(dst_f, i)
                 if df is None:
                     raise Refuse(f"{kind} {i} does not exist at {op}-{dst}")
+                if kind == "output" and i == 0:
+                    # the type an attribute gives the output is its type, whatever the
+                    # graph declares for it
+                    given = attribute_output_type(st.w)
+                    if given is not None and given not in df[2]:
+                        name = next(a.name for a in st.w.attribute if a.name in TYPE_ATTRIBUTES)
+                        raise Refuse(f"attribute {name} makes output 0 ({v!r}) {given}, not "
+                                     f"allowed at {op}-{dst}")
                 sf = _formal_at(src_f, i)
                 if sf is not None and sf[2] <= df[2]:
                     continue

@@ -146,7 +146,8 @@ def uniform_types(model: onnx.ModelProto, source: int,
     if len(elems) != 1 or 0 in elems:
         return None
     for op, dom in kinds if kinds is not None else {(n.op_type, n.domain) for n in g.node}:
-        if dom not in ("", "ai.onnx") or op in CONTROL_FLOW or op == "Constant":
+        if dom not in ("", "ai.onnx") or op in CONTROL_FLOW or op == "Constant" \
+                or op in _type_attribute_ops():  # (an attribute may give another type)
             return None
         rules = output_type_rules(op, source)
         if not rules or any(r is None or r[0] != "input" for r in rules):
@@ -337,30 +338,87 @@ ALL_TYPES = frozenset(opsets.tensor_type(t)
                       for t in TensorProto.DataType.values() if t)
 
 
+#: attributes whose value is the element type of a node's first output
+TYPE_ATTRIBUTES = ("to", "dtype", "output_dtype")
+
+
+@functools.cache
+def _type_attribute_ops() -> frozenset[str]:
+    """Default-domain ops with a :data:`TYPE_ATTRIBUTES` attribute at some version."""
+    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history()
+                     if s.domain == "" and any(a in s.attributes for a in TYPE_ATTRIBUTES))
+
+
+def attribute_output_type(node: onnx.NodeProto) -> str | None:
+    """The type a type-giving attribute of ``node`` (``to``, ``dtype``, ``output_dtype``)
+    gives its first output, as schemas spell it (``tensor(float6e2m3)``; a SequenceEmpty's
+    ``seq(tensor(...))``); None when none does."""
+    for a in node.attribute:
+        if a.name in TYPE_ATTRIBUTES and a.type == onnx.AttributeProto.INT and a.i:
+            if a.i not in TensorProto.DataType.values():
+                return None
+            t = opsets.tensor_type(a.i)
+            return f"seq({t})" if node.op_type == "SequenceEmpty" else t
+    return None
+
+
+def nested_type_strings(tp: onnx.TypeProto) -> list[str]:
+    """A non-tensor type as schemas spell it and each type it holds, outermost first
+    (``optional(seq(tensor(bfloat16)))``, ``seq(tensor(bfloat16))``, ``tensor(bfloat16)``);
+    empty for a tensor or an unknown type."""
+    out = []
+    while True:
+        kind = tp.WhichOneof("value")
+        if kind not in ("sequence_type", "optional_type"):
+            break
+        s = opsets.type_string(tp)
+        if s is None:
+            break
+        out.append(s)
+        tp = getattr(tp, kind).elem_type
+        if tp.WhichOneof("value") == "tensor_type":
+            out.append(opsets.type_string(tp))
+            break
+    return out
+
+
 def possible_types(model: onnx.ModelProto) -> frozenset[str]:
-    """Every element type (as 'tensor(...)') any value of the model could have: declared
-    ones, constants, Cast targets, and all allowed types of outputs whose type no input
-    binds. One pass over each node list (subgraphs found from that pass)."""
+    """Every type (as 'tensor(...)', and 'seq(...)' or 'optional(...)' with the types they
+    hold for declared sequences and optionals) any value of the model could have: declared
+    ones, constants, Cast targets and other type-giving attributes (``dtype``,
+    ``output_dtype``), and all allowed types of outputs whose type no input binds. One pass
+    over each node list (subgraphs found from that pass)."""
     elems: set[int] = set()
     found: set[str] = set()
     seen: set[tuple[str, str, int]] = set()
+    typed_ops = _type_attribute_ops()
 
     def scan(nodes, ops: dict[str, int], graph: onnx.GraphProto | None) -> None:
         if graph is not None:
             for vi in (*graph.input, *graph.output, *graph.value_info):
                 if vi.type.HasField("tensor_type"):
                     elems.add(vi.type.tensor_type.elem_type)
+                else:
+                    found.update(nested_type_strings(vi.type))
             elems.update(t.data_type for t in graph.initializer)
         keys = {(n.domain, n.op_type) for n in nodes}
         default_ops = {o for d, o in keys if d in ("", "ai.onnx")}
         special = default_ops & {"Cast", "Constant"}
+        typed = default_ops & typed_ops - special
         holders = {o for d, o in keys if may_hold_subgraphs(d, o)}
-        if special or holders:
+        if special or holders or typed:
             for n in nodes:
                 op = n.op_type
                 if op in holders:
                     for _, sg in subgraphs(n):
                         scan(sg.node, ops, sg)
+                if op in typed and n.domain in ("", "ai.onnx"):
+                    t = attribute_output_type(n)
+                    if t is not None:
+                        found.add(t)
+                        if t.startswith("seq("):
+                            found.add(t[4:-1])
+                    continue
                 if op not in special or n.domain not in ("", "ai.onnx"):
                     continue
                 if op == "Cast":
