@@ -125,7 +125,7 @@ def test_an_output_nan_everywhere_tells_nothing(tmp_path):
     r = opshift.verify(m, m)
     assert not r.mismatch and not r.complete and r.verdict == "incomplete"
     assert [(g.what, g.why) for g in r.gaps] == [
-        ("y", "NaN or infinite everywhere on both sides: nothing compared")]
+        ("whole model (y)", "NaN or infinite everywhere on both sides: nothing compared")]
     src = tmp_path / "m.onnx"
     onnx.save(m, src)
     p = run("verify", src, src)

@@ -105,7 +105,8 @@ class VerifyReport:
     @property
     def gaps(self) -> list[Gap]:
         """What was not checked: :attr:`unchecked`, then each output that told nothing."""
-        return self.unchecked + [Gap(r.name, NOT_INFORMATIVE) for r in self.rows
+        return self.unchecked + [Gap(r.name if r.label else f"whole model ({r.output})",
+                                     NOT_INFORMATIVE) for r in self.rows
                                  if r.ok and not r.informative]
 
     @property
