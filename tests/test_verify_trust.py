@@ -55,7 +55,18 @@ def test_token_ids_stay_within_the_table_and_the_model_runs_whole():
     assert r.inputs["ids"]["source"] == "generated, realistic, in [0, 50)"
 
 
-@pytest.mark.parametrize("make", [_tokens, _cnn], ids=["tokens", "cnn"])
+def _gru(scale: float = 1.0) -> onnx.ModelProto:
+    """A GRU over an open [seq, batch, 12] (ONNX's layout), then Selu."""
+    rng = np.random.default_rng(2)
+    w = nh.from_array((rng.standard_normal((1, 48, 12)) * 0.3 * scale).astype(np.float32), "w")
+    r = nh.from_array((rng.standard_normal((1, 48, 16)) * 0.3).astype(np.float32), "r")
+    nodes = [h.make_node("GRU", ["x", "w", "r"], ["y", ""], name="gru", hidden_size=16),
+             h.make_node("Selu", ["y"], ["z"], name="act")]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["seq", "batch", 12])],
+                  [h.make_tensor_value_info("z", T.FLOAT, None)], [w, r])
+
+
+@pytest.mark.parametrize("make", [_tokens, _cnn, _gru], ids=["tokens", "cnn", "gru"])
 def test_a_weight_scaled_by_one_and_a_half_is_a_mismatch(tmp_path, make):
     ref, cand = tmp_path / "ref.onnx", tmp_path / "cand.onnx"
     onnx.save(make(), ref)
@@ -181,11 +192,15 @@ def test_a_candidate_that_fails_where_the_reference_runs_is_a_mismatch(tmp_path)
     assert p.returncode == 1 and "reference runs on the same inputs" in p.stderr
 
 
-def test_inline_and_fuse_run_the_whole_model_with_external_weights(tmp_path):
+def test_every_command_runs_the_whole_model_with_external_weights(tmp_path):
     """A dynamo-style file: every weight in one .data file beside the model."""
     src = tmp_path / "m.onnx"
     onnx.save(_cnn(), src, save_as_external_data=True, location="m.onnx.data",
               size_threshold=0)
+    p = run("convert", src, "--opset", "9", "-o", f"{tmp_path / 'c'}/", "--verify",
+            "--json")
+    v = json.loads(p.stdout)["verify"]
+    assert p.returncode == 0 and v["verdict"] == "ok" and v["checks"]["whole_model"], v
     p = run("inline", src, "-o", tmp_path / "i.onnx", "--verify", "--json")
     v = json.loads(p.stdout)["verify"]
     assert p.returncode == 0 and v["verdict"] == "ok" and v["checks"]["whole_model"], v
