@@ -1,7 +1,9 @@
 """Attribute values whose spelling or default changed: GRU **3** (default direction spelled
 'foward' at 1), Concat **4** (axis defaulted to 1 before 4, required from 4), Cast **6** (``to``
 a type name before 6), Shape **15** (start/end written as a Slice of the whole shape below),
-ArgMax/ArgMin **12** (select_last_index=1 below: the first index of the input reversed),
+ArgMax/ArgMin **12** (select_last_index=1 below: the first index of the input reversed; with
+NaN in a row the answer is the spec's only where NaN's order is, see
+:func:`arg_select_last_index`),
 MeanVarianceNormalization **13** (default axes written out: MVN-13's function body reads
 ``@axes``, which onnx's checker cannot expand when it is unset).
 """
@@ -78,8 +80,16 @@ def shape_start_end(st: Step) -> None:
 def arg_select_last_index(st: Step) -> None:
     """The last index of the extreme value is n - 1 - the first index in the input reversed
     along the axis (a Slice of step -1 from opset 10, a Gather of the positions backwards
-    below, where the axis's size is known), whatever the values (ties and NaN alike):
-    positions map one to one."""
+    below, where the axis's size is known), ties alike: positions map one to one.
+
+    NaN's order is unspecified in ONNX. Where a runtime takes NaN as the extreme (numpy's
+    argmax: opshift's evaluator, onnx.reference; OpenVINO per issue 38), the reversed form
+    picks the same NaN. onnxruntime's answer depends on where its scan starts (a NaN first
+    wins, later ones are skipped), and reversing moves the start: rows holding NaN may differ
+    there. No form keeps every runtime's answer (any other is built of ops whose NaN rules
+    are each runtime's own, and the runtimes already disagree on the original), and refusing
+    every input that may hold NaN would refuse real models: the form is kept and its note
+    says so."""
     if st.up or not st.attr("select_last_index", 0):
         return
     if st.target < 7:
@@ -115,4 +125,7 @@ def arg_select_last_index(st: Step) -> None:
     w.input[0] = reversed_x
     w.output[0] = first
     st.add_node("Sub", [last, first], "last_index", after=True, output=y)
-    st.note("select_last_index=1 written as n - 1 - the first index of the input reversed")
+    st.note("select_last_index=1 written as n - 1 - the first index of the input reversed",
+            "NaN's order is unspecified in ONNX: in a row holding NaN, runtimes taking NaN "
+            "as the extreme (numpy, onnx.reference, opshift) give the original's index; "
+            "onnxruntime, whose answer depends on where its scan starts, may not")
