@@ -11,6 +11,8 @@ from . import _batch, _rewrite
 from ._models import with_external_data
 from ._options import add_model_options, add_verify_options
 from ._output import Outcome
+from .inline import INLINED, add_inline_options, summary_of
+from .inline import changes_of as inline_changes
 
 DESCRIPTION = """\
 Convert IN.onnx to default-domain opset N and write OUT.onnx. PRelu, LeakyRelu and Selu
@@ -47,6 +49,7 @@ def register(sub, parent) -> None:
     add_model_options(p, writes=True)
     p.add_argument("--opset", type=int, required=True, metavar="N",
                    help="target default-domain opset")
+    add_inline_options(p, within="--inline")
     add_verify_options(p, flag=True)
     p.set_defaults(func=run)
 
@@ -56,6 +59,11 @@ def run(args) -> int:
 
     if not 1 <= args.opset <= opsets.MAX_OPSET:
         raise OpshiftError(f"--opset {args.opset} is outside 1..{opsets.MAX_OPSET}")
+    if not args.inline:
+        given = [o for o, v in (("--ops", args.ops), ("--functions", args.functions),
+                                ("--allow-nonfinite-slope", args.allow_nonfinite_slope)) if v]
+        if given:
+            raise OpshiftError(f"{given[0]} only applies with --inline")
     return _batch.run(args, process, writes=True)
 
 
@@ -116,8 +124,14 @@ def _convert(args, src) -> _rewrite.Rewritten:
                      "before converting, the only way: the condition depends on constants and "
                      "shapes only, and the If cannot be converted")
 
+    inlined = _inline(args, src, model) if args.inline else None
+    if inlined is not None:
+        changes += inline_changes(inlined[1], nodes=_rewrite.reported(args))
+        summary += f"; {summary_of(inlined[1])}"
+        notes += inlined[1].notes
+
     def check():
-        return _verify(original, model, result, src, args.seed)
+        return _verify(original, model, result, src, args.seed, inlined)
 
     return _rewrite.Rewritten(
         model, changes, summary, details={"source_opset": result.source_opset,
@@ -126,14 +140,37 @@ def _convert(args, src) -> _rewrite.Rewritten:
                                           "relabelled": result.relabelled,
                                           "fused": len(fused)},
         lines=lines, check=check, notes=notes,
-        check_total=sum(c.region is not None for c in result.changes) if args.verify else 0,
-        groups={f"{c.node} ({c.label})": c.op for c in result.changes}
+        check_total=(sum(c.region is not None for c in result.changes)
+                     + (len(inlined[1].rows) if inlined else 0)) if args.verify else 0,
+        groups={**{f"{c.node} ({c.label})": c.op for c in result.changes},
+                **({n.label: f"{n.op} inlined" for n in inlined[1].nodes} if inlined else {})}
         if args.verify else None)
 
 
-def _verify(original, converted, result, src, seed: int):
+def _inline(args, src, model):
+    """``--inline``: the activations and functions asked for inlined in the converted
+    ``model``, in place; ``(the model before, when --verify checks it, the InlineResult)``."""
+    import onnx
+
+    from ..passes.inline import inline_proto
+
+    before = None
+    if args.verify:
+        before = onnx.ModelProto()
+        before.CopyFrom(model)
+    try:
+        result = inline_proto(model, args.ops or INLINED, args.functions,
+                              keep_before=args.verify, base_dir=src.source_dir,
+                              allow_nonfinite_slope=args.allow_nonfinite_slope)
+    except OpshiftError as e:
+        raise type(e)(f"{src.origin}: --inline: {e}") from None
+    return before, result
+
+
+def _verify(original, converted, result, src, seed: int, inlined=None):
     """Each rewritten region (a rewrite that changes nothing a node computes needs none),
-    then the whole model, its external data loaded whatever its size."""
+    each node ``--inline`` replaced (``inlined``: see :func:`_inline`), then the whole model,
+    its external data loaded whatever its size."""
     from ..verify import Rewrite
     from ..verify.region import same_computation
     from ..verify.rewritten import verify_rewritten
@@ -152,8 +189,18 @@ def _verify(original, converted, result, src, seed: int):
     regions = ((f"{ch.node} ({ch.label})", ch.region_models()) for ch in result.changes)
     rewritten = (Rewrite(label, *models) for label, models in regions
                  if models is not None and not same_computation(*models))
+    finite: list[str] = []
+    if inlined is not None:
+        from ..passes.inline import inline_checks
+
+        before, after = with_external_data(src, inlined[0], converted)[0]
+        c = inline_checks(before, after, inlined[1])
+        rewritten = itertools.chain(rewritten, c.rewrites)
+        signed_zeros = signed_zeros and c.signed_zeros
+        finite, alone = c.finite, alone + c.alone
+        notes += c.notes
     (original, converted), _ = with_external_data(src, original, converted)
     report = verify_rewritten(original, converted, itertools.chain(fused, rewritten),
-                              seed=seed, signed_zeros=signed_zeros,
+                              seed=seed, signed_zeros=signed_zeros, finite=finite,
                               strict={rw.label for rw in fused}, unchecked=alone)
     return report, notes

@@ -44,16 +44,32 @@ def register(sub, parent) -> None:
                        "inline model-local functions", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_options(p, writes=True)
-    p.add_argument("--ops", default="PRelu,LeakyRelu,Selu", metavar="OPS",
-                   help="comma-separated ops to inline, or 'none' (default: all three)")
-    p.add_argument("--functions", default=None, metavar="all|NAME,...",
-                   help="model-local functions to inline ('all' or names, domain::name "
-                        "allowed); default: none")
-    p.add_argument("--allow-nonfinite-slope", action="store_true",
-                   help="at opsets 1..8, inline a PRelu whose slope is not a constant too "
-                        "(exact only while the slope is finite; a note names each node)")
+    add_inline_options(p)
     add_verify_options(p, flag=True)
     p.set_defaults(func=run)
+
+
+def add_inline_options(p: argparse.ArgumentParser, *, within: str = "") -> None:
+    """``--ops``, ``--functions``, ``--allow-nonfinite-slope``; ``within``: the option they
+    belong to in another command (``--inline`` of convert), which then adds it."""
+    g = p.add_argument_group("inline") if within else p
+    if within:
+        g.add_argument(within, action="store_true",
+                       help="also inline, at the target opset, the activations of --ops and "
+                       "the model-local functions of --functions, as 'opshift inline' "
+                       "does, checked with the conversion as one (--verify)")
+    g.add_argument("--ops", default=None if within else INLINED, metavar="OPS",
+                   help="comma-separated ops to inline, or 'none' (default: all three)")
+    g.add_argument("--functions", default=None, metavar="all|NAME,...",
+                   help="model-local functions to inline ('all' or names, domain::name "
+                        "allowed); default: none")
+    g.add_argument("--allow-nonfinite-slope", action="store_true",
+                   help="at opsets 1..8, inline a PRelu whose slope is not a constant too "
+                        "(exact only while the slope is finite; a note names each node)")
+
+
+#: the ops inline replaces by default
+INLINED = "PRelu,LeakyRelu,Selu"
 
 
 def run(args) -> int:
@@ -83,14 +99,9 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise
-    changes = [_change(n) for n in result.nodes] if args.json else []
-    changes += [{"node": "", "op": "", "scope": f"function {f}", "what": "inlined",
-                 "why": "--functions"} for f in result.functions_inlined]
-    changes += [{"node": "", "op": "", "scope": f"function {f}", "what": "removed",
-                 "why": "inlined, and nothing calls it any more"}
-                for f in result.functions_removed]
+    changes = changes_of(result, nodes=args.json)
     return _rewrite.Rewritten(
-        model, changes, _summary(result),
+        model, changes, summary_of(result),
         details={"functions_inlined": result.functions_inlined,
                  "functions_removed": result.functions_removed},
         notes=result.notes,
@@ -99,6 +110,18 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
                                     seed=args.seed),
         check_total=len(result.rows),
         groups={n.label: n.op for n in result.nodes} if args.verify else None)
+
+
+def changes_of(result, *, nodes: bool = True) -> list[dict]:
+    """The change dicts of an inline ``result``: one per inlined node (when ``nodes``), per
+    function inlined and per function removed."""
+    changes = [_change(n) for n in result.nodes] if nodes else []
+    changes += [{"node": "", "op": "", "scope": f"function {f}", "what": "inlined",
+                 "why": "--functions"} for f in result.functions_inlined]
+    changes += [{"node": "", "op": "", "scope": f"function {f}", "what": "removed",
+                 "why": "inlined, and nothing calls it any more"}
+                for f in result.functions_removed]
+    return changes
 
 
 def _change(n) -> dict:
@@ -110,7 +133,8 @@ def _change(n) -> dict:
                    + (f"; {n.note}" if n.note else "")}
 
 
-def _summary(result) -> str:
+def summary_of(result) -> str:
+    """``inlined 3 nodes (PRelu x2, Selu x1)``, and the functions inlined and removed."""
     by_op = Counter(row[1] for row in result.rows)  # (label, op, ...): no node objects made
     parts = ", ".join(f"{k} x{v:,}" for k, v in sorted(by_op.items()))
     s = f"inlined {plural(len(result.rows), 'node')}" + (f" ({parts})" if parts else "")

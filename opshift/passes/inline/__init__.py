@@ -30,7 +30,7 @@ from . import decompose as dec
 from .functions import inline_functions
 from .result import InlinedNode, InlineResult
 from .templates import FUNCTION, LEGACY, OPS, Form, band, form
-from .verify import verify_inline
+from .verify import InlineChecks, inline_checks, verify_inline
 
 
 def _parse_ops(ops: Iterable[str] | str | None) -> frozenset[str]:
@@ -287,5 +287,6 @@ def _make_inline_pass() -> type:
 __getattr__ = lazy_attribute(globals(), "InlinePass", _make_inline_pass)
 
 
-__all__ = ["inline", "inline_proto", "verify_inline", "InlineResult", "InlinedNode"]
+__all__ = ["inline", "inline_checks", "inline_proto", "verify_inline", "InlineChecks",
+           "InlineResult", "InlinedNode"]
 

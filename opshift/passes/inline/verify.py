@@ -3,6 +3,8 @@ model, with the bundled evaluator."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import onnx
 
 from ...errors import OpshiftError
@@ -52,6 +54,39 @@ def _vi(name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
     return value_info(name, elem_type, shape)
 
 
+@dataclass
+class InlineChecks:
+    """What checking an inline takes: each replacement's region pair (:attr:`rewrites`),
+    the nodes with none and why (:attr:`alone`), whether signs of zero are compared on the
+    whole model, the graph inputs generated finite, and the notes saying so."""
+
+    rewrites: list
+    alone: list[tuple[str, str]]
+    signed_zeros: bool
+    finite: list[str]
+    notes: list[str]
+
+
+def inline_checks(original: onnx.ModelProto, inlined: onnx.ModelProto,
+                  result: InlineResult) -> InlineChecks:
+    """The checks of ``result`` (from ``inline_proto(original, ..., keep_before=True)``,
+    which made ``inlined``), for :func:`verify_inline` or a command that inlines as one of
+    its steps (``convert --inline``)."""
+    alone: list[tuple[str, str]] = []
+    rewrites = list(_regions(original, inlined, result, alone))
+    notes = [f"{rw.label}: slope {s!r} generated without +-inf and NaN ({_ACCEPTED})"
+             for rw in rewrites for s in rw.finite]
+    accepted = [n for n in result.nodes if n.note and n.op == "PRelu"]
+    finite = _slope_sources(original, accepted) if accepted else []
+    if finite:
+        notes.append(f"whole model: input(s) {', '.join(map(repr, finite))} generated "
+                     "without +-inf and NaN: the slope of "
+                     f"{', '.join(repr(n.label) for n in accepted)} is computed from "
+                     f"them ({_ACCEPTED})")
+    return InlineChecks(rewrites, alone, all(n.signed_zero_exact for n in result.nodes),
+                        finite, notes)
+
+
 def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: InlineResult,
                   *, seed: int = 0):
     """Check each inlined node against its replacement with the evaluator (a small region
@@ -67,24 +102,10 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
     """
     from ...verify.rewritten import verify_rewritten
 
-    notes: list[str] = []
-    alone: list[tuple[str, str]] = []  # nodes with no region of their own, and why
-    rewrites = list(_regions(original, inlined, result, alone))
-    for rw in rewrites:
-        for s in rw.finite:
-            notes.append(f"{rw.label}: slope {s!r} generated without +-inf and NaN "
-                         f"({_ACCEPTED})")
-    exact = all(n.signed_zero_exact for n in result.nodes)
-    accepted = [n for n in result.nodes if n.note and n.op == "PRelu"]
-    finite = _slope_sources(original, accepted) if accepted else []
-    report = verify_rewritten(original, inlined, rewrites, seed=seed, signed_zeros=exact,
-                              finite=finite, unchecked=alone)
-    if finite and any(not r.label for r in report.rows):
-        notes.append(f"whole model: input(s) {', '.join(map(repr, finite))} generated "
-                     "without +-inf and NaN: the slope of "
-                     f"{', '.join(repr(n.label) for n in accepted)} is computed from "
-                     f"them ({_ACCEPTED})")
-    return report, notes
+    c = inline_checks(original, inlined, result)
+    report = verify_rewritten(original, inlined, c.rewrites, seed=seed,
+                              signed_zeros=c.signed_zeros, finite=c.finite, unchecked=c.alone)
+    return report, c.notes
 
 
 _ACCEPTED = "non-finite slopes accepted with --allow-nonfinite-slope / allow_nonfinite_slope"
