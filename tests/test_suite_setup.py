@@ -1,0 +1,69 @@
+"""The test command of the README runs the suite in parallel and ends with pytest's summary
+line (CI reads it); every lower bound of pyproject.toml is pinned in constraints/lowest.txt."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import tomllib
+from conftest import ROOT
+
+BOUND = re.compile(r"^([A-Za-z0-9_.-]+)\s*>=\s*([0-9][0-9.]*)")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _release(version: str) -> tuple[int, ...]:
+    parts = [int(p) for p in version.split(".")]
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+def test_every_lower_bound_is_pinned_in_lowest_constraints():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    bounds = {}
+    for req in [*project["dependencies"], *project["optional-dependencies"]["test"]]:
+        m = BOUND.match(req)
+        assert m, f"{req!r} has no lower bound"
+        bounds[_norm(m[1])] = m[2]
+    pins = {}
+    for line in (ROOT / "constraints" / "lowest.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[_norm(name)] = version.strip()
+    assert set(pins) == set(bounds)
+    assert {n: _release(v) for n, v in pins.items()} == {
+        n: _release(v) for n, v in bounds.items()}
+    # the extras that the suite's parallel run and its ImageDecoder cases need
+    assert {"pytest-xdist", "pillow"} <= set(bounds)
+
+
+def test_pytest_runs_on_workers_and_ends_with_its_summary_line():
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "tests/test_readme.py"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^(created|bringing up nodes)", p.stdout, re.M), p.stdout
+    last = p.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ passed in [\d.]+s( \(\S+\))?", last), last
+    # `-n 0` runs the same tests in this one process
+    q = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n",
+                        "0", "tests/test_readme.py"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert q.returncode == 0 and "bringing up nodes" not in q.stdout, q.stdout
+    assert q.stdout.strip().splitlines()[-1].split(" in ")[0] == last.split(" in ")[0]
+
+
+def test_image_decoder_cases_run_rather_than_skip():
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p",
+                        "no:cacheprovider", "tests/test_backend_conformance.py", "-k",
+                        "image_decoder"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^[1-9]\d* passed, \d+ deselected in ", p.stdout, re.M), p.stdout
+    assert "skipped" not in p.stdout and "Pillow" not in p.stdout, p.stdout
