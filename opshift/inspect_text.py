@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from .errors import printable
-from .tables import WIDTH, plural, table, wrap
+from .tables import plural, screen_width, table, wrap
 
 #: Lines of each grouped list before the rest is summed up in one line.
 MAX_GROUPS = 12
@@ -25,7 +25,7 @@ def header(r) -> str:
 
 def summary(r) -> list[str]:
     """Op counts, grouped activations, grouped defects, the grouped dry run."""
-    lines = [header(r), *_op_line(r.ops)]
+    lines = [*wrap(header(r)), *_op_line(r.ops)]
     if r.rows:
         groups: Counter[tuple[str, str, str]] = Counter()
         for row in r.rows:
@@ -37,7 +37,7 @@ def summary(r) -> list[str]:
         lines.append(f"{plural(len(r.rows), 'PRelu/LeakyRelu/Selu node')}, by version, dtype, "
                      "and slope class or attributes:")
         lines += _indent(table(["op", "dtype", "slope class / attributes", "nodes"],
-                               _capped(body, 3, "groups"), right=(3,), width=WIDTH - 2))
+                               _capped(body, 3, "groups"), right=(3,), width=screen_width() - 2))
     else:
         lines.append("no PRelu, LeakyRelu or Selu nodes")
     lines += _defects(r.defects, grouped=True)
@@ -47,20 +47,31 @@ def summary(r) -> list[str]:
 
 def full(r) -> list[str]:
     """Every activation node, every defect, every change of the dry run."""
-    lines = [header(r), *_op_line(r.ops, cap=False)]
+    lines = [*wrap(header(r)), *_op_line(r.ops, cap=False)]
     if r.rows:
         head = ["node", "scope", "version", "dtype", "attributes", "slope"]
         if r.target_opset is not None:
             head.append(f"at opset {r.target_opset}")
+        # a slope class's explanation (in parentheses) is said once below the table, not in
+        # every row, where it made the table too wide for a terminal
+        said: dict[str, set[str]] = {}
+        for row in r.rows:
+            if row.op == "PRelu" and row.slope_class:
+                said.setdefault(row.slope_class.split(" (", 1)[0], set()).add(row.slope_class)
         body = []
         for row in r.rows:
             cells = [row.node, row.scope, f"{row.op}-{row.version or '?'}", row.dtype or "?",
                      ", ".join(a.text() for a in row.attributes) or "-",
-                     slope_text(row) if row.op == "PRelu" else "-"]
+                     slope_text(row, short=len(said.get(_short(row), ())) == 1)
+                     if row.op == "PRelu" else "-"]
             if r.target_opset is not None:
                 cells.append(row.at_target or "?")
             body.append([printable(c) for c in cells])
         lines += table(head, body)
+        legend = sorted(t for ts in said.values() if len(ts) == 1 for t in ts if " (" in t)
+        if legend:
+            lines.append("slope classes:")
+            lines += [x for t in legend for x in wrap(f"  {t}")]
     else:
         lines.append("no PRelu, LeakyRelu or Selu nodes")
     lines += _defects(r.defects, grouped=False)
@@ -68,9 +79,14 @@ def full(r) -> list[str]:
     return [printable(x) for x in lines]
 
 
-def slope_text(row) -> str:
+def slope_text(row, *, short: bool = False) -> str:
+    """``[4, 1, 1]: per-channel axis 1 (...)``; with ``short``, without the parentheses."""
     shape = "?" if row.slope_shape is None else str(row.slope_shape)
-    return f"{shape}: {row.slope_class}"
+    return f"{shape}: {_short(row) if short else row.slope_class}"
+
+
+def _short(row) -> str:
+    return (row.slope_class or "").split(" (", 1)[0]
 
 
 def _op_line(ops: dict[str, int], cap: bool = True) -> list[str]:
@@ -79,9 +95,9 @@ def _op_line(ops: dict[str, int], cap: bool = True) -> list[str]:
     words = [f"{op} {n:,}" for op, n in items[:len(items) - more]]
     if more:
         words.append(f"... {more} more op types (--all)")
-    lines, cur = [], f"ops ({plural(len(items), 'type')}):"
+    lines, cur, width = [], f"ops ({plural(len(items), 'type')}):", screen_width()
     for w in words:
-        if len(cur) + len(w) + 2 > WIDTH:
+        if len(cur) + len(w) + 2 > width:
             lines.append(cur + ",")
             cur = "  " + w
         else:
@@ -103,7 +119,7 @@ def _defects(d: dict[str, Any], *, grouped: bool) -> list[str]:
         body = [[word, kind, f"{len(cs):,}", "e.g. " + _defect_line(cs[0])]
                 for (word, kind), cs in kinds.items()]
         return lines + _indent(table(["", "kind", "count", "first"], _capped(body, 2, "kinds"),
-                                     right=(2,), width=WIDTH - 2))
+                                     right=(2,), width=screen_width() - 2))
     return lines + [x for word, c in found for x in wrap(f"  {word}: {_defect_line(c)}")]
 
 
@@ -127,7 +143,7 @@ def _conversion(r, *, grouped: bool) -> list[str]:
                  printable(f"e.g. {cs[0].get('node', '')}: {cs[0].get('what', '')}")]
                 for op, cs in sorted(by.items(), key=lambda kv: -len(kv[1]))]
         lines += _indent(table(["change", "nodes", "first"], _capped(body, 1, "changes"),
-                               right=(1,), width=WIDTH - 2)) if body else []
+                               right=(1,), width=screen_width() - 2)) if body else []
     else:
         lines += [x for c in changes for x in wrap(printable(
             f"  {c.get('scope', '')}, node {c.get('node', '')}: {c.get('what', '')} -- "

@@ -3,37 +3,81 @@ the fewest digits that mean exactly the stored value."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-#: Columns a table may use; wider cells wrap inside their column.
+#: Columns text uses when stdout is not a terminal and COLUMNS is unset (logs, pipes, tests
+#: see the same layout everywhere).
 WIDTH = 100
+#: The fewest columns text is laid out for, however narrow the terminal says it is.
+MIN_WIDTH = 40
 _GAP = "  "
+_ELLIPSIS = "..."
 _NUMPY_FLOATS = (np.float16, np.float32, np.float64, np.longdouble)
 
 
-def table(head: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = WIDTH,
-          right: Sequence[int] = (), keep: Sequence[int] = ()) -> list[str]:
-    """Lines of an aligned table no wider than ``width``: the widest columns are narrowed
-    (to no less than 8 characters or their heading) and their cells wrap onto more lines.
-    Columns whose index is in ``right`` are right-aligned (numbers); those in ``keep`` are
-    never narrowed (names)."""
+def screen_width() -> int:
+    """Columns for text: ``COLUMNS`` when set, else the terminal's width when stdout is one,
+    else :data:`WIDTH`; never less than :data:`MIN_WIDTH`."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return max(MIN_WIDTH, int(env))
+    try:
+        tty = sys.stdout is not None and sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stdout
+        tty = False
+    if not tty:
+        return WIDTH
+    return max(MIN_WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
+
+
+def shorten(token: str, width: int) -> str:
+    """``token`` in at most ``width`` characters: its start and end kept, the middle given
+    as ``...`` (``/model.2/Split_output_0`` in 16: ``/model...utput_0``)."""
+    if len(token) <= width:
+        return token
+    keep = max(width - len(_ELLIPSIS), 2)
+    return token[:keep // 2] + _ELLIPSIS + token[len(token) - (keep + 1) // 2:]
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence[str]], *, width: int | None = None,
+          right: Sequence[int] = (), keep: Sequence[int] = (),
+          whole: Sequence[int] = ()) -> list[str]:
+    """Lines of an aligned table no wider than ``width`` (default :func:`screen_width`).
+
+    Too wide, the widest columns are narrowed: first down to their longest word (their cells
+    wrap between words), then, if that is not enough, to no less than 8 characters or their
+    heading (columns of names down to 20 first), where a word longer than the column is
+    shortened in the middle (:func:`shorten`); a word is never split across lines. Columns
+    whose index is in ``right`` are right-aligned (numbers); those in ``keep`` are never
+    narrowed; the cells of those in ``whole`` (shapes) are one word each, never wrapped."""
+    width = screen_width() if width is None else width
     n = len(head)
     cells = [list(head), *([str(c) for c in r] for r in rows)]
     widths = [max(len(r[i]) for r in cells) for i in range(n)]
-    floor = [widths[i] if i in keep else max(8, len(h)) for i, h in enumerate(head)]
-    while sum(widths) + len(_GAP) * (n - 1) > width:
-        i = max(range(n), key=lambda k: widths[k] - floor[k])
-        if widths[i] <= floor[i]:
-            break  # nothing left to narrow: the table stays wider
-        widths[i] -= 1
+    words = [widths[i] if i in whole else max(len(w) for r in cells for w in r[i].split()
+                                              or [""]) for i in range(n)]
+    lossless = [widths[i] if i in keep else max(words[i], len(h)) for i, h in enumerate(head)]
+    least = [widths[i] if i in keep else max(8, len(h)) for i, h in enumerate(head)]
+    # lossless first; then long words (names) down to 20 characters, which shortened in the
+    # middle still tell names apart, before short words; then whatever is widest
+    names = [max(least[i], min(lossless[i], 20)) for i in range(n)]
+    for floor in (lossless, names, least):
+        while sum(widths) + len(_GAP) * (n - 1) > width:
+            i = max(range(n), key=lambda k: widths[k] - floor[k])
+            if widths[i] <= floor[i]:
+                break  # nothing left to narrow at this stage
+            widths[i] -= 1
     lines = []
     for r in cells:
-        parts = [textwrap.wrap(c, w, break_on_hyphens=False) or [""] if len(c) > w else [c]
-                 for c, w in zip(r, widths)]
+        parts = [[shorten(c, w)] if i in whole else _cell(c, w)
+                 for i, (c, w) in enumerate(zip(r, widths))]
         for k in range(max(map(len, parts))):
             row = [(p[k] if k < len(p) else "") for p in parts]
             lines.append(_GAP.join(c.rjust(w) if i in right else c.ljust(w)
@@ -41,12 +85,25 @@ def table(head: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = WI
     return lines
 
 
-def wrap(line: str, *, width: int = WIDTH, indent: str = "    ") -> list[str]:
-    """``line`` in lines of at most ``width``; the continuation lines are indented."""
+def _cell(text: str, width: int) -> list[str]:
+    """The lines of one cell: wrapped between words, a word too long shortened."""
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(" ".join(shorten(w, width) for w in text.split()), width,
+                         break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def wrap(line: str, *, width: int | None = None, indent: str = "    ") -> list[str]:
+    """``line`` in lines of at most ``width`` (default :func:`screen_width`); the
+    continuation lines are indented. Words are never split: one longer than a line (a long
+    name in a message) stands whole on its own line."""
+    width = screen_width() if width is None else width
+    if len(line) <= width:
+        return [line]
     lead = line[:len(line) - len(line.lstrip())]
     return textwrap.wrap(line, width, initial_indent="", subsequent_indent=lead + indent,
-                         break_on_hyphens=False, drop_whitespace=True) or [line] \
-        if len(line) > width else [line]
+                         break_long_words=False, break_on_hyphens=False,
+                         drop_whitespace=True) or [line]
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,13 @@ from onnx import helper
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
+
+# opshift lays text out for COLUMNS when it is set; GNU readline (which pytest's pdb imports)
+# exports COLUMNS=80 behind os.environ's back, to xdist's workers and every child process.
+# The tests want what a pipe gets, the stable width; those about widths set COLUMNS themselves.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+    os.unsetenv(_name)
 
 
 def make_model(nodes, inputs, outputs, *, opset: int, initializers=(), functions=(),

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..tables import number, plural, table, wrap
+from ..tables import number, plural, screen_width, table, wrap
 
 
 @contextlib.contextmanager
@@ -87,7 +87,8 @@ def verify_lines(report, notes: list[str], *, verbose: bool,
               for name, (labels, a, u, dts) in sorted(agg.items())]
     lines = [f"verify with {describe_policy(report)}:"]
     if rows or summed:
-        lines += ["  " + x for x in table(head, summed + rows, right=(4, 5), width=98)]
+        lines += ["  " + x for x in table(head, summed + rows, right=(4, 5), whole=(3,),
+                                               width=screen_width() - 2)]
     lines += [f"  FAIL {r.name}: {r.reason}" for r in report.failures]
     kernels = getattr(report, "kernels", {})
     for source, say, tail in (("function body", "run through their function body", ""),

@@ -4,7 +4,7 @@ style): one line by default, every op with ``-v``."""
 from __future__ import annotations
 
 from ..inspect import op_counts
-from ..tables import WIDTH, plural, table
+from ..tables import plural, screen_width, table
 
 __all__ = ["full_table", "one_line", "op_counts"]
 
@@ -17,11 +17,12 @@ def one_line(before: dict[str, int], after: dict[str, int]) -> str:
         return f"ops: {plural(nb, 'node')}, op counts unchanged"
     head = f"ops: {nb:,} -> {plural(na, 'node')} ("
     parts: list[str] = []
+    width = screen_width()
     for i, op in enumerate(changed):
         part = f"{op} {before.get(op, 0):,} -> {after.get(op, 0):,}"
         rest = len(changed) - i - 1
         line = head + ", ".join([*parts, part]) + (f", and {rest} more (-v))" if rest else ")")
-        if len(line) > WIDTH and parts:
+        if len(line) > width and parts:
             parts.append(f"and {rest + 1} more (-v)")
             break
         parts.append(part)
