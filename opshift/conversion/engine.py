@@ -10,7 +10,9 @@ versions and scope) leaves the model untouched. Then the opset imports and the I
 target, the regions holding such nodes that ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu
 are fused first, and the fused model is planned instead (:mod:`.fuse_first`); where nodes
 are refused for want of a constant that exact ops compute from constants alone, it is folded
-first the same way (:mod:`.fold_first`).
+first the same way (:mod:`.fold_first`). A node refused whatever the rest of the model holds
+(its op has no form at the target) is refused before any planning (:mod:`.early_refusal`);
+initializers the rewrites left without readers are dropped (:mod:`.orphans`).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from ..graph.scopes import Scope, subgraphs
 from ..ir_versions import converted_ir, drop_annotations, dropped_note
 from ..memory import no_cyclic_gc
 from .bodies import body_refusal
+from .early_refusal import refuse_early
 from .fuse_first import Refusals, plan_after_fusing_and_folding
 from .ir_version import initializers_as_inputs
+from .orphans import drop_orphaned_initializers, read_initializers
 from .result import (
     RELABEL,
     Change,
@@ -335,6 +339,8 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     if source == target and all(opsets.opset_of(f) in (None, target) for f in model.functions):
         log(f"model is already at opset {target}: nothing to do")
         return result
+    refuse_early(model, source, target, census)  # (before the cost of planning)
+    read_before = read_initializers(model.graph)
     result.entries, result.fused_regions = plan_after_fusing_and_folding(
         model, lambda m: _Planner(m, source, target, frozenset(), record, base_dir,
                                   Facts(m, source, census=census if m is model else None),
@@ -343,6 +349,13 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     if verbose_log is not None:
         for c in all_changes(result.entries):
             log(f"{c.scope}: {c.node} ({c.label}): {c.what} -- {c.why}")
+    orphaned = drop_orphaned_initializers(model.graph, read_before)
+    if orphaned:
+        shown = ", ".join(repr(n) for n in orphaned[:5])
+        more = f" and {len(orphaned) - 5} more" if len(orphaned) > 5 else ""
+        result.notes.append(f"dropped {len(orphaned)} initializer(s) the rewrites left "
+                            f"without readers: {shown}{more}")
+        log(result.notes[-1])
     ir = converted_ir(model, source, target, ir_before)
     _set_opsets(model, target)
     model.ir_version = ir

@@ -1,0 +1,51 @@
+"""Initializers a conversion left without readers.
+
+A rewrite may stop reading a constant (a Slice of steps other than 1 written without its
+bounds' tensors, a chain folded into one initializer first): the main graph would keep
+tensors nothing reads, which runtimes warn about and which keep their weight in the file.
+Those that some node read before the conversion and none reads after are dropped, with
+their external data references (a graph input or output is never dropped; an initializer
+nothing read before is the author's, kept as it is).
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from ..graph.edit import used_names
+
+
+def read_initializers(graph: onnx.GraphProto) -> set[str]:
+    """The initializers of ``graph`` that its nodes (or their subgraphs) read."""
+    if not graph.initializer:
+        return set()
+    return {t.name for t in graph.initializer} & used_names(graph.node)
+
+
+def drop_orphaned_initializers(graph: onnx.GraphProto, read_before: set[str]) -> list[str]:
+    """Drop the initializers of ``read_before`` that nothing in ``graph`` reads any more and
+    that are neither a graph input nor a graph output (and their value infos); return their
+    names, in initializer order."""
+    if not read_before:
+        return []
+    keep = used_names(graph.node)
+    keep.update(v.name for v in graph.input)
+    keep.update(v.name for v in graph.output)
+    dead = [t.name for t in graph.initializer if t.name in read_before and t.name not in keep]
+    if not dead:
+        return []
+    gone = set(dead)
+    kept = [t for t in graph.initializer if t.name not in gone]
+    if len(kept) != len(graph.initializer):
+        # (rebuilt, not deleted one by one: a model may drop thousands of a million)
+        new = onnx.GraphProto()
+        new.initializer.extend(kept)
+        graph.ClearField("initializer")
+        graph.initializer.MergeFrom(new.initializer)
+    infos = [v for v in graph.value_info if v.name not in gone]
+    if len(infos) != len(graph.value_info):
+        new = onnx.GraphProto()
+        new.value_info.extend(infos)
+        graph.ClearField("value_info")
+        graph.value_info.MergeFrom(new.value_info)
+    return dead
