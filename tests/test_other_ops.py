@@ -1430,6 +1430,7 @@ def test_folded_constants_removed_only_when_unused():
     ("HardSwish", 14, 13, {}), ("HardSwish", 14, 7, {}), ("Mish", 18, 13, {}),
     ("GreaterOrEqual", 16, 11, {}), ("LessOrEqual", 12, 11, {}),
     ("Gelu", 20, 17, {}), ("Gelu", 20, 13, {"approximate": "tanh"}),
+    ("LayerNormalization", 17, 13, {"axis": -1}),
     ("Swish", 24, 13, {"alpha": 0.5}),
 ])
 def test_missing_op_written_as_its_function_body(op, src, target, kw):
@@ -1438,6 +1439,10 @@ def test_missing_op_written_as_its_function_body(op, src, target, kw):
     inputs = [vi("x", F, [2, 3, 4])] + ([vi("z", F, [2, 3, 4])] if two else [])
     inits = []
     names = ["x", "z"] if two else ["x"]
+    if op == "LayerNormalization":
+        inits = [numpy_helper.from_array(np.linspace(0.5, 2, 4, dtype=np.float32), "g"),
+                 numpy_helper.from_array(np.linspace(-1, 1, 4, dtype=np.float32), "b")]
+        names = ["x", "g", "b"]
     out = TensorProto.BOOL if two else F
     m = make_model([one(op, names, ["y"], **kw)], inputs, [vi("y", out, [2, 3, 4])],
                    opset=src, initializers=inits)

@@ -12,7 +12,10 @@ but for two: PRelu, LeakyRelu and Selu on float16 and bfloat16 are computed in f
 rounded once, as runtimes compute them, where their bodies round after every step (see
 :mod:`opshift.evaluator.ops.activations`); AffineGrid's body cannot run a batch of one (its
 Squeeze drops the batch axis too), so its kernel computes the grid itself (see
-:mod:`opshift.evaluator.ops.sampling`).
+:mod:`opshift.evaluator.ops.sampling`). A body computing a variance as ``mean(x^2) -
+mean(x)^2`` (LayerNormalization, GroupNormalization, MeanVarianceNormalization) runs it in
+two passes, ``mean((x - mean(x))^2)``: the same in real numbers, what runtimes compute and
+what ``convert`` writes below those ops (:mod:`opshift.graph.variance`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 import onnx
 
 from .. import opsets
+from ..graph.variance import two_pass_variance
 from .values import type_of
 
 SOURCE = "function body"
@@ -68,6 +72,13 @@ def run(ctx, *inputs) -> list[Any]:
                         ) from e
     if not f.node:
         raise ctx.error("its function body cannot be built for these input types")
+    # the variance in two passes, as convert writes the body and runtimes compute it (the
+    # body's mean(x^2) - mean(x)^2 cancels in float32): see opshift.graph.variance
+    names = iter(range(1 << 62))
+    nodes, _ = two_pass_variance(list(f.node), lambda what: f"__opshift_{what}_{next(names)}",
+                                 set(f.output))
+    del f.node[:]
+    f.node.extend(nodes)
     # a body built for the node computes only the outputs the node asks for
     asked = [i for i, name in enumerate(node.output) if name]
     outputs = [f.output[i] for i in asked]

@@ -21,11 +21,11 @@ from onnx import helper
 from ... import opsets
 from ...graph.inferred import Inferred
 from ...graph.scopes import constant_tensor
+from ...graph.variance import two_pass_variance
 from ...verify.region import region_model
 from ..folding import fold_shape_arithmetic
 from ..registry import replaces
 from ..step import Refuse, Step
-from ..variance import two_pass_variance
 
 
 @replaces("CastLike")
