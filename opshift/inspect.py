@@ -25,6 +25,7 @@ from .census import Census
 from .errors import OpshiftError, function_id
 from .external import tensor_array
 from .graph.facts import Facts
+from .graph.scopes import node_kinds
 from .modelio import ModelLike, to_proto
 from .tables import number
 
@@ -111,6 +112,11 @@ class InspectReport:
     conversion: dict[str, Any] | None = None
     ops: dict[str, int] = field(default_factory=dict)  # op_counts() of the model
     ops_at_target: dict[str, int] | None = None  # op_counts() after the dry run
+    #: what 'opshift fuse' would fuse (opshift.passes.fuse.would_fuse): decomposed
+    #: activations ('patterns', each saying whether it needs --allow-rounding and why) and
+    #: the matches it would refuse ('refused', with the reason)
+    fusable: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {"patterns": [], "refused": []})
 
     def to_dict(self) -> dict[str, Any]:
         return {"ir_version": self.ir_version,
@@ -119,7 +125,7 @@ class InspectReport:
                 "functions": self.functions,
                 "activations": [r.to_dict() for r in self.rows],
                 "defects": self.defects, "target_opset": self.target_opset,
-                "conversion": self.conversion, "ops": self.ops}
+                "conversion": self.conversion, "ops": self.ops, "fusable": self.fusable}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, default=str)
@@ -217,7 +223,14 @@ def inspect(model: ModelLike, opset: int | None = None, *,
             _dry_convert(work, opset, report)
         del work
     from .passes.fix import fix_proto
+    from .passes.fuse_anchors import may_hold_patterns
 
+    kinds = node_kinds(proto) if census is None else census.kinds
+    if may_hold_patterns(op for _, op in kinds):  # else onnx_ir and the rules stay unloaded
+        from .passes.fuse import would_fuse
+
+        with progress.stage("decomposed activations (fuse dry run)"):  # before fix edits it
+            report.fusable = would_fuse(proto, kinds=kinds, base_dir=base_dir)
     with progress.stage("defects (fix dry run)"):
         if scratch and proto is model:
             fixed = proto

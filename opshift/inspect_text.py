@@ -40,6 +40,7 @@ def summary(r) -> list[str]:
                                _capped(body, 3, "groups"), right=(3,), width=screen_width() - 2))
     else:
         lines.append("no PRelu, LeakyRelu or Selu nodes")
+    lines += _fusable(r.fusable, grouped=True)
     lines += _defects(r.defects, grouped=True)
     lines += _conversion(r, grouped=True)
     return [printable(x) for x in lines]
@@ -74,6 +75,7 @@ def full(r) -> list[str]:
             lines += [x for t in legend for x in wrap(f"  {t}")]
     else:
         lines.append("no PRelu, LeakyRelu or Selu nodes")
+    lines += _fusable(r.fusable, grouped=False)
     lines += _defects(r.defects, grouped=False)
     lines += _conversion(r, grouped=False)
     return [printable(x) for x in lines]
@@ -103,6 +105,58 @@ def _op_line(ops: dict[str, int], cap: bool = True) -> list[str]:
         else:
             cur += (", " if not cur.endswith(":") else " ") + w
     return [*lines, cur]
+
+
+def _fusable(f: dict[str, list[dict[str, Any]]], *, grouped: bool) -> list[str]:
+    """The decomposed activations 'opshift fuse' would fuse, and the matches it refuses."""
+    patterns, refused = f.get("patterns", []), f.get("refused", [])
+    if not patterns and not refused:
+        return ["no decomposed activations for opshift fuse"]
+    lines = []
+    if patterns:
+        loose = sum(p["allow_rounding"] for p in patterns)
+        lines.append(f"decomposed activations 'opshift fuse' would fuse: "
+                     f"{plural(len(patterns), 'pattern')}"
+                     + (f", {loose:,} of them only with --allow-rounding" if loose else ""))
+        if grouped:
+            groups: Counter[tuple[str, str, str, str]] = Counter(
+                (p["into"], _form(p), p["rule"], _needs(p)) for p in patterns)
+            body = [[into, form, rule, f"{n:,}", needs]
+                    for (into, form, rule, needs), n in groups.most_common()]
+            lines += _indent(table(["into", "form", "rule", "nodes", "needs"],
+                                   _capped(body, 3, "forms"), right=(3,),
+                                   width=screen_width() - 2))
+        else:
+            body = [[printable(p["node"] or f"<{p['op']}>"), printable(_scope(p)), p["into"],
+                     _form(p), p["rule"], _needs(p)] for p in patterns]
+            lines += table(["node", "scope", "into", "form", "rule", "needs"], body)
+        whys = dict.fromkeys((p["rule"], p["why"]) for p in patterns if p["allow_rounding"])
+        lines += [x for rule, why in whys for x in wrap(
+            printable(f"  --allow-rounding, {rule}: {why}"))]
+    if refused:
+        if grouped:
+            lines.append(f"'opshift fuse' would refuse {plural(len(refused), 'match', 'matches')}"
+                         " (why: --all, or 'opshift fuse -v')")
+        else:
+            lines.append(f"'opshift fuse' would refuse "
+                         f"{plural(len(refused), 'match', 'matches')}:")
+            lines += [x for e in refused for x in wrap(printable(
+                f"  {_scope(e)}, node {e['node']!r} ({e['op']}, rule {e['rule']}): "
+                f"{e['reason']}"))]
+    return lines
+
+
+def _scope(e: dict[str, Any]) -> str:
+    where = e["graph"]
+    return where if where.startswith("function ") else f"graph {where!r}"
+
+
+def _form(p: dict[str, Any]) -> str:
+    return " + ".join(p["form"]) or p["op"]
+
+
+def _needs(p: dict[str, Any]) -> str:
+    return "--allow-rounding" if p["allow_rounding"] else "-"
 
 
 def _defects(d: dict[str, Any], *, grouped: bool) -> list[str]:

@@ -14,6 +14,8 @@ DESCRIPTION = """\
 Show the model's opsets, IR version, node count and op counts; its PRelu, LeakyRelu and Selu
 grouped by version, dtype and slope broadcast class or attributes (effective values;
 '(default)' marks schema defaults); the defects 'opshift fix' would repair, grouped by kind.
+The decomposed activations 'opshift fuse' would fuse (form, the op made, whether only with
+--allow-rounding and why) and the matches it would refuse (a dry run of fuse).
 Slope classes: shared, per-channel axis 1 (PRelu-1/6's 1-D rule, or a [C,1,...,1] slope at
 >= 7; oneDNN per_channel_broadcast NCX), per-channel last axis (oneDNN NXC), elementwise.
 --all lists every node (the graph or function it sits in, its attributes and slope) and

@@ -32,7 +32,7 @@ from ..modelio import ModelLike, has_external_data, to_proto
 from .fuse_ir import FuseResult, Region, Unused, fuse_ir, fuse_typed, ir_subgraphs, may_match
 
 __all__ = ["FusePass", "FuseResult", "Region", "fuse", "fuse_ir", "fuse_proto", "fuse_typed",
-           "fuse_with_result", "verify_fuse"]
+           "fuse_with_result", "verify_fuse", "would_fuse"]
 
 
 # -- the proto entry points -----------------------------------------------------------------
@@ -84,6 +84,71 @@ def _fuse_proto(model: onnx.ModelProto, allow_rounding: bool, capture_regions: b
             _write_back(graph, proto, before, gone)
         _drop_initializers(scopes, unused.initializers)
     return out, result
+
+
+#: How a refusal ends when ``allow_rounding`` would fuse the match (opshift.rewriters._rule).
+_ROUNDING_ONLY = "; not exact (allow_rounding=True fuses it anyway)"
+_SIGN_ONLY = "; not exact in the sign of zero (allow_rounding=True fuses it anyway)"
+
+
+def would_fuse(model: onnx.ModelProto, *, kinds: set[tuple[str, str]] | None = None,
+               base_dir: str | os.PathLike | None = None) -> dict[str, list[dict[str, Any]]]:
+    """What ``fuse`` would do to ``model`` (not modified), nothing written: ``patterns``, a
+    dict per decomposed activation it fuses (``allow_rounding``: only with
+    ``--allow-rounding``; ``why``: what differs then), and ``refused``, the other matches
+    with the reason. ``kinds``: the model's (domain, op type) pairs, if known.
+
+    The rules run on an ``onnx_ir`` copy only when the model's op types let some rule match;
+    a second run, with ``allow_rounding``, only when the first refused a match for rounding
+    or the sign of zero (it says what that fuses)."""
+    kinds = node_kinds(model) if kinds is None else kinds
+    ops = {op for _, op in kinds}
+    from .fuse_anchors import may_hold_patterns
+
+    if not may_hold_patterns(ops) or not may_match(ops, True):
+        return {"patterns": [], "refused": []}
+    with no_cyclic_gc():
+        exact = _dry_fuse(model, False, base_dir)
+        why = {(e.where, e.node, e.rule): e.detail for e in exact.refused
+               if e.detail.endswith((_ROUNDING_ONLY, _SIGN_ONLY))}
+        loose = _dry_fuse(model, True, base_dir) if why else FuseResult()
+    done = {(e.where, e.node) for e in exact.fused}
+    patterns = [_pattern(e, None) for e in exact.fused]
+    for e in loose.fused:
+        if (e.where, e.node) in done:
+            continue
+        done.add((e.where, e.node))
+        reason = next((r for (w, n, rule), r in why.items() if (w, n) == (e.where, e.node)
+                       and rule in e.rule.split("+")), None) or next(
+            (r for (_, _, rule), r in why.items() if rule in e.rule.split("+")),
+            e.zero_sign or "it rounds otherwise than the op")
+        patterns.append(_pattern(e, reason.removesuffix(_ROUNDING_ONLY)
+                                 .removesuffix(_SIGN_ONLY)))
+    refused, seen = [], set()
+    # the second run's refusals, when it ran: a part of a match that fuses with rounding
+    # (refused as a pattern of its own there) is no refusal of its own
+    for e in (loose if why else exact).refused:
+        key = (e.where, e.node, e.detail)
+        if (e.where, e.node) in done or key in seen:
+            continue
+        seen.add(key)
+        refused.append({"rule": e.rule, "graph": e.where, "node": e.node, "op": e.op,
+                        "reason": e.detail})
+    return {"patterns": patterns, "refused": refused}
+
+
+def _dry_fuse(model: onnx.ModelProto, allow_rounding: bool, base_dir) -> FuseResult:
+    ir_model = ir.serde.deserialize_model(model)
+    if has_external_data(model):
+        read_through_opshift(ir_model, base_dir)
+    # (the unused constants are only collected, not removed: the IR is thrown away)
+    return fuse_typed(ir_model, model, allow_rounding=allow_rounding, _unused_out=Unused())
+
+
+def _pattern(e, why: str | None) -> dict[str, Any]:
+    return {"rule": e.rule, "graph": e.where, "node": e.node, "op": e.op, "into": e.detail,
+            "form": list(reversed(e.matched)), "allow_rounding": why is not None, "why": why,
+            "zero_sign": e.zero_sign or None}
 
 
 def _ir_nodes(ir_model: ir.Model, model: onnx.ModelProto,
