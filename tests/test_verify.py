@@ -865,7 +865,7 @@ def test_the_onnxruntime_backend_runs_basic_graph_optimizations_only(monkeypatch
     optimization level picks per opset (which round differently): sessions are made at the
     basic level."""
     ort = pytest.importorskip("onnxruntime")
-    from opshift.verify.policy import run_onnxruntime
+    from opshift.verify.runtimes import run
 
     seen = []
 
@@ -880,5 +880,5 @@ def test_the_onnxruntime_backend_runs_basic_graph_optimizations_only(monkeypatch
             return []
 
     monkeypatch.setattr(ort, "InferenceSession", Session)
-    assert run_onnxruntime(onnx.ModelProto(), {}) == []
+    assert run("onnxruntime", onnx.ModelProto(), {}) == []
     assert seen == [ort.GraphOptimizationLevel.ORT_ENABLE_BASIC]
