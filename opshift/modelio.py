@@ -68,6 +68,11 @@ def parse_model_bytes(data: bytes, origin: str = "<bytes>") -> onnx.ModelProto:
             raise ModelLoadError(
                 f"{origin}: nested too deeply: protobuf refuses messages nested more than "
                 "100 levels (graphs in If/Loop/Scan bodies inside each other)") from e
+        if len(data) >= 1 << 31:  # protobuf reads no message of 2 GiB or more
+            raise ModelLoadError(
+                f"{origin}: {len(data) / (1 << 30):.1f} GiB in one file, over protobuf's 2 GiB "
+                "limit for a message: store its weights as external data (onnx.save(model, "
+                "path, save_as_external_data=True)) and give that file") from e
         raise ModelLoadError(
             f"{origin}: not an ONNX model (protobuf parse failed; truncated or not ONNX)"
         ) from e

@@ -137,3 +137,19 @@ def test_save_places_external_data_beside_output(tmp_path):
     loaded = modelio.load(dst / "m.onnx", load_external_data=True)
     np.testing.assert_array_equal(numpy_helper.to_array(loaded.graph.initializer[0]),
                                   np.arange(1024, dtype=np.float32))
+
+
+def test_a_file_over_protobufs_2_gib_says_so():
+    """protobuf reads no message of 2 GiB or more: the error says so and what to do, not
+    'not an ONNX model' (a real file that large is not written here: its length is what is
+    read)."""
+    from opshift.errors import ModelLoadError
+    from opshift.modelio import parse_model_bytes
+
+    class Big(bytes):
+        def __len__(self) -> int:
+            return 5 << 30
+
+    with pytest.raises(ModelLoadError, match=r"m.onnx: 5.0 GiB in one file, over protobuf's "
+                       r"2 GiB limit .* save_as_external_data=True"):
+        parse_model_bytes(Big(b"\xff\xff\xff"), "m.onnx")

@@ -302,3 +302,4 @@ def test_a_model_traced_at_one_size_runs_at_the_size_its_shapes_name():
     r = opshift.verify(m, m)
     assert r.ok and r.inputs["x"]["shape"] == [1, 10, 8]
     assert r.notes[0].startswith("whole model: open dims sized batch 1, spatial 10, other 10")
+
