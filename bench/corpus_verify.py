@@ -8,7 +8,7 @@ TopK), a token-id transformer block (embedding, attention with a mask), a GRU ov
 an audio front end (framing with a window, Conv1d). Prints one row per (model, opset): exit
 code, verdict, whether the whole model ran, and why not; then the share that ran whole.
 
-    python bench/corpus_verify.py [--keep DIR] [--opsets 9,13,17]
+    python bench/corpus_verify.py [--keep DIR] [--opsets 9,13,17] [--exporter-shapes]
 """
 
 from __future__ import annotations
@@ -154,10 +154,35 @@ def _dynamic_shapes(axes, names):
                  for name in names)
 
 
+def exporter_shaped(folder: Path) -> list[Path]:
+    """The tf2onnx, keras2onnx, TorchScript, dynamo and paddle2onnx activation forms the
+    tests build (tests/exporter_models.py: NHWC Keras PReLU, TF maximum, Keras SELU, ...)."""
+    import inspect
+
+    import onnx
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import exporter_models as em
+
+    out = []
+    for name, build in inspect.getmembers(em, inspect.isfunction):
+        if name.startswith("_") or build.__module__ != em.__name__:
+            continue
+        try:
+            model = build()
+        except TypeError:  # a builder that needs arguments
+            continue
+        out.append(folder / f"{name}.onnx")
+        onnx.save(model, out[-1])
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", type=Path, help="export into this folder and keep it")
     ap.add_argument("--opsets", default="9,13,17")
+    ap.add_argument("--exporter-shapes", action="store_true",
+                    help="also the exporter-shaped models of tests/exporter_models.py")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="opshift-corpus-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -166,7 +191,7 @@ def main() -> int:
     import torch
 
     torch.manual_seed(0)
-    files = export_all(folder)
+    files = export_all(folder) + (exporter_shaped(folder) if args.exporter_shapes else [])
     shutil.rmtree(folder / "out", ignore_errors=True)
     ran = converted = 0
     for path in files:
