@@ -17,6 +17,11 @@
   positions and sizes an op computes (:func:`.negative_axes.is_position`);
   other 64-bit ones, at 7 and 8, are picked by the 64-bit Less below (an integer
   :meth:`~..step.Step.pick` of the two), and refused at 6.
+* **Clip 12** takes integers; before, floats only. Down, integer X is clamped by picks,
+  ``Where(Less(x, min), min, x)`` then ``Where(Less(max, y), max, y)`` (Clip-13's order: with
+  min > max every output is max), an omitted bound skipped, from opset 9; at 7 and 8 by the
+  integer comparison and :meth:`~..step.Step.pick` below (the bounds constants or computed);
+  below 7 refused (Less broadcasts by attribute there).
 * **Less/Greater 9** take integers; before, floats only. Down, 8-, 16- and 32-bit integers,
   and 64-bit ones compared with a constant below 2**53 in magnitude or with positions or sizes
   an op computes (any value compares with such a one in float64 as it compares exactly), are
@@ -161,6 +166,48 @@ def _exact_in_double(st: Step, name: str) -> bool:
     if value is not None:
         return bool(((value <= 2**53) & (value >= -(2**53))).all())  # (in the integer type)
     return is_position(st, name)
+
+
+@at(12, "Clip")
+def integer_clip(st: Step) -> None:
+    if st.up:
+        return
+    x = st.input(0)
+    t = st.elem_type(x)
+    if t not in INTEGER_TYPES:
+        return
+    kind = onnx.TensorProto.DataType.Name(t)
+    if st.target < 7:
+        raise Refuse(f"{kind} X: Clip takes integers from 12, and below opset 7 Less "
+                     "broadcasts by attribute (no pick of a scalar bound is written)")
+    y = st.w.output[0]
+    bounds = [(b, name) for b, name in ((st.input(1), "min"), (st.input(2), "max")) if b]
+    acc = x
+    for k, (b, name) in enumerate(bounds):
+        b = _scalar_bound(st, b, name)
+        last = k == len(bounds) - 1
+        pair = [acc, b] if name == "min" else [b, acc]
+        acc = st.pick(st.compare("Less", *pair, f"past_{name}"), b, acc, f"clipped_{name}",
+                      output=y if last else None)
+    if not bounds:
+        st.add_node("Identity", [x], "same", output=y)
+    st.remove(f"{kind} Clip written as picks by Less: Where(x < min, min, x), then "
+              "Where(max < y, max, y)" if bounds else f"{kind} Clip without bounds: Identity",
+              "Clip takes integers from opset 12")
+
+
+def _scalar_bound(st: Step, b: str, name: str) -> str:
+    """The bound ``b`` as a scalar: Clip reads a one-element bound of any rank whole, a pick
+    would broadcast it (a constant rewritten, anything else Reshape to [])."""
+    if st.rank(b) == 0:
+        return b
+    value = st.const(b)
+    if value is not None:
+        if value.size != 1:
+            raise Refuse(f"{name} {b!r} has {value.size} values (a bound is a scalar)")
+        return st.add_const(name, value.reshape(()))
+    return st.add_node("Reshape", [b, st.add_const(f"{name}_scalar", np.zeros(0, np.int64))],
+                       f"{name}_scalar")
 
 
 @at(11, "TopK")
