@@ -547,16 +547,26 @@ def test_reshape_allowzero_with_a_computed_shape_holding_minus_one(minus_one, ta
         assert ("Equal" in [x.op_type for x in c.graph.node]) != minus_one
 
 
-def test_reshape_allowzero_with_two_computed_elements_is_refused():
-    """[batch, rows, 4]: two elements may be 0, and Reshape-13 infers one dim at most."""
+def test_reshape_allowzero_with_two_computed_elements_is_exact():
+    """[batch, rows, 4]: two elements may be 0, and Reshape-13 infers one dim at most: the
+    Reshape goes to the shape with its first 0 as -1, then expands to the shape (see
+    tests/test_convert_reshape_allowzero.py); below 9 (no Where) still refused."""
     four = numpy_helper.from_array(np.array([4], np.int64), "four")
     m = make_model([one("Shape", ["x"], ["b"], end=2),
                     helper.make_node("Concat", ["b", "four"], ["shape"], name="cat", axis=0),
                     one("Reshape", ["x", "shape"], ["y"], allowzero=1)],
                    [vi("x", F, ["n", "m", 4])], [vi("y", F, ["n", "m", 4])], opset=15,
                    initializers=[four])
+    import opshift
+
+    c = opshift.convert(m, 13)
+    for shape in ((2, 3, 4), (0, 3, 4), (0, 0, 4)):
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        want, got = evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"]
+        assert got.shape == want.shape == shape
+        np.testing.assert_array_equal(got, want)
     with pytest.raises(ConversionError, match=r"shape \(allowzero=1\).*not a constant"):
-        convert_other_ops(m, 15, 13)
+        convert_other_ops(m, 15, 8)
 
 
 @pytest.mark.parametrize("op,version", [("Unsqueeze", 13), ("Squeeze", 13),

@@ -95,11 +95,56 @@ def reshape_allowzero(st: Step) -> None:
             st.note("dropped allowzero=1: the shape's one computed element is read as -1 where "
                     "it is 0 (inferred: 0 for an empty X)")
             return
+    if st.const(st.input(1)) is None and _computed_zeros_form(st):
+        return
     shape = st.need_const(1, "shape (allowzero=1)")
     if (shape == 0).any():
         raise Refuse("allowzero=1 with a 0 in the shape has no equivalent before 14")
     st.del_attr("allowzero")
     st.note("dropped allowzero=1: the shape has no zeros")
+
+
+def _computed_zeros_form(st: Step) -> bool:
+    """allowzero=1 with a computed shape s of known length r, from opset 9: where s holds a
+    0, X must be empty (else the original fails) and the output is empty of shape s, which
+    Reshape-13 cannot name (its 0 copies X's dim); so X is reshaped to s with its first 0
+    read as -1 (0 elements) and its other 0s as 1, then expanded to s with each 0 put back:
+    ``Expand(Reshape(X, safe), Where(s == 0, 0, Shape(R)))``. Where s holds no 0, ``safe``
+    is s and the Expand a copy to R's own shape: bit for bit the Reshape. Returns whether it
+    was written."""
+    s = st.input(1)
+    shape = st.shape(s)
+    if st.target < 9 or shape is None or len(shape) != 1 or not isinstance(shape[0], int):
+        return False
+    r = shape[0]
+    i64 = TensorProto.INT64
+    zeros = st.add_const("zeros", np.zeros(r, np.int64))
+    is_zero = st.add_node("Equal", [s, zeros], "is_zero")
+    # (ArgMax takes no bool; the first of equal maxima is its answer)
+    first = st.add_node("ArgMax", [st.add_cast(is_zero, TensorProto.INT32, "is_zero_int")],
+                        "first_zero", axis=0, keepdims=1)
+    st.facts.extra_types[first] = i64
+    at_first = st.add_node("And", [is_zero, st.add_node(
+        "Equal", [st.add_const("positions", np.arange(r, dtype=np.int64)), first],
+        "at_first_zero")], "first_zero_only")
+    others = st.add_node("Where", [is_zero, st.add_const("ones", np.ones(r, np.int64)), s],
+                         "zeros_as_ones")
+    safe = st.add_node("Where", [at_first, st.add_const("minus_one", np.full(r, -1, np.int64)),
+                                 others], "safe_shape")
+    x, y = st.input(0), st.w.output[0]
+    st.set_inputs([x, safe])
+    st.del_attr("allowzero")
+    reshaped = st.fresh_value("reshaped", like=x)
+    st.edit().output[0] = reshaped
+    dims = st.add_node("Shape", [reshaped], "reshaped_shape", after=True)
+    st.facts.extra_types[dims] = i64
+    target = st.add_node("Where", [is_zero, zeros, dims], "shape_with_zeros", after=True)
+    st.add_node("Expand", [reshaped, target], "expanded", after=True, output=y)
+    st.note("allowzero=1 of a computed shape written as Reshape(X, the shape with its first 0 "
+            "as -1 and the others as 1) expanded to the shape with its 0s put back",
+            "where the shape holds a 0, allowzero=1 makes an empty output of that shape, "
+            "which Reshape-13 cannot name; where it holds none, the Expand is a copy")
+    return True
 
 
 def _concat_pieces(st: Step, name: str) -> list[tuple[str, np.ndarray | None]] | None:
