@@ -132,9 +132,10 @@ def test_refused_where_legacy_broadcasting_cannot_express_it():
                                                          "b")])
     with pytest.raises(ConversionError, match=r"node '/Div'.*cannot swap.*not static"):
         convert(m, 6)
-    # both operands broadcast to a dynamic output: no legacy form
+    # both operands broadcast to a dynamic output, neither by a 1 against a known size (which
+    # a Tile could widen: tests/test_convert_legacy_broadcast_tile.py): no legacy form
     m = make_model([helper.make_node("Mul", ["x", "z"], ["y"], name="/Mul")],
-                   [vi("x", F, ["N", 1, 3]), vi("z", F, [1, 4, 3])], [vi("y", F, 3)],
+                   [vi("x", F, ["N", 1, 3]), vi("z", F, ["K", 4, 3])], [vi("y", F, 3)],
                    opset=13)
     with pytest.raises(ConversionError, match=r"node '/Mul'.*cannot express.*not static"):
         convert(m, 6)

@@ -317,7 +317,8 @@ def test_binary_broadcast_commutative_swap_and_refusal():
     with pytest.raises(ConversionError, match=r"node 'n_div' \(Div-13 -> 6.*Div-7 -> Div-6.*"
                                               r"legacy broadcasting.*cannot swap"):
         convert_other_ops(m, 13, 6)
-    m = make_model([one("Mul", ["x", "z"], ["y"])], [vi("x", F, ["N", 1]), vi("z", F, [1, 4])],
+    # (z of [1, 4]: x is tiled to [N, 4], tests/test_convert_legacy_broadcast_tile.py)
+    m = make_model([one("Mul", ["x", "z"], ["y"])], [vi("x", F, ["N", 1]), vi("z", F, ["K", 4])],
                    [vi("y", F, ["N", 4])], opset=13)
     with pytest.raises(ConversionError, match="cannot express"):
         convert_other_ops(m, 13, 5)

@@ -9,7 +9,10 @@
   Greater/Less as Less/Greater, Sub as ``Add(Neg(B), A)`` (signed types). Otherwise
   (Div, Pow, unsigned Sub, both operands broadcast) a static output shape lets A be widened to
   it: a constant written broadcast, a computed A as ``Mul(ones, A, broadcast=1)`` (exact:
-  ``x * 1`` is ``x``); B is then placed, or widened too. Up reshapes B for ``axis``.
+  ``x * 1`` is ``x``); B is then placed, or widened too. With a symbolic output shape, A's
+  dims of 1 that meet B's known sizes are tiled by constant repeats (Tile from 6, a Tile-1
+  per axis below; A's symbolic dims kept; for ops that trade places, B's likewise as A), and
+  B is then placed: ``(n, 1) + (5,)`` as ``Tile(A, [1, 5]) + B``. Up reshapes B for ``axis``.
 * Sum/Max/Min/Mean **8**: all inputs had to share one shape before 8. Down, with a static
   output shape, each input of another shape is widened to it as above (a constant written
   broadcast, anything else multiplied by ones); with a symbolic one, from 6, the input every
@@ -110,8 +113,14 @@ def _to_legacy(st: Step) -> None:
         why = f"{why}, and {st.op} cannot swap its operands"
     out = _static_broadcast(sa, sb)
     if out is None:
+        tiled = _tile_widened(st, 0, sa, sb)
+        if tiled is not None and st.op in SWAPPED and _tile_widened(st, 1, sb, sa) is None:
+            return
+        if tiled is None:
+            return
         raise Refuse(f"shapes {sa} and {sb}: legacy broadcasting (opset < 7) cannot express "
-                     f"this numpy broadcast (B {why}) and the output shape is not static")
+                     f"this numpy broadcast (B {why}), the output shape is not static, and "
+                     f"A cannot be tiled to it ({tiled})")
     if sa != out:
         _widen(st, 0, out)
     placed = legacy_placement(out, sb)
@@ -119,6 +128,62 @@ def _to_legacy(st: Step) -> None:
         _place(st, 1, placed)
     elif sb != out:
         _widen(st, 1, out)
+
+
+def _tile_widened(st: Step, i: int, sw: tuple, sp: tuple) -> str | None:
+    """Input ``i`` (of shape ``sw``) tiled where its dims are 1 against the other operand's
+    known dims, its own symbolic dims kept, so that the other (of shape ``sp``) is then placed
+    by legacy broadcasting: a Tile by constant repeats from opset 6, below it a Tile-1 per
+    axis (copies: exact for every value). Input ``i`` becomes A (the operands trade places
+    when ``i`` is 1: called only for ops in :data:`SWAPPED`). None when done, else why not
+    (nothing changed then)."""
+    r = max(len(sw), len(sp))
+    pw = (1,) * (r - len(sw)) + tuple(sw)
+    pp = (1,) * (r - len(sp)) + tuple(sp)
+    out, reps = [], []
+    for k, (dw, dp) in enumerate(zip(pw, pp)):
+        if dp == 1 or (dw is not None and dw == dp):
+            out.append(dw)
+            reps.append(1)
+        elif dw == 1 and isinstance(dp, int):
+            out.append(dp)
+            reps.append(dp)
+        else:
+            return f"dim {k}: {dw} against {dp}, not a 1 against a known size"
+    if all(n == 1 for n in reps):
+        return "it has no dim of 1 against a larger known one"
+    placed = legacy_placement(tuple(out), tuple(sp))
+    if not isinstance(placed, Placement):
+        return f"the other operand then: {placed}"
+    name, t = st.input(i), st.elem_type(st.input(i))
+    if st.target < 6 and t not in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16):
+        return "below opset 6 Tile takes float types only"
+    other = st.input(1 - i)
+    if i == 1:
+        st.set_inputs([name, other])
+        if SWAPPED[st.op] != st.op:
+            st.edit().op_type = SWAPPED[st.op]
+    wide = _ranked(st, name, tuple(sw), r)
+    if st.target >= 6:
+        wide = st.add_node("Tile", [wide, st.add_const("repeats", np.array(reps, np.int64))],
+                           f"{name}_tiled")
+    else:  # Tile-1: one axis, the count and the axis as scalars of the input's type
+        dtype = np_dtype(t)
+        for k, n in enumerate(reps):
+            if n != 1:
+                wide = st.add_node("Tile", [wide, st.add_const("tiles", np.array(n, dtype)),
+                                            st.add_const("axis", np.array(k, dtype))],
+                                   f"{name}_tiled{k}")
+    st.state.shapes[wide] = tuple(out)
+    st.edit().input[0] = wide
+    swapped = "" if i == 0 else (" (inputs swapped" + (
+        "" if SWAPPED[st.op] == st.op else f" as {SWAPPED[st.op]}") + ")")
+    st.note(f"{name!r} tiled by {reps} to {out}{swapped}", "legacy broadcasting widens only "
+            "B, and the output shape is not static (no constant of ones to multiply by); "
+            "a Tile copies values")
+    if tuple(sp) != tuple(out):
+        _place(st, 1, placed)
+    return None
 
 
 def _static_broadcast(sa: tuple, sb: tuple) -> tuple[int, ...] | None:
