@@ -6,7 +6,9 @@
   that is a defect: readers of that IR reject or misread the model; ``fix`` raises it.
 - Annotations (``metadata_props`` of nodes, graphs, functions, values and tensors, and the
   ``value_info`` of functions: IR 10) change nothing a runtime computes. Below the IR that
-  defines them they are dropped (:func:`drop_annotations`), never a reason to raise the IR.
+  defines them they are dropped (:func:`drop_annotations`), never a reason to raise the IR;
+  ``convert`` can keep the nodes' in the model's ``metadata_props`` instead
+  (:func:`node_metadata_to_model`).
 - An IR version above the one onnx's ``VERSION_TABLE`` pairs with the opset is no defect:
   every runtime that reads that IR runs the older opset (a dynamo export at IR 10 and
   opset 18, ``make_model``'s IR 8 at opset 12). ``convert`` to a lower opset is the way to
@@ -156,6 +158,65 @@ def drop_annotations(model: onnx.ModelProto, ir: int) -> dict[str, int]:
             if kind == "function" and "value_info" in _FUNCTION_FIELDS:
                 del msg.value_info[:]
     return found
+
+
+#: the key a node's metadata entry is moved to in the model's (:func:`node_metadata_to_model`)
+NODE_KEY = "node:{node}:{key}"
+
+
+def node_metadata_to_model(model: onnx.ModelProto, ir: int) -> tuple[int, int]:
+    """Move the node metadata IR ``ir`` does not define into the model's ``metadata_props``
+    (which every IR version defines), in place, before :func:`drop_annotations` drops the
+    rest: each entry under ``node:<node>:<key>``, ``<node>`` the node's name (unnamed:
+    ``<OpType #i>``, its position in its graph), prefixed by ``<function>/`` for a node of a
+    model-local function (``domain:name``, with ``:overload`` when it has one). A key the
+    model already holds (its own or an earlier moved entry's) is never overwritten: the
+    entry takes the first free key with ``#2``, ``#3``, ... appended. Returns (entries moved,
+    entries given such a suffix)."""
+    if ir >= ANNOTATIONS_IR or "metadata_props" not in _NODE_FIELDS:
+        return 0, 0
+    taken = {e.key for e in model.metadata_props}
+    moved = suffixed = 0
+    for prefix, nodes in _node_lists(model):
+        for i, n in enumerate(nodes):
+            if not len(n.metadata_props):
+                continue
+            node = prefix + (n.name or f"<{n.op_type} #{i}>")
+            for e in n.metadata_props:
+                key = base = NODE_KEY.format(node=node, key=e.key)
+                k = 1
+                while key in taken:
+                    k += 1
+                    key = f"{base}#{k}"
+                suffixed += k > 1
+                taken.add(key)
+                model.metadata_props.add(key=key, value=e.value)
+                moved += 1
+            del n.metadata_props[:]
+    return moved, suffixed
+
+
+def _node_lists(model: onnx.ModelProto):
+    """(prefix, node list) of every graph and function body of ``model``, subgraphs with
+    their enclosing function's prefix."""
+    todo = [("", model.graph.node)]
+    for f in model.functions:
+        overload = getattr(f, "overload", "")
+        todo.append((f"{f.domain}:{f.name}{':' + overload if overload else ''}/", f.node))
+    while todo:
+        prefix, nodes = todo.pop(0)
+        yield prefix, nodes
+        for n in nodes:
+            todo.extend((prefix, sg.node) for _, sg in subgraphs(n))
+
+
+def moved_note(moved: int, suffixed: int, ir: int) -> str:
+    """One line saying where :func:`node_metadata_to_model` moved node metadata, and why."""
+    clash = (f"; {suffixed:,} under a key the model held already, with '#k' appended"
+             if suffixed else "")
+    return (f"moved node metadata ({moved:,}) to the model's metadata_props as "
+            f"'{NODE_KEY.format(node='<node>', key='<key>')}'{clash}: {named(ir)} does not "
+            f"define node metadata ({named(ANNOTATIONS_IR)} introduced it)")
 
 
 def dropped_what(dropped: dict[str, int]) -> str:

@@ -49,6 +49,10 @@ def register(sub, parent) -> None:
     add_model_options(p, writes=True)
     p.add_argument("--opset", type=int, required=True, metavar="N",
                    help="target default-domain opset")
+    p.add_argument("--node-metadata-to-model", action="store_true",
+                   help="where the IR version goes below 10 (which defines node metadata), "
+                        "move the nodes' metadata_props into the model's as "
+                        "'node:<node name>:<key>' instead of dropping them")
     add_inline_options(p, within="--inline")
     add_verify_options(p, flag=True)
     p.set_defaults(func=run)
@@ -88,7 +92,8 @@ def _convert(args, src) -> _rewrite.Rewritten:
     try:
         result = convert_proto(model, args.opset, record=args.verify,
                                verbose_log=log.append if args.verbose else None,
-                               base_dir=Path(src.origin).parent, census=src.census)
+                               base_dir=Path(src.origin).parent, census=src.census,
+                               keep_node_metadata=args.node_metadata_to_model)
     except OpshiftError as e:
         raise type(e)(f"{src.origin}: {e}") from None
     changes = [c.to_dict() for c in result.changes] if _rewrite.reported(args) else []

@@ -34,7 +34,13 @@ from ..errors import (
 from ..graph.edit import Edits
 from ..graph.facts import Facts
 from ..graph.scopes import Scope, subgraphs
-from ..ir_versions import converted_ir, drop_annotations, dropped_note
+from ..ir_versions import (
+    converted_ir,
+    drop_annotations,
+    dropped_note,
+    moved_note,
+    node_metadata_to_model,
+)
 from ..memory import no_cyclic_gc
 from .bodies import body_refusal
 from .early_refusal import refuse_early
@@ -316,7 +322,8 @@ def convert_nodes(model: onnx.ModelProto, source: int, target: int, *,
 
 def convert_proto(model: onnx.ModelProto, target: int, *,
                   verbose_log: Callable[[str], None] | None = None, record: bool = False,
-                  base_dir=None, census: Census | None = None) -> ConvertResult:
+                  base_dir=None, census: Census | None = None,
+                  keep_node_metadata: bool = False) -> ConvertResult:
     """Convert ``model`` to default-domain opset ``target`` in place.
 
     ``verbose_log(msg)`` (optional) is called with one line per decision. ``record`` keeps
@@ -325,8 +332,11 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     the target, in a region ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu (their function
     bodies written out), is fused first: that region only, reported as a change with action
     ``"fuse"``. ``census``: what :func:`opshift.validate.check` saw of ``model`` as it is
-    (see :class:`~opshift.graph.facts.Facts`). Raises :class:`ConversionError` naming the
-    node when a rewrite cannot be exact; the model is then unchanged.
+    (see :class:`~opshift.graph.facts.Facts`). ``keep_node_metadata``: where the IR version
+    goes below the one that defines node metadata, move it into the model's
+    ``metadata_props`` (:func:`opshift.ir_versions.node_metadata_to_model`) rather than drop
+    it. Raises :class:`ConversionError` naming the node when a rewrite cannot be exact; the
+    model is then unchanged.
     """
     check_target(target)
     source = opsets.opset_of(model)
@@ -359,6 +369,11 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     ir = converted_ir(model, source, target, ir_before)
     _set_opsets(model, target)
     model.ir_version = ir
+    if keep_node_metadata:
+        moved = node_metadata_to_model(model, ir)
+        if moved[0]:
+            result.notes.append(moved_note(*moved, ir))
+            log(result.notes[-1])
     dropped = drop_annotations(model, ir)
     if dropped:
         result.notes.append(dropped_note(dropped, ir))

@@ -15,14 +15,18 @@ from .ir_pass import lazy_attribute, run_as_ir_pass
 __all__ = ["ConvertResult", "convert", "convert_proto"]  # and ConvertOpsetPass, made on use
 
 
-def convert(model: ModelLike, opset: int, *, verbose_log=None) -> Any:
+def convert(model: ModelLike, opset: int, *, verbose_log=None,
+            keep_node_metadata: bool = False) -> Any:
     """Convert ``model`` (ModelProto, onnx_ir.Model or path) to default-domain ``opset``.
 
     Returns the converted model of the same kind (a ModelProto for a path); the object
     passed in is not modified. A node whose op does not exist at ``opset`` (Where below 7)
     in a region ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu is fused into that op first
-    (``verbose_log`` says so). Raises :class:`ConversionError` naming the node when some
-    rewrite cannot be exact.
+    (``verbose_log`` says so). Where the IR version goes below 10, which defines node
+    metadata, it is dropped; ``keep_node_metadata=True`` moves it into the model's
+    ``metadata_props`` instead, each entry as ``node:<node name>:<key>``
+    (:func:`opshift.ir_versions.node_metadata_to_model`). Raises :class:`ConversionError`
+    naming the node when some rewrite cannot be exact.
     """
     proto, kind, base_dir = to_proto(model)
     if kind == "proto":
@@ -30,7 +34,8 @@ def convert(model: ModelLike, opset: int, *, verbose_log=None) -> Any:
         work.CopyFrom(proto)
     else:
         work = proto  # already a fresh proto (serialized or loaded)
-    convert_proto(work, opset, verbose_log=verbose_log, base_dir=base_dir)
+    convert_proto(work, opset, verbose_log=verbose_log, base_dir=base_dir,
+                  keep_node_metadata=keep_node_metadata)
     return from_proto(work, "proto" if kind == "path" else kind)
 
 
