@@ -52,6 +52,7 @@ class Recorder:
     _anchors: list[tuple[ir.Node, Event]] = field(default_factory=list)
     _seen: set[tuple[int, str]] = field(default_factory=set)
     _names: Names | None = None  # every value name of the model, gathered when needed
+    _node_names: Counter | None = None  # every node name of the model, gathered when needed
     _made: dict[int, int] = field(default_factory=dict)  # id(fused node) -> its event's index
     _region_of: dict[int, int] = field(default_factory=dict)  # event index -> region index
 
@@ -60,6 +61,24 @@ class Recorder:
         if self._names is None:
             self._names = Names.from_used(_value_names(model))
         return self._names.fresh(base)
+
+    def inlined_name(self, model: ir.Model, anchor: ir.Node,
+                     matched: tuple[ir.Node, ...]) -> str | None:
+        """The name of the node ``opshift inline`` replaced by ``matched``, when they are what
+        it wrote: every node named ``<name>/...``, the anchor ``<name>/Y`` (or ``Y_1`` ...),
+        and no node of ``model`` called ``<name>``; the fused node then takes that name
+        back (once), instead of its anchor's."""
+        prefix, sep, last = (anchor.name or "").rpartition("/")
+        if not (sep and prefix and (last == "Y" or (last[:2] == "Y_" and last[2:].isdigit()))):
+            return None
+        if not all((n.name or "").startswith(prefix + "/") for n in matched):
+            return None
+        if self._node_names is None:
+            self._node_names = Counter(_node_names(model))
+        if self._node_names[prefix]:
+            return None
+        self._node_names[prefix] += 1
+        return prefix
 
     def selected(self, nodes) -> bool:
         """Whether a match of ``nodes`` may be fused (see :attr:`only`)."""
@@ -117,6 +136,15 @@ class Recorder:
                 continue
             self.refused.append(ev)
         self._anchors.clear()
+
+
+def _node_names(model: ir.Model) -> Iterator[str]:
+    """The names of all nodes of ``model``: graphs, subgraphs and functions."""
+    graphs = [model.graph, *model.graph.subgraphs()]
+    for f in model.functions.values():
+        graphs += [f.graph, *f.graph.subgraphs()]
+    for g in graphs:
+        yield from (n.name for n in g if n.name)
 
 
 def _value_names(model: ir.Model) -> set[str]:

@@ -123,7 +123,11 @@ class Rule(pattern.RewriteRuleClassBase):
             out = op.Selu(plan.x, alpha=plan.attrs["alpha"], gamma=plan.attrs["gamma"])
         producer = out.producer()
         if producer is not None:
-            producer.name = self._anchor.name  # the anchor is removed: its name (or none)
+            # the anchor is removed: its name (or none), or the name of the node inline wrote
+            # these nodes for
+            back = rec.inlined_name(self._model, self._anchor, tuple(self._matched)) \
+                if rec is not None else None
+            producer.name = back or self._anchor.name
         if rec is not None:
             rec.fuse(self.name, self._anchor, plan.describe(), producer, tuple(self._matched),
                      "" if plan.signed_zero_exact else plan.zero_sign)
