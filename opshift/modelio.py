@@ -235,6 +235,109 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
             raise output.write_error(path, e) from e
 
 
+#: protobuf reads no message of this size or more
+PROTOBUF_LIMIT = 1 << 31
+
+
+def serialized(model: onnx.ModelProto) -> tuple[int, Iterator[bytes]]:
+    """``model.SerializeToString()`` as its size and pieces whose concatenation is those
+    bytes. A model whose graph holds at least :data:`_STREAMED` bytes in its initializers
+    and nodes (weights as Constants) comes in field order, those elements one at a time, so
+    that writing a model of GBs holds one element's bytes at a time, not a second and third
+    copy of the whole (protobuf's serializer holds its buffer and the bytes it copies out:
+    3x the model at the peak); any other field is serialized alone. A smaller model, one of
+    more than :data:`_ONE_BY_ONE` such elements (small ones) or with fields this onnx does not
+    know comes whole."""
+    from google.protobuf import unknown_fields
+
+    g = model.graph
+    heavy = [f for f in g.DESCRIPTOR.fields
+             if f.name in ("initializer", "sparse_initializer", "node")]
+    sizes = {} if not model.HasField("graph") or len(unknown_fields.UnknownFieldSet(model)) \
+        or len(unknown_fields.UnknownFieldSet(g)) or sum(
+            len(getattr(g, f.name)) for f in heavy) > _ONE_BY_ONE else {
+        f.number: [e.ByteSize() for e in getattr(g, f.name)] for f in heavy}
+    if sum(map(sum, sizes.values())) < _STREAMED:
+        data = model.SerializeToString()
+        return len(data), iter((data,))
+    graph = [part for f in sorted(g.DESCRIPTOR.fields, key=lambda f: f.number)
+             for part in _field(g, f, sizes.get(f.number))]
+    graph_size = sum(size for size, _ in graph)
+    parts: list[tuple[int, Any]] = []
+    for f in sorted(model.DESCRIPTOR.fields, key=lambda f: f.number):
+        if f.name == "graph":
+            head = _key(f.number) + _varint(graph_size)
+            parts += [(len(head), (head,)), *graph]
+        else:
+            parts += _field(model, f)
+    return sum(size for size, _ in parts), (b for _, chunks in parts for b in _chunks(chunks))
+
+
+#: the bytes of initializers and nodes from which a model is written element by element
+_STREAMED = 64 << 20
+#: initializers and nodes past which it is not (small ones: a Python call each would cost
+#: more than the copy it saves)
+_ONE_BY_ONE = 10_000
+
+
+def _field(msg, f, sizes: list[int] | None = None) -> list[tuple[int, Any]]:
+    """A field of ``msg`` as (size, pieces): with ``sizes`` (of its elements) one element at
+    a time, their bytes made when written; else the field encoded alone."""
+    repeated = f.is_repeated if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED
+    value = getattr(msg, f.name)
+    if repeated and not len(value) or not repeated and not msg.HasField(f.name):
+        return []
+    if sizes is not None:
+        return [(len(head) + size, (head, e)) for e, size in zip(value, sizes)
+                for head in (_key(f.number) + _varint(size),)]
+    alone = type(msg)()
+    if repeated:
+        getattr(alone, f.name).extend(value)
+    elif f.type == f.TYPE_MESSAGE:
+        getattr(alone, f.name).CopyFrom(value)
+    else:
+        setattr(alone, f.name, value)
+    data = alone.SerializeToString()
+    return [(len(data), (data,))]
+
+
+def _chunks(pieces) -> Iterator[bytes]:
+    for p in pieces:
+        yield p if isinstance(p, bytes) else p.SerializeToString()
+
+
+def _key(number: int) -> bytes:
+    return _varint(number << 3 | 2)  # (wire type 2: length-delimited)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        if n:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def write_serialized(model: onnx.ModelProto, write, where: str) -> int:
+    """Write ``model`` through ``write(bytes)`` in :func:`serialized`'s pieces; return the size.
+    A model of 2 GiB or more is an OpshiftError naming ``where`` before anything is written
+    (protobuf could not read it back)."""
+    try:
+        size, pieces = serialized(model)
+    except ValueError as e:  # protobuf's own refusal, serializing whole
+        raise OpshiftError(f"{where}: model too large to serialize: {e}") from e
+    if size >= PROTOBUF_LIMIT:
+        raise OpshiftError(f"{where}: model too large to serialize: {size / (1 << 30):.1f} "
+                           "GiB, over protobuf's 2 GiB limit for a message; keep its weights "
+                           "in external data")
+    for piece in pieces:
+        write(piece)
+    return size
+
+
 def save(model: onnx.ModelProto, path: str | os.PathLike,
          source_dir: str | os.PathLike | None = None, *, force: bool = False) -> None:
     """Write ``model`` to ``path``, replacing a file there, atomically: nothing is written
@@ -249,13 +352,10 @@ def save(model: onnx.ModelProto, path: str | os.PathLike,
 
     path = Path(path)
     output.check_folder(path)
-    try:
-        data = model.SerializeToString()
-    except ValueError as e:  # > 2 GiB without external data
-        raise OpshiftError(f"{path}: model too large to serialize: {e}") from e
     with output.staging() as st:
         if source_dir is not None:  # only the tensors still referring to it are placed
             from .output import stage_data_files
 
             stage_data_files(model, Path(source_dir), path, st, force=force)
-        output.write_all(st.create(path, replace=True), data, path)
+        fd = st.create(path, replace=True)
+        write_serialized(model, lambda b: output.write_all(fd, b, path), str(path))

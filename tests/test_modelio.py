@@ -7,7 +7,7 @@ import os
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model
+from conftest import MODELS, make_model
 from onnx import TensorProto, helper, numpy_helper
 
 from opshift import modelio
@@ -153,3 +153,51 @@ def test_a_file_over_protobufs_2_gib_says_so():
     with pytest.raises(ModelLoadError, match=r"m.onnx: 5.0 GiB in one file, over protobuf's "
                        r"2 GiB limit .* save_as_external_data=True"):
         parse_model_bytes(Big(b"\xff\xff\xff"), "m.onnx")
+
+
+def _rich_model() -> onnx.ModelProto:
+    """Every kind of field a writer must keep: nodes with a Constant and a subgraph,
+    initializers, a sparse one, values, metadata, a function, doc strings."""
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.5], np.float32), "s"),
+                                       numpy_helper.from_array(np.array([2], np.int64)), [3])
+    then = helper.make_graph([helper.make_node("Identity", ["w"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(
+                 np.ones((2, 3), np.float32))),
+             helper.make_node("If", ["flag"], ["i"], then_branch=then, else_branch=then),
+             helper.make_node("Add", ["i", "c"], ["y"], doc_string="adds")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("flag", TensorProto.BOOL,
+                                                                     [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          [w], doc_string="a graph", sparse_initializer=[sparse],
+                          value_info=[helper.make_tensor_value_info("i", TensorProto.FLOAT,
+                                                                    [2, 3])])
+    f = helper.make_function("local", "F", ["a"], ["b"], [helper.make_node("Neg", ["a"], ["b"])],
+                             [helper.make_opsetid("", 13)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                            helper.make_opsetid("local", 1)], functions=[f],
+                          producer_name="test", doc_string="a model")
+    helper.set_model_props(m, {"k": "v"})
+    return m
+
+
+def test_a_model_is_written_in_pieces_byte_for_byte(monkeypatch, tmp_path):
+    """Models whose weights reach modelio._STREAMED are written element by element (2x the
+    model's size at the peak, measured: 1.29 GB for a 640 MB model, 1.93 GB serialized whole);
+    the bytes are protobuf's own."""
+    monkeypatch.setattr(modelio, "_STREAMED", 0)
+    for m in (_rich_model(), onnx.load(MODELS / "control_flow.onnx")):
+        size, pieces = modelio.serialized(m)
+        data = b"".join(pieces)
+        assert data == m.SerializeToString() and size == len(data)
+    modelio.save(_rich_model(), tmp_path / "m.onnx")
+    assert (tmp_path / "m.onnx").read_bytes() == _rich_model().SerializeToString()
+
+
+def test_a_model_over_2_gib_is_refused_before_anything_is_written(monkeypatch, tmp_path):
+    monkeypatch.setattr(modelio, "PROTOBUF_LIMIT", 100)
+    with pytest.raises(OpshiftError, match=r"m.onnx: model too large to serialize: .* over "
+                       r"protobuf's 2 GiB limit"):
+        modelio.save(_rich_model(), tmp_path / "m.onnx")
+    assert list(tmp_path.iterdir()) == []

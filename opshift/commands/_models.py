@@ -211,13 +211,9 @@ def write_model(model: onnx.ModelProto, output: str, source_dir: Path | None, *,
         if source_dir is not None:
             raise OpshiftError("-o -: the model keeps tensors in external data, which cannot "
                                "go to stdout beside it; write to a file instead")
-        try:
-            data = model.SerializeToString()
-        except ValueError as e:
-            raise OpshiftError(f"<stdout>: model too large to serialize: {e}") from e
-        sys.stdout.buffer.write(data)
+        size = modelio.write_serialized(model, sys.stdout.buffer.write, "<stdout>")
         sys.stdout.buffer.flush()
-        return len(data)
+        return size
     if make_parents:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
     modelio.save(model, output, source_dir=source_dir, force=force)
