@@ -11,21 +11,20 @@ from onnx import TensorProto as T
 from onnx import helper
 
 
-def _names(path) -> list[tuple[str, str]]:
-    return [(n.op_type, n.name) for n in onnx.load(path).graph.node
-            if n.op_type != "Constant"]
+def _names(model) -> list[tuple[str, str]]:
+    """(op, name) of the nodes but Constants, of a model or a path."""
+    m = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
+    return [(n.op_type, n.name) for n in m.graph.node if n.op_type != "Constant"]
 
 
 @pytest.mark.parametrize("opset", [6, 9, 13, 17])
-def test_inline_then_fuse_gives_the_names_back(tmp_path, opset):
-    src = tmp_path / "m.onnx"
-    p = opshift("convert", MODELS / "prelu6_conv_per_channel.onnx", "--opset", opset, "-o", src)
-    assert p.returncode == 0, p.stderr
-    flat, back = tmp_path / "flat.onnx", tmp_path / "back.onnx"
-    assert opshift("inline", src, "-o", flat).returncode == 0
-    assert all(name.startswith("prelu1/") for op, name in _names(flat) if op != "Conv")
-    p = opshift("fuse", flat, "-o", back, "--verify")
-    assert p.returncode == 0, p.stdout + p.stderr
+def test_inline_then_fuse_gives_the_names_back(opset):
+    import opshift
+
+    src = opshift.convert(onnx.load(MODELS / "prelu6_conv_per_channel.onnx"), opset)
+    flat = opshift.inline(src)
+    assert all(n.name.startswith("prelu1/") for n in flat.graph.node if n.op_type != "Conv")
+    back = opshift.fuse(flat)
     assert _names(back) == _names(src) == [("Conv", "conv1"), ("PRelu", "prelu1")]
 
 
