@@ -190,12 +190,14 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
     del nodes[:]
     add = nodes.add
     prev = 0
+    zeros: dict = {}  # one zero Constant per element type serves the scope's every site
     for i, node, op, version, base, x, y, slope, how, note, const in chosen:
         nodes.extend(old[prev:i])
         prev = i + 1
         start = len(nodes)
+        borrowed = ()
         if isinstance(how, Form):
-            how.bind(add, x, y, slope, base, names)
+            borrowed = how.bind(add, x, y, slope, base, names, zeros)
         else:
             nodes.extend(how)
         before = slope_value = None
@@ -204,7 +206,7 @@ def _inline_scope(w: _Work, opset: int, names: Names, facts: Facts, forms: dict[
             before.CopyFrom(node)
             slope_value = const
         rows.append((base, op, version, opset, b, w.label, before, (w.owner, start, len(nodes)),
-                     w.opsets, fkey, note, slope_value))
+                     w.opsets, fkey, note, slope_value, borrowed))
         if note:
             result.notes.append(note)
         if not legacy:

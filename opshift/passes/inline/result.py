@@ -28,12 +28,16 @@ class InlinedNode:
     note: str = ""  # why the replacement is exact only for some inputs (accepted on request)
     #: a PRelu's slope as the pass read it when it is a constant (with ``keep_before``)
     slope_value: onnx.TensorProto | None = None
+    #: the zero Constants an earlier replacement in the same node list added, which this
+    #: one reads (one per element type and node list)
+    borrowed: tuple[onnx.NodeProto, ...] = ()
 
     @property
     def after(self) -> list[onnx.NodeProto]:
-        """The replacement nodes, read from the node list that holds them."""
+        """The replacement nodes, read from the node list that holds them (with the zero
+        Constants they read from an earlier replacement, first)."""
         owner, start, stop = self.span
-        return list(owner.node[start:stop])
+        return [*self.borrowed, *owner.node[start:stop]]
 
     @property
     def signed_zero_exact(self) -> bool:

@@ -86,7 +86,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import onnx
 import onnx.defs
@@ -287,20 +287,36 @@ class Form:
 
     suffixes: tuple[str, ...]
     nodes: tuple[tuple[onnx.NodeProto, Callable[[list], tuple], int, int], ...]
+    #: node index -> key of the zero Constants (``Zero``, or ``ZeroCast`` folded to X's
+    #: type), which one node of a scope can give every site there
+    zeros: dict[int, bytes] = field(default_factory=dict)
 
     def bind(self, add: Callable[[], onnx.NodeProto], x: str, y: str, slope: str | None,
-             base: str, names: Names) -> None:
+             base: str, names: Names, shared: dict[bytes, onnx.NodeProto] | None = None
+             ) -> tuple[onnx.NodeProto, ...]:
         """Add the template's nodes, each made by ``add()`` (a node list's ``add``):
         ``$X``/``$S``/``$Y`` bound to the node's values, each internal value to a fresh
         ``<base>/<Suffix>``, every node named as its output but the last, named
-        ``<base>/Y``."""
+        ``<base>/Y``. With ``shared`` (one dict per node list), a zero Constant an earlier
+        site of the list added is read instead of added again; those read are returned."""
         values = [x, y, slope, "", *names.fresh_all(base, self.suffixes)]
-        for rest, inputs, output, name in self.nodes:
+        borrowed = []
+        for k, (rest, inputs, output, name) in enumerate(self.nodes):
+            key = self.zeros.get(k) if shared is not None else None
+            if key is not None:
+                hit = shared.get(key)
+                if hit is not None:
+                    values[output] = hit.output[0]
+                    borrowed.append(hit)
+                    continue
             n = add()
             n.CopyFrom(rest)
             n.input.extend(inputs(values))
             n.output.append(values[output])
             n.name = values[name]
+            if key is not None:
+                shared[key] = n
+        return tuple(borrowed)
 
 
 def _getter(slots: tuple[int, ...]) -> Callable[[list], tuple]:
@@ -328,8 +344,11 @@ def _form(template: Template) -> Form:
             rest.ClearField(name)
         nodes.append((rest, tuple(slot[v] for v in t.input), slot[o]))
     last = len(slot)  # the slot of ``/Y``, the last node's name
+    zeros = {k: rest.SerializeToString() for k, (rest, ins, _) in enumerate(nodes)
+             if rest.op_type == "Constant" and not ins
+             and template[k].output[0] in ("$Zero", "$ZeroCast")}
     return Form((*suffixes, "/Y"), tuple((rest, _getter(ins), out, last if out == 1 else out)
-                                         for rest, ins, out in nodes))
+                                         for rest, ins, out in nodes), zeros)
 
 
 _FORMS: dict[int, tuple[Template, Form]] = {}
