@@ -71,14 +71,20 @@ def _boundary(nodes: list[ir.Node], legacy_inputs: bool
             if v is None or id(v) in produced or id(v) in seen:
                 continue
             seen.add(id(v))
-            fixed = not v.is_graph_input() or legacy_inputs
-            if v.is_initializer() and fixed and v.const_value is not None:
-                t = ir.serde.serialize_tensor(v.const_value)
-                t.name = v.name
-                inits.append(t)
-            else:
-                inputs.append(_value_info(v))
+            _feed(v, legacy_inputs, inputs, inits)
     return inputs, inits
+
+
+def _feed(v: ir.Value, legacy_inputs: bool, inputs: list[onnx.ValueInfoProto],
+          inits: list[onnx.TensorProto]) -> None:
+    """Add ``v``, read from outside a region, to its initializers or its inputs."""
+    fixed = not v.is_graph_input() or legacy_inputs
+    if v.is_initializer() and fixed and v.const_value is not None:
+        t = ir.serde.serialize_tensor(v.const_value)
+        t.name = v.name
+        inits.append(t)
+    else:
+        inputs.append(_value_info(v))
 
 
 def capture(label: str, context, plan, opset: int
@@ -111,6 +117,10 @@ def capture(label: str, context, plan, opset: int
         produced = {o for n in after_nodes for o in n.output}
         a_inputs = [v for v in inputs if v.name in used - produced]
         a_inits = [t for t in inits if t.name in used - produced]
+        if plan.slope is not None and plan.slope.producer() is None and plan.slope.name \
+                not in {v.name for v in (*a_inputs, *a_inits)}:
+            # a slope the pattern did not read: the initializer inline reshaped (see _slope)
+            _feed(plan.slope, context.model.ir_version < 4, a_inputs, a_inits)
         after = region_model(after_nodes, a_inputs, outputs, a_inits, {"": opset})
         return label, before, after, plan.signed_zero_exact
     except (ValueError, TypeError, AttributeError):

@@ -37,6 +37,18 @@ class Event:
     zero_sign: str = ""  # a fusion's difference from the pattern in the sign of zero
 
 
+def inline_prefix(anchor: ir.Node, matched: tuple[ir.Node, ...]) -> str | None:
+    """``<name>`` when ``matched`` are named as ``opshift inline`` names the nodes it writes
+    for a node ``<name>``: every one ``<name>/...``, the anchor ``<name>/Y`` (or ``Y_1``
+    ...); else None."""
+    prefix, sep, last = (anchor.name or "").rpartition("/")
+    if not (sep and prefix and (last == "Y" or (last[:2] == "Y_" and last[2:].isdigit()))):
+        return None
+    if not all((n.name or "").startswith(prefix + "/") for n in matched):
+        return None
+    return prefix
+
+
 @dataclass
 class Recorder:
     fused: list[Event] = field(default_factory=list)
@@ -68,10 +80,8 @@ class Recorder:
         it wrote: every node named ``<name>/...``, the anchor ``<name>/Y`` (or ``Y_1`` ...),
         and no node of ``model`` called ``<name>``; the fused node then takes that name
         back (once), instead of its anchor's."""
-        prefix, sep, last = (anchor.name or "").rpartition("/")
-        if not (sep and prefix and (last == "Y" or (last[:2] == "Y_" and last[2:].isdigit()))):
-            return None
-        if not all((n.name or "").startswith(prefix + "/") for n in matched):
+        prefix = inline_prefix(anchor, matched)
+        if prefix is None:
             return None
         if self._node_names is None:
             self._node_names = Counter(_node_names(model))

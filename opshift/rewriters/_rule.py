@@ -7,8 +7,8 @@ from onnxscript.rewriter import pattern
 from onnxscript.rewriter._basics import MatchResult
 
 from . import _checks as ck
-from ._report import current
-from ._values import LEGACY_INITIALIZER_INPUTS, graph_opset
+from ._report import current, inline_prefix
+from ._values import LEGACY_INITIALIZER_INPUTS, MATCH, Match, graph_opset
 
 
 def cmp_alternatives(op, x, z, negative: bool):
@@ -67,6 +67,8 @@ class Rule(pattern.RewriteRuleClassBase):
         self._matched = context.nodes
         self._model = context.model
         token = LEGACY_INITIALIZER_INPUTS.set(context.model.ir_version < 4)
+        match = MATCH.set(Match(context.model.graph,
+                                inline_prefix(context.root, tuple(context.nodes)) is not None))
         try:
             self._plan = self._admit(self.plan(context, **bindings))
         except (ck.Refuse, ValueError, TypeError, AttributeError, IndexError) as e:
@@ -78,6 +80,7 @@ class Rule(pattern.RewriteRuleClassBase):
                 rec.refuse(self.name, context.root, reason)
             return MatchResult().fail(reason)
         finally:
+            MATCH.reset(match)
             LEGACY_INITIALIZER_INPUTS.reset(token)
         rec = current()
         if rec is not None and rec.capture:

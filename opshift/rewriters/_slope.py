@@ -13,7 +13,7 @@ from ..errors import EvaluationError
 from ..tables import number
 from . import _checks as ck
 from ._checks import Plan, Refuse, Shape, const_in, fmt_shape, is_float, producers, x_dtype
-from ._values import ref_attr, resolve, shape_of, type_allowed
+from ._values import MATCH, Const, ref_attr, resolve, shape_of, type_allowed
 
 #: Placement "per channel on axis 1" for an X of unknown shape (legacy Mul axis=1).
 AXIS1 = ("axis 1",)
@@ -187,7 +187,16 @@ def prelu_slope(x: ir.Value, s: ir.Value, c, arr: np.ndarray | None, s_shape: Sh
     for a new constant. The pattern's own slope value serves when PRelu-``version`` places
     it where the pattern does and it holds the op's values in X's type; else, for a
     constant, a new one -- negated, cast, or reshaped to the placement, which both rules
-    (numpy from 7, legacy per-channel before) read the same way at X's rank."""
+    (numpy from 7, legacy per-channel before) read the same way at X's rank.
+
+    What ``opshift inline`` wrote gives back what the node it replaced read: the initializer
+    a legacy ``<node>/Slope`` Constant was reshaped from (:func:`_reshaped_from`), and, in
+    nodes named as inline names them, a Cast/CastLike of a constant as is (inline writes no
+    Cast on a slope: the value is the one the PRelu read)."""
+    if not negate and c is not None:
+        back = _reshaped_from(x, s, c, placed, version)
+        if back is not None:
+            return back, None
     try:
         prelu_placement_matches(x, s_shape, placed, version)
         shape = None
@@ -197,7 +206,8 @@ def prelu_slope(x: ir.Value, s: ir.Value, c, arr: np.ndarray | None, s_shape: Sh
         shape = tuple(placed)
         prelu_placement_matches(x, shape, placed, version)
     if shape is None and not negate and (
-            c is None or not (c.castlike or any(p.op_type == "Cast" for p in c.producers))):
+            c is None or not (c.castlike or any(p.op_type == "Cast" for p in c.producers))
+            or _inlined()):
         return s, None
     if shape is None and negate:
         neg = s.producer()
@@ -208,6 +218,48 @@ def prelu_slope(x: ir.Value, s: ir.Value, c, arr: np.ndarray | None, s_shape: Sh
                     p.op_type == "Cast" for p in ic.producers):
             return inner, None  # -(-a): the Neg's operand itself
     return None, arr if shape is None else arr.reshape(shape)
+
+
+def _inlined() -> bool:
+    match = MATCH.get()
+    return match is not None and match.inlined
+
+
+def _reshaped_from(x: ir.Value, s: ir.Value, c: Const, placed: Shape | None,
+                   version: int) -> ir.Value | None:
+    """The initializer ``opshift inline`` reshaped into the Constant ``s`` (its doc_string
+    names it, :data:`opshift.passes.inline.templates.RESHAPED_SLOPE`) when it is one of
+    this graph or, from a subgraph of the main graph, of the main graph; is no input a
+    caller may feed; holds the Constant's elements bit for bit in the same element type;
+    and PRelu-``version`` places its shape where the pattern placed the Constant on X's
+    known shape; else None."""
+    node = s.producer()
+    if node is None or node.op_type != "Constant" or not node.doc_string \
+            or c.producers != (node,) or c.array is None \
+            or placed is None or placed == AXIS1:  # (an unknown X shape proves no placement)
+        return None
+    from ..passes.inline.templates import RESHAPED_SLOPE
+
+    if not node.doc_string.startswith(RESHAPED_SLOPE):
+        return None
+    name = node.doc_string[len(RESHAPED_SLOPE):]
+    own = node.graph
+    v = own.initializers.get(name) if isinstance(own, ir.Graph) else None
+    match = MATCH.get()
+    if v is None and match is not None and own is not match.main \
+            and any(g is own for g in match.main.subgraphs()):  # (not a function's body)
+        v = match.main.initializers.get(name)
+    if v is None:
+        return None
+    ic = resolve(v)
+    if ic is None or ic.producers or ic.array is None or ic.array.dtype != c.array.dtype \
+            or ic.array.size != c.array.size or ic.array.tobytes() != c.array.tobytes():
+        return None
+    try:
+        prelu_placement_matches(x, ic.shape, placed, version)
+    except Refuse:
+        return None
+    return v
 
 
 def _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra) -> Plan:

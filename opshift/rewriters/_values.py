@@ -29,6 +29,21 @@ LEGACY_INITIALIZER_INPUTS: contextvars.ContextVar[bool] = contextvars.ContextVar
     "opshift_legacy_initializer_inputs", default=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Match:
+    """What the check of one match knows beyond its bindings."""
+
+    #: the model's main graph (its initializers are visible in every graph of the model)
+    main: ir.Graph
+    #: the matched nodes are named as ``opshift inline`` names the nodes it writes
+    inlined: bool
+
+
+#: The match being checked (set by the rules' checks).
+MATCH: contextvars.ContextVar[Match | None] = contextvars.ContextVar("opshift_match",
+                                                                     default=None)
+
+
 def _overridable(value: ir.Value) -> bool:
     """A graph input (an initializer listed as input counts only from IR 4 on)."""
     if not value.is_graph_input():

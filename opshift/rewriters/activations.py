@@ -23,7 +23,9 @@ the model's opset; any other slope -- a graph value a caller may feed, a tensor,
 float32 reproduces -- becomes PRelu, whose slope placement at the model's opset (numpy from 7,
 legacy per-channel before) must equal the pattern's. So ``fuse(inline(m))`` gives back the op
 ``m`` had, except a PRelu whose slope is a one-element constant, which comes back as the
-LeakyRelu computing the same.
+LeakyRelu computing the same; a PRelu reads the slope value the inlined node read (an
+initializer inline reshaped into a Constant at opsets 1..6, a Cast of a constant), see
+:func:`opshift.rewriters._slope.prelu_slope`.
 
 Integers. Where forms are exact for integer X (PRelu accepts int32/int64 from 9). The Min
 form and ``Relu(x) - s*Relu(-x)`` are not (``a*x`` and ``-x`` wrap around) and refuse them.

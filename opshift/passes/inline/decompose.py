@@ -7,7 +7,8 @@ numpy does and is used as is. At opset <= 6 (legacy per-channel rule) the slope'
 placement is resolved from static shapes: a slope of X's shape is used as is; otherwise
 the non-1 span of the placed slope becomes the Mul's B with ``broadcast=1`` and ``axis``
 (``axis=1`` for a per-channel slope). A slope of another shape is reshaped to the span: a
-constant by a new ``<node>/Slope`` Constant; a value that may change at run time (a graph
+constant by a new ``<node>/Slope`` Constant (its doc_string names the slope value, see
+:data:`.templates.RESHAPED_SLOPE`); a value that may change at run time (a graph
 input, including an initializer that is also an input from IR 4 on) by ``<node>/Slope =
 Squeeze(slope, axes=<its 1-dims outside the span>)``. A placement legacy Mul cannot express
 (:func:`opshift.broadcast.legacy_placement`: a 1 against a larger dim, or an unknown dim,
@@ -50,6 +51,7 @@ from .templates import (
     FUNCTION,
     LEGACY,
     NARROW,
+    RESHAPED_SLOPE,
     STATIC,
     Ref,
     Template,
@@ -275,5 +277,6 @@ def _legacy_slope(site: Site, base: str, names
         axes = [j - pad for j in p.drop if j >= pad]
         return axes_nodes("Squeeze", node.input[1], name, axes, site.opset, names), name, \
             p.axis, True
-    return [constant_node(name, np.asarray(site.slope_value).reshape(p.shape), name)], name, \
-        p.axis, True
+    reshaped = constant_node(name, np.asarray(site.slope_value).reshape(p.shape), name)
+    reshaped.doc_string = RESHAPED_SLOPE + node.input[1]
+    return [reshaped], name, p.axis, True

@@ -102,6 +102,12 @@ FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
 #: Ops inline decomposes.
 OPS = ("PRelu", "LeakyRelu", "Selu")
 
+#: The doc_string of a ``<node>/Slope`` Constant holding a PRelu's constant slope reshaped
+#: for legacy Mul broadcasting (opsets 1..6), followed by the name of the slope value it
+#: was made from; ``fuse`` reads that value again where it is an initializer still holding
+#: the same values and PRelu places it alike (so an initializer slope comes back).
+RESHAPED_SLOPE = "opshift inline: reshaped from "
+
 
 def band(opset: int) -> str:
     """The decomposition band of a default-domain opset."""
