@@ -49,10 +49,16 @@ def _models():
             a = self.act(self.s1(x))
             b = self.act(self.s2(a))
             up = nn.functional.interpolate(b, scale_factor=2.0, mode="nearest")
-            y = self.head(torch.cat([a, up], 1)).flatten(2)
-            scores = y[:, 4]
+            y = self.head(torch.cat([a, up], 1))
+            # a YOLO-style grid over the map's run-time size (Range), boxes decoded on it
+            h, w = y.shape[2], y.shape[3]
+            gy = torch.arange(h, dtype=torch.float32).view(1, h, 1).expand(1, h, w)
+            gx = torch.arange(w, dtype=torch.float32).view(1, 1, w).expand(1, h, w)
+            cx = (torch.sigmoid(y[:, 0]) + gx) * 8
+            cy = (torch.sigmoid(y[:, 1]) + gy) * 8
+            scores = y[:, 4].flatten(1)
             top = torch.topk(scores, k=5, dim=1)
-            return top.values, top.indices
+            return top.values, top.indices, torch.stack([cx, cy], 1).flatten(2)
 
     class Transformer(nn.Module):
         def __init__(self):
