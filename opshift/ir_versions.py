@@ -21,7 +21,7 @@ import onnx
 from onnx import helper
 
 from . import opsets
-from .graph.scopes import subgraphs
+from .graph.scopes import may_hold_subgraphs, subgraphs
 
 #: the IR version that defines annotations (metadata_props beyond the model's, function
 #: value_info)
@@ -92,14 +92,18 @@ def content_need(model: onnx.ModelProto, *, initializers: bool = True) -> tuple[
             nodes = g.node
         else:
             nodes = bodies.pop()
-        for n in nodes:
-            if overloads and n.overload:
-                at_least(10, "node overloads")
-            if devices and len(n.device_configurations):
-                at_least(11, "device configurations")
-            for _, sg in subgraphs(n):
-                graphs.append(sg)
+        if overloads and any(n.overload for n in nodes):
+            at_least(10, "node overloads")
+        if devices and any(len(n.device_configurations) for n in nodes):
+            at_least(11, "device configurations")
+        graphs.extend(_subgraphs_of(nodes))
     return need, feature
+
+
+def _subgraphs_of(nodes) -> list[onnx.GraphProto]:
+    """The subgraphs ``nodes`` hold (their attributes read only for the kinds that can)."""
+    holders = {o for o, d in {(n.op_type, n.domain) for n in nodes} if may_hold_subgraphs(d, o)}
+    return [g for n in nodes if holders and n.op_type in holders for _, g in subgraphs(n)]
 
 
 def _holders(model: onnx.ModelProto):
@@ -122,13 +126,11 @@ def _holders(model: onnx.ModelProto):
 def _graphs(model: onnx.ModelProto):
     graphs = [model.graph]
     for f in model.functions:
-        for n in f.node:
-            graphs.extend(g for _, g in subgraphs(n))
+        graphs.extend(_subgraphs_of(f.node))
     while graphs:
         g = graphs.pop()
         yield g
-        for n in g.node:
-            graphs.extend(sg for _, sg in subgraphs(n))
+        graphs.extend(_subgraphs_of(g.node))
 
 
 def annotations(model: onnx.ModelProto) -> dict[str, int]:
@@ -137,12 +139,23 @@ def annotations(model: onnx.ModelProto) -> dict[str, int]:
     out: dict[str, int] = {}
     if "metadata_props" not in _NODE_FIELDS:
         return out
-    for kind, msg in _holders(model):
-        k = len(msg.metadata_props)
+
+    def count(kind: str, messages) -> None:
+        k = sum(len(m.metadata_props) for m in messages)
         if k:
             out[f"{kind} metadata"] = out.get(f"{kind} metadata", 0) + k
-        if kind == "function" and "value_info" in _FUNCTION_FIELDS and len(msg.value_info):
-            out["function value_info"] = out.get("function value_info", 0) + len(msg.value_info)
+
+    for g in _graphs(model):  # (a sum per field: a walk of 1M nodes in 0.1 s)
+        count("graph", (g,))
+        for entries in (g.input, g.output, g.value_info):
+            count("value", entries)
+        count("tensor", g.initializer)
+        count("node", g.node)
+    count("function", model.functions)
+    for f in model.functions:
+        count("node", f.node)
+        if "value_info" in _FUNCTION_FIELDS and len(f.value_info):
+            out["function value_info"] = out.get("function value_info", 0) + len(f.value_info)
     return out
 
 

@@ -67,6 +67,14 @@ def refuse_early(model: onnx.ModelProto, source: int, target: int,
     none."""
     graph = model.graph
     verdict: dict[tuple[str, int], bool] = {}
+    kinds = census.kinds if census is not None and census.kinds else {
+        (n.domain, n.op_type) for n in graph.node}
+    for domain, op in kinds:  # (most models hold none: no walk of their values)
+        v_from = opsets.since_version(op, source) if domain in ("", "ai.onnx") else None
+        if v_from is not None:
+            verdict[(op, v_from)] = no_form_at(op, v_from, target)
+    if not any(verdict.values()):
+        return
     constant = {t.name for t in graph.initializer}
     computed = {i.name for i in graph.input if i.name not in constant}
     for i, n in enumerate(graph.node):

@@ -350,7 +350,7 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
         log(f"model is already at opset {target}: nothing to do")
         return result
     refuse_early(model, source, target, census)  # (before the cost of planning)
-    read_before = read_initializers(model.graph)
+    read_before = read_initializers(model.graph, census)
     result.entries, result.fused_regions = plan_after_fusing_and_folding(
         model, lambda m: _Planner(m, source, target, frozenset(), record, base_dir,
                                   Facts(m, source, census=census if m is model else None),
@@ -359,7 +359,9 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     if verbose_log is not None:
         for c in all_changes(result.entries):
             log(f"{c.scope}: {c.node} ({c.label}): {c.what} -- {c.why}")
-    orphaned = drop_orphaned_initializers(model.graph, read_before)
+    # (only a rewrite stops reading a constant: relabels leave every read as it was)
+    orphaned = drop_orphaned_initializers(model.graph, read_before) if any(
+        isinstance(e, Change) and e.action != "relabel" for e in result.entries) else []
     if orphaned:
         shown = ", ".join(repr(n) for n in orphaned[:5])
         more = f" and {len(orphaned) - 5} more" if len(orphaned) > 5 else ""
@@ -369,12 +371,14 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     ir = converted_ir(model, source, target, ir_before)
     _set_opsets(model, target)
     model.ir_version = ir
-    if keep_node_metadata:
+    # (only a lower IR drops what it does not define: a field the model declared at its own
+    # IR is the author's, which fix repairs)
+    if keep_node_metadata and ir < ir_before:
         moved = node_metadata_to_model(model, ir)
         if moved[0]:
             result.notes.append(moved_note(*moved, ir))
             log(result.notes[-1])
-    dropped = drop_annotations(model, ir)
+    dropped = drop_annotations(model, ir) if ir < ir_before else {}
     if dropped:
         result.notes.append(dropped_note(dropped, ir))
         log(result.notes[-1])

@@ -15,11 +15,14 @@ import onnx
 from ..graph.edit import used_names
 
 
-def read_initializers(graph: onnx.GraphProto) -> set[str]:
-    """The initializers of ``graph`` that its nodes (or their subgraphs) read."""
+def read_initializers(graph: onnx.GraphProto, census=None) -> set[str]:
+    """The initializers of ``graph`` that its nodes (or their subgraphs) read; ``census``: the
+    structural check's walk of it, whose reads are those (with ``facts``)."""
     if not graph.initializer:
         return set()
-    return {t.name for t in graph.initializer} & used_names(graph.node)
+    reads = census.reads if census is not None and census.reads is not None else None
+    return {t.name for t in graph.initializer} & (
+        used_names(graph.node) if reads is None else set(reads))
 
 
 def drop_orphaned_initializers(graph: onnx.GraphProto, read_before: set[str]) -> list[str]:
