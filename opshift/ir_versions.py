@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import onnx
 from onnx import helper
 
@@ -26,6 +28,8 @@ from .graph.scopes import may_hold_subgraphs, subgraphs
 #: the IR version that defines annotations (metadata_props beyond the model's, function
 #: value_info)
 ANNOTATIONS_IR = 10
+#: the IR version that defines a node's own fields beyond IR 3's (overload)
+OVERLOADS_IR = 10
 
 
 def release(ir: int) -> str:
@@ -56,13 +60,19 @@ def imports_ir(model: onnx.ModelProto, target: int | None = None) -> int:
 
 
 _NODE_FIELDS = onnx.NodeProto.DESCRIPTOR.fields_by_name
+_METADATA = attrgetter("metadata_props")
+_OVERLOAD = attrgetter("overload")
+_DEVICES = attrgetter("device_configurations")
 _FUNCTION_FIELDS = onnx.FunctionProto.DESCRIPTOR.fields_by_name
 
 
-def content_need(model: onnx.ModelProto, *, initializers: bool = True) -> tuple[int, str]:
+def content_need(model: onnx.ModelProto, *, initializers: bool = True,
+                 node_fields: bool = True) -> tuple[int, str]:
     """The lowest IR version what ``model`` holds needs (annotations aside), and the feature
     that needs it ('' when none needs more than IR 3). ``initializers=False``: leave out
-    initializers that are not graph inputs (``convert`` lists them as inputs below IR 4)."""
+    initializers that are not graph inputs (``convert`` lists them as inputs below IR 4);
+    ``node_fields=False``: leave out the nodes' own fields (overloads, device
+    configurations), for a model whose IR defines none (no walk of its nodes)."""
     need, feature = 3, ""
 
     def at_least(ir: int, what: str) -> None:
@@ -81,6 +91,8 @@ def content_need(model: onnx.ModelProto, *, initializers: bool = True) -> tuple[
             at_least(10, "function overloads")
     devices = "device_configurations" in _NODE_FIELDS
     overloads = "overload" in _NODE_FIELDS
+    if not (node_fields or initializers):
+        return need, feature
     graphs = [model.graph]
     bodies = [f.node for f in model.functions]
     while graphs or bodies:
@@ -92,9 +104,9 @@ def content_need(model: onnx.ModelProto, *, initializers: bool = True) -> tuple[
             nodes = g.node
         else:
             nodes = bodies.pop()
-        if overloads and any(n.overload for n in nodes):
+        if node_fields and overloads and any(map(_OVERLOAD, nodes)):
             at_least(10, "node overloads")
-        if devices and any(len(n.device_configurations) for n in nodes):
+        if node_fields and devices and any(map(len, map(_DEVICES, nodes))):
             at_least(11, "device configurations")
         graphs.extend(_subgraphs_of(nodes))
     return need, feature
@@ -141,7 +153,7 @@ def annotations(model: onnx.ModelProto) -> dict[str, int]:
         return out
 
     def count(kind: str, messages) -> None:
-        k = sum(len(m.metadata_props) for m in messages)
+        k = sum(map(len, map(_METADATA, messages)))  # (C loops: no frame per message)
         if k:
             out[f"{kind} metadata"] = out.get(f"{kind} metadata", 0) + k
 
@@ -253,7 +265,8 @@ def converted_ir(model: onnx.ModelProto, source: int, target: int, declared: int
     ``target``: going down, the IR of the target's era (its imports' in onnx's
     ``VERSION_TABLE``), raised only where the model's content needs more (initializers
     left out: they are listed as inputs below IR 4); going up, never below ``declared``."""
-    ir = max(imports_ir(model, target), content_need(model, initializers=False)[0])
+    ir = max(imports_ir(model, target), content_need(
+        model, initializers=False, node_fields=declared >= OVERLOADS_IR)[0])
     return ir if target < source else max(declared, ir)
 
 

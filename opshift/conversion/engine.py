@@ -35,6 +35,7 @@ from ..graph.edit import Edits
 from ..graph.facts import Facts
 from ..graph.scopes import Scope, subgraphs
 from ..ir_versions import (
+    ANNOTATIONS_IR,
     converted_ir,
     drop_annotations,
     dropped_note,
@@ -373,12 +374,13 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     model.ir_version = ir
     # (only a lower IR drops what it does not define: a field the model declared at its own
     # IR is the author's, which fix repairs)
-    if keep_node_metadata and ir < ir_before:
+    if keep_node_metadata and ir < ir_before and ir_before >= ANNOTATIONS_IR:
         moved = node_metadata_to_model(model, ir)
         if moved[0]:
             result.notes.append(moved_note(*moved, ir))
             log(result.notes[-1])
-    dropped = drop_annotations(model, ir) if ir < ir_before else {}
+    dropped = drop_annotations(model, ir) if ir < ir_before and \
+        ir_before >= ANNOTATIONS_IR else {}
     if dropped:
         result.notes.append(dropped_note(dropped, ir))
         log(result.notes[-1])
