@@ -329,3 +329,27 @@ def paddle2onnx_scale(maximum: bool = False, bias=0.0, opset=11) -> onnx.ModelPr
         gt = g.node("Greater", ["x", zero], "greater_than_0", output="greater_than_0.tmp_0")
         g.node("Where", [gt, "x", add], "Where_0", output="y")
     return g.model((1, C, H, W), opset)
+
+
+def dynamo_ir10_metadata() -> onnx.ModelProto:
+    """What torch.onnx.export(dynamo=True) writes: IR 10, opset 18, metadata on every node
+    (and on a value), ReduceMean's axes as an input."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "w")
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"], name="node_MatMul_0"),
+             helper.make_node("Relu", ["mm"], ["r"], name="node_Relu_1"),
+             helper.make_node("ReduceMean", ["r", "axes"], ["y"], name="node_ReduceMean_2",
+                         keepdims=1)]
+    for i, n in enumerate(nodes):
+        n.metadata_props.add(key="pkg.torch.onnx.stack_trace", value=f"line {i}")
+        n.metadata_props.add(key="namespace", value=f": __main__.M/{n.op_type}")
+    m = make_model(nodes, [_vi("x", TP.FLOAT, [2, 3])], [_vi("y", TP.FLOAT, [2, 1])], opset=18,
+                   initializers=[w, axes], ir_version=10)
+    m.graph.value_info.append(_vi("mm", TP.FLOAT, [2, 4]))
+    m.graph.value_info[0].metadata_props.add(key="pkg.torch.onnx.original_node_name",
+                                             value="mm")
+    return m
+
+
+def _vi(name: str, elem: int, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)

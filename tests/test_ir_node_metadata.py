@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from exporter_models import dynamo_ir10_metadata
 from onnx import TensorProto as T
 from onnx import helper as h
-from onnx import numpy_helper as nh
 
 import opshift
 from opshift import ir_versions
@@ -24,22 +24,8 @@ vi = h.make_tensor_value_info
 
 
 def dynamo_like() -> onnx.ModelProto:
-    """What torch.onnx.export(dynamo=True) writes: IR 10, opset 18, metadata on every node
-    (and on a value)."""
-    w = nh.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "w")
-    axes = nh.from_array(np.array([1], np.int64), "axes")
-    nodes = [h.make_node("MatMul", ["x", "w"], ["mm"], name="node_MatMul_0"),
-             h.make_node("Relu", ["mm"], ["r"], name="node_Relu_1"),
-             h.make_node("ReduceMean", ["r", "axes"], ["y"], name="node_ReduceMean_2",
-                         keepdims=1)]
-    for i, n in enumerate(nodes):
-        n.metadata_props.add(key="pkg.torch.onnx.stack_trace", value=f"line {i}")
-        n.metadata_props.add(key="namespace", value=f": __main__.M/{n.op_type}")
-    m = make_model(nodes, [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 1])], opset=18,
-                   initializers=[w, axes], ir_version=10)
-    m.graph.value_info.append(vi("mm", T.FLOAT, [2, 4]))
-    m.graph.value_info[0].metadata_props.add(key="pkg.torch.onnx.original_node_name",
-                                             value="mm")
+    """exporter_models.dynamo_ir10_metadata with a metadata entry of the model's own."""
+    m = dynamo_ir10_metadata()
     m.metadata_props.add(key="producer.note", value="kept")
     return m
 

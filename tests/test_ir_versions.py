@@ -9,6 +9,7 @@ import json
 import numpy as np
 import onnx
 import pytest
+from exporter_models import dynamo_ir10_metadata
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
@@ -22,26 +23,6 @@ from tests.conftest import make_model
 vi = h.make_tensor_value_info
 
 
-def _dynamo_like() -> onnx.ModelProto:
-    """What torch.onnx.export(dynamo=True) writes: IR 10, opset 18, metadata on every node
-    (and on a value), ReduceMean's axes as an input."""
-    w = nh.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "w")
-    axes = nh.from_array(np.array([1], np.int64), "axes")
-    nodes = [h.make_node("MatMul", ["x", "w"], ["mm"], name="node_MatMul_0"),
-             h.make_node("Relu", ["mm"], ["r"], name="node_Relu_1"),
-             h.make_node("ReduceMean", ["r", "axes"], ["y"], name="node_ReduceMean_2",
-                         keepdims=1)]
-    for i, n in enumerate(nodes):
-        n.metadata_props.add(key="pkg.torch.onnx.stack_trace", value=f"line {i}")
-        n.metadata_props.add(key="namespace", value=f": __main__.M/{n.op_type}")
-    m = make_model(nodes, [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 1])], opset=18,
-                   initializers=[w, axes], ir_version=10)
-    m.graph.value_info.append(vi("mm", T.FLOAT, [2, 4]))
-    m.graph.value_info[0].metadata_props.add(key="pkg.torch.onnx.original_node_name",
-                                             value="mm")
-    return m
-
-
 def _node_metadata(m: onnx.ModelProto) -> int:
     return ir_versions.annotations(m).get("node metadata", 0)
 
@@ -51,7 +32,7 @@ def _ir_defects(m: onnx.ModelProto) -> list[dict]:
 
 
 def test_dynamo_export_to_opset_9_is_written_at_ir_4_without_node_metadata():
-    m = _dynamo_like()
+    m = dynamo_ir10_metadata()
     out = opshift.convert(m, 9)
     assert out.ir_version == 4 and opshift.opsets.opset_of(out) == 9
     assert ir_versions.annotations(out) == {}
@@ -68,7 +49,7 @@ def test_dynamo_export_to_opset_9_is_written_at_ir_4_without_node_metadata():
 def test_convert_says_what_it_dropped():
     from opshift.conversion.engine import convert_proto
 
-    m = _dynamo_like()
+    m = dynamo_ir10_metadata()
     result = convert_proto(m, 9)
     assert result.ir_version == (10, 4)
     (note,) = result.notes
@@ -78,12 +59,12 @@ def test_convert_says_what_it_dropped():
 
 
 def test_convert_down_to_an_era_that_defines_annotations_keeps_them():
-    out = opshift.convert(_dynamo_like(), 21)  # IR 10's era
+    out = opshift.convert(dynamo_ir10_metadata(), 21)  # IR 10's era
     assert out.ir_version == 10 and _node_metadata(out) == 6
 
 
 def test_convert_up_keeps_annotations_and_the_ir_version():
-    m = _dynamo_like()
+    m = dynamo_ir10_metadata()
     for n in m.graph.node:
         if n.op_type == "ReduceMean":
             n.input.pop()
@@ -95,7 +76,7 @@ def test_convert_up_keeps_annotations_and_the_ir_version():
 
 def test_cli_convert_then_inspect_reports_no_ir_defect(tmp_path, capsys):
     src, dst = tmp_path / "dynamo.onnx", tmp_path / "out.onnx"
-    onnx.save(_dynamo_like(), src)
+    onnx.save(dynamo_ir10_metadata(), src)
     assert main(["convert", str(src), "--opset", "9", "-o", str(dst)]) == 0
     out = onnx.load(dst)
     assert out.ir_version == 4 and _node_metadata(out) == 0
