@@ -431,15 +431,13 @@ class RegionInputs:
 
     def rounds(self, specs: Sequence[_InputSpec], positions: Mapping[str, int]
                ) -> tuple[list[dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
-        """Every round's inputs for ``specs`` (named as the region names them): rounds with
-        special values mixed in, then one of plain values; and their description (see
-        :func:`_describe`)."""
+        """Every round's inputs for ``specs`` (named as the region names them), and their
+        description (see :func:`_describe`)."""
         sig = tuple((positions[s.name], s.dtype, s.shape, s.finite) for s in specs)
         made = self._made.get(sig)
         if made is None:
             canon = [dataclasses.replace(s, name=f"#{p}") for s, (p, *_) in zip(specs, sig)]
             rounds = [_generate_round(canon, self.seed, r) for r in range(_rounds(canon))]
-            rounds.append(plain_round(canon, self.seed, {}))
             made = ([list(r.values()) for r in rounds],
                     list(_describe(rounds[0], "generated",
                                    {c.name for c in canon if c.finite}).values()))
