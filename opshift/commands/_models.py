@@ -120,10 +120,11 @@ def set_input_shapes(model: onnx.ModelProto, shapes: dict[str, list[int]], origi
     return declared
 
 
-def fixed_dims(model: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> list[str]:
-    """``x [N, 3] as [1, 3]`` for each input whose declared shape --input-shape gave a size
-    where it has a symbolic or unknown dim: what the rewrite knew that the model does not say."""
-    out = []
+def fixed_dims(model: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> dict[str, str]:
+    """Input name -> ``x [N, 3] as [1, 3]`` for each input whose declared shape --input-shape
+    gave a size where it has a symbolic or unknown dim: what the rewrite knew that the model
+    does not say."""
+    out = {}
     for vi in model.graph.input:
         tp = declared.get(vi.name)
         if tp is None:
@@ -131,9 +132,9 @@ def fixed_dims(model: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> l
         given = list(declared_shapes.dims(vi.type.tensor_type.shape))
         tt = tp.tensor_type
         if not tt.HasField("shape"):
-            out.append(f"{vi.name} (no shape) as {given}")
+            out[vi.name] = f"{vi.name} (no shape) as {given}"
         elif any(not isinstance(d, int) for d in declared_shapes.dims(tt.shape)):
-            out.append(f"{vi.name} {declared_shapes.dims_text(tt.shape)} as {given}")
+            out[vi.name] = f"{vi.name} {declared_shapes.dims_text(tt.shape)} as {given}"
     return out
 
 
@@ -173,12 +174,11 @@ def repair_unlisted_initializers(model: onnx.ModelProto, origin: str) -> list[di
                     "could not see them"}]
 
 
-def with_external_data(src: Opened, *models: onnx.ModelProto
-                       ) -> tuple[list[onnx.ModelProto], None]:
+def with_external_data(src: Opened, *models: onnx.ModelProto) -> list[onnx.ModelProto]:
     """Copies of ``models`` with ``src``'s external data loaded, so that they can run
     whatever the working directory (the models themselves when there is none)."""
     if src.source_dir is None:
-        return list(models), None
+        return list(models)
     from ..external import load_external_data_safely
 
     out = []
@@ -187,7 +187,7 @@ def with_external_data(src: Opened, *models: onnx.ModelProto
         c.CopyFrom(m)
         load_external_data_safely(c, src.source_dir, src.origin)
         out.append(c)
-    return out, None
+    return out
 
 
 def same_file(a: str, b: str) -> bool:

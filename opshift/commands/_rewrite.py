@@ -108,9 +108,10 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
                 o.exit_code = EXIT_INCOMPLETE
     o.changes.extend(r.changes)
     o.notes.extend(r.notes)
-    fixed = fixed_dims(r.model, src.declared) if r.write and src.declared else []
+    fixed = fixed_dims(r.model, src.declared) if r.write and src.declared else {}
     if fixed:
-        o.notes.append(f"--input-shape sized what the model leaves open ({'; '.join(fixed)}): "
+        o.notes.append(f"--input-shape sized what the model leaves open "
+                       f"({'; '.join(fixed.values())}): "
                        "the written model declares those sizes, the only ones it was rewritten "
                        "and checked for (an input of another size is refused by the "
                        "declaration, never computed wrongly)")
@@ -120,7 +121,7 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
         # an input --input-shape sized keeps the sizes (onnxsim's --overwrite-input-shape):
         # the rewrite may hold for them only; one it gave no open dim is put back as declared
         restore_inputs(r.model, {k: v for k, v in src.declared.items()
-                                 if not any(f.startswith(f"{k} ") for f in fixed)})
+                                 if k not in fixed})
         with progress.stage("save"):
             size = write_model(r.model, job.output, src.source_dir,
                                make_parents=job.make_parents, force=args.force)

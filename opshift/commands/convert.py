@@ -195,16 +195,18 @@ def _verify(original, converted, result, src, seed: int, inlined=None):
     rewritten = (Rewrite(label, *models) for label, models in regions
                  if models is not None and not same_computation(*models))
     finite: list[str] = []
-    if inlined is not None:
+    # the models that run, each with its external data loaded once
+    if inlined is None:
+        original, converted = with_external_data(src, original, converted)
+    else:
         from ..passes.inline import inline_checks
 
-        before, after = with_external_data(src, inlined[0], converted)[0]
-        c = inline_checks(before, after, inlined[1])
+        original, converted, before = with_external_data(src, original, converted, inlined[0])
+        c = inline_checks(before, converted, inlined[1])
         rewritten = itertools.chain(rewritten, c.rewrites)
         signed_zeros = signed_zeros and c.signed_zeros
         finite, alone = c.finite, alone + c.alone
         notes += c.notes
-    (original, converted), _ = with_external_data(src, original, converted)
     report = verify_rewritten(original, converted, itertools.chain(fused, rewritten),
                               seed=seed, signed_zeros=signed_zeros, finite=finite,
                               strict={rw.label for rw in fused}, unchecked=alone)

@@ -103,7 +103,7 @@ def _fix(args, src) -> _rewrite.Rewritten:
         return [*_rewrite.listed(fixed, n), *_rewrite.listed(left, len(result.left_alone))]
 
     def check():
-        return verify_fix(*with_external_data(src, original, fixed)[0], seed=args.seed)
+        return verify_fix(*with_external_data(src, original, fixed), seed=args.seed)
 
     return _rewrite.Rewritten(
         fixed, [c.to_dict() for c in result.changes], summary,

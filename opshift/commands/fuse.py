@@ -96,7 +96,7 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
     def check():
         if not result.modified:  # nothing fused: the output is the input
             return _nothing_fused()
-        return verify_fuse(*with_external_data(src, original, model)[0], result,
+        return verify_fuse(*with_external_data(src, original, model), result,
                            seed=args.seed)
 
     return _rewrite.Rewritten(

@@ -106,7 +106,7 @@ def _inline(args, src, census) -> _rewrite.Rewritten:
                  "functions_removed": result.functions_removed},
         notes=result.notes,
         lines=lambda: _details(result) if args.verbose else (),
-        check=lambda: verify_inline(*with_external_data(src, original, model)[0], result,
+        check=lambda: verify_inline(*with_external_data(src, original, model), result,
                                     seed=args.seed),
         check_total=len(result.rows),
         groups={n.label: n.op for n in result.nodes} if args.verify else None)
