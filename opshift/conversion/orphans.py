@@ -38,17 +38,18 @@ def drop_orphaned_initializers(graph: onnx.GraphProto, read_before: set[str]) ->
     if not dead:
         return []
     gone = set(dead)
-    kept = [t for t in graph.initializer if t.name not in gone]
-    if len(kept) != len(graph.initializer):
-        # (rebuilt, not deleted one by one: a model may drop thousands of a million)
-        new = onnx.GraphProto()
-        new.initializer.extend(kept)
-        graph.ClearField("initializer")
-        graph.initializer.MergeFrom(new.initializer)
-    infos = [v for v in graph.value_info if v.name not in gone]
-    if len(infos) != len(graph.value_info):
-        new = onnx.GraphProto()
-        new.value_info.extend(infos)
-        graph.ClearField("value_info")
-        graph.value_info.MergeFrom(new.value_info)
+    for field in ("initializer", "value_info"):
+        _drop(graph, field, gone)
     return dead
+
+
+def _drop(graph: onnx.GraphProto, field: str, gone: set[str]) -> None:
+    """Drop the entries of repeated ``field`` named in ``gone``: the field rebuilt, not
+    deleted from one by one (a model may drop thousands of a million)."""
+    entries = getattr(graph, field)
+    kept = [e for e in entries if e.name not in gone]
+    if len(kept) != len(entries):
+        new = onnx.GraphProto()
+        getattr(new, field).extend(kept)
+        graph.ClearField(field)
+        getattr(graph, field).MergeFrom(getattr(new, field))

@@ -301,6 +301,7 @@ def index_bounds(graph: onnx.GraphProto) -> dict[str, int]:
     (Cast, Unsqueeze, Reshape, ...), the indices of a Gather or GatherElements whose data
     has a known size on the axis it indexes, or the indices of a OneHot of constant depth:
     the smallest such size (values in ``[0, size)`` are valid indices there)."""
+    from ..external import tensor_array
     from ..graph.declared import dims as declared_of
 
     sizes: dict[str, list[int | str | None]] = {}
@@ -311,8 +312,6 @@ def index_bounds(graph: onnx.GraphProto) -> dict[str, int]:
     for t in graph.initializer:
         sizes[t.name] = list(t.dims)
         if t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and len(t.dims) <= 1:
-            from ..external import tensor_array
-
             with contextlib.suppress(Exception):
                 consts[t.name] = tensor_array(t)
     readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
