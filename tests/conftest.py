@@ -313,3 +313,17 @@ def table_cells(lines: list[str]) -> dict[str, list[str]]:
         elif key is not None:
             rows[key] = [f"{old} {new}".strip() for old, new in zip(rows[key], cells)]
     return rows
+
+
+def if_with_marked_branch(mark, ir_version: int) -> onnx.ModelProto:
+    """An opset-13 If whose then-branch node ``mark`` edits (gives it an overload, node
+    metadata, ...), at IR ``ir_version``: IR features held in a subgraph."""
+    h = onnx.helper
+    then = h.make_graph([h.make_node("Relu", ["x"], ["t"])], "then", [],
+                        [vi("t", onnx.TensorProto.FLOAT, [3])])
+    other = h.make_graph([h.make_node("Neg", ["x"], ["e"])], "else", [],
+                         [vi("e", onnx.TensorProto.FLOAT, [3])])
+    mark(then.node[0])
+    return make_model([h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                      [vi("x", onnx.TensorProto.FLOAT, [3]), vi("c", onnx.TensorProto.BOOL, [])],
+                      [vi("y", onnx.TensorProto.FLOAT, [3])], opset=13, ir_version=ir_version)

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from conftest import make_model, run_onnxruntime, vi
+from conftest import if_with_marked_branch, make_model, run_onnxruntime, vi
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
@@ -639,15 +639,7 @@ def test_ir_version_features_found_in_subgraphs_and_nodes():
     """IR 10's node features keep the IR version at 10 wherever the node is, a subgraph
     included; without them it is left alone (an IR above the opset's era is no defect)."""
     def model(mark):
-        then = h.make_graph([h.make_node("Relu", ["x"], ["t"])], "then", [],
-                            [vi("t", T.FLOAT, [3])])
-        other = h.make_graph([h.make_node("Neg", ["x"], ["e"])], "else", [],
-                             [vi("e", T.FLOAT, [3])])
-        mark(then.node[0])
-        return make_model([h.make_node("If", ["c"], ["y"], then_branch=then,
-                                       else_branch=other)],
-                          [vi("x", T.FLOAT, [3]), vi("c", T.BOOL, [])],
-                          [vi("y", T.FLOAT, [3])], opset=13, ir_version=10)
+        return if_with_marked_branch(mark, 10)
 
     def metadata(n):
         n.metadata_props.add(key="k", value="v")

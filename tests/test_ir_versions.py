@@ -18,7 +18,7 @@ import opshift
 from opshift import ir_versions
 from opshift.cli import main
 from opshift.repair.fixer import fix_proto
-from tests.conftest import make_model
+from tests.conftest import if_with_marked_branch, make_model
 
 vi = h.make_tensor_value_info
 
@@ -135,23 +135,13 @@ def test_fix_raises_what_the_content_needs_naming_the_era():
 
 
 def test_overloads_in_a_subgraph_need_ir_10_and_metadata_there_is_dropped_below_it():
-    def model(mark, ir):
-        then = h.make_graph([h.make_node("Relu", ["x"], ["t"])], "then", [],
-                            [vi("t", T.FLOAT, [3])])
-        other = h.make_graph([h.make_node("Neg", ["x"], ["e"])], "else", [],
-                             [vi("e", T.FLOAT, [3])])
-        mark(then.node[0])
-        return make_model([h.make_node("If", ["c"], ["y"], then_branch=then,
-                                       else_branch=other)],
-                          [vi("x", T.FLOAT, [3]), vi("c", T.BOOL, [])],
-                          [vi("y", T.FLOAT, [3])], opset=13, ir_version=ir)
-
     def overload(n):
         n.overload = "o"
 
     def metadata(n):
         n.metadata_props.add(key="k", value="v")
 
+    model = if_with_marked_branch
     m = model(overload, 9)
     assert ir_versions.content_need(m) == (10, "node overloads")
     fix_proto(m)
