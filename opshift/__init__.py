@@ -32,8 +32,8 @@ __all__ = ["__version__", "verify", "VerifyReport", "inspect", *_LAZY]
 # ``verify`` and ``inspect`` are both submodules and functions. Binding the functions here,
 # after the submodules are imported, keeps ``opshift.verify(...)`` callable however the
 # submodule is imported later (Python sets the package attribute only on first import).
-from .inspect import inspect  # noqa: E402
-from .verify import VerifyReport, verify  # noqa: E402
+from opshift.inspect import inspect  # noqa: E402
+from opshift.verify import VerifyReport, verify  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

@@ -8,11 +8,11 @@ import functools
 
 import onnx
 
-from . import wellformed
-from .broadcast import SlopeRule, legacy_is_per_channel, rule_for_version, slope_shape_for
-from .errors import EvaluationError
-from .graph import element_types
-from .opsets import activation_attribute_types, schema, tensor_type, x_types_of_any_version
+from opshift import wellformed
+from opshift.broadcast import SlopeRule, legacy_is_per_channel, rule_for_version, slope_shape_for
+from opshift.errors import EvaluationError
+from opshift.graph import element_types
+from opshift.opsets import activation_attribute_types, schema, tensor_type, x_types_of_any_version
 
 
 @functools.cache

@@ -22,7 +22,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import EvaluationError
+from opshift.errors import EvaluationError
 
 Dim = int | str | None  # str/None: symbolic or unknown
 

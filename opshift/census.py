@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from .graph.declared import Listed, interned
+from opshift.graph.declared import Listed, interned
 
 
 @dataclass

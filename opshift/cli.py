@@ -20,9 +20,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from .commands._options import HOISTED, add_common_options
-from .errors import OpshiftError, printable
-from .memory import bounded_address_space, no_cyclic_gc
+from opshift.commands._options import HOISTED, add_common_options
+from opshift.errors import OpshiftError, printable
+from opshift.memory import bounded_address_space, no_cyclic_gc
 
 COMMANDS = ("convert", "inline", "fuse", "fix", "inspect", "verify", "ops")
 
@@ -65,7 +65,7 @@ def version_text() -> str:
 
     import onnx
 
-    from . import __version__
+    from opshift import __version__
 
     return (f"opshift {__version__} (onnx {onnx.__version__}, opsets "
             f"1..{onnx.defs.onnx_opset_version()}, Python {platform.python_version()})")
@@ -193,7 +193,7 @@ def _signals() -> list:
 def _stop(signum: int, frame) -> None:
     import signal
 
-    from .output import hold
+    from opshift.output import hold
 
     if hold(signum):  # files are being created or published: acted on right after
         return
@@ -268,7 +268,7 @@ def _json_error(args, e: OpshiftError) -> None:
     """With --json, an error is also a JSON object on stdout (ok false, the error)."""
     if not getattr(args, "json", False):
         return
-    from .commands._output import Outcome
+    from opshift.commands._output import Outcome
 
     inputs = getattr(args, "inputs", None) or [getattr(args, "reference", None)]
     file = inputs[0] if len(inputs) == 1 else None

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx.external_data_helper import _get_all_tensors, uses_external_data
 
-from .errors import ModelLoadError, OpshiftError
+from opshift.errors import ModelLoadError, OpshiftError
 
 #: How data files are opened for reading: never through a link, never blocking (a FIFO).
 _READ = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -165,7 +165,7 @@ def tensor_array(t: onnx.TensorProto, base_dir: str | os.PathLike | None = None,
         try:
             return numpy_helper.to_array(t)
         except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
-            from .wellformed import undecodable
+            from opshift.wellformed import undecodable
 
             raise ModelLoadError(f"{_prefix(origin)}{undecodable(t, e)}") from e
     loaded = onnx.TensorProto()

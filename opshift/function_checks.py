@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import onnx
 
-from .opsets import normalize_domain
-from .wellformed import not_text, opset_import_problem, text_problem
+from opshift.opsets import normalize_domain
+from opshift.wellformed import not_text, opset_import_problem, text_problem
 
 
 def function_problem(f: onnx.FunctionProto) -> tuple[str | None, bool]:
@@ -18,7 +18,7 @@ def function_problem(f: onnx.FunctionProto) -> tuple[str | None, bool]:
         return f"function {not_text('name', bad)}", False
     p = opset_import_problem(f.opset_import)
     if p is not None:
-        from .errors import function_label
+        from opshift.errors import function_label
 
         return f"{function_label(f)}: {p}", True
     return None, True

@@ -36,7 +36,7 @@ from typing import Any
 import onnx
 import onnx_graphsurgeon as gs
 
-from .errors import OpshiftError
+from opshift.errors import OpshiftError
 
 __all__ = ["opshift_convert", "opshift_inline", "opshift_fuse", "opshift_fix"]
 
@@ -128,7 +128,7 @@ def opshift_fix(self: gs.Graph, prelu_slope: str | None = None) -> gs.Graph:
     """Repair runtime-breaking defects without changing the opset (see :func:`opshift.fix`);
     ``graph.opshift_result`` holds the :class:`~opshift.passes.fix.FixResult`. Updates the
     graph in place and returns it."""
-    from .passes.fix import fix_proto
+    from opshift.passes.fix import fix_proto
 
     def run(model):
         result = fix_proto(model, prelu_slope=prelu_slope)

@@ -19,15 +19,15 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from . import opsets, progress
-from .broadcast import SlopeClass, classify, rule_for_version
-from .census import Census
-from .errors import OpshiftError, function_id
-from .external import tensor_array
-from .graph.facts import Facts
-from .graph.scopes import node_kinds
-from .modelio import ModelLike, to_proto
-from .tables import number
+from opshift import opsets, progress
+from opshift.broadcast import SlopeClass, classify, rule_for_version
+from opshift.census import Census
+from opshift.errors import OpshiftError, function_id
+from opshift.external import tensor_array
+from opshift.graph.facts import Facts
+from opshift.graph.scopes import node_kinds
+from opshift.modelio import ModelLike, to_proto
+from opshift.tables import number
 
 #: How each broadcast class is described to users (see :func:`slope_class_text`).
 CLASS_TEXT = {
@@ -132,14 +132,14 @@ class InspectReport:
 
     def table(self) -> str:
         """Every activation node, one row each, then the defects and the dry run."""
-        from .inspect_text import full
+        from opshift.inspect_text import full
 
         return "\n".join(full(self))
 
     def summary(self) -> str:
         """A screenful: op counts, the activations grouped by op, version, dtype and slope
         class or attributes, the defects grouped by kind, the dry run grouped by change."""
-        from .inspect_text import summary
+        from opshift.inspect_text import summary
 
         return "\n".join(summary(self))
 
@@ -222,12 +222,12 @@ def inspect(model: ModelLike, opset: int | None = None, *,
         with progress.stage(f"convert to opset {opset} (dry run)"):
             _dry_convert(work, opset, report)
         del work
-    from .passes.fix import fix_proto
-    from .passes.fuse_anchors import may_hold_patterns
+    from opshift.passes.fix import fix_proto
+    from opshift.passes.fuse_anchors import may_hold_patterns
 
     kinds = node_kinds(proto) if census is None else census.kinds
     if may_hold_patterns(op for _, op in kinds):  # else onnx_ir and the rules stay unloaded
-        from .passes.fuse import would_fuse
+        from opshift.passes.fuse import would_fuse
 
         with progress.stage("decomposed activations (fuse dry run)"):  # before fix edits it
             report.fusable = would_fuse(proto, kinds=kinds, base_dir=base_dir)
@@ -326,7 +326,7 @@ def _attr_value(a: onnx.AttributeProto, base_dir) -> Any:
 
 def _dry_run(work: onnx.ModelProto, target: int) -> dict[str, Any]:
     """``work`` converted to ``target`` in place: ConvertResult.to_dict(), or {'error': ...}."""
-    from .conversion.engine import convert_proto
+    from opshift.conversion.engine import convert_proto
 
     try:
         return convert_proto(work, target).to_dict()

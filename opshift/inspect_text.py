@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .errors import printable
-from .tables import plural, screen_width, table, wrap
+from opshift.errors import printable
+from opshift.tables import plural, screen_width, table, wrap
 
 #: Lines of each grouped list before the rest is summed up in one line.
 MAX_GROUPS = 12

@@ -22,8 +22,8 @@ from operator import attrgetter
 import onnx
 from onnx import helper
 
-from . import opsets
-from .graph.scopes import may_hold_subgraphs, subgraphs
+from opshift import opsets
+from opshift.graph.scopes import may_hold_subgraphs, subgraphs
 
 #: the IR version that defines annotations (metadata_props beyond the model's, function
 #: value_info)

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, NamedTuple
 import onnx
 from google.protobuf.message import DecodeError
 
-from .errors import ModelLoadError, OpshiftError
+from opshift.errors import ModelLoadError, OpshiftError
 
 ModelLike = Any  # onnx.ModelProto | onnx_ir.Model | str | os.PathLike
 
@@ -83,7 +83,7 @@ def parse_model_bytes(data: bytes, origin: str = "<bytes>") -> onnx.ModelProto:
 def check_model_shape(model: onnx.ModelProto, origin: str = "<model>") -> None:
     """Reject protobufs that parsed but are not usable ONNX models: no graph, an IR version
     or opset imports the installed onnx does not know (:mod:`opshift.wellformed`)."""
-    from . import wellformed
+    from opshift import wellformed
 
     if not model.HasField("graph") or model.ir_version <= 0:
         raise ModelLoadError(f"{origin}: not an ONNX model (no graph or no IR version)")
@@ -95,7 +95,7 @@ def check_model_shape(model: onnx.ModelProto, origin: str = "<model>") -> None:
     p = wellformed.opset_import_problem(model.opset_import)
     if p is not None:
         raise ModelLoadError(f"{origin}: {p}")
-    from .opsets import MAX_OPSET, normalize_domain
+    from opshift.opsets import MAX_OPSET, normalize_domain
 
     for imp in model.opset_import:
         if normalize_domain(imp.domain) == "" and not 1 <= imp.version <= MAX_OPSET:
@@ -110,7 +110,7 @@ def load(path: str | os.PathLike, *, load_external_data: bool = False) -> onnx.M
     path = Path(path)
     model = parse_model_bytes(_read_bytes(path), str(path))
     if load_external_data and has_external_data(model):
-        from .external import load_external_data_safely
+        from opshift.external import load_external_data_safely
 
         load_external_data_safely(model, path.parent, origin=str(path))
     return model
@@ -132,8 +132,8 @@ def open_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
     graph must pass :func:`opshift.validate.check` (problem kinds in ``allow`` excepted),
     which fills ``census`` (an :class:`opshift.validate.Census`) when given.
     """
-    from . import validate
-    from .external import external_files
+    from opshift import validate
+    from opshift.external import external_files
 
     path = Path(path)
     model = load(path, load_external_data=load_external_data)
@@ -157,7 +157,7 @@ def has_external_data(model: onnx.ModelProto) -> bool:
     in external data. Reads only the attributes of nodes that can hold tensors."""
     from onnx.external_data_helper import uses_external_data
 
-    from .opsets import may_hold_tensors
+    from opshift.opsets import may_hold_tensors
 
     def nodes(ns) -> bool:
         for n in ns:
@@ -222,7 +222,7 @@ def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """Yield a new temp file beside ``path``, open for writing; when the block succeeds it
     is renamed over ``path``, else removed (see :mod:`opshift.output`). A failed write is a
     one-line error naming ``path``."""
-    from . import output
+    from opshift import output
 
     path = Path(path)
     output.check_folder(path)
@@ -348,13 +348,13 @@ def save(model: onnx.ModelProto, path: str | os.PathLike,
     (:func:`opshift.output.stage_data_files`): a file already there with the same bytes
     is kept, a different one replaced only with ``force``.
     """
-    from . import output
+    from opshift import output
 
     path = Path(path)
     output.check_folder(path)
     with output.staging() as st:
         if source_dir is not None:  # only the tensors still referring to it are placed
-            from .output import stage_data_files
+            from opshift.output import stage_data_files
 
             stage_data_files(model, Path(source_dir), path, st, force=force)
         fd = st.create(path, replace=True)

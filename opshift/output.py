@@ -24,8 +24,8 @@ from pathlib import Path
 
 import onnx
 
-from .errors import ModelLoadError, OpshiftError
-from .external import external_files, open_regular
+from opshift.errors import ModelLoadError, OpshiftError
+from opshift.external import external_files, open_regular
 
 #: How temp files are created: new (never an existing file), never through a link.
 _CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
@@ -287,7 +287,7 @@ def stage_data_files(model: onnx.ModelProto, source_dir: Path, out: Path, stagin
     is kept; a different file, or a link, is replaced only with ``force``, else a one-line
     error that says so. Folders on the way are made (never followed if they are links).
     """
-    from .output import write_error
+    from opshift.output import write_error
 
     files = external_files(model, source_dir)
     dest = out.parent

@@ -13,14 +13,14 @@ from collections.abc import Iterable
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from . import function_checks, wellformed
-from .activation_spec import activation_spec, judge_slope
-from .census import Census, CensusScope, holds_external_data
-from .errors import ModelLoadError, function_label, where
-from .graph.declared import Listed
-from .graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
-from .graph.scopes import may_hold_subgraphs
-from .opsets import (
+from opshift import function_checks, wellformed
+from opshift.activation_spec import activation_spec, judge_slope
+from opshift.census import Census, CensusScope, holds_external_data
+from opshift.errors import ModelLoadError, function_label, where
+from opshift.graph.declared import Listed
+from opshift.graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
+from opshift.graph.scopes import may_hold_subgraphs
+from opshift.opsets import (
     ACTIVATIONS,
     has_graph_attribute,
     may_hold_tensors,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from .graph.declared import negative_dim
+from opshift.graph.declared import negative_dim
 
 #: Element types the installed onnx defines (UNDEFINED, 0, included: see :func:`type_problem`).
 KNOWN_ELEM_TYPES = frozenset(onnx.TensorProto.DataType.values())

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import progress
-from ..errors import OpshiftError
-from ..memory import bounded_address_space
-from ._models import STDIO, same_file
-from ._output import Outcome, emit
+from opshift import progress
+from opshift.commands._models import STDIO, same_file
+from opshift.commands._output import Outcome, emit
+from opshift.errors import OpshiftError
+from opshift.memory import bounded_address_space
 
 _GLOB = set("*?[")
 

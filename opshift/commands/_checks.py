@@ -7,14 +7,14 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..tables import number, plural, screen_width, table, wrap
+from opshift.tables import number, plural, screen_width, table, wrap
 
 
 @contextlib.contextmanager
 def policy_of(args, inputs: Mapping[str, Any] | None = None) -> Iterator[None]:
     """The tolerance and backend options in force for the checks made inside the block, and
     the whole model's ``inputs`` (``--inputs``, read) when given."""
-    from ..verify.policy import policy
+    from opshift.verify.policy import policy
 
     with policy(ulp=args.ulp, atol=args.atol, rtol=args.rtol, backend=args.backend,
                 inputs=inputs):
@@ -28,7 +28,7 @@ def describe_policy(report) -> str:
         {"onnxruntime": "onnxruntime", "openvino": "OpenVINO", "tract": "tract"}[p.backend] + \
         " (CPU)"
     if p.ulp is None:
-        from ..verify import ULP_TOLERANCE
+        from opshift.verify import ULP_TOLERANCE
 
         by: dict[int, list[str]] = {}
         for dtype, n in ULP_TOLERANCE.items():
@@ -98,7 +98,7 @@ def verify_lines(report, notes: list[str], *, verbose: bool,
         if names:
             lines += wrap(f"  {say}: {', '.join(names)}{tail}")
     lines += [x for n in [*report.notes, *notes] for x in wrap(f"  note: {n}")]
-    from ..verify.rewritten import group_gaps
+    from opshift.verify.rewritten import group_gaps
 
     lines += [x for g in group_gaps(report) for x in wrap(f"  not checked: {g}")]
     lines.append(closing_line(report, notes))

@@ -11,8 +11,8 @@ from typing import Any
 
 import onnx
 
-from ..errors import ModelLoadError, OpshiftError
-from ..graph import declared as declared_shapes
+from opshift.errors import ModelLoadError, OpshiftError
+from opshift.graph import declared as declared_shapes
 
 STDIO = "-"
 
@@ -54,7 +54,7 @@ def open_model(path: str, *, allow=(), census=None, shapes: dict[str, list[int]]
     initializers are not listed as graph inputs gets the IR version ``opshift fix`` would give
     it (shape inference ignores such initializers at IR 3), reported in ``repairs``.
     """
-    from .. import modelio, validate
+    from opshift import modelio, validate
 
     census = validate.Census(full=False) if census is None else census
     if path == STDIO:
@@ -179,7 +179,7 @@ def with_external_data(src: Opened, *models: onnx.ModelProto) -> list[onnx.Model
     whatever the working directory (the models themselves when there is none)."""
     if src.source_dir is None:
         return list(models)
-    from ..external import load_external_data_safely
+    from opshift.external import load_external_data_safely
 
     out = []
     for m in models:  # copies: the result is saved afterwards, its data left where it is
@@ -205,7 +205,7 @@ def write_model(model: onnx.ModelProto, output: str, source_dir: Path | None, *,
                 make_parents: bool = False, force: bool = False) -> int:
     """Write ``model`` to ``output`` (``-``: stdout); return the bytes written. External
     data is placed beside a file; stdout cannot hold it."""
-    from .. import modelio
+    from opshift import modelio
 
     if output == STDIO:
         if source_dir is not None:

@@ -3,8 +3,8 @@ style): one line by default, every op with ``-v``."""
 
 from __future__ import annotations
 
-from ..inspect import op_counts
-from ..tables import plural, screen_width, table
+from opshift.inspect import op_counts
+from opshift.tables import plural, screen_width, table
 
 __all__ = ["full_table", "one_line", "op_counts"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from ..errors import OpshiftError
+from opshift.errors import OpshiftError
 
 #: Options that may come before the command name (``opshift -v convert ...``): name ->
 #: whether it takes a value. They are moved after the command name before parsing.

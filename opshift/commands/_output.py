@@ -52,7 +52,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import EXIT_INCOMPLETE, printable
+from opshift.errors import EXIT_INCOMPLETE, printable
 
 #: The keys of every JSON object, in order.
 KEYS = ("command", "input", "output", "ok", "exit_code", "changes", "ops_before", "ops_after",

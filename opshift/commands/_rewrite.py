@@ -14,15 +14,15 @@ from typing import Any
 
 import onnx
 
-from .. import progress
-from ..errors import EXIT_INCOMPLETE, OpshiftError
-from ..tables import plural
-from ._batch import Job
-from ._checks import policy_of, verify_dict, verify_lines
-from ._models import Opened, fixed_dims, open_model, restore_inputs, write_model
-from ._opcount import full_table, one_line, op_counts
-from ._options import check_verify_options, parse_input_shapes
-from ._output import Outcome, error_dict
+from opshift import progress
+from opshift.commands._batch import Job
+from opshift.commands._checks import policy_of, verify_dict, verify_lines
+from opshift.commands._models import Opened, fixed_dims, open_model, restore_inputs, write_model
+from opshift.commands._opcount import full_table, one_line, op_counts
+from opshift.commands._options import check_verify_options, parse_input_shapes
+from opshift.commands._output import Outcome, error_dict
+from opshift.errors import EXIT_INCOMPLETE, OpshiftError
+from opshift.tables import plural
 
 
 @dataclass
@@ -154,8 +154,8 @@ def _repair_line(c: dict[str, Any]) -> str:
 def given_inputs(path: str, src) -> dict:
     """``--inputs``: the arrays of ``path`` (an .npz), each an input of the model ``src``
     opened, of its declared type and rank (bad input: an error, as for the model itself)."""
-    from ..evaluator import check_inputs
-    from .verify import load_npz
+    from opshift.commands.verify import load_npz
+    from opshift.evaluator import check_inputs
 
     feeds = load_npz(path)
     g = src.model.graph

@@ -6,13 +6,13 @@ import argparse
 import itertools
 from pathlib import Path
 
-from ..errors import OpshiftError
-from . import _batch, _rewrite
-from ._models import with_external_data
-from ._options import add_model_options, add_verify_options
-from ._output import Outcome
-from .inline import INLINED, add_inline_options, summary_of
-from .inline import changes_of as inline_changes
+from opshift.commands import _batch, _rewrite
+from opshift.commands._models import with_external_data
+from opshift.commands._options import add_model_options, add_verify_options
+from opshift.commands._output import Outcome
+from opshift.commands.inline import INLINED, add_inline_options, summary_of
+from opshift.commands.inline import changes_of as inline_changes
+from opshift.errors import OpshiftError
 
 DESCRIPTION = """\
 Convert IN.onnx to default-domain opset N and write OUT.onnx. PRelu, LeakyRelu and Selu
@@ -59,7 +59,7 @@ def register(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from .. import opsets
+    from opshift import opsets
 
     if not 1 <= args.opset <= opsets.MAX_OPSET:
         raise OpshiftError(f"--opset {args.opset} is outside 1..{opsets.MAX_OPSET}")
@@ -72,7 +72,7 @@ def run(args) -> int:
 
 
 def process(args, job) -> Outcome:
-    from .. import validate
+    from opshift import validate
 
     # the check's reading of the main graph's declarations and uses, for the planner
     return _rewrite.run(args, job, _convert, census=validate.Census(full=False, facts=True))
@@ -81,7 +81,7 @@ def process(args, job) -> Outcome:
 def _convert(args, src) -> _rewrite.Rewritten:
     import onnx
 
-    from ..conversion.engine import convert_proto
+    from opshift.conversion.engine import convert_proto
 
     model = src.model
     original = None
@@ -100,7 +100,7 @@ def _convert(args, src) -> _rewrite.Rewritten:
     n = len(changes)
     ir = result.ir_version
     ir_s = f", IR {ir[0]} -> {ir[1]}" if ir[0] != ir[1] else ""
-    from ..tables import plural
+    from opshift.tables import plural
 
     relabelled = f", {result.relabelled:,} relabelled" if result.relabelled else ""
     summary = (f"opset {result.source_opset} -> {result.target_opset}{ir_s}: "
@@ -157,7 +157,7 @@ def _inline(args, src, model):
     ``model``, in place; ``(the model before, when --verify checks it, the InlineResult)``."""
     import onnx
 
-    from ..passes.inline import inline_proto
+    from opshift.passes.inline import inline_proto
 
     before = None
     if args.verify:
@@ -176,9 +176,9 @@ def _verify(original, converted, result, src, seed: int, inlined=None):
     """Each rewritten region (a rewrite that changes nothing a node computes needs none),
     each node ``--inline`` replaced (``inlined``: see :func:`_inline`), then the whole model,
     its external data loaded whatever its size."""
-    from ..verify import Rewrite
-    from ..verify.region import same_computation
-    from ..verify.rewritten import verify_rewritten
+    from opshift.verify import Rewrite
+    from opshift.verify.region import same_computation
+    from opshift.verify.rewritten import verify_rewritten
 
     notes = []
     # regions fused before converting are checked as fuse checks them: one that cannot be
@@ -199,7 +199,7 @@ def _verify(original, converted, result, src, seed: int, inlined=None):
     if inlined is None:
         original, converted = with_external_data(src, original, converted)
     else:
-        from ..passes.inline import inline_checks
+        from opshift.passes.inline import inline_checks
 
         original, converted, before = with_external_data(src, original, converted, inlined[0])
         c = inline_checks(before, converted, inlined[1])

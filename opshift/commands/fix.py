@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import OpshiftError
-from ..tables import plural
-from . import _batch, _rewrite
-from ._models import with_external_data
-from ._options import add_model_options, add_verify_options
-from ._output import Outcome
+from opshift.commands import _batch, _rewrite
+from opshift.commands._models import with_external_data
+from opshift.commands._options import add_model_options, add_verify_options
+from opshift.commands._output import Outcome
+from opshift.errors import OpshiftError
+from opshift.tables import plural
 
 DESCRIPTION = """\
 Repair, without changing the model's opset, the defects that break runtimes, and list each
@@ -66,7 +66,7 @@ def run(args) -> int:
 
 
 def process(args, job) -> Outcome:
-    from .. import validate
+    from opshift import validate
 
     # what fix repairs is not a reason to refuse the model; the names the check met are
     # kept for the fresh names a repair makes
@@ -75,7 +75,7 @@ def process(args, job) -> Outcome:
 
 
 def _fix(args, src) -> _rewrite.Rewritten:
-    from ..passes.fix import fix_proto, fix_with_result, verify_fix
+    from opshift.passes.fix import fix_proto, fix_with_result, verify_fix
 
     original = src.model
     try:
@@ -116,8 +116,8 @@ def _negative_input_dims(fixed, src, result) -> None:
     """The inputs --input-shape gave shapes to get their declared types back when written
     (:func:`~._models.restore_inputs`): their negative dims are cleared there, as the
     repair clears every other (it saw the given shapes)."""
-    from ..repair.dims import WHY, cleared
-    from ..repair.report import FixChange
+    from opshift.repair.dims import WHY, cleared
+    from opshift.repair.report import FixChange
 
     for name, tp in src.declared.items():
         what = cleared(tp)

@@ -7,11 +7,11 @@ from collections import Counter
 
 import onnx
 
-from ..tables import plural
-from . import _batch, _rewrite
-from ._models import with_external_data
-from ._options import add_model_options, add_verify_options
-from ._output import Outcome
+from opshift.commands import _batch, _rewrite
+from opshift.commands._models import with_external_data
+from opshift.commands._options import add_model_options, add_verify_options
+from opshift.commands._output import Outcome
+from opshift.tables import plural
 
 DESCRIPTION = """\
 Rewrite decomposed activations back into single PRelu, LeakyRelu and Selu ops valid at the
@@ -61,14 +61,14 @@ def run(args) -> int:
 
 
 def process(args, job) -> Outcome:
-    from .. import validate
+    from opshift import validate
 
     census = validate.Census(full=False)  # its op types spare fuse a walk
     return _rewrite.run(args, job, lambda a, src: _fuse(a, src, census), census=census)
 
 
 def _fuse(args, src, census) -> _rewrite.Rewritten:
-    from ..passes.fuse_anchors import may_hold_patterns
+    from opshift.passes.fuse_anchors import may_hold_patterns
 
     original = src.model
     if not may_hold_patterns(op for _, op in census.kinds):
@@ -77,7 +77,7 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
         same.CopyFrom(original)
         return _rewrite.Rewritten(same, [], f"fused {plural(0, 'pattern')}",
                                   details={"refused": []}, check=_nothing_fused)
-    from ..passes.fuse import fuse_proto, verify_fuse
+    from opshift.passes.fuse import fuse_proto, verify_fuse
 
     model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
                                capture_regions=args.verify, census=census,
@@ -106,6 +106,6 @@ def _fuse(args, src, census) -> _rewrite.Rewritten:
 
 
 def _nothing_fused():
-    from ..verify import VerifyReport
+    from opshift.verify import VerifyReport
 
     return VerifyReport(), ["nothing was fused, so there is nothing to check"]

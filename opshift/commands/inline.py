@@ -6,12 +6,12 @@ import argparse
 from collections import Counter
 from collections.abc import Iterator
 
-from ..errors import OpshiftError
-from ..tables import plural
-from . import _batch, _rewrite
-from ._models import with_external_data
-from ._options import add_model_options, add_verify_options
-from ._output import Outcome
+from opshift.commands import _batch, _rewrite
+from opshift.commands._models import with_external_data
+from opshift.commands._options import add_model_options, add_verify_options
+from opshift.commands._output import Outcome
+from opshift.errors import OpshiftError
+from opshift.tables import plural
 
 DESCRIPTION = """\
 Replace every PRelu, LeakyRelu and Selu node (any version, in the main graph, If/Loop/Scan
@@ -77,7 +77,7 @@ def run(args) -> int:
 
 
 def process(args, job) -> Outcome:
-    from .. import validate
+    from opshift import validate
 
     census = validate.Census()  # the check's walk, reused by inline
     return _rewrite.run(args, job, lambda a, src: _inline(a, src, census), census=census)
@@ -86,7 +86,7 @@ def process(args, job) -> Outcome:
 def _inline(args, src, census) -> _rewrite.Rewritten:
     import onnx
 
-    from ..passes.inline import inline_proto, verify_inline
+    from opshift.passes.inline import inline_proto, verify_inline
 
     model = original = src.model
     if args.verify:  # inline ``model`` in place (the census is of it); keep a copy

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import OpshiftError
-from . import _batch
-from ._options import add_model_options
-from ._output import Outcome, error_dict
+from opshift.commands import _batch
+from opshift.commands._options import add_model_options
+from opshift.commands._output import Outcome, error_dict
+from opshift.errors import OpshiftError
 
 DESCRIPTION = """\
 Show the model's opsets, IR version, node count and op counts; its PRelu, LeakyRelu and Selu
@@ -47,7 +47,7 @@ def register(sub, parent) -> None:
 
 
 def run(args) -> int:
-    from ..opsets import MAX_OPSET
+    from opshift.opsets import MAX_OPSET
 
     if args.opset is not None and not 1 <= args.opset <= MAX_OPSET:
         raise OpshiftError(f"--opset {args.opset} is outside 1..{MAX_OPSET} (the installed "
@@ -56,11 +56,11 @@ def run(args) -> int:
 
 
 def process(args, job) -> Outcome:
-    from .. import progress, validate
-    from ..inspect import inspect
-    from ..tables import plural
-    from ._models import open_model
-    from ._options import parse_input_shapes
+    from opshift import progress, validate
+    from opshift.commands._models import open_model
+    from opshift.commands._options import parse_input_shapes
+    from opshift.inspect import inspect
+    from opshift.tables import plural
 
     o = Outcome("inspect", job.input)
     with progress.stage("load"):

@@ -46,10 +46,10 @@ def _raw():
 
 
 def run(args) -> int:
-    from ..conversion.boundaries import crossings
-    from ..evaluator.kernels import FUNCTION_BODY, ONNX_REFERENCE, OPSHIFT, every_op
-    from ..tables import plural
-    from ._output import Outcome, emit
+    from opshift.commands._output import Outcome, emit
+    from opshift.conversion.boundaries import crossings
+    from opshift.evaluator.kernels import FUNCTION_BODY, ONNX_REFERENCE, OPSHIFT, every_op
+    from opshift.tables import plural
 
     ops = every_op()
     named = {(op if not d else f"{d}::{op}"): (d, op) for d, op in ops}
@@ -82,7 +82,7 @@ def run(args) -> int:
 
 def _version_table(ops, conv, names) -> list[str]:
     """One row per op: versions, kernel sources, and convert's registered steps."""
-    from ..tables import plural, table
+    from opshift.tables import plural, table
 
     lines = []
     rows = [[names[k], ", ".join(map(str, vs)), _sources(vs), _convert_cell(conv[k])]
@@ -107,7 +107,7 @@ def _version_table(ops, conv, names) -> list[str]:
 
 def _boundary_table(ops, conv, names) -> list[str]:
     """One row per version boundary of each default-domain op."""
-    from ..tables import table
+    from opshift.tables import table
 
     lines = table(["op", "step", "registered", "schema up", "schema down"],
                   [r for k, c in conv.items() for r in _boundary_rows(names[k], c)],

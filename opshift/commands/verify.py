@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ..errors import EXIT_INCOMPLETE, OpshiftError
-from ..tables import plural
-from ._checks import policy_of, verify_dict, verify_lines
-from ._models import STDIO
-from ._options import add_input_shape_option, add_verify_options, parse_input_shapes
-from ._output import Outcome, error_dict
+from opshift.commands._checks import policy_of, verify_dict, verify_lines
+from opshift.commands._models import STDIO
+from opshift.commands._options import add_input_shape_option, add_verify_options, parse_input_shapes
+from opshift.commands._output import Outcome, error_dict
+from opshift.errors import EXIT_INCOMPLETE, OpshiftError
+from opshift.tables import plural
 
 DESCRIPTION = """\
 Run REFERENCE and CANDIDATE through the bundled evaluator on the same inputs and compare
@@ -160,8 +160,8 @@ def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> No
 
 
 def run(args) -> int:
-    from .. import progress
-    from ._output import emit
+    from opshift import progress
+    from opshift.commands._output import emit
 
     if args.reference == args.candidate == STDIO:
         raise OpshiftError("only one of the two models can be read from stdin ('-')")
@@ -178,8 +178,8 @@ def run(args) -> int:
 def _load(path: str):
     """The model at ``path`` (``-``: stdin), through the structural check every command runs;
     what fix repairs does not stop the evaluator, so a model and its fix can be compared."""
-    from .. import validate
-    from ..modelio import load_checked, parse_model_bytes
+    from opshift import validate
+    from opshift.modelio import load_checked, parse_model_bytes
 
     if path != STDIO:
         return load_checked(path, load_external_data=True, allow=validate.REPAIRABLE)
@@ -192,10 +192,10 @@ def _load(path: str):
 
 
 def _run(args) -> Outcome:
-    from .. import progress
-    from ..inspect import op_counts
-    from ..verify import _check_given, verify
-    from ._models import origin_of, set_input_shapes
+    from opshift import progress
+    from opshift.commands._models import origin_of, set_input_shapes
+    from opshift.inspect import op_counts
+    from opshift.verify import _check_given, verify
 
     dims = parse_dims(args.dim)
     shapes = parse_input_shapes(args.input_shape)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import onnx
 
-from .. import opsets
-from ..graph.scopes import subgraphs
+from opshift import opsets
+from opshift.graph.scopes import subgraphs
 
 
 def body_refusal(node: onnx.NodeProto, opset: int, types: list[onnx.TypeProto],

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from .. import opsets
-from .generic import schema_step
-from .registry import Registered, replacement_for, steps_for
+from opshift import opsets
+from opshift.conversion.generic import schema_step
+from opshift.conversion.registry import Registered, replacement_for, steps_for
 
 #: The step module whose functions only refuse (features with no exact form on one side).
 REFUSALS = f"{__package__}.steps.refused"

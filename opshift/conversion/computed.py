@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..graph.edit import iteration_numbers
+from opshift.graph.edit import iteration_numbers
 
 
 class Computed:
@@ -83,7 +83,7 @@ class Computed:
         """A node of ``op`` as it is at ``opset``, converted on to the target as any node is
         (its own replacement where it does not exist there); its output (``output`` when
         given), of type ``elem``."""
-        from .walk import walk_on
+        from opshift.conversion.walk import walk_on
 
         out = output or self.fresh_value(what)
         self.ctx.facts.extra_types[out] = elem

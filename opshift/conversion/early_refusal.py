@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import onnx
 
-from .. import opsets
-from ..census import Census
-from ..errors import ConversionError, MissingOpError
-from ..graph.edit import Edits
-from ..graph.facts import Facts
-from .generic import versions_between
-from .registry import replacement_for, steps_for
-from .step import Context
-from .walk import walk_node
+from opshift import opsets
+from opshift.census import Census
+from opshift.conversion.generic import versions_between
+from opshift.conversion.registry import replacement_for, steps_for
+from opshift.conversion.step import Context
+from opshift.conversion.walk import walk_node
+from opshift.errors import ConversionError, MissingOpError
+from opshift.graph.edit import Edits
+from opshift.graph.facts import Facts
 
 #: the op types fuse's patterns hold: its rules' ops and the comparisons they accept in
 #: either form (tests/test_convert_early_refusal.py checks this against the rules)

@@ -23,32 +23,14 @@ from collections.abc import Callable, Iterable
 import onnx
 from onnx import helper
 
-from .. import opsets, progress
-from ..census import Census
-from ..errors import (
-    ArgumentTypeError,
-    ConversionError,
-    OpshiftError,
-    function_id,
-)
-from ..graph.edit import Edits
-from ..graph.facts import Facts
-from ..graph.scopes import Scope, subgraphs
-from ..ir_versions import (
-    ANNOTATIONS_IR,
-    converted_ir,
-    drop_annotations,
-    dropped_note,
-    moved_note,
-    node_metadata_to_model,
-)
-from ..memory import no_cyclic_gc
-from .bodies import body_refusal
-from .early_refusal import refuse_early
-from .fuse_first import Refusals, plan_after_fusing_and_folding
-from .ir_version import initializers_as_inputs
-from .orphans import drop_orphaned_initializers, read_initializers
-from .result import (
+from opshift import opsets, progress
+from opshift.census import Census
+from opshift.conversion.bodies import body_refusal
+from opshift.conversion.early_refusal import refuse_early
+from opshift.conversion.fuse_first import Refusals, plan_after_fusing_and_folding
+from opshift.conversion.ir_version import initializers_as_inputs
+from opshift.conversion.orphans import drop_orphaned_initializers, read_initializers
+from opshift.conversion.result import (
     RELABEL,
     Change,
     ConvertResult,
@@ -58,8 +40,26 @@ from .result import (
     replacement,
     versions,
 )
-from .step import Context
-from .walk import Walk, walk_for, walk_node
+from opshift.conversion.step import Context
+from opshift.conversion.walk import Walk, walk_for, walk_node
+from opshift.errors import (
+    ArgumentTypeError,
+    ConversionError,
+    OpshiftError,
+    function_id,
+)
+from opshift.graph.edit import Edits
+from opshift.graph.facts import Facts
+from opshift.graph.scopes import Scope, subgraphs
+from opshift.ir_versions import (
+    ANNOTATIONS_IR,
+    converted_ir,
+    drop_annotations,
+    dropped_note,
+    moved_note,
+    node_metadata_to_model,
+)
+from opshift.memory import no_cyclic_gc
 
 
 def check_target(target: int) -> None:

@@ -16,13 +16,13 @@ from itertools import chain
 
 import onnx
 
-from .. import opsets
-from ..errors import ConstantNeededError
-from ..graph import constant_values as values
-from ..graph.edit import remove_unused_constants, used_names
-from ..graph.facts import Facts
-from ..graph.scopes import Scope, iter_scopes, may_hold_subgraphs, splice, subgraphs
-from .result import Change
+from opshift import opsets
+from opshift.conversion.result import Change
+from opshift.errors import ConstantNeededError
+from opshift.graph import constant_values as values
+from opshift.graph.edit import remove_unused_constants, used_names
+from opshift.graph.facts import Facts
+from opshift.graph.scopes import Scope, iter_scopes, may_hold_subgraphs, splice, subgraphs
 
 
 def foldable(facts: Facts, scope: Scope, value: str) -> bool:

@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..verify.region import region_model
-from .step import Step
+from opshift.conversion.step import Step
+from opshift.verify.region import region_model
 
 #: integer and boolean ops a body uses on shapes, axes and counts
 _FOLDED = frozenset({
@@ -62,7 +62,7 @@ def _fold(st: Step, n: onnx.NodeProto, opset: int, known: dict[str, np.ndarray],
     if n.domain not in ("", "ai.onnx") or len(n.output) != 1:
         return None
     if op == "Constant":
-        from ..graph.scopes import constant_tensor
+        from opshift.graph.scopes import constant_tensor
 
         c = constant_tensor(n)
         if c is not None and _small(c.dims):
@@ -105,8 +105,8 @@ def _small(shape) -> bool:
 def _run(n: onnx.NodeProto, opset: int, values: list) -> np.ndarray | None:
     """``n`` run by the bundled evaluator on constant ``values``; None when it fails or
     gives anything but a small integer or boolean tensor."""
-    from ..errors import OpshiftError
-    from ..evaluator import evaluate
+    from opshift.errors import OpshiftError
+    from opshift.evaluator import evaluate
 
     names = [f"in{i}" if v is not None else "" for i, v in enumerate(values)]
     node = onnx.NodeProto()

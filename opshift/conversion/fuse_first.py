@@ -20,11 +20,11 @@ from collections.abc import Callable
 
 import onnx
 
-from .. import opsets
-from ..errors import BranchNeededError, ConstantNeededError, ConversionError, MissingOpError
-from .fold_first import fold
-from .result import Change
-from .taken_branch import take_branches
+from opshift import opsets
+from opshift.conversion.fold_first import fold
+from opshift.conversion.result import Change
+from opshift.conversion.taken_branch import take_branches
+from opshift.errors import BranchNeededError, ConstantNeededError, ConversionError, MissingOpError
 
 
 class Refusals(Exception):
@@ -114,7 +114,7 @@ def _fuse(model: onnx.ModelProto, refused: list, target: int, record: bool, base
           ) -> tuple[onnx.ModelProto, list[Change], list]:
     """The regions of ``model`` holding ``refused`` nodes fused; the fusions as changes;
     their regions."""
-    from ..passes.fuse import fuse_proto
+    from opshift.passes.fuse import fuse_proto
 
     fused, res = fuse_proto(model, only=[(r[0], k) for k, r in enumerate(refused)
                                          if isinstance(r[-1], MissingOpError)],

@@ -16,11 +16,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .. import opsets
-from ..graph.element_types import TYPE_ATTRIBUTES, attribute_output_type
-from ..graph.facts import Facts
-from ..tables import attribute_value
-from .step import Refuse, Step
+from opshift import opsets
+from opshift.conversion.step import Refuse, Step
+from opshift.graph.element_types import TYPE_ATTRIBUTES, attribute_output_type
+from opshift.graph.facts import Facts
+from opshift.tables import attribute_value
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 _VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic

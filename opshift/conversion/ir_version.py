@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
-from ..graph.scopes import iter_scopes, walk_nodes
+from opshift.graph.scopes import iter_scopes, walk_nodes
 
 
 def initializers_as_inputs(model: onnx.ModelProto) -> None:

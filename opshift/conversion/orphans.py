@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import onnx
 
-from ..graph.edit import used_names
+from opshift.graph.edit import used_names
 
 
 def read_initializers(graph: onnx.GraphProto, census=None) -> set[str]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..graph.facts import Facts
-    from .step import Step
+    from opshift.conversion.step import Step
+    from opshift.graph.facts import Facts
 
 StepFunction = Callable[["Step"], None]
 #: (op, lo, hi, up, facts) -> whether the step function can act on some node of the model
@@ -84,4 +84,4 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import steps  # noqa: F401  (registers every step module)
+        from opshift.conversion import steps  # noqa: F401  (registers every step module)

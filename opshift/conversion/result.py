@@ -9,10 +9,10 @@ from typing import Any
 import onnx
 from onnx import TensorProto
 
-from .. import opsets
-from ..graph.facts import Facts
-from ..graph.scopes import Scope
-from ..verify.region import region_model, value_info
+from opshift import opsets
+from opshift.graph.facts import Facts
+from opshift.graph.scopes import Scope
+from opshift.verify.region import region_model, value_info
 
 #: what a relabel (a node the schemas say is unaffected) says
 RELABEL = "the schemas differ only in what this node does not use"
@@ -233,7 +233,7 @@ def _loaded(t: onnx.TensorProto, base_dir) -> onnx.TensorProto | None:
     for a verification region; None when there is no folder or it is over 64 MiB."""
     from onnx import numpy_helper
 
-    from ..external import entry, tensor_array
+    from opshift.external import entry, tensor_array
 
     if base_dir is None or (entry(t).length or 0) > _REGION_EXTERNAL_LIMIT:
         return None

@@ -14,12 +14,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..external import tensor_array
-from ..graph.cast import make_cast
-from ..graph.edit import Edits, Pending, axes_nodes, constant_node
-from ..graph.facts import Constant, Facts
-from ..graph.scopes import Scope, node_label
-from .computed import Computed
+from opshift.conversion.computed import Computed
+from opshift.external import tensor_array
+from opshift.graph.cast import make_cast
+from opshift.graph.edit import Edits, Pending, axes_nodes, constant_node
+from opshift.graph.facts import Constant, Facts
+from opshift.graph.scopes import Scope, node_label
 
 #: the float types of opset 1's schemas: all a Constant node takes before opset 9
 OPSET_1_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,

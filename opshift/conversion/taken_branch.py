@@ -18,13 +18,13 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..errors import BranchNeededError
-from ..external import tensor_array
-from ..graph import constant_values as values
-from ..graph.facts import Facts
-from ..graph.names import Names
-from ..graph.scopes import Scope, iter_scopes, splice, subgraphs
-from .result import Change
+from opshift.conversion.result import Change
+from opshift.errors import BranchNeededError
+from opshift.external import tensor_array
+from opshift.graph import constant_values as values
+from opshift.graph.facts import Facts
+from opshift.graph.names import Names
+from opshift.graph.scopes import Scope, iter_scopes, splice, subgraphs
 
 
 def take_branches(model: onnx.ModelProto, source: int, refused: list, planned: list

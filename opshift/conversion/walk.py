@@ -13,14 +13,14 @@ from functools import cached_property
 
 import onnx
 
-from .. import opsets
-from ..errors import BranchNeededError, ConstantNeededError, ConversionError, MissingOpError
-from ..graph.facts import Facts
-from ..graph.scopes import Scope
-from .generic import SchemaStep, schema_step, versions_between
-from .registry import Registered, replacement_for, steps_for
-from .result import versions
-from .step import Context, NodeState, NotConstant, Refuse, Step
+from opshift import opsets
+from opshift.conversion.generic import SchemaStep, schema_step, versions_between
+from opshift.conversion.registry import Registered, replacement_for, steps_for
+from opshift.conversion.result import versions
+from opshift.conversion.step import Context, NodeState, NotConstant, Refuse, Step
+from opshift.errors import BranchNeededError, ConstantNeededError, ConversionError, MissingOpError
+from opshift.graph.facts import Facts
+from opshift.graph.scopes import Scope
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def walk_node(ctx: Context, sc: Scope, i: int, n: onnx.NodeProto, src: int,
             if replace is not None:
                 replace(end)
             else:
-                from .steps.missing_ops import write_function_body
+                from opshift.conversion.steps.missing_ops import write_function_body
 
                 write_function_body(end, src, depth)
         except Refuse as e:

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import EvaluationError
-from ..modelio import ModelLike, to_proto
-from . import registry
-from .runtime import NodeContext, Runtime
-from .values import checked
+from opshift.errors import EvaluationError
+from opshift.evaluator import registry
+from opshift.evaluator.runtime import NodeContext, Runtime
+from opshift.evaluator.values import checked
+from opshift.modelio import ModelLike, to_proto
 
 __all__ = ["evaluate", "NodeContext", "Runtime", "supported_ops", "check_inputs"]
 

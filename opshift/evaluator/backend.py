@@ -14,9 +14,9 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
 
-from .. import opsets
-from ..external import tensor_array
-from . import registry
+from opshift import opsets
+from opshift.evaluator import registry
+from opshift.external import tensor_array
 
 
 def _graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -108,7 +108,7 @@ class EvaluatorRep(BackendRep):
         self.model = model
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
-        from . import evaluate
+        from opshift.evaluator import evaluate
 
         names = [vi.name for vi in self.model.graph.input]
         init = {t.name for t in self.model.graph.initializer}

@@ -24,9 +24,9 @@ from typing import Any
 
 import onnx
 
-from .. import opsets
-from ..graph.variance import two_pass_variance
-from .values import type_of
+from opshift import opsets
+from opshift.evaluator.values import type_of
+from opshift.graph.variance import two_pass_variance
 
 SOURCE = "function body"
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import onnx
 
-from .. import opsets
-from ..errors import where
-from . import function_body, onnx_reference, registry
+from opshift import opsets
+from opshift.errors import where
+from opshift.evaluator import function_body, onnx_reference, registry
 
 OPSHIFT = "opshift"
 ONNX_REFERENCE = onnx_reference.SOURCE
@@ -58,7 +58,7 @@ class KernelTable:
 def kernels(model: onnx.ModelProto) -> KernelTable:
     """Every node of ``model`` (graph, subgraphs, model-local functions) at the schema
     version in force where it is; model-local function calls need no kernel."""
-    from ..graph.scopes import iter_scopes
+    from opshift.graph.scopes import iter_scopes
 
     table = KernelTable()
     local = {(opsets.normalize_domain(f.domain), f.name) for f in model.functions}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx
 
-from ..graph.scopes import subgraphs
+from opshift.graph.scopes import subgraphs
 
 #: Nodes below which a graph keeps its values to its end: verify's region checks run many
 #: graphs of a few nodes and small values, where finding the last reads costs, not saves.

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import function_body
+from opshift.evaluator import function_body
 
 SOURCE = "onnx.reference"
 

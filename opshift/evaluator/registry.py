@@ -62,7 +62,7 @@ def _load_all() -> None:
     """Import every op module (each registers its kernels) the first time it is called."""
     global _loaded
     if not _loaded:
-        from . import ops  # noqa: F401
+        from opshift.evaluator import ops  # noqa: F401
 
         _loaded = True
 

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .. import opsets
-from ..errors import EvaluationError, LimitError, UnsupportedError, where
-from ..external import tensor_array
-from . import kernels, registry
-from .lifetimes import last_reads
-from .values import Value
+from opshift import opsets
+from opshift.errors import EvaluationError, LimitError, UnsupportedError, where
+from opshift.evaluator import kernels, registry
+from opshift.evaluator.lifetimes import last_reads
+from opshift.evaluator.values import Value
+from opshift.external import tensor_array
 
 
 @dataclass

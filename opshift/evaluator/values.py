@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import EvaluationError
-from ..graph.declared import dims as declared_dims
+from opshift.errors import EvaluationError
+from opshift.graph.declared import dims as declared_dims
 
 Value = Any  # np.ndarray, list, dict, or None (an empty optional, an absent input)
 

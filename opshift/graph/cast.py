@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
-from .. import opsets
+from opshift import opsets
 
 
 def cast_supports(elem_from: int, elem_to: int, opset: int) -> bool:

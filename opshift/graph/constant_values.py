@@ -25,13 +25,13 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .. import opsets
-from ..errors import OpshiftError
-from ..external import plain_array
-from .scopes import Scope
+from opshift import opsets
+from opshift.errors import OpshiftError
+from opshift.external import plain_array
+from opshift.graph.scopes import Scope
 
 if TYPE_CHECKING:
-    from .facts import Facts
+    from opshift.graph.facts import Facts
 
 #: ops whose results from given inputs every runtime computes alike (no reduction order,
 #: no library function): folded from constants, they compute what the model computes
@@ -251,7 +251,7 @@ def evaluate(scope: Scope, value: str, nodes: list[onnx.NodeProto],
     """``value`` computed by the evaluator from ``nodes`` (as :func:`chain` finds them, in
     any order) and ``leaves``, as a tensor named ``value``; None when it cannot be run or is
     too large."""
-    from ..evaluator import evaluate
+    from opshift.evaluator import evaluate
 
     g = onnx.GraphProto(name="fold", node=_needed(nodes, value, leaves),
                         output=[onnx.ValueInfoProto(name=value)])

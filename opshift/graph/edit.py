@@ -18,10 +18,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .. import opsets
-from .declared import Declared
-from .facts import Constant, Facts
-from .scopes import Scope, may_hold_subgraphs, splice, subgraphs
+from opshift import opsets
+from opshift.graph.declared import Declared
+from opshift.graph.facts import Constant, Facts
+from opshift.graph.scopes import Scope, may_hold_subgraphs, splice, subgraphs
 
 
 @dataclass(slots=True)

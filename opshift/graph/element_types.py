@@ -9,9 +9,9 @@ import functools
 import onnx
 from onnx import TensorProto
 
-from .. import opsets
-from .declared import dims
-from .scopes import (
+from opshift import opsets
+from opshift.graph.declared import dims
+from opshift.graph.scopes import (
     constant_tensor,
     function_opsets,
     may_hold_subgraphs,

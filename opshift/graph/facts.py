@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 import onnx
 
-from .. import opsets
-from .constant_values import small_ints
-from .declared import Declared, Listed, interned
-from .element_types import (
+from opshift import opsets
+from opshift.graph.constant_values import small_ints
+from opshift.graph.declared import Declared, Listed, interned
+from opshift.graph.element_types import (
     ALL_TYPES,
     Typed,
     Uniform,
@@ -43,14 +43,14 @@ from .element_types import (
     uniform_types,
     untyped_body,
 )
-from .inferred import Inferred
-from .names import Names
-from .scopes import Scope, constant_tensor, held_tensor, iter_scopes
-from .shape_rules import ALL_OUTPUTS, RULES
-from .shape_walk import ShapeWalk
+from opshift.graph.inferred import Inferred
+from opshift.graph.names import Names
+from opshift.graph.scopes import Scope, constant_tensor, held_tensor, iter_scopes
+from opshift.graph.shape_rules import ALL_OUTPUTS, RULES
+from opshift.graph.shape_walk import ShapeWalk
 
 if TYPE_CHECKING:
-    from ..census import Census
+    from opshift.census import Census
 
 _EMPTY: dict = {}
 

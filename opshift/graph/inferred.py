@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import onnx
 
-from .. import opsets
-from .declared import dims
-from .scopes import constant_tensor, subgraphs
+from opshift import opsets
+from opshift.graph.declared import dims
+from opshift.graph.scopes import constant_tensor, subgraphs
 
 
 def _dims(tt) -> tuple:

@@ -5,7 +5,7 @@ Expand, Pad, Tile, the resamplers (their rank), DepthToSpace, SpaceToDepth, Spli
 
 from __future__ import annotations
 
-from .shape_rules import (
+from opshift.graph.shape_rules import (
     Ask,
     Dim,
     Shape,

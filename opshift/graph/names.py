@@ -7,7 +7,7 @@ from itertools import chain
 
 import onnx
 
-from .scopes import may_hold_subgraphs, subgraphs
+from opshift.graph.scopes import may_hold_subgraphs, subgraphs
 
 
 def all_names(model: onnx.ModelProto) -> set[str]:

@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..errors import function_label
-from ..opsets import has_graph_attribute, normalize_domain
+from opshift.errors import function_label
+from opshift.opsets import has_graph_attribute, normalize_domain
 
 
 @dataclass(eq=False)

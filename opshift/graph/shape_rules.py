@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .scopes import subgraphs
+from opshift.graph.scopes import subgraphs
 
 Dim = int | str | None
 Shape = tuple[Dim, ...]
@@ -329,4 +329,4 @@ def output_shape(node: onnx.NodeProto, version: int, shape_of, const_of, output:
 
 # the rules of the ops that move or select data, and of the sliding windows, register
 # themselves on import
-from . import layout_rules, window_rules  # noqa: E402, F401
+from opshift.graph import layout_rules, window_rules  # noqa: E402, F401

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import onnx
 
-from .shape_rules import Shape, known, merge, output_shape, reads
+from opshift.graph.shape_rules import Shape, known, merge, output_shape, reads
 
 
 class ShapeWalk:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from .shape_rules import Ask, Dim, Shape, rule
+from opshift.graph.shape_rules import Ask, Dim, Shape, rule
 
 
 def window_axis(size: int, kernel: int, stride: int, dilation: int, pad_begin: int,

@@ -8,9 +8,9 @@ from typing import Any
 
 import onnx
 
-from ..conversion.engine import ConvertResult, check_target, convert_proto
-from ..modelio import ModelLike, from_proto, to_proto
-from .ir_pass import lazy_attribute, run_as_ir_pass
+from opshift.conversion.engine import ConvertResult, check_target, convert_proto
+from opshift.modelio import ModelLike, from_proto, to_proto
+from opshift.passes.ir_pass import lazy_attribute, run_as_ir_pass
 
 __all__ = ["ConvertResult", "convert", "convert_proto"]  # and ConvertOpsetPass, made on use
 

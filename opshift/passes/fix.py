@@ -9,12 +9,12 @@ from typing import Any
 
 import onnx
 
-from ..census import Census
-from ..modelio import ModelLike, from_proto, to_proto
-from ..repair.fixer import SLOPE_CHOICES, fix_proto
-from ..repair.report import FixChange, FixResult
-from ..repair.verification import verify_fix
-from .ir_pass import lazy_attribute, run_as_ir_pass
+from opshift.census import Census
+from opshift.modelio import ModelLike, from_proto, to_proto
+from opshift.passes.ir_pass import lazy_attribute, run_as_ir_pass
+from opshift.repair.fixer import SLOPE_CHOICES, fix_proto
+from opshift.repair.report import FixChange, FixResult
+from opshift.repair.verification import verify_fix
 
 __all__ = ["SLOPE_CHOICES", "FixChange", "FixResult", "fix", "fix_proto",
            "fix_with_result", "verify_fix"]  # and FixPass, made on first use

@@ -24,12 +24,20 @@ import onnx
 import onnx_ir as ir
 from onnx_ir import passes as ir_passes
 
-from .. import validate
-from ..external import read_through_opshift
-from ..graph.scopes import arrange, may_hold_subgraphs, node_kinds, subgraphs
-from ..memory import no_cyclic_gc
-from ..modelio import ModelLike, has_external_data, to_proto
-from .fuse_ir import FuseResult, Region, Unused, fuse_ir, fuse_typed, ir_subgraphs, may_match
+from opshift import validate
+from opshift.external import read_through_opshift
+from opshift.graph.scopes import arrange, may_hold_subgraphs, node_kinds, subgraphs
+from opshift.memory import no_cyclic_gc
+from opshift.modelio import ModelLike, has_external_data, to_proto
+from opshift.passes.fuse_ir import (
+    FuseResult,
+    Region,
+    Unused,
+    fuse_ir,
+    fuse_typed,
+    ir_subgraphs,
+    may_match,
+)
 
 __all__ = ["FusePass", "FuseResult", "Region", "fuse", "fuse_ir", "fuse_proto", "fuse_typed",
            "fuse_with_result", "verify_fuse", "would_fuse"]
@@ -103,7 +111,7 @@ def would_fuse(model: onnx.ModelProto, *, kinds: set[tuple[str, str]] | None = N
     or the sign of zero (it says what that fuses)."""
     kinds = node_kinds(model) if kinds is None else kinds
     ops = {op for _, op in kinds}
-    from .fuse_anchors import may_hold_patterns
+    from opshift.passes.fuse_anchors import may_hold_patterns
 
     if not may_hold_patterns(ops) or not may_match(ops, True):
         return {"patterns": [], "refused": []}
@@ -259,8 +267,8 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
     ``result`` must come from ``fuse_proto(..., capture_regions=True)``.
     Returns ``(VerifyReport, notes)``.
     """
-    from ..verify import Rewrite
-    from ..verify.rewritten import verify_rewritten
+    from opshift.verify import Rewrite
+    from opshift.verify.rewritten import verify_rewritten
 
     missing = len(result.fused) - len(result.regions)
     alone = [(f"{missing} of {len(result.fused)} fusions", "no type information for the "

@@ -14,18 +14,18 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from .. import progress
-from ..errors import function_label
-from ..graph.scopes import may_hold_subgraphs
-from ..rewriters import rules as _rules
-from ..rewriters._report import Event, Recorder, recording
-from .fuse_types import (
+from opshift import progress
+from opshift.errors import function_label
+from opshift.graph.scopes import may_hold_subgraphs
+from opshift.passes.fuse_types import (
     annotate_functions,
     clear_function_types,
     function_graphs,
     function_types,
     graph_types,
 )
+from opshift.rewriters import rules as _rules
+from opshift.rewriters._report import Event, Recorder, recording
 
 
 @dataclass
@@ -129,7 +129,7 @@ def _rule_set(allow_rounding: bool):
     plan lives only until its rewrite; the recorder is per run)."""
     from onnxscript.rewriter import RewriteRuleSet
 
-    from ..rewriters._report import ByRootOp
+    from opshift.rewriters._report import ByRootOp
 
     return RewriteRuleSet([ByRootOp(_rules(allow_rounding=allow_rounding).rules)])
 
@@ -267,8 +267,8 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
     subgraphs, and of function bodies from their call sites; shapes of the main graph and
     its subgraphs from :class:`~opshift.graph.facts.Facts` (inference completed by each op's
     rules). Nothing inferred is written into ``ir_model``."""
-    from ..graph.facts import Facts
-    from ..rewriters._values import INFERRED_TYPES
+    from opshift.graph.facts import Facts
+    from opshift.rewriters._values import INFERRED_TYPES
 
     types: dict[str, onnx.TypeProto] = {}
     inferred = proto
@@ -292,7 +292,7 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
 def _rule_ops(allow_rounding: bool) -> tuple[frozenset[str], ...]:
     """For each rule, the op types every operand order of its pattern contains (a match
     needs nodes of all of them; comparison alternatives are not counted)."""
-    from ..rewriters._report import skeleton_ops
+    from opshift.rewriters._report import skeleton_ops
 
     return tuple(skeleton_ops(rule) for rule in _rule_set(allow_rounding).rules[0].rules)
 

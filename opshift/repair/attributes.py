@@ -9,14 +9,14 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .. import opsets
-from ..external import tensor_array
-from ..graph.scopes import Scope
-from ..tables import attribute_value
-from .report import node_id
+from opshift import opsets
+from opshift.external import tensor_array
+from opshift.graph.scopes import Scope
+from opshift.repair.report import node_id
+from opshift.tables import attribute_value
 
 if TYPE_CHECKING:
-    from .fixer import Fixer
+    from opshift.repair.fixer import Fixer
 
 _A = onnx.AttributeProto
 _UNSET = object()

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import onnx
 
-from ..graph.declared import dims_text, negative_dim, tensor_shapes
+from opshift.graph.declared import dims_text, negative_dim, tensor_shapes
 
 if TYPE_CHECKING:
-    from .fixer import Fixer
+    from opshift.repair.fixer import Fixer
 
 WHY = "a negative dim is not ONNX (dims are >= 0); runtimes read it as unknown, which it now says"
 

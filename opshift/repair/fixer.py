@@ -7,17 +7,17 @@ import os
 import onnx
 from onnx import helper
 
-from .. import opsets, progress
-from ..census import Census
-from ..errors import ConversionError, function_label
-from ..graph.scopes import Scope, iter_scopes
-from ..validate import DUPLICATE_VALUE, NEGATIVE_DIM
-from .attributes import fix_attributes
-from .dims import fix_negative_dims
-from .ir_version import fix_ir_version
-from .names import fix_node_names, fix_value_names
-from .prelu_slope import fix_prelu_slopes
-from .report import FixChange, FixResult
+from opshift import opsets, progress
+from opshift.census import Census
+from opshift.errors import ConversionError, function_label
+from opshift.graph.scopes import Scope, iter_scopes
+from opshift.repair.attributes import fix_attributes
+from opshift.repair.dims import fix_negative_dims
+from opshift.repair.ir_version import fix_ir_version
+from opshift.repair.names import fix_node_names, fix_value_names
+from opshift.repair.prelu_slope import fix_prelu_slopes
+from opshift.repair.report import FixChange, FixResult
+from opshift.validate import DUPLICATE_VALUE, NEGATIVE_DIM
 
 SLOPE_CHOICES = ("channel", "numpy")
 

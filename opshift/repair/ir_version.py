@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import ir_versions
+from opshift import ir_versions
 
 if TYPE_CHECKING:
-    from .fixer import Fixer
+    from opshift.repair.fixer import Fixer
 
 
 def fix_ir_version(fx: Fixer) -> None:

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 import onnx
 
-from ..graph.names import Names
-from ..graph.scopes import Scope, subgraphs
-from .report import node_id
+from opshift.graph.names import Names
+from opshift.graph.scopes import Scope, subgraphs
+from opshift.repair.report import node_id
 
 if TYPE_CHECKING:
-    from .fixer import Fixer
+    from opshift.repair.fixer import Fixer
 
 
 def fix_value_names(fx: Fixer, scope: Scope) -> None:

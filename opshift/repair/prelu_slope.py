@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import onnx
 
-from .. import broadcast, opsets
-from ..graph.edit import Edits, Pending, axes_nodes
-from ..graph.facts import Facts
-from ..graph.scopes import Scope
-from .report import node_id
+from opshift import broadcast, opsets
+from opshift.graph.edit import Edits, Pending, axes_nodes
+from opshift.graph.facts import Facts
+from opshift.graph.scopes import Scope
+from opshift.repair.report import node_id
 
 if TYPE_CHECKING:
-    from .fixer import Fixer
+    from opshift.repair.fixer import Fixer
 
 
 def fix_prelu_slopes(fx: Fixer) -> None:

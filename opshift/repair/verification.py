@@ -14,8 +14,8 @@ def verify_fix(original: onnx.ModelProto, fixed: onnx.ModelProto, *, seed: int =
     evaluator or onnxruntime, tolerances). When the defect keeps the original from running,
     nothing was compared (a gap of the report), and the fixed model is run alone. Returns
     ``(VerifyReport, notes)``."""
-    from ..errors import OpshiftError, VerificationError
-    from ..verify import VerifyReport, verify
+    from opshift.errors import OpshiftError, VerificationError
+    from opshift.verify import VerifyReport, verify
 
     try:
         return verify(original, fixed, seed=seed, rewritten=True), []

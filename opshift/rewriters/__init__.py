@@ -33,10 +33,10 @@ def rules(*, allow_rounding: bool = False) -> RewriteRuleSet:
     give a zero of the other sign somewhere (e.g. ``Where(x > 0, x, s*x)`` with a negative
     slope element, at x = +-0); off by default.
     """
-    from ._report import AnchoredRule
-    from .activations import RULE_CLASSES, EluSelu
-    from .casts import CAST_RULES
-    from .exporters import EXPORTER_RULES, EluSeluScaledInput
+    from opshift.rewriters._report import AnchoredRule
+    from opshift.rewriters.activations import RULE_CLASSES, EluSelu
+    from opshift.rewriters.casts import CAST_RULES
+    from opshift.rewriters.exporters import EXPORTER_RULES, EluSeluScaledInput
 
     classes = (*RULE_CLASSES, *EXPORTER_RULES, EluSeluScaledInput, EluSelu, *CAST_RULES)
     out = [AnchoredRule(r.pattern, r.rewrite, r.check, name=r.name)

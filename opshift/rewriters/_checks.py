@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from ..broadcast import numpy_shape
-from ..tables import number
-from ._values import Const, dtype_of, float32_attr, resolve, shape_of
+from opshift.broadcast import numpy_shape
+from opshift.rewriters._values import Const, dtype_of, float32_attr, resolve, shape_of
+from opshift.tables import number
 
 Shape = tuple[int | str | None, ...]
 

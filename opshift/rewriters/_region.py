@@ -6,9 +6,9 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from ..graph.edit import constant_node
-from ..verify import region_model
-from ._values import dtype_of, shape_of
+from opshift.graph.edit import constant_node
+from opshift.rewriters._values import dtype_of, shape_of
+from opshift.verify import region_model
 
 
 def _value_info(v: ir.Value) -> onnx.ValueInfoProto:

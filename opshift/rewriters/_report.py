@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRule, _matcher
 
-from ..graph.names import Names
+from opshift.graph.names import Names
 
 _CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
     "opshift_fuse_recorder", default=None)
@@ -109,7 +109,7 @@ class Recorder:
         earlier one made (a float32 op fused from its body, then with its Casts into the
         16-bit op) is one pattern: its event replaces the earlier one's, rules joined by
         '+', and its region is both regions composed (none if either has none)."""
-        from ._region import compose
+        from opshift.rewriters._region import compose
 
         only = self.only or {}
         ev = Event(rule, node.name or "", node.op_type, produced, _where(node),

@@ -6,9 +6,9 @@ from __future__ import annotations
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter._basics import MatchResult
 
-from . import _checks as ck
-from ._report import current, inline_prefix
-from ._values import LEGACY_INITIALIZER_INPUTS, MATCH, Match, graph_opset
+from opshift.rewriters import _checks as ck
+from opshift.rewriters._report import current, inline_prefix
+from opshift.rewriters._values import LEGACY_INITIALIZER_INPUTS, MATCH, Match, graph_opset
 
 
 def cmp_alternatives(op, x, z, negative: bool):
@@ -84,7 +84,7 @@ class Rule(pattern.RewriteRuleClassBase):
             LEGACY_INITIALIZER_INPUTS.reset(token)
         rec = current()
         if rec is not None and rec.capture:
-            from ._region import capture
+            from opshift.rewriters._region import capture
 
             label = f"{context.root.name or context.root.op_type} -> {self._plan.op}"
             rec.pending = capture(label, context, self._plan, graph_opset(context))

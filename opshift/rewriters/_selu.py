@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from . import _checks as ck
-from ._checks import Plan, Refuse, no_expand, producers, x_dtype
-from ._values import Const, ref_attr, resolve, type_allowed
+from opshift.rewriters import _checks as ck
+from opshift.rewriters._checks import Plan, Refuse, no_expand, producers, x_dtype
+from opshift.rewriters._values import Const, ref_attr, resolve, type_allowed
 
 
 def _ref_attrs(values: list[ir.Value], what: str) -> tuple[ir.RefAttr, tuple] | None:

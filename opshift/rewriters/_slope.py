@@ -8,12 +8,21 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from ..broadcast import numpy_shape, rule_for_version, slope_shape_for
-from ..errors import EvaluationError
-from ..tables import number
-from . import _checks as ck
-from ._checks import Plan, Refuse, Shape, const_in, fmt_shape, is_float, producers, x_dtype
-from ._values import MATCH, Const, ref_attr, resolve, shape_of, type_allowed
+from opshift.broadcast import numpy_shape, rule_for_version, slope_shape_for
+from opshift.errors import EvaluationError
+from opshift.rewriters import _checks as ck
+from opshift.rewriters._checks import (
+    Plan,
+    Refuse,
+    Shape,
+    const_in,
+    fmt_shape,
+    is_float,
+    producers,
+    x_dtype,
+)
+from opshift.rewriters._values import MATCH, Const, ref_attr, resolve, shape_of, type_allowed
+from opshift.tables import number
 
 #: Placement "per channel on axis 1" for an X of unknown shape (legacy Mul axis=1).
 AXIS1 = ("axis 1",)
@@ -238,7 +247,7 @@ def _reshaped_from(x: ir.Value, s: ir.Value, c: Const, placed: Shape | None,
             or c.producers != (node,) or c.array is None \
             or placed is None or placed == AXIS1:  # (an unknown X shape proves no placement)
         return None
-    from ..passes.inline.templates import RESHAPED_SLOPE
+    from opshift.passes.inline.templates import RESHAPED_SLOPE
 
     if not node.doc_string.startswith(RESHAPED_SLOPE):
         return None

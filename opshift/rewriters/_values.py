@@ -20,9 +20,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..external import plain_array
-from ..graph.shape_rules import merge
-from ..opsets import allowed_types, since_version, tensor_type
+from opshift.external import plain_array
+from opshift.graph.shape_rules import merge
+from opshift.opsets import allowed_types, since_version, tensor_type
 
 #: True while matching in a model whose IR version is < 4 (set by the rules' checks).
 LEGACY_INITIALIZER_INPUTS: contextvars.ContextVar[bool] = contextvars.ContextVar(

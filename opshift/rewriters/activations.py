@@ -37,12 +37,12 @@ body -0 where Selu gives +0; both are forms ``inline`` writes, and they are fuse
 
 from __future__ import annotations
 
-from ..tables import number
-from . import _checks as ck
-from ._rule import Rule, cmp_alternatives
-from ._selu import selu_plan
-from ._slope import slope_plan
-from ._values import graph_opset, resolve, type_allowed
+from opshift.rewriters import _checks as ck
+from opshift.rewriters._rule import Rule, cmp_alternatives
+from opshift.rewriters._selu import selu_plan
+from opshift.rewriters._slope import slope_plan
+from opshift.rewriters._values import graph_opset, resolve, type_allowed
+from opshift.tables import number
 
 # -- Where forms: function bodies (bands function/static) and exporter patterns ------------------
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .. import opsets
-from . import _checks as ck
-from ._rule import Rule
-from ._values import dtype_of, graph_opset, type_allowed
+from opshift import opsets
+from opshift.rewriters import _checks as ck
+from opshift.rewriters._rule import Rule
+from opshift.rewriters._values import dtype_of, graph_opset, type_allowed
 
 
 def _cast_to(node: ir.Node | None) -> int | None:

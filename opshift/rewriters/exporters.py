@@ -32,14 +32,14 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from ..opsets import since_version
-from ..tables import number
-from . import _checks as ck
-from ._rule import Rule, cmp_alternatives
-from ._selu import selu_plan
-from ._slope import slope_plan
-from ._values import graph_opset, resolve
-from .activations import EluSelu, between_0_and_1, relu_zero_sign
+from opshift.opsets import since_version
+from opshift.rewriters import _checks as ck
+from opshift.rewriters._rule import Rule, cmp_alternatives
+from opshift.rewriters._selu import selu_plan
+from opshift.rewriters._slope import slope_plan
+from opshift.rewriters._values import graph_opset, resolve
+from opshift.rewriters.activations import EluSelu, between_0_and_1, relu_zero_sign
+from opshift.tables import number
 
 _WRAPS = "Relu(-x) is 0 at the most negative value (-x wraps)"
 

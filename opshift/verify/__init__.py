@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .. import progress
-from ..errors import EvaluationError, OpshiftError, UnsupportedError, VerificationError
-from ..modelio import ModelLike, to_proto
-from . import policy as _policy
-from .comparison import ULP_TOLERANCE, Comparison, _max, compare
-from .inputs import (
+from opshift import progress
+from opshift.errors import EvaluationError, OpshiftError, UnsupportedError, VerificationError
+from opshift.modelio import ModelLike, to_proto
+from opshift.verify import policy as _policy
+from opshift.verify.comparison import ULP_TOLERANCE, Comparison, _max, compare
+from opshift.verify.inputs import (
     DEFAULT_DIM,
     RegionInputs,
     _check_seed,
@@ -47,8 +47,8 @@ from .inputs import (
     size_profiles,
     special_values,
 )
-from .region import region_key, region_model
-from .report import Gap, Row, VerifyReport
+from opshift.verify.region import region_key, region_model
+from opshift.verify.report import Gap, Row, VerifyReport
 
 __all__ = [
     "DEFAULT_DIM", "ULP_TOLERANCE", "Comparison", "Gap", "Rewrite", "Row", "VerifyReport",
@@ -62,12 +62,12 @@ def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], who: str,
          capture: Collection[str] = ()) -> tuple[list[Any], dict[str, Any]]:
     """The outputs of ``proto`` on ``feeds``, in order, and the values named in ``capture``
     (the evaluator only)."""
-    from ..evaluator import evaluate
+    from opshift.evaluator import evaluate
 
     try:
         backend = _policy.current().backend
         if backend != "opshift":
-            from .runtimes import run
+            from opshift.verify.runtimes import run
 
             return run(backend, proto, feeds), {}
         with warnings.catch_warnings():  # (evaluate sets numpy's error state itself)
@@ -137,7 +137,7 @@ def _informative(v: Any) -> bool:
 
 def _row(name: str, v: Any, c: Comparison | None, ok: bool, reason: str, label: str,
          informative: bool = True) -> Row:
-    from ..evaluator.values import dtype_and_shape
+    from opshift.evaluator.values import dtype_and_shape
 
     dtype, shape = dtype_and_shape(v)
     return Row(name, dtype, shape, c.max_abs if c else None, c.max_ulp if c else None, ok,
@@ -170,7 +170,7 @@ def _pair_rows(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho: str
     report.rounds = max(report.rounds, len(rounds))
     if _policy.current().backend == "opshift":  # (which kernels ran: the evaluator's)
         if tables is None:
-            from ..evaluator.kernels import kernels
+            from opshift.evaluator.kernels import kernels
 
             tables = [kernels(ref), kernels(cand)]
         for t in tables:
@@ -309,7 +309,7 @@ def verify(reference: ModelLike, candidate: ModelLike,
 
 def _check_given(inputs: Mapping[str, np.ndarray], ref: onnx.ModelProto,
                  cand: onnx.ModelProto, rwho: str, cwho: str) -> dict[str, np.ndarray]:
-    from ..evaluator import check_inputs
+    from opshift.evaluator import check_inputs
 
     names = _declared(ref.graph) | _declared(cand.graph)
     for k in inputs:
@@ -412,8 +412,8 @@ class _RegionKinds:
         self._tables: dict[tuple, Any] = {}
 
     def table(self, model: onnx.ModelProto):
-        from ..evaluator.kernels import kernels
-        from ..graph.scopes import may_hold_subgraphs
+        from opshift.evaluator.kernels import kernels
+        from opshift.graph.scopes import may_hold_subgraphs
 
         nodes = [(n.op_type, n.domain) for n in model.graph.node]
         if model.functions or any(may_hold_subgraphs(d, o) for o, d in nodes):
@@ -516,7 +516,7 @@ def evaluator_supports(model: ModelLike) -> str | None:
     that runtime says when it loads the model."""
     if _policy.current().backend != "opshift":
         return None
-    from ..evaluator.kernels import kernels
+    from opshift.evaluator.kernels import kernels
 
     proto, _, _ = to_proto(model)
     return kernels(proto).missing

@@ -27,7 +27,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from . import policy as _policy
+from opshift.verify import policy as _policy
 
 #: Allowed distance in units in the last place, per float dtype name. Other float types: 0.
 ULP_TOLERANCE: dict[str, int] = {"float64": 4, "float32": 4, "float16": 2, "bfloat16": 2}
@@ -150,7 +150,7 @@ def _compare_values(e: Any, a: Any, ulp: int | None, signed_zeros: bool) -> Comp
                 for what, keys in (("missing", missing), ("unexpected", extra)) if keys))
         parts = [(f"key {k!r}", x, a[k]) for k, x in e.items()]
     else:
-        from ..evaluator.values import describe  # (the evaluator is not every command's)
+        from opshift.evaluator.values import describe  # (the evaluator is not every command's)
 
         return Comparison(False, reason=f"expected {describe(e)}, got {describe(a)}")
     max_abs: float | None = 0.0

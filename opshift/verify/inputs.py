@@ -28,9 +28,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..errors import LimitError, OpshiftError, UnsupportedError
-from ..graph.declared import dims as declared_dims
-from .comparison import _FLOATS
+from opshift.errors import LimitError, OpshiftError, UnsupportedError
+from opshift.graph.declared import dims as declared_dims
+from opshift.verify.comparison import _FLOATS
 
 #: Size used for a symbolic or unknown dim that ``dims`` does not name.
 DEFAULT_DIM = 2
@@ -132,7 +132,7 @@ def size_profiles(graph: onnx.GraphProto) -> list[dict[str, int]]:
     to ``[10, 8, 8]``, or to a Concat of ``[10]`` and computed dims, that an exporter traced
     at a sequence of 10), batch 1: the sizes a model traced at one size runs at, the most
     named first, three at most."""
-    from ..external import tensor_array
+    from opshift.external import tensor_array
 
     consts: dict[str, onnx.TensorProto] = {t.name: t for t in graph.initializer}
     for n in graph.node:
@@ -301,8 +301,8 @@ def index_bounds(graph: onnx.GraphProto) -> dict[str, int]:
     (Cast, Unsqueeze, Reshape, ...), the indices of a Gather or GatherElements whose data
     has a known size on the axis it indexes, or the indices of a OneHot of constant depth:
     the smallest such size (values in ``[0, size)`` are valid indices there)."""
-    from ..external import tensor_array
-    from ..graph.declared import dims as declared_of
+    from opshift.external import tensor_array
+    from opshift.graph.declared import dims as declared_of
 
     sizes: dict[str, list[int | str | None]] = {}
     for vi in [*graph.input, *graph.value_info]:
@@ -463,7 +463,7 @@ def _rounds(specs: Sequence[_InputSpec]) -> int:
 
 def _describe(inputs: Mapping[str, Any], source: str, finite: Collection[str] = ()
               ) -> dict[str, dict[str, Any]]:
-    from ..evaluator.values import dtype_and_shape
+    from opshift.evaluator.values import dtype_and_shape
 
     return {k: dict(zip(("dtype", "shape"), dtype_and_shape(v)),
                     source=f"{source}, finite" if k in finite else source)

@@ -45,7 +45,7 @@ class Policy:
     inputs: Mapping[str, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        from ..errors import OpshiftError
+        from opshift.errors import OpshiftError
 
         if self.backend not in BACKENDS:
             raise OpshiftError(f"unknown verification backend {self.backend!r} (choose "

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import onnx
 from onnx import helper
 
-from ..errors import OpshiftError
-from ..opsets import ir_version_for_opset, normalize_domain
+from opshift.errors import OpshiftError
+from opshift.opsets import ir_version_for_opset, normalize_domain
 
 
 def region_model(nodes: Iterable[onnx.NodeProto], inputs: Sequence[onnx.ValueInfoProto],

@@ -9,9 +9,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import VerificationError
-from . import policy as _policy
-from .comparison import ULP_TOLERANCE
+from opshift.errors import VerificationError
+from opshift.verify import policy as _policy
+from opshift.verify.comparison import ULP_TOLERANCE
 
 
 @dataclass

@@ -9,8 +9,8 @@ from typing import Any
 
 import onnx
 
-from ..errors import ModelLoadError, OpshiftError, VerificationError
-from .report import VerifyReport
+from opshift.errors import ModelLoadError, OpshiftError, VerificationError
+from opshift.verify.report import VerifyReport
 
 
 def verify_rewritten(reference: onnx.ModelProto, candidate: onnx.ModelProto,
@@ -31,7 +31,13 @@ def verify_rewritten(reference: onnx.ModelProto, candidate: onnx.ModelProto,
     mismatch, or a candidate failing where the reference runs, raises
     :class:`VerificationError`.
     """
-    from . import check_in_context, check_rewrites, evaluator_supports, region_inputs, verify
+    from opshift.verify import (
+        check_in_context,
+        check_rewrites,
+        evaluator_supports,
+        region_inputs,
+        verify,
+    )
 
     report = VerifyReport(seed=seed, signed_zeros=signed_zeros)
     pending: list[tuple[Any, str]] = []  # (rewrite, why it was not checked alone)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import EvaluationError, UnsupportedError
+from opshift.errors import EvaluationError, UnsupportedError
 
 #: the package each runtime comes from, for the message when it is missing
 PACKAGES = {"onnxruntime": "onnxruntime", "openvino": "openvino", "tract": "tract"}
@@ -34,7 +34,7 @@ def run(backend: str, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -
     except ImportError as e:
         raise UnsupportedError(f"{backend} is not installed (pip install "
                                f"{PACKAGES[backend]})") from e
-    from ..evaluator.values import held
+    from opshift.evaluator.values import held
 
     return [held(vi.type, v) for vi, v in zip(model.graph.output, outs)]
 

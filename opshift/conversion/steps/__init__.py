@@ -1,7 +1,7 @@
 """The step functions, one module per concern: what the schemas do not say about a version
 step (see :mod:`opshift.conversion.registry`). Importing this package registers them all."""
 
-from . import (  # noqa: F401
+from opshift.conversion.steps import (  # noqa: F401
     attribute_inputs,
     attribute_values,
     bfloat16,

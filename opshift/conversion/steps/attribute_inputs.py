@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ... import opsets
-from ...graph.shape_rules import broadcast
-from ..registry import at
-from ..step import Refuse, Step, norm_axis, np_dtype
-from .pad_computed import pad_at_run_time
-from .slice_bounds import slice_below_10
+from opshift import opsets
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step, norm_axis, np_dtype
+from opshift.conversion.steps.pad_computed import pad_at_run_time
+from opshift.conversion.steps.slice_bounds import slice_below_10
+from opshift.graph.shape_rules import broadcast
 
 FLT_MAX = float(np.finfo(np.float32).max)
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto
 
-from ... import opsets
-from ...errors import ConversionError
-from ...graph.cast import cast_supports, make_cast
-from ..registry import at
-from ..step import Refuse, Step
+from opshift import opsets
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step
+from opshift.errors import ConversionError
+from opshift.graph.cast import cast_supports, make_cast
 
 _WIDER: dict[int, tuple[int, ...]] = {
     TensorProto.BFLOAT16: (TensorProto.FLOAT,),

@@ -27,12 +27,12 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ... import opsets
-from ...broadcast import Placement, legacy_placement
-from ...graph.shape_rules import fits_into
-from ..registry import at
-from ..step import Refuse, Step, is_suffix, known_shape, norm_axis, np_dtype
-from .broadcast_to import dims_of_one, tile_repeats
+from opshift import opsets
+from opshift.broadcast import Placement, legacy_placement
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step, is_suffix, known_shape, norm_axis, np_dtype
+from opshift.conversion.steps.broadcast_to import dims_of_one, tile_repeats
+from opshift.graph.shape_rules import fits_into
 
 BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less")
 COMMUTATIVE = frozenset({"Add", "Mul", "And", "Or", "Xor", "Equal"})

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...graph.edit import constant_node
-from ..registry import replaces
-from ..step import OPSET_1_FLOATS, Refuse, Step
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import OPSET_1_FLOATS, Refuse, Step
+from opshift.graph.edit import constant_node
 
 #: the most bytes a ConstantOfShape below opset 6 is written out as a tensor
 LARGEST_FOLD = 256 << 20

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..registry import at
-from ..step import OPSET_1_FLOATS, Refuse, Step
+from opshift.conversion.registry import at
+from opshift.conversion.step import OPSET_1_FLOATS, Refuse, Step
 
 
 @at(12, "Constant")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import at
-from ..step import Refuse, Step
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step
 
 
 @at(11, "DepthToSpace")

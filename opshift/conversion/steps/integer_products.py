@@ -24,8 +24,8 @@ import math
 import numpy as np
 from onnx import TensorProto, helper
 
-from ..registry import replaces
-from ..step import Refuse, Step
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import Refuse, Step
 
 _EIGHT_BIT = frozenset({TensorProto.INT8, TensorProto.UINT8})
 #: the longest sums of products of two values within 255 of 0 that float32 holds exactly,

@@ -42,10 +42,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...opsets import INTEGER_TYPES
-from ..registry import at
-from ..step import OPSET_1_FLOATS, Refuse, Step, np_dtype
-from .negative_axes import is_position
+from opshift.conversion.registry import at
+from opshift.conversion.step import OPSET_1_FLOATS, Refuse, Step, np_dtype
+from opshift.conversion.steps.negative_axes import is_position
+from opshift.opsets import INTEGER_TYPES
 
 _WIDE = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
 

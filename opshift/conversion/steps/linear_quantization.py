@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ..registry import at, replaces
-from ..step import Refuse, Step, norm_axis, np_dtype
+from opshift.conversion.registry import at, replaces
+from opshift.conversion.step import Refuse, Step, norm_axis, np_dtype
 
 _SOURCE_TYPES = frozenset({TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32})
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
-from ... import opsets
-from ...graph.inferred import Inferred
-from ...graph.scopes import constant_tensor
-from ...graph.variance import two_pass_variance
-from ...verify.region import region_model
-from ..folding import fold_shape_arithmetic
-from ..registry import replaces
-from ..step import Refuse, Step
+from opshift import opsets
+from opshift.conversion.folding import fold_shape_arithmetic
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import Refuse, Step
+from opshift.graph.inferred import Inferred
+from opshift.graph.scopes import constant_tensor
+from opshift.graph.variance import two_pass_variance
+from opshift.verify.region import region_model
 
 
 @replaces("CastLike")
@@ -87,7 +87,7 @@ def _write(st: Step, nodes: list[onnx.NodeProto], body_opset: int, what: str, de
            depth: int = 0) -> None:
     """Replace the node by ``nodes`` (valid at ``body_opset``), each converted to the target;
     ``what`` they are names them in a refusal, with ``detail`` in the change."""
-    from ..walk import walk_on
+    from opshift.conversion.walk import walk_on
 
     st.facts.propagate(nodes, body_opset)
     _infer_body(st, nodes, body_opset)

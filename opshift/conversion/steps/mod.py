@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
-from ..registry import replaces
-from ..step import Refuse, Step, np_dtype
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import Refuse, Step, np_dtype
 
 _NATIVE = frozenset({T.INT32, T.INT64, T.UINT32, T.UINT64})
 _NARROW = frozenset({T.INT8, T.INT16, T.UINT8, T.UINT16})

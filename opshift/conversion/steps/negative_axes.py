@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...opsets import normalize_domain
-from ..registry import at
-from ..step import Refuse, Step, norm_axis, np_dtype
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step, norm_axis, np_dtype
+from opshift.opsets import normalize_domain
 
 #: op -> (attribute, which value's rank the axes refer to: 'in' input 0, 'out' output 0).
 NEG_AXES = {

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import opsets
-from ..registry import at
-from ..step import Refuse, Step
+from opshift import opsets
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step
 
 
 def _plain_type(st: Step, name: str) -> str | None:

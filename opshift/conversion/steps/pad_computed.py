@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..fold_first import foldable
-from ..step import Step, np_dtype
+from opshift.conversion.fold_first import foldable
+from opshift.conversion.step import Step, np_dtype
 
 
 def pad_at_run_time(st: Step) -> bool:

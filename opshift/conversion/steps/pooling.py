@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..registry import at
-from ..step import Refuse, Step, text
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step, text
 
 
 @at(2, "LpPool", "GlobalLpPool")

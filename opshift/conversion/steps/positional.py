@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ..registry import replaces
-from ..step import Refuse, Step, norm_axis, np_dtype
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import Refuse, Step, norm_axis, np_dtype
 
 
 def _positions_along(st: Step, size: str, axis: int, rank: int, what: str) -> str:

@@ -23,14 +23,14 @@ import math
 
 from onnx import TensorProto, helper
 
-from ... import opsets
-from ...broadcast import NUMPY_SINCE, SlopeRule, legacy_placement, slope_shape_for
-from ...errors import EvaluationError
-from ...graph.edit import constant_node
-from ...graph.facts import Constant
-from ..registry import at
-from ..step import Refuse, Step
-from .bfloat16 import dropped_types_possible, x_type_going_down
+from opshift import opsets
+from opshift.broadcast import NUMPY_SINCE, SlopeRule, legacy_placement, slope_shape_for
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step
+from opshift.conversion.steps.bfloat16 import dropped_types_possible, x_type_going_down
+from opshift.errors import EvaluationError
+from opshift.graph.edit import constant_node
+from opshift.graph.facts import Constant
 
 _UNSIGNED = (TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64)
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from ..registry import replaces
-from ..step import Refuse, Step
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import Refuse, Step
 
 _DOUBLE, _INT64 = TensorProto.DOUBLE, TensorProto.INT64
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import onnx
 
-from ...opsets import INTEGER_TYPES
-from ..registry import at
-from ..step import Refuse, Step
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step
+from opshift.opsets import INTEGER_TYPES
 
 
 @at(11, "If")

@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ... import opsets
-from ..registry import at, replaces
-from ..step import Refuse, Step, norm_axis
+from opshift import opsets
+from opshift.conversion.registry import at, replaces
+from opshift.conversion.step import Refuse, Step, norm_axis
 
 #: deprecated op -> (its successor, the successor's first version, why they are the same)
 _SUCCESSORS = {
@@ -85,7 +85,7 @@ def _count_from_the_front(st: Step) -> None:
 def _renamed(st: Step, op: str, version: int, why: str) -> None:
     """Replace the node (as converted so far) by ``op``-``version`` with its inputs,
     outputs and attributes, converted on from ``version`` to the target."""
-    from ..walk import walk_on
+    from opshift.conversion.walk import walk_on
 
     node = onnx.NodeProto()
     node.CopyFrom(st.w)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import replaces
-from ..step import Refuse, Step
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import Refuse, Step
 
 
 @replaces("ReverseSequence")

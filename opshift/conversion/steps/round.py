@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
-from ..registry import replaces
-from ..step import Refuse, Step, np_dtype
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import Refuse, Step, np_dtype
 
 _FLOATS = frozenset({T.FLOAT16, T.FLOAT, T.DOUBLE})
 

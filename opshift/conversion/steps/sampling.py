@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import at
-from ..step import Refuse, Step, text
-from .attribute_inputs import attr_to_input, input_to_attr
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step, text
+from opshift.conversion.steps.attribute_inputs import attr_to_input, input_to_attr
 
 
 @at(20, "GridSample")

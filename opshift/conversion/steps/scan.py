@@ -11,9 +11,9 @@ say) are refused.
 
 from __future__ import annotations
 
-from ...graph.edit import axes_nodes
-from ..registry import at
-from ..step import Refuse, Step
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step
+from opshift.graph.edit import axes_nodes
 
 
 @at(9, "Scan")

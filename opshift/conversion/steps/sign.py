@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
-from ...opsets import INTEGER_TYPES
-from ..registry import replaces
-from ..step import Refuse, Step, np_dtype
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import Refuse, Step, np_dtype
+from opshift.opsets import INTEGER_TYPES
 
 _FLOATS = frozenset({T.FLOAT16, T.FLOAT, T.DOUBLE})
 _NATIVE = frozenset({T.INT32, T.INT64, T.UINT32, T.UINT64})

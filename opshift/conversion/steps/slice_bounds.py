@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ...graph.layout_rules import slice_range
-from ..fold_first import foldable
-from ..step import Refuse, Step
+from opshift.conversion.fold_first import foldable
+from opshift.conversion.step import Refuse, Step
+from opshift.graph.layout_rules import slice_range
 
 _INT64 = TensorProto.INT64
 

@@ -7,8 +7,8 @@ with Transpose (down).
 
 from __future__ import annotations
 
-from ..registry import at
-from ..step import Step, norm_axis
+from opshift.conversion.registry import at
+from opshift.conversion.step import Step, norm_axis
 
 
 def _trailing_ones(shape: tuple | None, axis: int) -> bool:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..registry import at
-from ..step import Refuse, Step
+from opshift.conversion.registry import at
+from opshift.conversion.step import Refuse, Step
 
 
 @at(6, "BatchNormalization")

@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
-from ...graph.shape_rules import fits_into
-from ...opsets import INTEGER_TYPES
-from ..registry import replaces
-from ..step import Refuse, Step
+from opshift.conversion.registry import replaces
+from opshift.conversion.step import Refuse, Step
+from opshift.graph.shape_rules import fits_into
+from opshift.opsets import INTEGER_TYPES
 
 _NATIVE = frozenset({T.INT32, T.INT64, T.UINT32, T.UINT64})
 

@@ -1,6 +1,6 @@
 """Op implementations; importing this package registers them all."""
 
-from . import (  # noqa: F401
+from opshift.evaluator.ops import (  # noqa: F401
     activations,
     control,
     detection,

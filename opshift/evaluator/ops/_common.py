@@ -82,7 +82,7 @@ MAX_MADE_ELEMENTS = 1 << 28
 def made(ctx, shape: Sequence[int]) -> tuple[int, ...]:
     """``shape``, the output shape a node computes from its input values; a
     :class:`~opshift.errors.LimitError` past :data:`MAX_MADE_ELEMENTS`."""
-    from ...errors import LimitError
+    from opshift.errors import LimitError
 
     shape = tuple(int(d) for d in shape)
     n = math.prod(max(d, 0) for d in shape)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...broadcast import SlopeRule, rule_for_version, slope_shape_for
-from ...errors import EvaluationError
-from ..registry import op
-from ._common import NARROW_FLOATS, is_float
+from opshift.broadcast import SlopeRule, rule_for_version, slope_shape_for
+from opshift.errors import EvaluationError
+from opshift.evaluator.ops._common import NARROW_FLOATS, is_float
+from opshift.evaluator.registry import op
 
 #: Elements per block: 32 Ki float32 = 128 KiB per buffer, so x, y and a temporary fit in L2.
 BLOCK = 1 << 15

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ...errors import LimitError
-from ...graph.declared import dims as declared_dims
-from ..registry import op
-from ._common import normalize_axes
+from opshift.errors import LimitError
+from opshift.evaluator.ops._common import normalize_axes
+from opshift.evaluator.registry import op
+from opshift.graph.declared import dims as declared_dims
 
 _VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import op
+from opshift.evaluator.registry import op
 
 
 def _corners(boxes: np.ndarray, center: bool):

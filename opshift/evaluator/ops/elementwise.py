@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from ..registry import op
-from ._common import NARROW_FLOATS, is_float, legacy_rhs
+from opshift.evaluator.ops._common import NARROW_FLOATS, is_float, legacy_rhs
+from opshift.evaluator.registry import op
 
 # -- unary ------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..registry import op
+from opshift.evaluator.registry import op
 
 
 @op("LabelEncoder", 1, domain="ai.onnx.ml")

@@ -11,8 +11,7 @@ import math
 
 import numpy as np
 
-from ..registry import op
-from ._common import (
+from opshift.evaluator.ops._common import (
     block_size,
     in_parallel,
     is_float,
@@ -21,6 +20,7 @@ from ._common import (
     requantized,
     sum_dtype,
 )
+from opshift.evaluator.registry import op
 
 # -- dense ------------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import op
+from opshift.evaluator.registry import op
 
 
 @op("Optional", 15, 28)

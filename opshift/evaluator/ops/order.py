@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import op
-from ._common import is_float, normalize_axes
+from opshift.evaluator.ops._common import is_float, normalize_axes
+from opshift.evaluator.registry import op
 
 
 def _top(ctx, x: np.ndarray, k: int, axis: int, largest: bool):

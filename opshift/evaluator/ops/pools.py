@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from ..registry import op
-from ._common import is_float
-from .windows import _pad_spatial, _window_geometry, _windows
+from opshift.evaluator.ops._common import is_float
+from opshift.evaluator.ops.windows import _pad_spatial, _window_geometry, _windows
+from opshift.evaluator.registry import op
 
 
 def _pool_kernel(ctx, x):

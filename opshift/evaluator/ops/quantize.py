@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from .. import onnx_reference
-from ..registry import op
+from opshift.evaluator import onnx_reference
+from opshift.evaluator.registry import op
 
 #: the integer output types and their ranges
 _RANGES = {TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127),

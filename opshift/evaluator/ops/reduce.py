@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import op
-from ._common import compute_dtype, ints, is_float, normalize_axes, sum_dtype
+from opshift.evaluator.ops._common import compute_dtype, ints, is_float, normalize_axes, sum_dtype
+from opshift.evaluator.registry import op
 
 # The version from which ``axes`` is an input rather than an attribute.
 _AXES_INPUT_FROM = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}

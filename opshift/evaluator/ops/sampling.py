@@ -32,9 +32,9 @@ import math
 
 import numpy as np
 
-from ..registry import op
-from ._common import is_float
-from .windows import _kernel, _window_geometry
+from opshift.evaluator.ops._common import is_float
+from opshift.evaluator.ops.windows import _kernel, _window_geometry
+from opshift.evaluator.registry import op
 
 _MODES = {16: {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"},
           20: {"linear": "linear", "nearest": "nearest", "cubic": "cubic"}}

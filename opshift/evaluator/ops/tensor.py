@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...graph.layout_rules import slice_range
-from ..registry import op
-from ._common import BFLOAT16, ints, made, normalize_axes, sum_dtype
+from opshift.evaluator.ops._common import BFLOAT16, ints, made, normalize_axes, sum_dtype
+from opshift.evaluator.registry import op
+from opshift.graph.layout_rules import slice_range
 
 #: TensorProto element types Cast converts between by numpy alone (see _cast_other for the
 #: rest: strings, float8/float4/int4/int2).

@@ -15,9 +15,9 @@ import math
 
 import numpy as np
 
-from ...graph.window_rules import window_axis
-from ..registry import op
-from ._common import block_size, in_parallel, requantized
+from opshift.evaluator.ops._common import block_size, in_parallel, requantized
+from opshift.evaluator.registry import op
+from opshift.graph.window_rules import window_axis
 
 #: float64 elements of one block of Conv's columns (8 MiB): a large input never needs all
 #: its columns at once, and each thread reuses its block's memory.

@@ -17,20 +17,20 @@ from dataclasses import dataclass
 
 import onnx
 
-from ... import opsets, progress, validate
-from ...errors import OpshiftError
-from ...external import tensor_array
-from ...graph.constant_values import tensor_of
-from ...graph.facts import Facts
-from ...graph.names import Names
-from ...graph.scopes import Scope
-from ...modelio import ModelLike, from_proto, to_proto
-from ..ir_pass import lazy_attribute, run_as_ir_pass
-from . import decompose as dec
-from .functions import inline_functions
-from .result import InlinedNode, InlineResult
-from .templates import FUNCTION, LEGACY, OPS, Form, band, form
-from .verify import InlineChecks, inline_checks, verify_inline
+from opshift import opsets, progress, validate
+from opshift.errors import OpshiftError
+from opshift.external import tensor_array
+from opshift.graph.constant_values import tensor_of
+from opshift.graph.facts import Facts
+from opshift.graph.names import Names
+from opshift.graph.scopes import Scope
+from opshift.modelio import ModelLike, from_proto, to_proto
+from opshift.passes.inline import decompose as dec
+from opshift.passes.inline.functions import inline_functions
+from opshift.passes.inline.result import InlinedNode, InlineResult
+from opshift.passes.inline.templates import FUNCTION, LEGACY, OPS, Form, band, form
+from opshift.passes.inline.verify import InlineChecks, inline_checks, verify_inline
+from opshift.passes.ir_pass import lazy_attribute, run_as_ir_pass
 
 
 def _parse_ops(ops: Iterable[str] | str | None) -> frozenset[str]:

@@ -41,13 +41,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ... import opsets
-from ...broadcast import SlopeRule, legacy_placement, slope_shape_for
-from ...errors import ConversionError, EvaluationError, where
-from ...graph.cast import cast_supports
-from ...graph.edit import axes_nodes, constant_node
-from ...graph.names import Names
-from .templates import (
+from opshift import opsets
+from opshift.broadcast import SlopeRule, legacy_placement, slope_shape_for
+from opshift.errors import ConversionError, EvaluationError, where
+from opshift.graph.cast import cast_supports
+from opshift.graph.edit import axes_nodes, constant_node
+from opshift.graph.names import Names
+from opshift.passes.inline.templates import (
     FUNCTION,
     LEGACY,
     NARROW,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import onnx
 
-from ...errors import ConversionError, OpshiftError, function_id
-from ...graph.scopes import node_kinds
-from ...opsets import normalize_domain
-from .result import InlineResult
+from opshift.errors import ConversionError, OpshiftError, function_id
+from opshift.graph.scopes import node_kinds
+from opshift.opsets import normalize_domain
+from opshift.passes.inline.result import InlineResult
 
 
 def inline_functions(model: onnx.ModelProto, functions, result: InlineResult) -> None:

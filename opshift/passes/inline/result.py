@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from .templates import signed_zero_exact
+from opshift.passes.inline.templates import signed_zero_exact
 
 
 @dataclass(slots=True)

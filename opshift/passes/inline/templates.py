@@ -92,10 +92,10 @@ import onnx
 import onnx.defs
 from onnx import helper
 
-from ...external import tensor_array
-from ...graph.cast import make_cast
-from ...graph.edit import constant_node, typed_scalar
-from ...graph.names import Names
+from opshift.external import tensor_array
+from opshift.graph.cast import make_cast
+from opshift.graph.edit import constant_node, typed_scalar
+from opshift.graph.names import Names
 
 FUNCTION, STATIC, LEGACY = "function", "static", "legacy"
 

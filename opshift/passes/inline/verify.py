@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import onnx
 
-from ...errors import OpshiftError
-from ...graph.edit import constant_node
-from ...graph.facts import Facts
-from ...graph.scopes import subgraphs
-from ...verify.region import value_info
-from .result import InlineResult
+from opshift.errors import OpshiftError
+from opshift.graph.edit import constant_node
+from opshift.graph.facts import Facts
+from opshift.graph.scopes import subgraphs
+from opshift.passes.inline.result import InlineResult
+from opshift.verify.region import value_info
 
 
 def _slope_sources(model: onnx.ModelProto, nodes: list) -> list[str]:
@@ -100,7 +100,7 @@ def verify_inline(original: onnx.ModelProto, inlined: onnx.ModelProto, result: I
     (:func:`opshift.verify.rewritten.verify_rewritten`). Returns ``(VerifyReport, notes)``.
     ``result`` must come from ``inline_proto(..., keep_before=True)``.
     """
-    from ...verify.rewritten import verify_rewritten
+    from opshift.verify.rewritten import verify_rewritten
 
     c = inline_checks(original, inlined, result)
     report = verify_rewritten(original, inlined, c.rewrites, seed=seed,
@@ -117,7 +117,7 @@ def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: Inline
     ``finite`` when it is generated without +-inf and NaN (see :func:`verify_inline`); each
     node that cannot be checked alone, and why, in ``alone``. A constant slope is read as
     the pass read it (:attr:`~.result.InlinedNode.slope_value`)."""
-    from ...verify import Rewrite, region_model
+    from opshift.verify import Rewrite, region_model
 
     facts, facts2 = Facts(original), Facts(inlined)
     for n in result.nodes:
