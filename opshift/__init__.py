@@ -1,6 +1,7 @@
 """opshift: exact opset conversion, inlining and fusion of PRelu, LeakyRelu and Selu in ONNX.
 
-Public API (imported lazily so that ``import opshift`` stays cheap)::
+Public API (each job's package imports what it uses when called, so ``import opshift`` stays
+cheap)::
 
     opshift.evaluate(model, inputs)          # bundled version-aware NumPy evaluator
     opshift.verify(reference, candidate)     # compare two models on the same inputs
@@ -9,37 +10,37 @@ Public API (imported lazily so that ``import opshift`` stays cheap)::
     opshift.fuse(model)
     opshift.fix(model)
     opshift.inspect(model)
+
+Layout: one package per job (convert, inline, fuse, fix, inspect, verify, evaluator); check
+(the structural check), graph (the model's facts and edits), io (models and tensors in and
+out), plugins (onnx_ir, onnxscript, onnx-graphsurgeon) and cli.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Collection, Mapping
 from typing import Any
+
+# Each job's package and its function share a name: importing the function here binds
+# ``opshift.convert`` to it for good (Python sets a package attribute only on first import).
+from opshift.convert import convert
+from opshift.errors import OpshiftError
+from opshift.fix import fix
+from opshift.fuse import fuse
+from opshift.inline import inline
+from opshift.inspect import inspect
+from opshift.verify import VerifyReport, verify
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "evaluate": "opshift.evaluator",
-    "convert": "opshift.passes.convert",
-    "inline": "opshift.passes.inline",
-    "fuse": "opshift.passes.fuse",
-    "fix": "opshift.passes.fix",
-    "OpshiftError": "opshift.errors",
-}
-
-__all__ = ["__version__", "verify", "VerifyReport", "inspect", *_LAZY]
-
-# ``verify`` and ``inspect`` are both submodules and functions. Binding the functions here,
-# after the submodules are imported, keeps ``opshift.verify(...)`` callable however the
-# submodule is imported later (Python sets the package attribute only on first import).
-from opshift.inspect import inspect  # noqa: E402
-from opshift.verify import VerifyReport, verify  # noqa: E402
+__all__ = ["__version__", "OpshiftError", "VerifyReport", "convert", "evaluate", "fix", "fuse",
+           "inline", "inspect", "verify"]
 
 
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'opshift' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
-    return value
+def evaluate(model: Any, inputs: Mapping[str, Any], *,
+             capture: Collection[str] = ()) -> dict[str, Any]:
+    """Run ``model`` on ``inputs`` with the bundled, version-aware NumPy evaluator; see
+    :func:`opshift.evaluator.evaluate`."""
+    from opshift.evaluator import evaluate as run
+
+    return run(model, inputs, capture=capture)

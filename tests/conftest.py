@@ -67,9 +67,9 @@ def bundled_at_every_opset(name: str) -> tuple[tuple[int, onnx.ModelProto], ...]
     """(opset, converted model) for every opset 1..newest the bundled model converts to
     exactly; opsets convert refuses are left out (convert's own tests say why). Cached and
     shared by the inline and fuse round-trip tests: callers must not mutate the models."""
+    from opshift.convert import convert
     from opshift.errors import OpshiftError
     from opshift.opsets import MAX_OPSET
-    from opshift.passes.convert import convert
 
     m = bundled(name)[0]
     out = []
@@ -86,7 +86,7 @@ def bundled_at_every_opset(name: str) -> tuple[tuple[int, onnx.ModelProto], ...]
 def converted(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     """A copy of ``model`` converted to opset ``target`` (``model`` stays as it is), which
     onnx's full checker accepts."""
-    from opshift.conversion.engine import convert_proto
+    from opshift.convert.engine import convert_proto
 
     c = onnx.ModelProto()
     c.CopyFrom(model)

@@ -12,7 +12,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from opshift import evaluate
-from opshift.passes.fuse import fuse_with_result
+from opshift.fuse.driver import fuse_with_result
 from opshift.verify import compare
 
 NP = {TP.FLOAT: np.float32, TP.DOUBLE: np.float64, TP.FLOAT16: np.float16,

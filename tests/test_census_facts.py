@@ -10,8 +10,8 @@ from onnx import TensorProto as TP
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from opshift import validate
-from opshift.conversion.engine import convert_proto
+from opshift.check import structure as validate
+from opshift.convert.engine import convert_proto
 from opshift.graph.declared import Declared
 from opshift.graph.facts import Facts
 from opshift.graph.names import all_names

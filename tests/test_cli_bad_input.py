@@ -218,7 +218,7 @@ def test_inspect_reports_what_fix_repairs(tmp_path, capsys):
 def test_internal_error_is_one_line_exit_3(tmp_path, capsys, monkeypatch):
     """A bug (an exception that is not an OpshiftError) is not reported as a verification
     mismatch (exit 1) nor with a traceback: one line, exit 3; -v shows the traceback."""
-    import opshift.commands.inspect as cmd
+    import opshift.cli.inspect as cmd
 
     def boom(args):
         raise KeyError("no such thing")

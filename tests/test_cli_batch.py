@@ -76,7 +76,7 @@ def test_exit_code_is_the_worst(folder, tmp_path):
 def test_a_mismatch_is_not_hidden_by_a_refusal():
     """Of several models' exit codes the most severe: an internal error (3), then a rewrite
     that computes something else (1), then a refusal (2)."""
-    from opshift.commands._batch import worst
+    from opshift.cli.batch import worst
 
     assert worst([0, 2, 1, 0]) == 1 and worst([2, 0]) == 2 and worst([1, 3, 2]) == 3
     assert worst([0, 0]) == 0 and worst([]) == 0
@@ -117,8 +117,8 @@ def test_a_batch_frees_each_models_cycles_before_the_next(folder, tmp_path, monk
     import gc
     import weakref
 
+    from opshift.cli import inspect as inspect_command
     from opshift.cli import main
-    from opshift.commands import inspect as inspect_command
 
     class Node:
         pass
@@ -148,7 +148,7 @@ def _dies_on_b(args, job):
     import os
     import signal
 
-    from opshift.commands._output import Outcome
+    from opshift.cli.output import Outcome
 
     if job.input == "b":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -158,7 +158,7 @@ def _dies_on_b(args, job):
 def test_a_worker_killed_fails_its_model_and_the_batch_goes_on():
     from argparse import Namespace
 
-    from opshift.commands._batch import Job, _results
+    from opshift.cli.batch import Job, _results
 
     args = Namespace(jobs=2, command="inspect", verbose=False)
     todo = [Job(name, None, single=False) for name in ("a", "b", "c", "d", "e")]
@@ -210,7 +210,7 @@ def test_absurd_jobs_are_a_usage_error(folder, tmp_path, jobs):
 def test_workers_are_capped_to_the_models_and_the_cores():
     import os
 
-    from opshift.commands._batch import workers_for
+    from opshift.cli.batch import workers_for
 
     cores = len(os.sched_getaffinity(0))
     assert workers_for(300, 6) == min(6, cores)

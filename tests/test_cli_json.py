@@ -1,4 +1,4 @@
-"""``--json``: one schema for every command (documented in opshift.commands._output), on
+"""``--json``: one schema for every command (documented in opshift.cli.output), on
 success, on a verification mismatch (exit 1) and on an error (ok false, exit 2, on stdout)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import MODELS, make_model
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from opshift.commands import _output
+from opshift.cli import output as _output
 
 SMALL = MODELS / "small_cnn.onnx"
 CHANGE = {"node", "op", "scope", "what", "why"}

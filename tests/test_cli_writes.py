@@ -13,7 +13,7 @@ import onnx
 import pytest
 from conftest import MODELS, ROOT
 
-from opshift.passes.inline import inline
+from opshift.inline import inline
 
 #: (name, argv) with IN, FUSED (an inlined model) and OUT as placeholders; OUT is the one
 #: file the command may create.

@@ -21,10 +21,12 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 from opshift import opsets
-from opshift.conversion.result import all_changes
+from opshift.convert import convert
+from opshift.convert.engine import convert_proto
+from opshift.convert.result import all_changes
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import ConvertOpsetPass, convert, convert_proto
+from opshift.plugins.onnx_ir import ConvertOpsetPass
 
 RNG = np.random.default_rng(0)
 

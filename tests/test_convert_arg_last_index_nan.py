@@ -15,7 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import opshift
-from opshift.conversion.engine import convert_proto
+from opshift.convert.engine import convert_proto
 from tests.conftest import make_model
 
 NAN = np.nan

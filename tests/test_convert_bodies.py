@@ -11,9 +11,9 @@ from conftest import assert_exact, converted, make_model, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert_proto
 
 
 def _ops(m: onnx.ModelProto) -> list[str]:

@@ -103,7 +103,7 @@ def test_not_an_onnx_file(tmp_path, capsys):
 def test_verify_mismatch_exits_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """Break one step on purpose (the schema check that writes Selu-1's defaults out):
     --verify must catch it."""
-    from opshift.conversion import generic
+    from opshift.convert import generic
 
     monkeypatch.setattr(generic.SchemaStep, "check", lambda self, st: None)
     src = tmp_path / "selu1.onnx"
@@ -189,7 +189,7 @@ def test_verify_fails_a_converted_model_the_evaluator_cannot_run(tmp_path, capsy
     of two shapes, which it does not take. --verify fails it (exit 1), writes nothing."""
     from onnx import TensorProto, helper
 
-    from opshift.conversion.steps import broadcast_legacy
+    from opshift.convert.steps import broadcast_legacy
 
     monkeypatch.setattr(broadcast_legacy, "_widen", lambda st, i, out: None)
     m = helper.make_model(helper.make_graph(

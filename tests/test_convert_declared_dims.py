@@ -7,7 +7,7 @@ import onnx
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-from opshift.passes.convert import convert_proto
+from opshift.convert.engine import convert_proto
 
 
 def _legacy_prelus(n: int) -> onnx.ModelProto:

@@ -12,9 +12,9 @@ from conftest import make_model, onnxruntime_outputs, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-import opshift.conversion.engine as engine
-from opshift.conversion.early_refusal import FUSABLE_OPS
-from opshift.conversion.orphans import drop_orphaned_initializers, read_initializers
+from opshift.convert import engine
+from opshift.convert.early_refusal import FUSABLE_OPS
+from opshift.convert.orphans import drop_orphaned_initializers, read_initializers
 from opshift.errors import MissingOpError
 from opshift.evaluator import evaluate
 
@@ -97,7 +97,7 @@ def test_what_planning_may_rescue_is_left_to_it(monkeypatch):
 
 
 def test_fusable_ops_are_those_of_fuse_rules():
-    from opshift.passes.fuse_ir import _rule_ops
+    from opshift.fuse.engine import _rule_ops
 
     for allow_rounding in (False, True):
         for need in _rule_ops(allow_rounding):

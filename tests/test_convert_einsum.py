@@ -21,9 +21,9 @@ from conftest import (
 from onnx import TensorProto as T
 from onnx import helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert_proto
 from opshift.verify import compare
 
 DIMS = {"i": 3, "j": 4, "b": 2, "k": 5, "a": 2, "c": 3, "d": 4, "e": 5}

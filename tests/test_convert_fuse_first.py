@@ -18,9 +18,9 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from opshift import evaluate
-from opshift.conversion.engine import convert_proto
+from opshift.convert import convert
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
-from opshift.passes.convert import convert
 from opshift.verify import compare
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

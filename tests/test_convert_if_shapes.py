@@ -12,7 +12,7 @@ from conftest import assert_exact, make_model, run_onnxruntime, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from opshift.conversion.engine import convert_proto
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
 

@@ -14,8 +14,8 @@ from conftest import assert_conversion_exact, converted, make_model, onnxruntime
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
-from opshift.passes.convert import convert_proto
 
 RNG = np.random.default_rng(0)
 

@@ -17,10 +17,10 @@ import pytest
 from conftest import assert_outputs_exact, make_model, run_onnxruntime, vi
 from onnx import TensorProto, helper, numpy_helper
 
-from opshift.conversion.steps.broadcast_legacy import Placement, legacy_placement
+from opshift.convert import convert
+from opshift.convert.steps.broadcast_legacy import Placement, legacy_placement
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert
 
 F = TensorProto.FLOAT
 C = 8

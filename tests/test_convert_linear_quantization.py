@@ -14,7 +14,7 @@ from conftest import assert_conversion_exact, assert_exact, make_model, onnxrunt
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from opshift.conversion.engine import convert_proto
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
 

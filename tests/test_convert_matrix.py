@@ -14,9 +14,9 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 from opshift import opsets
+from opshift.convert import convert
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert
 
 TARGETS = range(1, opsets.MAX_OPSET + 1)
 X_SHAPE = [2, 3, 2, 2]

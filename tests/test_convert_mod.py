@@ -12,9 +12,9 @@ from conftest import assert_exact, make_model, onnxruntime_outputs, vi
 from onnx import TensorProto as T
 from onnx import helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert_proto
 
 TYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 

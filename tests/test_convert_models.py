@@ -10,9 +10,9 @@ import pytest
 from conftest import MODELS, ROOT, assert_outputs_exact, bundled, run_onnxruntime
 
 from opshift import opsets
+from opshift.convert import convert
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert
 
 DATA = ROOT / "tests" / "data"
 

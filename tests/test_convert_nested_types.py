@@ -11,7 +11,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from opshift.conversion.engine import convert_proto
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 
 BF16 = h.make_tensor_type_proto(T.BFLOAT16, [2])

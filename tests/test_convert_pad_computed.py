@@ -14,7 +14,7 @@ from conftest import assert_exact, converted, make_model, onnxruntime_outputs, v
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from opshift.conversion.engine import convert_proto
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError, EvaluationError
 from opshift.evaluator import evaluate
 

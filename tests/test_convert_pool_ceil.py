@@ -22,9 +22,9 @@ import pytest
 from conftest import assert_outputs_exact, make_model, run_onnxruntime, vi
 from onnx import TensorProto, helper, numpy_helper
 
+from opshift.convert import convert
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert
 
 F = TensorProto.FLOAT
 

@@ -11,8 +11,8 @@ from conftest import assert_conversion_exact, converted, make_model, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
-from opshift.passes.convert import convert_proto
 
 
 def _trilu(elem: int, upper: int, k: int | None, shape: list) -> object:

@@ -12,9 +12,9 @@ from conftest import assert_exact, make_model, onnxruntime_outputs, vi
 from onnx import TensorProto as T
 from onnx import helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert_proto
 
 RANGES = {
     np.float32: [(0, 10, 1), (0.1, 1, 0.1), (1, -1, -0.3), (-2.5, 7.25, 0.01), (5, 5, 1),

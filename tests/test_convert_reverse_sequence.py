@@ -13,9 +13,9 @@ from conftest import assert_conversion_exact, assert_exact, converted, make_mode
 from onnx import TensorProto as T
 from onnx import helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert_proto
 
 
 def _model(elem: int, time_axis: int, shape: list) -> onnx.ModelProto:

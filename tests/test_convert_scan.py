@@ -12,9 +12,9 @@ from conftest import assert_exact, onnxruntime_outputs
 from onnx import TensorProto as T
 from onnx import helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert_proto
 from opshift.verify import compare
 
 F = T.FLOAT

@@ -14,8 +14,8 @@ from conftest import assert_conversion_exact, converted, make_model, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
-from opshift.passes.convert import convert_proto
 
 CASES = {  # data shape, indices, updates' shape
     "elements": ((2, 3, 4), [[0, 1, 2], [1, -1, 0], [-2, 0, -1]], (3,)),

@@ -10,8 +10,8 @@ import pytest
 from conftest import assert_conversion_exact, converted, make_model, vi
 from onnx import helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
-from opshift.passes.convert import convert_proto
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64,
          np.uint8, np.uint16, np.uint32, np.uint64]

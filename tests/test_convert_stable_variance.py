@@ -14,8 +14,8 @@ from conftest import make_model, onnxruntime_outputs, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from opshift.convert.engine import convert_proto
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert_proto
 
 RNG = np.random.default_rng(38)
 #: the largest error, relative to the output's range, of the two-pass forms against float64

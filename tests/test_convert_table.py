@@ -9,9 +9,9 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from opshift import opsets
-from opshift.conversion.generic import schema_step, versions_between
-from opshift.conversion.steps.bfloat16 import exact_compute_type, wrap_in_casts
-from opshift.conversion.walk import walk_for
+from opshift.convert.generic import schema_step, versions_between
+from opshift.convert.steps.bfloat16 import exact_compute_type, wrap_in_casts
+from opshift.convert.walk import walk_for
 from opshift.graph.facts import Facts
 from opshift.graph.names import Names
 

@@ -14,8 +14,8 @@ from conftest import assert_conversion_exact, converted, make_model, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
+from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
-from opshift.passes.convert import convert_proto
 
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 COND = np.array([[True, False, True, False], [False, True, True, False]])

@@ -12,11 +12,11 @@ from fuse_helpers import ops, same_numbers
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
+from opshift.convert import convert
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
-from opshift.passes.convert import convert
-from opshift.passes.fuse import fuse_with_result
-from opshift.passes.inline import inline
+from opshift.fuse.driver import fuse_with_result
+from opshift.inline import inline
 
 RNG = np.random.default_rng(7)
 C, K = 4, 10  # channels after the Conv, classes

@@ -1,4 +1,4 @@
-"""Every read of tensor data goes through opshift.external.tensor_array: external data is
+"""Every read of tensor data goes through opshift.io.tensors.tensor_array: external data is
 read from the model's folder (never the working directory), only from inside it, and bad
 external data entries are one-line errors in every command."""
 
@@ -23,7 +23,7 @@ from onnx import helper, numpy_helper
 from opshift.cli import main
 from opshift.errors import ModelLoadError, OpshiftError
 from opshift.evaluator import evaluate
-from opshift.external import read_external, tensor_array
+from opshift.io.tensors import read_external, tensor_array
 
 SLOPE = np.array([0.5, -2.0, 3.0], np.float32)
 X = np.array([-1, 2, -3, 4] * 3, np.float32).reshape(1, 3, 2, 2)
@@ -114,10 +114,10 @@ def test_an_external_tensor_without_a_model_folder_is_refused(tmp_path, monkeypa
     for name, value in (("w.bin", [0.125] * 3), ("a.bin", 0.5), ("alpha.bin", [0.75])):
         _decoy(tmp_path, name, value)
     monkeypatch.chdir(tmp_path)
+    from opshift.fix import fix
+    from opshift.fuse import fuse
+    from opshift.inline import inline
     from opshift.inspect import inspect
-    from opshift.passes.fix import fix
-    from opshift.passes.fuse import fuse
-    from opshift.passes.inline import inline
 
     run, tensor = {
         "inline": (lambda: inline(legacy_prelu(None, SLOPE)), "slope"),
@@ -135,7 +135,7 @@ def test_an_external_tensor_without_a_model_folder_is_refused(tmp_path, monkeypa
 
 
 def test_the_api_given_a_path_reads_from_the_model_folder(folders, monkeypatch):
-    from opshift.passes.inline import inline
+    from opshift.inline import inline
 
     src, _, cwd = folders
     write(src / "m.onnx", legacy_prelu(src, SLOPE))

@@ -291,7 +291,7 @@ def test_the_data_copy_is_exact_whichever_way_the_kernel_allows(
         tmp_path, monkeypatch, range_after, send_after, way):
     """copy_file_range first; a refusal, even part way, starts sendfile again from the first
     byte, and a refusal of that a plain copy; the copy is the source, byte for byte."""
-    from opshift import output
+    from opshift.io import output
 
     data = np.random.default_rng(0).bytes(10 * 4096 + 123)
     (tmp_path / "w.bin").write_bytes(data)

@@ -13,12 +13,15 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from opshift import validate
+from opshift.check import structure as validate
 from opshift.cli import main
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
+from opshift.fix import fix
+from opshift.fix.fixer import fix_proto
+from opshift.fix.verification import verify_fix
 from opshift.opsets import ir_version_for_opset
-from opshift.passes.fix import FixPass, fix, fix_proto, verify_fix
+from opshift.plugins.onnx_ir import FixPass
 
 
 def _prelu_channel(x, slope):
@@ -336,7 +339,7 @@ def test_value_names_read_again_only_where_the_check_found_a_value_defined_twice
         tmp_path, capsys, monkeypatch):
     # fix and inspect pass the check's findings on: no second look at every output name of
     # a model the check found no value produced twice in, but every repair where it did
-    from opshift.repair import fixer
+    from opshift.fix import fixer
 
     looked: list[str] = []
     real = fixer.fix_value_names

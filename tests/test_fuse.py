@@ -25,8 +25,8 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from opshift import evaluate
-from opshift.passes.fuse import fuse_with_result
-from opshift.rewriters import rules
+from opshift.fuse.driver import fuse_with_result
+from opshift.fuse.rules import rules
 from opshift.verify import compare
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -20,8 +20,10 @@ from fuse_helpers import (
 from onnx import TensorProto as TP
 from onnx import helper
 
-from opshift.passes.fuse import FusePass, fuse, fuse_with_result
-from opshift.rewriters import rules
+from opshift.fuse import fuse
+from opshift.fuse.driver import fuse_with_result
+from opshift.fuse.rules import rules
+from opshift.plugins.onnx_ir import FusePass
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -69,7 +71,7 @@ def test_fuse_pass_modified_is_truthful():
 def test_fuse_pass_fuses_inside_functions_typed_from_call_sites():
     from conftest import MODELS
 
-    from opshift.passes.inline import inline
+    from opshift.inline import inline
 
     m = onnx.load(MODELS / "local_function.onnx")
     inlined = inline(m)  # functions kept; the activations inside them decomposed
@@ -92,7 +94,7 @@ def test_selu_body_with_function_attributes_fuses_to_selu_with_the_references(ga
     """A function's ``Selu<alpha=@alpha, gamma=@gamma or a literal>``, inlined, comes back
     with the same references: the body's constants are then attribute references, not
     constants, and the check falls back to reading them as such."""
-    from opshift.passes.inline import inline
+    from opshift.inline import inline
 
     selu = helper.make_node("Selu", ["x"], ["y"])
     selu.attribute.append(helper.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT))
@@ -153,7 +155,7 @@ def test_cli_fuse_verify_verbose_json(tmp_path, capsys):
 
 def test_cli_verify_catches_a_wrong_fusion_and_writes_nothing(tmp_path, capsys, monkeypatch):
     from opshift.cli import main
-    from opshift.rewriters import _checks
+    from opshift.fuse.rules import checks as _checks
 
     real = _checks.scalar_attr
     monkeypatch.setattr(_checks, "scalar_attr", lambda *a, **k: real(*a, **k) * 1.5)
@@ -180,8 +182,8 @@ def test_rules_commute_lazily_and_their_filters_hold_for_every_operand_order():
     every commuted variant has the same. Variants are listed only when first needed, and
     each is built only when a node first fits it -- the same patterns, in the same order, as
     onnxscript's ``GraphPattern.commute`` builds all at once."""
-    from opshift.rewriters._report import skeleton, skeleton_ops
-    from opshift.rewriters.casts import CAST_RULES
+    from opshift.fuse.report import skeleton, skeleton_ops
+    from opshift.fuse.rules.casts import CAST_RULES
 
     cast_rules = {c.__name__ for c in CAST_RULES}
 
@@ -214,8 +216,8 @@ def test_rules_commute_lazily_and_their_filters_hold_for_every_operand_order():
 def test_every_rule_needs_an_anchor_op(allow_rounding):
     """fuse skips a model with no Mul and no Cast without building the rules: every rule's
     pattern must hold one of them, in every operand order."""
-    from opshift.passes.fuse_anchors import ANCHORS, may_hold_patterns
-    from opshift.passes.fuse_ir import _rule_ops
+    from opshift.fuse.anchors import ANCHORS, may_hold_patterns
+    from opshift.fuse.engine import _rule_ops
 
     needs = _rule_ops(allow_rounding)
     assert len(needs) == len(rules(allow_rounding=allow_rounding).rules)

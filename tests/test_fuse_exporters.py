@@ -15,7 +15,7 @@ from exporter_models import Form
 from onnx import numpy_helper
 
 from opshift import evaluate
-from opshift.passes.fuse import fuse_proto, fuse_with_result, verify_fuse
+from opshift.fuse.driver import fuse_proto, fuse_with_result, verify_fuse
 from opshift.verify import compare, make_inputs
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -236,7 +236,7 @@ def test_keras_prelu_slope_is_alpha_and_what_only_the_pattern_read_is_gone():
 def test_fuse_pass_removes_the_initializers_it_left_unused_from_the_ir():
     import onnx_ir as ir
 
-    from opshift.passes import FusePass
+    from opshift.plugins.onnx_ir import FusePass
 
     model = ir.serde.deserialize_model(em.tf2onnx_prelu_shared_axes())
     result = FusePass(allow_rounding=True)(model)

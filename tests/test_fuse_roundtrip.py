@@ -15,8 +15,8 @@ from onnx import numpy_helper
 
 from opshift import evaluate, opsets
 from opshift.errors import OpshiftError
-from opshift.passes.fuse import fuse_with_result
-from opshift.passes.inline import inline
+from opshift.fuse.driver import fuse_with_result
+from opshift.inline import inline
 from opshift.verify import compare
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -184,7 +184,7 @@ def test_verify_passes_on_every_inline_form(opset):
     """--verify's local regions (the matched nodes against the fused op) agree, for every
     form inline writes -- with initializers at IR 3 (listed as inputs) fed as constants, as
     the checks treat them."""
-    from opshift.passes.fuse import fuse_proto, verify_fuse
+    from opshift.fuse.driver import fuse_proto, verify_fuse
 
     for name, (op, attrs, slope) in sorted(SYNTHETIC.items()):
         if name == "prelu_1d_channel" and opset >= 7:

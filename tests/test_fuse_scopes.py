@@ -23,8 +23,8 @@ from fuse_helpers import (
 from onnx import TensorProto as TP
 from onnx import helper
 
-from opshift.passes.fuse import fuse_with_result
-from opshift.rewriters._report import USED_OUTSIDE
+from opshift.fuse.driver import fuse_with_result
+from opshift.fuse.report import USED_OUTSIDE
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

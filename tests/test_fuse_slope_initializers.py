@@ -21,8 +21,8 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 import opshift
-from opshift.passes.fuse import fuse_proto, verify_fuse
-from opshift.passes.inline.templates import RESHAPED_SLOPE
+from opshift.fuse.driver import fuse_proto, verify_fuse
+from opshift.inline.templates import RESHAPED_SLOPE
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

@@ -12,7 +12,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 gs = pytest.importorskip("onnx_graphsurgeon")
-import opshift.graphsurgeon  # noqa: E402,F401  (registers the methods)
+import opshift.plugins.graphsurgeon  # noqa: E402,F401  (registers the methods)
 from opshift.errors import ConversionError, OpshiftError  # noqa: E402
 from opshift.evaluator import evaluate  # noqa: E402
 
@@ -106,30 +106,30 @@ def test_inline_then_fuse_round_trip(rng):
 def test_missing_module_gives_clear_error(monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "opshift.passes.fuse", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "opshift.fuse.driver", None)  # as if not installed
     graph = gs.import_onnx(opshift_fixed_model())
     before = gs.export_onnx(graph).SerializeToString()
-    with pytest.raises(OpshiftError, match=r"opshift_fuse\(\): opshift.passes.fuse is not "
+    with pytest.raises(OpshiftError, match=r"opshift_fuse\(\): opshift.fuse.driver is not "
                        "available"):
         graph.opshift_fuse()
     assert gs.export_onnx(graph).SerializeToString() == before
 
 
 def opshift_fixed_model():
-    from opshift.passes.fix import fix
+    from opshift.fix import fix
 
     return fix(_defect_model())
 
 
 def test_module_docstring_example_runs(tmp_path, monkeypatch):
-    """The usage example in opshift.graphsurgeon's docstring runs as written."""
-    doc = opshift.graphsurgeon.__doc__
+    """The usage example in opshift.plugins.graphsurgeon's docstring runs as written."""
+    doc = opshift.plugins.graphsurgeon.__doc__
     block = doc.split("::\n", 1)[1].split("\n\n", 2)
     code = "\n".join(line[4:] for line in "\n\n".join(block[:2]).splitlines())
     assert "opshift_fix().opshift_convert(13)" in code
     onnx.save(_defect_model(), tmp_path / "model.onnx")
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "opshift.graphsurgeon docstring", "exec"), {})
+    exec(compile(code, "opshift.plugins.graphsurgeon docstring", "exec"), {})
     out = onnx.load(tmp_path / "model13.onnx")
     onnx.checker.check_model(out, full_check=True)
     assert [(i.domain, i.version) for i in out.opset_import] == [("", 13)]

@@ -147,8 +147,8 @@ def opsets_to_inline_at(op: str, opset: int, dtype: np.dtype) -> list[int]:
 def test_inline_computes_what_the_op_computes_on_every_value(op, opset, dtype):
     """LeakyRelu and Selu: the float32 template between Casts; PRelu: no Casts (a product of
     two 16-bit values is exact in float32). Either way bit for bit the op."""
-    from opshift.passes.inline import inline
-    from opshift.passes.inline.templates import band, signed_zero_exact
+    from opshift.inline import inline
+    from opshift.inline.templates import band, signed_zero_exact
 
     x = every_value(dtype)
     for at in opsets_to_inline_at(op, opset, dtype):
@@ -172,7 +172,7 @@ def test_inline_refuses_a_16_bit_type_cast_cannot_convert():
     refused with one line naming the node."""
     from opshift.errors import ConversionError
     from opshift.graph.names import Names
-    from opshift.passes.inline import decompose as dec
+    from opshift.inline import decompose as dec
 
     node = helper.make_node("LeakyRelu", ["x"], ["y"], name="act")
     site = dec.Site(node, 6, 12, TensorProto.BFLOAT16)
@@ -187,7 +187,7 @@ def test_inline_refuses_selu_whose_type_is_not_known_in_a_function():
     so a Selu body could be wrong for the float16 call; a LeakyRelu whose alpha every 16-bit
     type holds (0.5) is exact for any type and is inlined."""
     from opshift.errors import ConversionError
-    from opshift.passes.inline import inline
+    from opshift.inline import inline
 
     def model(op, **attrs):
         f = helper.make_function("dom", "F", ["fx"], ["fy"],
@@ -220,8 +220,8 @@ def raw_body_model(op: str, opset: int, dtype: np.dtype, **attrs):
     """The op's decomposition computed step by step in the 16-bit type (no Casts): the
     schema body (opset >= 15), its typed-constant form (9..14) or the legacy form (1..8)."""
     from opshift.graph.names import Names
-    from opshift.passes.inline import templates as t
-    from opshift.passes.inline.decompose import attributes
+    from opshift.inline import templates as t
+    from opshift.inline.decompose import attributes
 
     version = opsets_version(op, opset)
     node = helper.make_node(op, ["x"], ["y"], name="n0", **attrs)
@@ -251,7 +251,7 @@ def opsets_version(op: str, opset: int) -> int:
 def test_fuse_raw_16_bit_selu_body_only_with_allow_rounding(opset, dtype):
     """A Selu body rounding every step to 16 bits is not Selu (float32, rounded once):
     refused by default with the reason, fused with allow_rounding."""
-    from opshift.passes.fuse import fuse_with_result
+    from opshift.fuse.driver import fuse_with_result
 
     m = raw_body_model("Selu", opset, dtype)
     x = every_value(dtype)
@@ -272,7 +272,7 @@ def test_fuse_raw_16_bit_selu_body_only_with_allow_rounding(opset, dtype):
 def test_fuse_raw_16_bit_leaky_relu_body_is_exact(opset, dtype):
     """A LeakyRelu body in 16 bits multiplies by alpha rounded to 16 bits: that product is
     exact in float32, so LeakyRelu with the rounded alpha is the body bit for bit."""
-    from opshift.passes.fuse import fuse_with_result
+    from opshift.fuse.driver import fuse_with_result
 
     m = raw_body_model("LeakyRelu", opset, dtype, alpha=0.1)
     out, result = fuse_with_result(m)
@@ -287,8 +287,8 @@ def test_fuse_raw_16_bit_leaky_relu_body_is_exact(opset, dtype):
 def test_fuse_gives_back_the_16_bit_op_inline_wrote(op, opset, dtype):
     """fuse(inline(m)) is m's op on m's type, with m's attributes: the float32 body between
     Casts fuses exactly (no allow_rounding), checked on every 16-bit value."""
-    from opshift.passes.fuse import fuse_with_result
-    from opshift.passes.inline import inline
+    from opshift.fuse.driver import fuse_with_result
+    from opshift.inline import inline
 
     x = every_value(dtype)
     for attrs in attribute_sets(op, opset):
@@ -311,8 +311,8 @@ def test_fuse_cli_verifies_the_cast_form(tmp_path):
     import onnx
 
     from opshift.cli import main
-    from opshift.passes.fuse import fuse_proto
-    from opshift.passes.inline import inline
+    from opshift.fuse.driver import fuse_proto
+    from opshift.inline import inline
 
     src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
     inlined = inline(single_op_model("Selu", 22, BF16))
@@ -332,8 +332,8 @@ def test_fuse_cli_verifies_the_cast_form(tmp_path):
 def test_fuse_leaves_a_cast_form_the_opset_cannot_hold():
     """convert's bfloat16 Selu-22 at opset 13 (float32 Selu-6 between Casts) stays: Selu-6
     has no bfloat16; the refusal says so."""
-    from opshift.passes.convert import convert
-    from opshift.passes.fuse import fuse_with_result
+    from opshift.convert import convert
+    from opshift.fuse.driver import fuse_with_result
 
     m = convert(single_op_model("Selu", 22, BF16), 13)
     out, result = fuse_with_result(m)
@@ -348,7 +348,7 @@ def test_fuse_leaves_a_cast_form_the_opset_cannot_hold():
 def test_convert_bfloat16_down_is_exact_on_every_value(op, opset):
     """Below the version that added bfloat16, the float32 op between Casts: bit for bit the
     bfloat16 op at every target Cast can express (13..), every bfloat16 value."""
-    from opshift.passes.convert import convert
+    from opshift.convert import convert
 
     x = every_value(BF16)
     for attrs in attribute_sets(op, opset):
@@ -364,9 +364,9 @@ def test_convert_bfloat16_down_is_exact_on_every_value(op, opset):
 def test_fuse_16_bit_leaky_relu_body_with_an_attribute_alpha_only_with_allow_rounding():
     """In a function, a LeakyRelu body whose alpha is the function's attribute ``@a`` rounds
     it to X's type when X is 16-bit; LeakyRelu(alpha=@a) would not: rounding."""
+    from opshift.fuse.driver import fuse_with_result
     from opshift.graph.names import Names
-    from opshift.passes.fuse import fuse_with_result
-    from opshift.passes.inline import templates as t
+    from opshift.inline import templates as t
 
     body = t.instantiate(t.function_template("LeakyRelu", (("alpha", t.Ref("a")),)),
                          "fx", "fy", "n0", Names.from_used({"fx", "fy"}))

@@ -12,12 +12,12 @@ from conftest import MODELS, bundled_at_every_opset, make_model
 from onnx import TensorProto as TP
 from onnx import helper
 
-from opshift import validate
+from opshift.check import structure as validate
 from opshift.graph.names import Names
 from opshift.graph.scopes import node_kinds, subgraphs
+from opshift.inline import templates as dec
+from opshift.inline.inliner import inline_proto
 from opshift.opsets import normalize_domain
-from opshift.passes.inline import inline_proto
-from opshift.passes.inline import templates as dec
 
 BUNDLED = sorted(p.stem for p in MODELS.glob("*.onnx"))
 
@@ -235,7 +235,7 @@ def _external(t: onnx.TensorProto) -> onnx.TensorProto:
 
 @pytest.mark.parametrize("where_", ["initializer", "constant", "subgraph", "function", "none"])
 def test_census_finds_external_data_where_modelio_does(where_):
-    from opshift import modelio
+    from opshift.io import models as modelio
 
     w = _external(helper.make_tensor("w", TP.FLOAT, [1], [1.0]))
     const = helper.make_node("Constant", [], ["k"], value=w)
@@ -317,8 +317,8 @@ def test_declared_types_read_from_the_header_as_from_the_entries():
     """The check hands the types it read (serialized, per list) to the propagation: the same
     types as reading every entry, a later list's type winning, an entry of no element type or
     no tensor type leaving an earlier one, initializers last."""
+    from opshift.check.wellformed import read_header
     from opshift.graph.element_types import Propagation
-    from opshift.wellformed import read_header
 
     seq = helper.make_tensor_sequence_value_info("a", TP.FLOAT, [2])
     g = helper.make_graph(
@@ -343,7 +343,7 @@ def test_cli_output_equals_the_api(tmp_path, functions, ops):
     """The CLI's file is the API's model byte for byte, with functions inlined first or not,
     and ops selected."""
     from opshift.cli import main
-    from opshift.passes.inline import inline
+    from opshift.inline import inline
 
     src = MODELS / "local_function.onnx"
     out = tmp_path / "o.onnx"

@@ -56,7 +56,7 @@ def test_inline_json(tmp_path, capsys):
 def test_verify_mismatch_exits_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """A wrong decomposition (gamma 0.1% off) is caught by --verify. (opshift.verify allows
     4 ulp for float32, so --verify cannot see a 1-ulp error; the exactness tests do.)"""
-    from opshift.passes.inline import decompose as dec
+    from opshift.inline import decompose as dec
 
     real = dec.legacy_selu_template.__wrapped__
 
@@ -135,7 +135,7 @@ def test_external_data_is_carried_to_the_output(tmp_path, verify):
 
 
 def test_untouched_nodes_stay_byte_identical():
-    from opshift.passes.inline import inline
+    from opshift.inline import inline
 
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="r", doc_string="keep me"),
              helper.make_node("Selu", ["a"], ["b"], name="s"),

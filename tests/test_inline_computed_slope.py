@@ -14,7 +14,7 @@ from onnx import numpy_helper as nh
 import opshift
 from opshift.cli import main
 from opshift.errors import ConversionError
-from opshift.passes.inline import inline_proto
+from opshift.inline.inliner import inline_proto
 from tests.conftest import run_onnxruntime
 
 SLOPE = np.array([0.25, 0.5, 1.5, -0.75], np.float32)

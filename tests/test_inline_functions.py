@@ -14,7 +14,8 @@ from test_inline_ops import check_exact, special_values
 
 from opshift import evaluate
 from opshift.errors import OpshiftError
-from opshift.passes.inline import inline, inline_proto
+from opshift.inline import inline
+from opshift.inline.inliner import inline_proto
 
 ACTS = {"PRelu", "LeakyRelu", "Selu"}
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

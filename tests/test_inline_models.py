@@ -9,7 +9,7 @@ import pytest
 from conftest import MODELS, bundled, bundled_at_every_opset
 
 from opshift import evaluate
-from opshift.passes.inline import inline_proto
+from opshift.inline.inliner import inline_proto
 from opshift.verify import compare
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

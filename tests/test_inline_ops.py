@@ -16,8 +16,9 @@ from onnx import helper, numpy_helper
 
 from opshift import evaluate, opsets
 from opshift.errors import ConversionError
-from opshift.passes.inline import inline, inline_proto
-from opshift.passes.inline import templates as dec
+from opshift.inline import inline
+from opshift.inline import templates as dec
+from opshift.inline.inliner import inline_proto
 
 ACTS = set(dec.OPS)
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -419,7 +420,7 @@ def test_subgraphs_are_inlined():
 
 def test_inline_pass_adapter():
     ir = pytest.importorskip("onnx_ir")
-    from opshift.passes import InlinePass
+    from opshift.plugins.onnx_ir import InlinePass
 
     x = helper.make_tensor_value_info("x", TP.FLOAT, [4])
     m = make_model([helper.make_node("Selu", ["x"], ["y"])], [x],

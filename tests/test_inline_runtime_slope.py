@@ -14,7 +14,8 @@ from conftest import MODELS, assert_exact, bundled, const, init, make_model, vi
 from opshift import convert, evaluate, opsets
 from opshift.cli import main
 from opshift.errors import ConversionError
-from opshift.passes.inline import inline, inline_proto
+from opshift.inline import inline
+from opshift.inline.inliner import inline_proto
 from opshift.verify import compare
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -146,7 +147,7 @@ def test_inline_pass_and_graphsurgeon_take_the_option():
     import onnx_ir as ir
 
     from opshift.errors import OpshiftError
-    from opshift.passes import InlinePass
+    from opshift.plugins.onnx_ir import InlinePass
 
     m = _model(8, "input")
     with pytest.raises(OpshiftError, match="slope is not a constant"):
@@ -156,7 +157,7 @@ def test_inline_pass_and_graphsurgeon_take_the_option():
     assert len(p.last_result.notes) == 1
 
     gs = pytest.importorskip("onnx_graphsurgeon")
-    import opshift.graphsurgeon  # noqa: F401  (registers the methods)
+    import opshift.plugins.graphsurgeon  # noqa: F401  (registers the methods)
 
     with pytest.raises(OpshiftError, match="slope is not a constant"):
         gs.import_onnx(m).opshift_inline()
@@ -176,7 +177,7 @@ def _inlined(m: onnx.ModelProto, **kw):
 @pytest.mark.parametrize("opset", [6, 7, 8])
 @pytest.mark.parametrize("slope", ["input", "computed"])
 def test_verify_generates_finite_slopes_for_the_accepted_nodes_only(opset, slope):
-    from opshift.passes.inline import verify_inline
+    from opshift.inline.verify import verify_inline
 
     m = _model(opset, slope)
     out, result = _inlined(m, allow_nonfinite_slope=True)
@@ -195,7 +196,7 @@ def test_verify_generates_finite_slopes_for_the_accepted_nodes_only(opset, slope
 
 
 def test_verify_of_accepted_nodes_still_catches_a_wrong_replacement():
-    from opshift.passes.inline import verify_inline
+    from opshift.inline.verify import verify_inline
 
     m = _model(8, "input")
     out, result = _inlined(m, allow_nonfinite_slope=True)
@@ -207,7 +208,7 @@ def test_verify_of_accepted_nodes_still_catches_a_wrong_replacement():
 
 
 def test_verify_without_accepted_nodes_generates_every_special_value():
-    from opshift.passes.inline import verify_inline
+    from opshift.inline.verify import verify_inline
 
     m = _model(9, "input")  # PRelu's own form: no option, no note
     out, result = _inlined(m)
@@ -335,7 +336,7 @@ def test_enclosing_graph_initializer_slope_is_a_constant(opset):
     for c in (True, False):
         feeds = {"x": X, "c": np.array(c)}
         assert_exact(evaluate(m, feeds)["y"], evaluate(out, feeds)["y"])
-    from opshift.passes.inline import verify_inline
+    from opshift.inline.verify import verify_inline
 
     # the region reads the slope the pass read, as a constant
     report, notes = verify_inline(m, out, result)

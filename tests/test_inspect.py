@@ -17,7 +17,8 @@ from onnx import numpy_helper as nh
 import opshift
 from opshift.broadcast import SlopeClass
 from opshift.cli import main
-from opshift.inspect import CLASS_TEXT, inspect
+from opshift.inspect import inspect
+from opshift.inspect.report import CLASS_TEXT
 
 vi = h.make_tensor_value_info
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import make_model, vi
 from onnx import helper, numpy_helper
 
-from opshift import validate
+from opshift.check import structure as validate
 from opshift.cli import main
 
 

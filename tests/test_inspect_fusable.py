@@ -91,8 +91,8 @@ def test_nothing_decomposed_is_said_in_one_line():
 
 @pytest.mark.parametrize("name", EXPORTERS)
 def test_inspect_counts_what_fuse_fuses(name):
+    from opshift.fuse.driver import fuse_with_result
     from opshift.inspect import inspect
-    from opshift.passes.fuse import fuse_with_result
 
     m = getattr(em, name)()
     d = inspect(m).fusable

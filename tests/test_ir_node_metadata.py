@@ -15,9 +15,9 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import opshift
-from opshift import ir_versions
 from opshift.cli import main
-from opshift.conversion.engine import convert_proto
+from opshift.convert.engine import convert_proto
+from opshift.graph import ir_versions
 from tests.conftest import make_model
 
 vi = h.make_tensor_value_info

@@ -15,9 +15,9 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 import opshift
-from opshift import ir_versions
 from opshift.cli import main
-from opshift.repair.fixer import fix_proto
+from opshift.fix.fixer import fix_proto
+from opshift.graph import ir_versions
 from tests.conftest import if_with_marked_branch, make_model
 
 vi = h.make_tensor_value_info
@@ -47,7 +47,7 @@ def test_dynamo_export_to_opset_9_is_written_at_ir_4_without_node_metadata():
 
 
 def test_convert_says_what_it_dropped():
-    from opshift.conversion.engine import convert_proto
+    from opshift.convert.engine import convert_proto
 
     m = dynamo_ir10_metadata()
     result = convert_proto(m, 9)

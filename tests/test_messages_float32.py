@@ -12,8 +12,8 @@ from onnx import helper
 from onnx import numpy_helper as nh
 
 from opshift import opsets
-from opshift.conversion.engine import convert_proto
-from opshift.repair.fixer import fix_proto
+from opshift.convert.engine import convert_proto
+from opshift.fix.fixer import fix_proto
 from opshift.tables import attribute_value, number
 
 
@@ -28,7 +28,7 @@ def _messages(m, target) -> str:
 
 
 def _changes(result):
-    from opshift.conversion.result import all_changes
+    from opshift.convert.result import all_changes
 
     return all_changes(result.entries)
 

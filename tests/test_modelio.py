@@ -10,9 +10,9 @@ import pytest
 from conftest import MODELS, make_model
 from onnx import TensorProto, helper, numpy_helper
 
-from opshift import modelio
 from opshift.errors import ModelLoadError, OpshiftError
-from opshift.external import external_files
+from opshift.io import models as modelio
+from opshift.io.tensors import external_files
 
 
 def _tiny() -> onnx.ModelProto:
@@ -144,7 +144,7 @@ def test_a_file_over_protobufs_2_gib_says_so():
     'not an ONNX model' (a real file that large is not written here: its length is what is
     read)."""
     from opshift.errors import ModelLoadError
-    from opshift.modelio import parse_model_bytes
+    from opshift.io.models import parse_model_bytes
 
     class Big(bytes):
         def __len__(self) -> int:

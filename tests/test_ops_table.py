@@ -10,10 +10,10 @@ from conftest import table_cells
 
 from opshift import opsets
 from opshift.cli import main
-from opshift.commands import _output
-from opshift.conversion import registry
-from opshift.conversion.generic import schema_step
-from opshift.conversion.registry import replacement_for, steps_for
+from opshift.cli import output as _output
+from opshift.convert import registry
+from opshift.convert.generic import schema_step
+from opshift.convert.registry import replacement_for, steps_for
 
 
 def run(capsys, *argv):

@@ -1,4 +1,4 @@
-"""opshift.conversion: every non-activation op converted between opsets, exactly.
+"""opshift.convert: every non-activation op converted between opsets, exactly.
 
 The real model is a small CNN exported by PyTorch (tests/data/export_cnn.py) at opsets 17
 and 20 with torch's reference outputs. The engine's node conversion is called alone (the
@@ -23,7 +23,7 @@ from conftest import (
 )
 from onnx import TensorProto, helper, numpy_helper
 
-from opshift.conversion.engine import convert_nodes
+from opshift.convert.engine import convert_nodes
 from opshift.errors import ConversionError, UnsupportedError
 from opshift.evaluator import evaluate
 from opshift.opsets import ACTIVATIONS, ir_version_for_opset
@@ -1404,8 +1404,8 @@ def test_castlike_below_15_becomes_cast():
 def test_table_lists_real_steps_and_documents_them():
     import sys
 
-    from opshift.conversion import registry
-    from opshift.conversion.steps import broadcast_legacy, negative_axes
+    from opshift.convert import registry
+    from opshift.convert.steps import broadcast_legacy, negative_axes
     from opshift.opsets import versions
 
     registry.steps_for("Relu", 1)  # loads the step modules
@@ -1497,7 +1497,7 @@ def test_float16_attention_body_below_23():
 def test_function_body_that_does_not_type_check_is_refused(monkeypatch):
     """A written body is type-checked on its own at the target: one that mixes element
     types (here a body adding a float to an int64) is refused, never written."""
-    from opshift.conversion.steps import missing_ops
+    from opshift.convert.steps import missing_ops
 
     body = helper.make_function("", "Mish", ["X"], ["Y"], [
         helper.make_node("Constant", [], ["k"], value=helper.make_tensor("k", TensorProto.INT64,
@@ -1718,7 +1718,7 @@ def test_other_domain_body_that_needs_newer_ai_onnx_is_refused_going_down():
 
     from onnx.backend.test.case.node import collect_testcases
 
-    from opshift.passes.convert import convert as convert_model
+    from opshift.convert import convert as convert_model
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -15,8 +15,8 @@ from onnx_ir.passes.common import (
 )
 
 import opshift
-import opshift.rewriters
-from opshift.passes import ConvertOpsetPass, FixPass, FusePass, InlinePass
+from opshift.plugins.onnx_ir import ConvertOpsetPass, FixPass, FusePass, InlinePass
+from opshift.plugins.onnxscript import rules
 from opshift.verify import verify
 
 ACT = {"PRelu", "LeakyRelu", "Selu"}
@@ -62,11 +62,11 @@ def test_rules_work_in_onnxscript_rewrite_alone_and_with_default_rules():
     original = onnx.load(MODELS / "prelu16.onnx")
     inlined = opshift.inline(original)
     assert not _ops(inlined) & ACT
-    alone = rewriter.rewrite(inlined, pattern_rewrite_rules=opshift.rewriters.rules())
+    alone = rewriter.rewrite(inlined, pattern_rewrite_rules=rules())
     assert "PRelu" in _ops(alone)
     both = rewriter.rewrite(
         inlined,
-        pattern_rewrite_rules=[*rewriter._DEFAULT_REWRITE_RULES, *opshift.rewriters.rules()])
+        pattern_rewrite_rules=[*rewriter._DEFAULT_REWRITE_RULES, *rules()])
     assert "PRelu" in _ops(both)
     for m in (alone, both):
         assert verify(original, m, _npz_inputs("prelu16")).ok

@@ -16,7 +16,8 @@ from conftest import ROOT
 from external_models import listing, weights_model, write
 from onnx import helper, numpy_helper
 
-from opshift import cli, output
+from opshift import cli
+from opshift.io import output
 
 STATUS = {signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGINT: 130}
 ARGS = {"convert": ["--opset", "14"], "inline": [], "fuse": [], "fix": []}

@@ -6,7 +6,7 @@ import pytest
 from conftest import make_model, vi
 from onnx import TensorProto, helper
 
-from opshift import validate
+from opshift.check import structure as validate
 from opshift.errors import ModelLoadError
 
 F = TensorProto.FLOAT

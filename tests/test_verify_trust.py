@@ -269,7 +269,7 @@ def test_a_rewrite_one_ulp_off_is_a_mismatch_at_ulp_0(tmp_path, monkeypatch, cap
     bound of 4 ulp by default, a mismatch (exit 1, nothing written) with --ulp 0, found by
     the rewrite's own check and by the whole model's."""
     from opshift.cli import main
-    from opshift.passes.inline import decompose
+    from opshift.inline import decompose
 
     src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
     onnx.save(_tokens(), src)

@@ -19,7 +19,7 @@ from opshift.errors import EvaluationError
 from opshift.evaluator import registry
 from opshift.evaluator.runtime import NodeContext, Runtime
 from opshift.evaluator.values import checked
-from opshift.modelio import ModelLike, to_proto
+from opshift.io.models import ModelLike, to_proto
 
 __all__ = ["evaluate", "NodeContext", "Runtime", "supported_ops", "check_inputs"]
 

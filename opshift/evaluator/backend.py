@@ -16,7 +16,7 @@ from onnx.backend.base import Backend, BackendRep
 
 from opshift import opsets
 from opshift.evaluator import registry
-from opshift.external import tensor_array
+from opshift.io.tensors import tensor_array
 
 
 def _graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:

@@ -16,7 +16,7 @@ from opshift.errors import EvaluationError, LimitError, UnsupportedError, where
 from opshift.evaluator import kernels, registry
 from opshift.evaluator.lifetimes import last_reads
 from opshift.evaluator.values import Value
-from opshift.external import tensor_array
+from opshift.io.tensors import tensor_array
 
 
 @dataclass

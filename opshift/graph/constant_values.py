@@ -7,7 +7,7 @@ one only through ops whose results do not depend on how a runtime computes them 
 movement, casts, comparisons and logic, Floor/Ceil/Abs/Neg/Sign, and on integers arithmetic
 and Range): the evaluator then computes what every runtime would. The shape rules read the
 small integer ones (:func:`small_ints`); conversion folds them where a step needs a constant
-(:mod:`opshift.conversion.fold_first`).
+(:mod:`opshift.convert.rescue.fold_first`).
 
 A value read at run time (a graph input, a Shape of one with a dim not known beforehand), an
 other-domain op, a value made on the way of more than :data:`MAX_ELEMENTS` elements or of a
@@ -27,8 +27,8 @@ from onnx import numpy_helper
 
 from opshift import opsets
 from opshift.errors import OpshiftError
-from opshift.external import plain_array
 from opshift.graph.scopes import Scope
+from opshift.io.tensors import plain_array
 
 if TYPE_CHECKING:
     from opshift.graph.facts import Facts

@@ -176,7 +176,7 @@ class Propagation:
     0 = unknown), then gives the call's outputs the body's output types. Function bodies get
     their own name -> type maps: their names are local and may repeat graph names.
     :func:`declared_and_propagated` walks a model with it; the structural check
-    (:mod:`opshift.validate`) feeds it the nodes of the walk it makes anyway.
+    (:mod:`opshift.check.structure`) feeds it the nodes of the walk it makes anyway.
     """
 
     def __init__(self, model: onnx.ModelProto, source: int):
@@ -192,7 +192,7 @@ class Propagation:
     def declare(self, g: onnx.GraphProto, types: dict[str, int], declared=None) -> None:
         """Record the element types ``g`` declares (initializers last). ``declared``: the
         (names, serialized types) of its inputs, outputs and value_info entries when already
-        read (:meth:`opshift.wellformed.Header.declared`): each distinct type is then
+        read (:meth:`opshift.check.wellformed.Header.declared`): each distinct type is then
         decoded once instead of every entry read again."""
         if declared is None:
             take_value_infos(g.input, types)

@@ -50,7 +50,7 @@ from opshift.graph.shape_rules import ALL_OUTPUTS, RULES
 from opshift.graph.shape_walk import ShapeWalk
 
 if TYPE_CHECKING:
-    from opshift.census import Census
+    from opshift.graph.index import Census
 
 _EMPTY: dict = {}
 

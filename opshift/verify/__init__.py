@@ -30,7 +30,7 @@ import onnx
 
 from opshift import progress
 from opshift.errors import EvaluationError, OpshiftError, UnsupportedError, VerificationError
-from opshift.modelio import ModelLike, to_proto
+from opshift.io.models import ModelLike, to_proto
 from opshift.verify import policy as _policy
 from opshift.verify.comparison import ULP_TOLERANCE, Comparison, _max, compare
 from opshift.verify.inputs import (

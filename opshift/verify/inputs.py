@@ -132,7 +132,7 @@ def size_profiles(graph: onnx.GraphProto) -> list[dict[str, int]]:
     to ``[10, 8, 8]``, or to a Concat of ``[10]`` and computed dims, that an exporter traced
     at a sequence of 10), batch 1: the sizes a model traced at one size runs at, the most
     named first, three at most."""
-    from opshift.external import tensor_array
+    from opshift.io.tensors import tensor_array
 
     consts: dict[str, onnx.TensorProto] = {t.name: t for t in graph.initializer}
     for n in graph.node:
@@ -301,8 +301,8 @@ def index_bounds(graph: onnx.GraphProto) -> dict[str, int]:
     (Cast, Unsqueeze, Reshape, ...), the indices of a Gather or GatherElements whose data
     has a known size on the axis it indexes, or the indices of a OneHot of constant depth:
     the smallest such size (values in ``[0, size)`` are valid indices there)."""
-    from opshift.external import tensor_array
     from opshift.graph.declared import dims as declared_of
+    from opshift.io.tensors import tensor_array
 
     sizes: dict[str, list[int | str | None]] = {}
     for vi in [*graph.input, *graph.value_info]:
