@@ -366,12 +366,12 @@ def test_value_names_read_again_only_where_the_check_found_a_value_defined_twice
     assert looked == ["graph 'g'", "graph 'g'"]
     assert "renamed output 't'" in capsys.readouterr().out
     assert fix_proto(clean).changes == [] and looked[2:] == ["graph 'g'"]  # not checked: looked
-    census = validate.Census(full=False)
-    assert [k for k, _ in validate.problems(twice, census)] == [validate.DUPLICATE_VALUE]
-    assert _kinds(fix_proto(twice, census=census)) == ["value_name"]
+    index = validate.ModelIndex(full=False)
+    assert [k for k, _ in validate.problems(twice, index)] == [validate.DUPLICATE_VALUE]
+    assert _kinds(fix_proto(twice, index=index)) == ["value_name"]
 
 
-def test_fresh_names_from_the_checks_census_avoid_every_name_of_the_model(tmp_path):
+def test_fresh_names_from_the_checks_index_avoid_every_name_of_the_model(tmp_path):
     # the CLI takes the names in use from the structural check's walk, the library reads
     # them from the model: the same model comes out, avoiding names met only in subgraphs
     then = h.make_graph([h.make_node("Identity", ["x"], ["s_per_channel"], name="a"),

@@ -19,7 +19,7 @@ from opshift.check.activations import activation_spec, judge_slope
 from opshift.errors import ModelLoadError, function_label, where
 from opshift.graph.declared import Listed
 from opshift.graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
-from opshift.graph.index import Census, CensusScope, holds_external_data
+from opshift.graph.index import IndexScope, ModelIndex, holds_external_data
 from opshift.graph.scopes import may_hold_subgraphs
 from opshift.opsets import (
     ACTIVATIONS,
@@ -52,20 +52,20 @@ UNSUPPORTED = "unsupported"  # well-formed, but nothing opshift can rewrite (spa
 
 
 class _Walker:
-    def __init__(self, model: onnx.ModelProto, census: Census | None = None):
+    def __init__(self, model: onnx.ModelProto, index: ModelIndex | None = None):
         self.model = model
         self.functions = {(normalize_domain(f.domain), f.name) for f in model.functions}
         self.problems: list[tuple[str, str]] = []
         self._headers: dict[int, wellformed.Header] = {}  # what each graph declares
         #: (op, version, X's declared type, slope dims) -> activation_spec.judge_slope's verdict
         self._judged: dict[tuple, tuple[int, str | None, bool]] = {}
-        self.census = census
-        self.full = census is not None and census.full  # names, scopes, sites, types
-        self.naming = census is not None and census.naming
-        self._scope: CensusScope | None = None
-        self.typing: Propagation | None = None  # types the main graph's values (Census.types)
+        self.index = index
+        self.full = index is not None and index.full  # names, scopes, sites, types
+        self.naming = index is not None and index.naming
+        self._scope: IndexScope | None = None
+        self.typing: Propagation | None = None  # types the main graph's values (ModelIndex.types)
         self.slopes = True  # report slope problems
-        self.reads: list[str] | None = None  # Census.reads, while in the main graph's tree
+        self.reads: list[str] | None = None  # ModelIndex.reads, while in the main graph's tree
 
     def add(self, kind: str, msg: str) -> None:
         self.problems.append((kind, msg))
@@ -100,17 +100,17 @@ class _Walker:
                     self.add(DUPLICATE_VALUE, f"{label}: input {name!r} is declared twice")
                 seen.add(name)
         defined.update(header.initializer_names)
-        census, parent = self.census, self._scope
-        if census is not None and not census.external:
-            census.external = any(map(uses_external_data, g.initializer))
+        index, parent = self.index, self._scope
+        if index is not None and not index.external:
+            index.external = any(map(uses_external_data, g.initializer))
         if self.typing is not None:
-            self.typing.declare(g, census.types, header.declared())
+            self.typing.declare(g, index.types, header.declared())
         if self.full:
             fn = parent.function if parent is not None else None
-            self._scope = CensusScope(g, label, opsets, fn)
-            census.scopes.append(self._scope)
+            self._scope = IndexScope(g, label, opsets, fn)
+            index.scopes.append(self._scope)
         if self.naming:
-            census.names.update(v.name for v in g.output)
+            index.names.update(v.name for v in g.output)
         self.nodes(g.node, opsets, defined, outer, label, g)
         self.text(label, "value name", defined)
         if self.full:
@@ -123,7 +123,7 @@ class _Walker:
             if vi.name not in defined and vi.name not in outer:
                 self.add(CYCLE, f"{label}: graph output {vi.name!r} is never computed")
         if self.naming:
-            census.add_names(defined)
+            index.add_names(defined)
         return header
 
     def nodes(self, nodes: Iterable[onnx.NodeProto], opsets: dict[str, int], defined: set[str],
@@ -139,11 +139,11 @@ class _Walker:
         flags_by_op: dict[str, int] = {}
         flags_by_key: dict[tuple[str, str], int] = {}
         specs: dict[str, tuple] = {}
-        census, full = self.census, self.full
+        index, full = self.index, self.full
         sites = self._scope.sites if full else None
         typing, types = self.typing, None
         if typing is not None and graph is not None:  # (function bodies: per call site)
-            types = census.types
+            types = index.types
         types_get = types.get if types is not None else None
         reads = self.reads.extend if self.reads is not None else None
         issuperset, isdisjoint, update = defined.issuperset, defined.isdisjoint, defined.update
@@ -195,8 +195,8 @@ class _Walker:
                     p = wellformed.attribute_tensor_problem(n)
                     if p is not None:
                         self.add(MALFORMED, f"{label}: {where(n)}: {p}")
-                    if census is not None and not census.external:
-                        census.external = holds_external_data(n)
+                    if index is not None and not index.external:
+                        index.external = holds_external_data(n)
                 if flags & _SUBGRAPHS:
                     if not flags & _TENSORS:
                         self.attribute_names(n, label)
@@ -221,10 +221,10 @@ class _Walker:
         if wellformed.text_problem(node_names) is not None:
             self.text(label, "node name", node_names)
         elif self.naming:
-            census.names.update(node_names)
-        if census is not None:  # the op tables hold every kind of node met, at no extra cost
-            census.kinds.update(("", op) for op in flags_by_op)
-            census.kinds.update(flags_by_key)
+            index.names.update(node_names)
+        if index is not None:  # the op tables hold every kind of node met, at no extra cost
+            index.kinds.update(("", op) for op in flags_by_op)
+            index.kinds.update(flags_by_key)
 
     def subgraphs(self, n: onnx.NodeProto, opsets: dict[str, int], defined: set[str],
                   label: str) -> None:
@@ -337,22 +337,22 @@ def _type_flag(domain: str, op: str, opset: int) -> int:
     return _TYPED
 
 
-def problems(model: onnx.ModelProto, census: Census | None = None, *,
+def problems(model: onnx.ModelProto, index: ModelIndex | None = None, *,
              skip: Iterable[str] = ()) -> list[tuple[str, str]]:
     """All structural problems as (kind, one-line message), in graph order, but for slope
     problems when ``skip`` holds SLOPE (one per PRelu of a model ``fix`` repairs); fills
-    ``census`` when given."""
-    w = _Walker(model, census)
+    ``index`` when given."""
+    w = _Walker(model, index)
     w.slopes = SLOPE not in skip
     ops = {normalize_domain(i.domain): i.version for i in model.opset_import}
     if w.full and ops.get("", 0) < 15:  # inline needs X's type below opset 15 only
         w.typing = Propagation(model, ops.get("", 0))
-        census.types = Typed()
-    if census is not None and census.facts:
-        w.reads = census.reads = []
+        index.types = Typed()
+    if index is not None and index.facts:
+        w.reads = index.reads = []
     main = w.graph(model.graph, ops, frozenset(), f"graph {model.graph.name!r}")
-    if census is not None and census.facts:
-        census.declared = Listed(main.input_names, main.output_names, main.value_info_names,
+    if index is not None and index.facts:
+        index.declared = Listed(main.input_names, main.output_names, main.value_info_names,
                                  main.initializer_names)
     w.reads = None
     identities: set[tuple[str, str, str]] = set()
@@ -372,30 +372,30 @@ def problems(model: onnx.ModelProto, census: Census | None = None, *,
                                       "a call could mean either body")
         identities.add(identity)
         if w.full:
-            w._scope = CensusScope(f, label, fops, f)
-            census.scopes.append(w._scope)
+            w._scope = IndexScope(f, label, fops, f)
+            index.scopes.append(w._scope)
         if w.naming:
-            census.names.update(f.output)
+            index.names.update(f.output)
         w.nodes(f.node, fops, defined, frozenset(), label)
         if w.naming:
-            census.add_names(defined)
+            index.add_names(defined)
     p = function_checks.recursion_problem(model)
     if p is not None:
         w.add(MALFORMED, p)
     if w.naming:
-        census.names.discard("")
+        index.names.discard("")
     if w.typing is not None:
-        census.types.variants = w.typing.variant_lists()
-    if census is not None:
-        census.found.update(kind for kind, _ in w.problems)
+        index.types.variants = w.typing.variant_lists()
+    if index is not None:
+        index.found.update(kind for kind, _ in w.problems)
     return w.problems
 
 
 def check(model: onnx.ModelProto, origin: str = "<model>", *,
-          allow: Iterable[str] = (), census: Census | None = None) -> None:
+          allow: Iterable[str] = (), index: ModelIndex | None = None) -> None:
     """Raise :class:`ModelLoadError` for the first problem whose kind is not in ``allow``
-    (never :data:`NEGATIVE_DIM`); fill ``census`` (see :class:`Census`) when given."""
+    (never :data:`NEGATIVE_DIM`); fill ``index`` (see :class:`ModelIndex`) when given."""
     allowed = {NEGATIVE_DIM, *allow}
-    for kind, msg in problems(model, census, skip=allowed):
+    for kind, msg in problems(model, index, skip=allowed):
         if kind not in allowed:
             raise ModelLoadError(f"{origin}: {msg}")

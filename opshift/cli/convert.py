@@ -76,7 +76,7 @@ def process(args, job) -> Outcome:
     from opshift.check import structure as validate
 
     # the check's reading of the main graph's declarations and uses, for the planner
-    return _rewrite.run(args, job, _convert, census=validate.Census(full=False, facts=True))
+    return _rewrite.run(args, job, _convert, index=validate.ModelIndex(full=False, facts=True))
 
 
 def _convert(args, src) -> _rewrite.Rewritten:
@@ -93,7 +93,7 @@ def _convert(args, src) -> _rewrite.Rewritten:
     try:
         result = convert_proto(model, args.opset, record=args.verify,
                                verbose_log=log.append if args.verbose else None,
-                               base_dir=Path(src.origin).parent, census=src.census,
+                               base_dir=Path(src.origin).parent, index=src.index,
                                keep_node_metadata=args.node_metadata_to_model)
     except OpshiftError as e:
         raise type(e)(f"{src.origin}: {e}") from None

@@ -72,7 +72,7 @@ def process(args, job) -> Outcome:
     # what fix repairs is not a reason to refuse the model; the names the check met are
     # kept for the fresh names a repair makes
     return _rewrite.run(args, job, _fix, allow=validate.REPAIRABLE, repair=False,
-                        census=validate.Census(full=False, keep_names=True))
+                        index=validate.ModelIndex(full=False, keep_names=True))
 
 
 def _fix(args, src) -> _rewrite.Rewritten:
@@ -83,10 +83,10 @@ def _fix(args, src) -> _rewrite.Rewritten:
     try:
         if args.verify:  # the check compares with the original
             fixed, result = fix_with_result(original, prelu_slope=args.prelu_slope,
-                                            base_dir=src.folder, census=src.census)
+                                            base_dir=src.folder, index=src.index)
         else:  # nothing reads the original again: repaired in place, no copy
             fixed, result = original, fix_proto(original, prelu_slope=args.prelu_slope,
-                                                base_dir=src.folder, census=src.census)
+                                                base_dir=src.folder, index=src.index)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise

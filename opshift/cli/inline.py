@@ -80,23 +80,23 @@ def run(args) -> int:
 def process(args, job) -> Outcome:
     from opshift.check import structure as validate
 
-    census = validate.Census()  # the check's walk, reused by inline
-    return _rewrite.run(args, job, lambda a, src: _inline(a, src, census), census=census)
+    index = validate.ModelIndex()  # the check's walk, reused by inline
+    return _rewrite.run(args, job, lambda a, src: _inline(a, src, index), index=index)
 
 
-def _inline(args, src, census) -> _rewrite.Rewritten:
+def _inline(args, src, index) -> _rewrite.Rewritten:
     import onnx
 
     from opshift.inline.inliner import inline_proto
     from opshift.inline.verify import verify_inline
 
     model = original = src.model
-    if args.verify:  # inline ``model`` in place (the census is of it); keep a copy
+    if args.verify:  # inline ``model`` in place (the index is of it); keep a copy
         original = onnx.ModelProto()
         original.CopyFrom(model)
     try:
         result = inline_proto(model, args.ops, args.functions, keep_before=args.verify,
-                              census=census, base_dir=src.source_dir,
+                              index=index, base_dir=src.source_dir,
                               allow_nonfinite_slope=args.allow_nonfinite_slope)
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)

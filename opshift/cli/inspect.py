@@ -68,7 +68,7 @@ def process(args, job) -> Outcome:
         src = open_model(job.input, allow=validate.REPAIRABLE,
                          shapes=parse_input_shapes(args.input_shape))
     report = inspect_model(src.model, opset=args.opset, base_dir=src.folder, scratch=True,
-                           census=src.census)
+                           index=src.index)
     o.ops_before, o.ops_after = report.ops, report.ops_at_target
     if args.json:  # (a row per activation: only JSON shows them all as data)
         o.details = report.to_dict()

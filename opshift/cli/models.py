@@ -29,13 +29,13 @@ class Opened:
     declared: dict[str, onnx.TypeProto] = field(default_factory=dict)
     #: changes made while opening (the IR-3 repair), as change dicts
     repairs: list[dict[str, Any]] = field(default_factory=list)
-    #: what the structural check saw of ``model`` (an :class:`opshift.graph.index.Census`)
-    census: Any = None
+    #: what the structural check saw of ``model`` (an :class:`opshift.graph.index.ModelIndex`)
+    index: Any = None
 
     @property
     def folder(self) -> Path | None:
         """The model file's folder (None for stdin), where tensor data it names is read;
-        unlike ``source_dir`` also when the census saw none (it does not look into
+        unlike ``source_dir`` also when the index saw none (it does not look into
         attributes of wrong types, which fix converts)."""
         return None if self.origin == "<stdin>" else Path(self.origin).resolve().parent
 
@@ -44,10 +44,10 @@ def origin_of(path: str) -> str:
     return "<stdin>" if path == STDIO else path
 
 
-def open_model(path: str, *, allow=(), census=None, shapes: dict[str, list[int]] | None = None,
+def open_model(path: str, *, allow=(), index=None, shapes: dict[str, list[int]] | None = None,
                repair: bool = False, load_external_data: bool = False) -> Opened:
-    """Read, check and prepare the model at ``path`` (``-``: stdin), filling ``census`` (a
-    :class:`opshift.graph.index.Census`, made here when None; kept in :attr:`Opened.census`).
+    """Read, check and prepare the model at ``path`` (``-``: stdin), filling ``index`` (a
+    :class:`opshift.graph.index.ModelIndex`, made here when None; kept in :attr:`Opened.index`).
 
     ``shapes`` (from --input-shape) are written into the graph inputs; :func:`restore_inputs`
     puts the declared ones back before writing. With ``repair``, a model of IR < 4 whose
@@ -57,21 +57,21 @@ def open_model(path: str, *, allow=(), census=None, shapes: dict[str, list[int]]
     from opshift.check import structure as validate
     from opshift.io import models as modelio
 
-    census = validate.Census(full=False) if census is None else census
+    index = validate.ModelIndex(full=False) if index is None else index
     if path == STDIO:
         data = sys.stdin.buffer.read()
         if not data:
             raise ModelLoadError("<stdin>: empty input (0 bytes), not an ONNX model")
         model = modelio.parse_model_bytes(data, "<stdin>")
-        validate.check(model, "<stdin>", allow=allow, census=census)
-        if census.external or modelio.has_external_data(model):
+        validate.check(model, "<stdin>", allow=allow, index=index)
+        if index.external or modelio.has_external_data(model):
             raise ModelLoadError("<stdin>: the model keeps tensors in external data, whose "
                                  "locations are relative to its file; give the file's path")
-        opened = Opened(model, None, "<stdin>", len(data), census=census)
+        opened = Opened(model, None, "<stdin>", len(data), index=index)
     else:
-        model, source_dir = modelio.open_checked(path, allow=allow, census=census,
+        model, source_dir = modelio.open_checked(path, allow=allow, index=index,
                                                  load_external_data=load_external_data)
-        opened = Opened(model, source_dir, path, _file_size(path), census=census)
+        opened = Opened(model, source_dir, path, _file_size(path), index=index)
     if shapes:
         opened.declared = set_input_shapes(opened.model, shapes, opened.origin)
     if repair:

@@ -65,14 +65,14 @@ def reported(args) -> bool:
     return args.json or not args.quiet
 
 
-def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
+def run(args, job: Job, rewrite: Rewrite, *, allow=(), index=None,
         repair: bool = True) -> Outcome:
     """One model through ``rewrite``; see the module docs."""
     check_verify_options(args)
     o = Outcome(args.command, job.input)
     people = not args.quiet and not args.json
     with progress.stage("load"):
-        src = open_model(job.input, allow=allow, census=census,
+        src = open_model(job.input, allow=allow, index=index,
                          shapes=parse_input_shapes(args.input_shape), repair=repair)
     o.changes.extend(src.repairs)
     counted = reported(args)
@@ -88,8 +88,8 @@ def run(args, job: Job, rewrite: Rewrite, *, allow=(), census=None,
                 if "input shapes" in str(e) and not args.input_shape:
                     e.args = (f"{e} (--input-shape NAME:D0,D1,... gives them)",)
                 raise
-            if src.census is not None:  # what the check read no longer describes the model
-                src.census.forget_reading()
+            if src.index is not None:  # what the check read no longer describes the model
+                src.index.forget_reading()
         if args.verify and r.check is not None:
             with progress.stage("verify", r.check_total or None, "rewrites"):
                 report, notes = r.check()

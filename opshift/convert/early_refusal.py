@@ -34,7 +34,7 @@ from opshift.convert.walk import walk_node
 from opshift.errors import ConversionError, MissingOpError
 from opshift.graph.edit import Edits
 from opshift.graph.facts import Facts
-from opshift.graph.index import Census
+from opshift.graph.index import ModelIndex
 
 #: the op types fuse's patterns hold: its rules' ops and the comparisons they accept in
 #: either form (tests/test_convert_early_refusal.py checks this against the rules)
@@ -61,13 +61,13 @@ def no_form_at(op: str, v_from: int, target: int) -> bool:
 
 
 def refuse_early(model: onnx.ModelProto, source: int, target: int,
-                 census: Census | None = None) -> None:
+                 index: ModelIndex | None = None) -> None:
     """Raise the :class:`MissingOpError` planning would raise for the first node of the
     main graph that is refused unconditionally (see the module); return when there is
     none."""
     graph = model.graph
     verdict: dict[tuple[str, int], bool] = {}
-    kinds = census.kinds if census is not None and census.kinds else {
+    kinds = index.kinds if index is not None and index.kinds else {
         (n.domain, n.op_type) for n in graph.node}
     for domain, op in kinds:  # (most models hold none: no walk of their values)
         v_from = opsets.since_version(op, source) if domain in ("", "ai.onnx") else None
@@ -90,13 +90,13 @@ def refuse_early(model: onnx.ModelProto, source: int, target: int,
         if key not in verdict:
             verdict[key] = no_form_at(n.op_type, v_from, target)
         if verdict[key]:
-            _walk_one(model, source, target, census, i, n, v_from)
+            _walk_one(model, source, target, index, i, n, v_from)
 
 
-def _walk_one(model: onnx.ModelProto, source: int, target: int, census: Census | None,
+def _walk_one(model: onnx.ModelProto, source: int, target: int, index: ModelIndex | None,
               i: int, n: onnx.NodeProto, v_from: int) -> None:
     """Walk node ``i`` of the main graph alone, as planning does; raise its refusal."""
-    facts = Facts(model, source, census=census)
+    facts = Facts(model, source, index=index)
     scope = facts.scopes()[0]  # the main graph's
     ctx = Context(model, target, facts, Edits(facts))
     name = n.name or f"<{n.op_type} #{i}>"

@@ -15,12 +15,12 @@ import onnx
 from opshift.graph.edit import used_names
 
 
-def read_initializers(graph: onnx.GraphProto, census=None) -> set[str]:
-    """The initializers of ``graph`` that its nodes (or their subgraphs) read; ``census``: the
+def read_initializers(graph: onnx.GraphProto, index=None) -> set[str]:
+    """The initializers of ``graph`` that its nodes (or their subgraphs) read; ``index``: the
     structural check's walk of it, whose reads are those (with ``facts``)."""
     if not graph.initializer:
         return set()
-    reads = census.reads if census is not None and census.reads is not None else None
+    reads = index.reads if index is not None and index.reads is not None else None
     return {t.name for t in graph.initializer} & (
         used_names(graph.node) if reads is None else set(reads))
 

@@ -16,7 +16,7 @@ from opshift.fix.ir_version import fix_ir_version
 from opshift.fix.names import fix_node_names, fix_value_names
 from opshift.fix.prelu_slope import fix_prelu_slopes
 from opshift.fix.report import FixChange, FixResult
-from opshift.graph.index import Census
+from opshift.graph.index import ModelIndex
 from opshift.graph.scopes import Scope, iter_scopes
 from opshift.io.models import ModelLike, to_proto
 
@@ -25,14 +25,14 @@ SLOPE_CHOICES = ("channel", "numpy")
 
 def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
               strict: bool = True, base_dir: str | os.PathLike | None = None,
-              census: Census | None = None) -> FixResult:
+              index: ModelIndex | None = None) -> FixResult:
     """Repair ``model`` in place; return what changed.
 
     With ``strict`` (the default) a defect that cannot be repaired exactly raises
     :class:`ConversionError` naming it (the model may then be partly repaired: use
     :func:`fix` for all-or-nothing). With ``strict=False`` refusals are only listed in
     :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy). ``base_dir``: the
-    model's folder, for an attribute tensor kept in external data. ``census``: what
+    model's folder, for an attribute tensor kept in external data. ``index``: what
     :func:`opshift.check.structure.check` read of ``model`` (or of the model it is an unedited copy
     of), when it was checked: a repair of a defect the check looks for and did not find is
     skipped (values produced twice: every output name read again), and the names it kept
@@ -41,7 +41,7 @@ def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
     if prelu_slope not in (None, *SLOPE_CHOICES):
         raise ConversionError(f"prelu_slope must be one of {', '.join(SLOPE_CHOICES)}, "
                               f"got {prelu_slope!r}")
-    fx = Fixer(model, prelu_slope, base_dir, census)
+    fx = Fixer(model, prelu_slope, base_dir, index)
     fx.run()
     if strict and fx.result.refused:
         first = fx.result.refused[0]
@@ -53,24 +53,24 @@ def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
 
 def fix_with_result(model: ModelLike, *, prelu_slope: str | None = None,
                     strict: bool = True, base_dir: str | os.PathLike | None = None,
-                    census: Census | None = None) -> tuple[onnx.ModelProto, FixResult]:
+                    index: ModelIndex | None = None) -> tuple[onnx.ModelProto, FixResult]:
     """:func:`opshift.fix` that also returns what it did: ``(fixed ModelProto copy,
-    FixResult)``; ``base_dir``: the folder of a ModelProto's external data; ``census``: as
+    FixResult)``; ``base_dir``: the folder of a ModelProto's external data; ``index``: as
     for :func:`fix_proto`."""
     proto, _, folder = to_proto(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict,
-                           base_dir=folder if base_dir is None else base_dir, census=census)
+                           base_dir=folder if base_dir is None else base_dir, index=index)
 
 
 class Fixer:
     """The model being repaired, the options, and what was done so far."""
 
     def __init__(self, model: onnx.ModelProto, prelu_slope: str | None,
-                 base_dir: str | os.PathLike | None = None, census: Census | None = None):
+                 base_dir: str | os.PathLike | None = None, index: ModelIndex | None = None):
         self.model = model
-        self._census = census
+        self._index = index
         self.base_dir = base_dir
         self.prelu_slope = prelu_slope
         self.result = FixResult()
@@ -100,10 +100,10 @@ class Fixer:
             self._scopes = list(iter_scopes(self.model))
         return self._scopes
 
-    def census(self) -> Census | None:
-        """The structural check's census while it still describes the model: until the
+    def index(self) -> ModelIndex | None:
+        """The structural check's index while it still describes the model: until the
         first repair (each repair that edits the model lists a change)."""
-        return self._census if not self.result.changes else None
+        return self._index if not self.result.changes else None
 
     def relist(self) -> None:
         """The scopes' opsets changed: list them again when next asked."""
@@ -112,7 +112,7 @@ class Fixer:
     def run(self) -> None:
         """Every repair in order, but for one of a defect the structural check looked for
         and did not find (see :func:`fix_proto`); the progress line counts them."""
-        found = self._census.found if self._census is not None else None
+        found = self._index.found if self._index is not None else None
         values = found is None or DUPLICATE_VALUE in found
         dims = found is None or NEGATIVE_DIM in found
         repairs = (fix_duplicate_functions, fix_opset_imports,

@@ -46,7 +46,7 @@ __all__ = ["FuseResult", "Region", "fuse_ir", "fuse_proto", "fuse_typed", "fuse_
 
 
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
-               capture_regions: bool = False, census: validate.Census | None = None,
+               capture_regions: bool = False, index: validate.ModelIndex | None = None,
                base_dir: str | os.PathLike | None = None,
                only: Sequence[tuple[onnx.NodeProto, object]] | None = None
                ) -> tuple[onnx.ModelProto, FuseResult]:
@@ -55,7 +55,7 @@ def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
     The result is a copy of ``model`` whose node lists are edited where something was fused:
     everything else -- the other nodes, initializers, value_info, metadata -- is the input's,
     byte for byte (value_info of values a fusion removed is dropped).
-    ``census``: what :func:`opshift.check.structure.check` saw of this very ``model`` (its kinds of
+    ``index``: what :func:`opshift.check.structure.check` saw of this very ``model`` (its kinds of
     node), which spares a walk over the model's nodes. ``base_dir``: the model's folder,
     for constants the checks read that are kept in external data. ``only``: (node of
     ``model``, tag) pairs; then only the regions holding one of these nodes are fused, and
@@ -63,7 +63,7 @@ def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
     """
     with no_cyclic_gc():  # building the rules and the IR allocates much and frees little
         return _fuse_proto(model, allow_rounding, capture_regions,
-                           census.kinds if census is not None else node_kinds(model),
+                           index.kinds if index is not None else node_kinds(model),
                            base_dir, only)
 
 

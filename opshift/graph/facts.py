@@ -50,7 +50,7 @@ from opshift.graph.shape_rules import ALL_OUTPUTS, RULES
 from opshift.graph.shape_walk import ShapeWalk
 
 if TYPE_CHECKING:
-    from opshift.graph.index import Census
+    from opshift.graph.index import ModelIndex
 
 _EMPTY: dict = {}
 
@@ -86,28 +86,28 @@ class Facts:
     While a model-local function is planned, :meth:`enter_function` makes type and shape
     lookups answer for that function's body (its names are its own). ``inferred``: the
     model as onnx shape inference annotated it, when the caller already ran it. ``types``:
-    the element types the structural check's walk propagated (``Census.types``, a
+    the element types the structural check's walk propagated (``ModelIndex.types``, a
     :class:`~.element_types.Typed`), so that none is walked again. ``base_dir``: the
-    model's folder. ``census``: what the structural check read of this model (or of a
+    model's folder. ``index``: what the structural check read of this model (or of a
     model it is an unedited copy of): with ``facts``, the main graph's declarations and
     uses are then not read again; with names, nor is every name in use.
     """
 
     def __init__(self, model: onnx.ModelProto, source: int | None = None,
                  inferred: onnx.ModelProto | None = None, types: dict[str, int] | None = None,
-                 base_dir: str | os.PathLike | None = None, census: Census | None = None):
+                 base_dir: str | os.PathLike | None = None, index: ModelIndex | None = None):
         self.model = model
-        self._census = census if census is not None and census.facts else None
-        #: every name the structural check met, when its census kept them
-        self._used = census.names if census is not None and census.naming else None
-        self._listed: Listed | None = None if self._census is None else self._census.declared
+        self._index = index if index is not None and index.facts else None
+        #: every name the structural check met, when its index kept them
+        self._used = index.names if index is not None and index.naming else None
+        self._listed: Listed | None = None if self._index is None else self._index.declared
         #: the model's folder, where its external data is
         self.base_dir = base_dir
         self.source = source if source is not None else (opsets.opset_of(model) or 0)
         self._scopes: list[Scope] | None = None
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
-        if isinstance(types, Typed):  # (an untyped census holds a plain, empty dict)
+        if isinstance(types, Typed):  # (an untyped index holds a plain, empty dict)
             self._types, self._variants = types, types.variants
         self._body_types: dict[tuple[str, str], dict[str, int]] = {}
         self._body_inferred: set[tuple[str, str]] = set()
@@ -147,7 +147,7 @@ class Facts:
 
     @property
     def names(self) -> Names:
-        if self._names is None:  # (names from the census are added to its set)
+        if self._names is None:  # (names from the index are added to its set)
             self._names = Names(self.model) if self._used is None else Names.from_used(
                 self._used)
         return self._names
@@ -385,7 +385,7 @@ class Facts:
         root = scope.root
         counts = self._uses.get(id(root))
         if counts is None:
-            counts = (self._census.uses() if self._census is not None
+            counts = (self._index.uses() if self._index is not None
                       and root is self.scopes()[0] else None)  # (shared: read-only)
             if counts is None:
                 counts = Counter()

@@ -1,5 +1,9 @@
-"""What the structural walk (:mod:`opshift.check.structure`) saw of a model, kept for the
-passes that would otherwise walk it again."""
+"""The model index: the record of the one walk over a model.
+
+The structural check (:mod:`opshift.check.structure`) fills a :class:`ModelIndex` as it
+walks the model (scopes with their activation sites, names, producers' op kinds, the main
+graph's declared entries and uses, element types); :class:`~opshift.graph.facts.Facts` reads
+it, so that no pass walks the model again. Passes and commands ask Facts, not the index."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from opshift.graph.declared import Listed, interned
 
 
 @dataclass
-class CensusScope:
+class IndexScope:
     """One node list of the model: a graph (main or subgraph) or a model-local function."""
 
     owner: onnx.GraphProto | onnx.FunctionProto
@@ -26,16 +30,16 @@ class CensusScope:
 
 
 @dataclass
-class Census:
-    """What the structural walk saw, for a pass that would otherwise walk the model again
-    (inline): every scope in pre-order with its PRelu/LeakyRelu/Selu nodes, and every name
-    in use (values, node names, graph and function inputs); with ``facts``, what
+class ModelIndex:
+    """The one walk's index of a model (the structural check fills it, Facts reads it):
+    every scope in pre-order with its PRelu/LeakyRelu/Selu nodes, and every name in use
+    (values, node names, graph and function inputs); with ``facts``, what
     :class:`~opshift.graph.facts.Facts` reads of the main graph. Valid while the model is
     not edited (and for an unedited copy of it: but for the scopes, it holds names and
     counts only)."""
 
     names: set[str] = field(default_factory=set)
-    scopes: list[CensusScope] = field(default_factory=list)
+    scopes: list[IndexScope] = field(default_factory=list)
     external: bool = False  # some tensor lives in external data (see modelio)
     #: (domain, op_type) of the nodes anywhere in the model; filled in both modes
     kinds: set[tuple[str, str]] = field(default_factory=set)
@@ -65,7 +69,7 @@ class Census:
     found: set[str] = field(default_factory=set)
 
     def forget_reading(self) -> None:
-        """Drop what describes the model's values and nodes (it was rewritten: the census
+        """Drop what describes the model's values and nodes (it was rewritten: the index
         describes it no more), which would otherwise stay in memory while it is written;
         ``external`` and ``kinds`` stay."""
         self.declared = self.reads = self._uses = None

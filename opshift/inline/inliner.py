@@ -56,11 +56,11 @@ class _Work:
 _ALL_OPS = frozenset(OPS)
 
 
-def _work_from_census(census: validate.Census, wanted: frozenset[str]) -> list[_Work]:
-    """Every scope of the census (pre-order: a graph before its subgraphs, then functions)
+def _work_from_index(index: validate.ModelIndex, wanted: frozenset[str]) -> list[_Work]:
+    """Every scope of the index (pre-order: a graph before its subgraphs, then functions)
     with its nodes to inline."""
     work = []
-    for sc in census.scopes:
+    for sc in index.scopes:
         is_graph = isinstance(sc.owner, onnx.GraphProto)
         gname = sc.owner.name if is_graph and not work else sc.label
         sites = sc.sites if wanted >= _ALL_OPS else [t for t in sc.sites if t[2] in wanted]
@@ -70,14 +70,14 @@ def _work_from_census(census: validate.Census, wanted: frozenset[str]) -> list[_
 
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                  functions: Iterable[str] | str | None = None, *,
-                 keep_before: bool = False, census: validate.Census | None = None,
+                 keep_before: bool = False, index: validate.ModelIndex | None = None,
                  base_dir: str | os.PathLike | None = None,
                  allow_nonfinite_slope: bool = False) -> InlineResult:
     """Inline ``ops`` (default: PRelu, LeakyRelu, Selu) and the model-local ``functions``
     (``"all"``, names, or None for none) in ``model``, in place.
 
     ``keep_before``: keep a copy of every replaced node in the result (for ``--verify``).
-    ``census``: what :func:`opshift.check.structure.check` saw of this very ``model`` object, which
+    ``index``: what :func:`opshift.check.structure.check` saw of this very ``model`` object, which
     saves inline running that walk again (ignored once functions are inlined, which rebuilds
     the model). ``base_dir``: the model's folder, for a PRelu slope in external data that
     the decomposition at opsets 1..8 depends on (without it such a slope is refused).
@@ -93,17 +93,17 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     if functions:
         inline_functions(model, functions, result)
         if result.functions_inlined:
-            census = None
+            index = None
     if not wanted:
         return result
-    if census is None:  # the structural check's walk gathers what inline needs
-        census = validate.Census()
-        validate.problems(model, census)  # (whether the model passes is the caller's business)
-    work = _work_from_census(census, wanted)
+    if index is None:  # the structural check's walk gathers what inline needs
+        index = validate.ModelIndex()
+        validate.problems(model, index)  # (whether the model passes is the caller's business)
+    work = _work_from_index(index, wanted)
     if not any(w.sites for w in work):
         return result
-    names = Names.from_used(census.names)
-    facts = Facts(model, types=census.types, base_dir=base_dir)
+    names = Names.from_used(index.names)
+    facts = Facts(model, types=index.types, base_dir=base_dir)
     forms: dict[tuple, Form] = {}
     todo = [w for w in work if w.sites and w.opsets.get("") is not None]
     with progress.stage("inline", sum(len(w.sites) for w in todo), "nodes"):

@@ -23,7 +23,7 @@ from opshift import opsets, progress
 from opshift.broadcast import SlopeClass, classify, rule_for_version
 from opshift.errors import OpshiftError, function_id
 from opshift.graph.facts import Facts
-from opshift.graph.index import Census
+from opshift.graph.index import ModelIndex
 from opshift.graph.scopes import node_kinds
 from opshift.io.models import ModelLike, to_proto
 from opshift.io.tensors import tensor_array
@@ -191,10 +191,10 @@ def op_counts(model: onnx.ModelProto) -> dict[str, int]:
 
 def inspect_model(model: ModelLike, opset: int | None = None, *,
             base_dir: str | os.PathLike | None = None, scratch: bool = False,
-            census: Census | None = None) -> InspectReport:
+            index: ModelIndex | None = None) -> InspectReport:
     """Report on ``model`` (ModelProto, onnx_ir.Model or path); never modifies it unless
     ``scratch``: then the fix dry run edits a ModelProto given (a caller done with it spares
-    a copy). ``base_dir``: the folder of a ModelProto's external data; ``census``: what
+    a copy). ``base_dir``: the folder of a ModelProto's external data; ``index``: what
     the structural check read of it, when it was checked (see
     :func:`opshift.fix.fix_proto`)."""
     proto, _, folder = to_proto(model)
@@ -225,7 +225,7 @@ def inspect_model(model: ModelLike, opset: int | None = None, *,
     from opshift.fix.fixer import fix_proto
     from opshift.fuse.anchors import may_hold_patterns
 
-    kinds = node_kinds(proto) if census is None else census.kinds
+    kinds = node_kinds(proto) if index is None else index.kinds
     if may_hold_patterns(op for _, op in kinds):  # else onnx_ir and the rules stay unloaded
         from opshift.fuse.driver import would_fuse
 
@@ -238,7 +238,7 @@ def inspect_model(model: ModelLike, opset: int | None = None, *,
             fixed = onnx.ModelProto()
             fixed.CopyFrom(proto)
         report.defects = fix_proto(fixed, strict=False, base_dir=base_dir,
-                                   census=census).to_dict()
+                                   index=index).to_dict()
     conv = report.conversion
     if conv is not None and "error" in conv and report.defects["modified"] and \
             not report.defects["refused"]:

@@ -125,24 +125,24 @@ class Loaded(NamedTuple):
 
 
 def open_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
-                 load_external_data: bool = False, census=None) -> Loaded:
+                 load_external_data: bool = False, index=None) -> Loaded:
     """:func:`load`, then the checks every command runs before it rewrites anything.
 
     External data must sit inside the model's folder and be as long as declared, and the
     graph must pass :func:`opshift.check.structure.check` (problem kinds in ``allow`` excepted),
-    which fills ``census`` (an :class:`opshift.check.structure.Census`) when given.
+    which fills ``index`` (an :class:`opshift.check.structure.ModelIndex`) when given.
     """
     from opshift.check import structure as validate
     from opshift.io.tensors import external_files
 
     path = Path(path)
     model = load(path, load_external_data=load_external_data)
-    if census is None:  # the walk's external-data finding spares a second walk
-        census = validate.Census(full=False)
-    validate.check(model, str(path), allow=allow, census=census)
-    if census.external and not load_external_data:
+    if index is None:  # the walk's external-data finding spares a second walk
+        index = validate.ModelIndex(full=False)
+    validate.check(model, str(path), allow=allow, index=index)
+    if index.external and not load_external_data:
         external_files(model, path.parent, str(path))
-    return Loaded(model, path.resolve().parent if census.external or load_external_data
+    return Loaded(model, path.resolve().parent if index.external or load_external_data
                   else None)
 
 

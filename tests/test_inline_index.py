@@ -1,7 +1,7 @@
-"""Templates bound for one node, and the structural check's census.
+"""Templates bound for one node, and the structural check's index.
 
 A bound template is checked against the same nodes built one by one (names, taken names,
-non-ASCII); the census replaces inline's own walk, so both must give the same model.
+non-ASCII); the index replaces inline's own walk, so both must give the same model.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_instantiate_binds_placeholders_and_fresh_names(label, template, x, base
 
 
 def reference_walk(model: onnx.ModelProto) -> tuple[list[tuple[str, list]], set[str]]:
-    """What inline needs of a model, by a walk of its own (an oracle for the census): every
+    """What inline needs of a model, by a walk of its own (an oracle for the index): every
     scope in pre-order with its PRelu/LeakyRelu/Selu nodes as (index, node, op, name,
     inputs, outputs), and every name in use."""
     used: set[str] = set()
@@ -116,22 +116,22 @@ def reference_walk(model: onnx.ModelProto) -> tuple[list[tuple[str, list]], set[
 
 
 @pytest.mark.parametrize("name", BUNDLED)
-def test_census_names_and_sites_match_an_independent_walk(name):
+def test_index_names_and_sites_match_an_independent_walk(name):
     for opset, m in bundled_at_every_opset(name):
-        census = validate.Census()
-        validate.check(m, name, census=census)
+        index = validate.ModelIndex()
+        validate.check(m, name, index=index)
         scopes, used = reference_walk(m)
-        assert census.names == used, (name, opset)
-        assert [sc.label for sc in census.scopes] == [label for label, _ in scopes]
-        assert [sc.sites for sc in census.scopes] == [sites for _, sites in scopes]
-        light = validate.Census(full=False)  # the node kinds fuse reads: in both modes
-        validate.check(m, name, census=light)
-        assert census.kinds == light.kinds == node_kinds(m), (name, opset)
+        assert index.names == used, (name, opset)
+        assert [sc.label for sc in index.scopes] == [label for label, _ in scopes]
+        assert [sc.sites for sc in index.scopes] == [sites for _, sites in scopes]
+        light = validate.ModelIndex(full=False)  # the node kinds fuse reads: in both modes
+        validate.check(m, name, index=light)
+        assert index.kinds == light.kinds == node_kinds(m), (name, opset)
 
 
 @pytest.mark.parametrize("name", BUNDLED)
-def test_inline_with_census_is_the_same_model(name):
-    """The CLI's path (the census of the structural check) gives byte for byte the model of
+def test_inline_with_index_is_the_same_model(name):
+    """The CLI's path (the index of the structural check) gives byte for byte the model of
     the API's (its own walk)."""
     for opset, m in bundled_at_every_opset(name):
         a, b = onnx.ModelProto(), onnx.ModelProto()
@@ -140,20 +140,20 @@ def test_inline_with_census_is_the_same_model(name):
         try:
             ra = inline_proto(a)
         except Exception as e:  # refusals must be the same too
-            census = validate.Census()
-            validate.check(b, name, census=census)
+            index = validate.ModelIndex()
+            validate.check(b, name, index=index)
             with pytest.raises(type(e), match=None):
-                inline_proto(b, census=census)
+                inline_proto(b, index=index)
             continue
-        census = validate.Census()
-        validate.check(b, name, census=census)
-        rb = inline_proto(b, census=census)
+        index = validate.ModelIndex()
+        validate.check(b, name, index=index)
+        rb = inline_proto(b, index=index)
         assert a.SerializeToString() == b.SerializeToString(), (name, opset)
         assert [(n.label, n.op, n.scope, n.after) for n in ra.nodes] == \
             [(n.label, n.op, n.scope, n.after) for n in rb.nodes]
 
 
-def test_census_covers_subgraphs_functions_and_every_kind_of_name():
+def test_index_covers_subgraphs_functions_and_every_kind_of_name():
     """Names only a subgraph, a function or a node name holds are in use, and the new
     names avoid them."""
     f = helper.make_function("dom", "F", ["fx"], ["fy"],
@@ -172,24 +172,24 @@ def test_census_covers_subgraphs_functions_and_every_kind_of_name():
                            helper.make_tensor_value_info("c", TP.BOOL, [])],
                    [helper.make_tensor_value_info("y", TP.FLOAT, [4])], opset=18,
                    functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)])
-    census = validate.Census()
-    validate.check(m, "m", census=census)
-    assert {"sel/Y", "sel/ZeroCast", "lr/Y", "fx", "fy", "t"} <= census.names
-    assert [sc.label for sc in census.scopes] == [
+    index = validate.ModelIndex()
+    validate.check(m, "m", index=index)
+    assert {"sel/Y", "sel/ZeroCast", "lr/Y", "fx", "fy", "t"} <= index.names
+    assert [sc.label for sc in index.scopes] == [
         "graph 'g'", "graph 'g'/node 'if'/else_branch", "graph 'g'/node 'if'/then_branch",
         "function dom::F"]
     # a subgraph's and a function's nodes too (LeakyRelu is only in the then branch)
-    assert census.kinds == {("", "If"), ("", "Selu"), ("dom", "F"), ("", "LeakyRelu"),
+    assert index.kinds == {("", "If"), ("", "Selu"), ("dom", "F"), ("", "LeakyRelu"),
                             ("", "Identity")}
-    inline_proto(m, census=census)
+    inline_proto(m, index=index)
     onnx.checker.check_model(m, full_check=True)
     outs = [o for n in m.graph.node for o in n.output]
     assert "sel/ZeroCast_1" in outs and "sel/Y_1" in [n.name for n in m.graph.node]
     then_nodes = next(a.g.node for a in m.graph.node[0].attribute if a.name == "then_branch")
     assert then_nodes[-1].name == "lr/Y_1"
-    census.forget_reading()  # the model was rewritten: what described it goes, flags stay
-    assert (census.names, census.scopes, census.types) == (set(), [], {})
-    assert ("dom", "F") in census.kinds
+    index.forget_reading()  # the model was rewritten: what described it goes, flags stay
+    assert (index.names, index.scopes, index.types) == (set(), [], {})
+    assert ("dom", "F") in index.kinds
 
 
 def test_inline_keeps_every_model_field():
@@ -234,7 +234,7 @@ def _external(t: onnx.TensorProto) -> onnx.TensorProto:
 
 
 @pytest.mark.parametrize("where_", ["initializer", "constant", "subgraph", "function", "none"])
-def test_census_finds_external_data_where_modelio_does(where_):
+def test_index_finds_external_data_where_modelio_does(where_):
     from opshift.io import models as modelio
 
     w = _external(helper.make_tensor("w", TP.FLOAT, [1], [1.0]))
@@ -256,17 +256,17 @@ def test_census_finds_external_data_where_modelio_does(where_):
                    [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=13,
                    functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)],
                    initializers=[w] if where_ == "initializer" else [])
-    census, light = validate.Census(), validate.Census(full=False)
-    validate.check(m, "m", census=census)
-    validate.check(m, "m", census=light)  # what open_checked uses without a census
-    assert census.external == light.external == modelio.has_external_data(m) == \
+    index, light = validate.ModelIndex(), validate.ModelIndex(full=False)
+    validate.check(m, "m", index=index)
+    validate.check(m, "m", index=light)  # what open_checked uses without a index
+    assert index.external == light.external == modelio.has_external_data(m) == \
         (where_ != "none")
     assert not light.names and not light.scopes and not light.types
 
 
 @pytest.mark.parametrize("name", BUNDLED)
-def test_census_types_agree_with_forward_propagation(name):
-    """Below opset 15 the census's walk propagates element types (the one Propagation); every
+def test_index_types_agree_with_forward_propagation(name):
+    """Below opset 15 the index's walk propagates element types (the one Propagation); every
     type it gives is the one inline's whole-model propagation gives, and it types every
     activation's X in the bundled models but an element taken out of a sequence (tensor
     types only: inline asks shape inference for that one)."""
@@ -275,23 +275,23 @@ def test_census_types_agree_with_forward_propagation(name):
     for opset, m in bundled_at_every_opset(name):
         if opset >= 15:
             continue
-        census = validate.Census()
-        validate.check(m, name, census=census)
+        index = validate.ModelIndex()
+        validate.check(m, name, index=index)
         forward = Facts(m)
-        for v, t in census.types.items():
+        for v, t in index.types.items():
             assert t == forward.elem_type(v), (name, opset, v)
-        from_sequences = {n.output[0] for sc in census.scopes for n in sc.owner.node
+        from_sequences = {n.output[0] for sc in index.scopes for n in sc.owner.node
                           if n.op_type == "SequenceAt"}
-        for sc in census.scopes:
+        for sc in index.scopes:
             if sc.function is None:
                 for _, n, *_ in sc.sites:
                     if n.input[0] in from_sequences:
                         assert forward.elem_type(n.input[0]) == onnx.TensorProto.FLOAT
                         continue
-                    assert census.types.get(n.input[0]) == forward.elem_type(n.input[0]) != 0
+                    assert index.types.get(n.input[0]) == forward.elem_type(n.input[0]) != 0
 
 
-def test_census_types_through_constants_casts_and_where():
+def test_index_types_through_constants_casts_and_where():
     nodes = [helper.make_node("Constant", [], ["k"], value=helper.make_tensor(
                  "k", TP.DOUBLE, [1], [2.0])),
              helper.make_node("Cast", ["x"], ["c"], to=TP.FLOAT16),
@@ -302,15 +302,15 @@ def test_census_types_through_constants_casts_and_where():
              helper.make_node("Cast", ["s"], ["y"], to=TP.FLOAT)]
     m = make_model(nodes, [helper.make_tensor_value_info("x", TP.INT32, [2])],
                    [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=13)
-    census = validate.Census()
-    validate.check(m, "m", census=census)
-    assert census.types == {"x": TP.INT32, "k": TP.DOUBLE, "c": TP.FLOAT16, "r": TP.FLOAT16,
+    index = validate.ModelIndex()
+    validate.check(m, "m", index=index)
+    assert index.types == {"x": TP.INT32, "k": TP.DOUBLE, "c": TP.FLOAT16, "r": TP.FLOAT16,
                             "b": TP.BOOL, "w": TP.DOUBLE, "s": TP.INT64, "y": TP.FLOAT}
     m18 = make_model(nodes, [helper.make_tensor_value_info("x", TP.INT32, [2])],
                      [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=18)
-    census = validate.Census()
-    validate.check(m18, "m", census=census)
-    assert census.types == {}  # the function band needs no types
+    index = validate.ModelIndex()
+    validate.check(m18, "m", index=index)
+    assert index.types == {}  # the function band needs no types
 
 
 def test_declared_types_read_from_the_header_as_from_the_entries():
@@ -355,11 +355,11 @@ def test_cli_output_equals_the_api(tmp_path, functions, ops):
     assert out.read_bytes() == want.SerializeToString()
 
 
-def test_census_types_follow_the_schemas_and_function_calls():
-    """The census is typed by the one propagation Facts uses: an op's output types come from
+def test_index_types_follow_the_schemas_and_function_calls():
+    """The index is typed by the one propagation Facts uses: an op's output types come from
     its schema (ArgMax gives int64, which no list of same-type ops says), a call of a
     model-local function is typed through its body once per tuple of input types, and Facts
-    given the census's types answers from them without a walk of its own."""
+    given the index's types answers from them without a walk of its own."""
     from opshift.graph.facts import Facts
 
     body = [helper.make_node("Neg", ["a"], ["b"])]
@@ -373,16 +373,16 @@ def test_census_types_follow_the_schemas_and_function_calls():
     m = make_model(nodes, [helper.make_tensor_value_info("x", TP.DOUBLE, [2])],
                    [helper.make_tensor_value_info("y", TP.DOUBLE, [1])], opset=13,
                    functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)])
-    census = validate.Census()
-    validate.check(m, "m", census=census)
-    assert dict(census.types) == {"x": TP.DOUBLE, "i": TP.INT64, "h": TP.FLOAT16,
+    index = validate.ModelIndex()
+    validate.check(m, "m", index=index)
+    assert dict(index.types) == {"x": TP.DOUBLE, "i": TP.INT64, "h": TP.FLOAT16,
                                   "fh": TP.FLOAT16, "fx": TP.DOUBLE, "y": TP.DOUBLE}
-    assert sorted(ins for ins, _ in census.types.variants[("dom", "F")]) == [
+    assert sorted(ins for ins, _ in index.types.variants[("dom", "F")]) == [
         (TP.FLOAT16,), (TP.DOUBLE,)]
-    facts = Facts(m, types=census.types)
-    assert facts.propagated() is census.types
-    assert facts.function_variants(f) == census.types.variants[("dom", "F")]
+    facts = Facts(m, types=index.types)
+    assert facts.propagated() is index.types
+    assert facts.function_variants(f) == index.types.variants[("dom", "F")]
     assert facts.body_elem_type(f, "b") is None  # the two calls disagree
     alone = Facts(m)  # its own walk, by the same propagation
-    assert alone.propagated() == census.types
-    assert alone.function_variants(f) == census.types.variants[("dom", "F")]
+    assert alone.propagated() == index.types
+    assert alone.function_variants(f) == index.types.variants[("dom", "F")]

@@ -1,4 +1,4 @@
-"""The structural check's reading of the main graph, handed to Facts (``Census(facts=True)``):
+"""The structural check's reading of the main graph, handed to Facts (``ModelIndex(facts=True)``):
 the names of its entries and the names its nodes read, so that convert reads
 them once. Facts must answer with them exactly as it answers reading the model itself."""
 
@@ -19,10 +19,10 @@ from opshift.graph.names import all_names
 X = [1, 4, 3, 3]
 
 
-def _checked(m: onnx.ModelProto, facts: bool = True, **kw) -> validate.Census:
-    census = validate.Census(full=False, facts=facts)
-    validate.check(m, census=census, **kw)
-    return census
+def _checked(m: onnx.ModelProto, facts: bool = True, **kw) -> validate.ModelIndex:
+    index = validate.ModelIndex(full=False, facts=facts)
+    validate.check(m, index=index, **kw)
+    return index
 
 
 def _with_subgraphs_and_function() -> onnx.ModelProto:
@@ -54,36 +54,36 @@ def _with_subgraphs_and_function() -> onnx.ModelProto:
                                           h.make_opsetid("custom", 1)], functions=[f])
 
 
-def test_the_census_lists_the_main_graph_entries_only_when_asked():
+def test_the_index_lists_the_main_graph_entries_only_when_asked():
     m = _with_subgraphs_and_function()
-    census = _checked(m)
+    index = _checked(m)
     g = m.graph
     for which, entries in (("inputs", g.input), ("outputs", g.output),
                            ("value_infos", g.value_info), ("initializers", g.initializer)):
-        assert census.declared.positions(which) == {e.name: i for i, e in enumerate(entries)}
+        assert index.declared.positions(which) == {e.name: i for i, e in enumerate(entries)}
     light = _checked(m, facts=False)
     assert light.declared is None and light.reads is None and light.uses() is None
 
 
-def test_uses_from_the_census_are_the_counts_facts_makes_itself():
+def test_uses_from_the_index_are_the_counts_facts_makes_itself():
     m = _with_subgraphs_and_function()
-    census = _checked(m)
-    shared, alone = Facts(m, census=census), Facts(m)
+    index = _checked(m)
+    shared, alone = Facts(m, index=index), Facts(m)
     names = all_names(m) | {"s", "cond", "nothing"}
     for sc in alone.scopes():  # the main graph's tree and the function's body
         mine = next(s for s in shared.scopes() if s.label == sc.label)
         for name in names:
             assert shared.uses(mine, name) == alone.uses(sc, name), (sc.label, name)
-    assert census.reads is None  # counted once, from what the walk read
+    assert index.reads is None  # counted once, from what the walk read
     # both If branches, Holder's body, Holder, Add, the graph output
     assert alone.uses(alone.scopes()[0], "a") == 6
 
 
 def test_declared_from_listed_names_answers_as_read_and_notices_edits():
     m = _with_subgraphs_and_function()
-    census = _checked(m)
+    index = _checked(m)
     g = m.graph
-    listed, read = Declared(g, census.declared), Declared(g)
+    listed, read = Declared(g, index.declared), Declared(g)
     for name in ("x", "cond", "y", "a", "b", "s", "nothing"):
         assert listed.shape(name) == read.shape(name)
         assert listed.elem_type(name) == read.elem_type(name)
@@ -114,14 +114,14 @@ def _prelu6(shared_outputs: bool = False) -> onnx.ModelProto:
     return m
 
 
-def test_convert_with_the_census_writes_the_same_model():
+def test_convert_with_the_index_writes_the_same_model():
     m, alone = _prelu6(), _prelu6()
-    census = _checked(m)
-    with_census = convert_proto(m, 17, census=census)
-    assert census.reads is None  # the planner took the walk's counts
+    index = _checked(m)
+    with_index = convert_proto(m, 17, index=index)
+    assert index.reads is None  # the planner took the walk's counts
     without = convert_proto(alone, 17)
     assert m.SerializeToString() == alone.SerializeToString()
-    whats = [c.what for c in with_census.changes]
+    whats = [c.what for c in with_index.changes]
     assert whats == [c.what for c in without.changes]
     # 'shared': copied for its first reader, reshaped for its last; 'out' is an output
     assert [w.split(" ", 3)[3].split(" ")[0] for w in whats] == [
