@@ -13,6 +13,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from opshift.check import structure as validate
+from opshift.graph.facts import Facts
 from opshift.graph.names import Names
 from opshift.graph.scopes import node_kinds, subgraphs
 from opshift.inline import templates as dec
@@ -127,6 +128,11 @@ def test_index_names_and_sites_match_an_independent_walk(name):
         light = validate.ModelIndex(full=False)  # the node kinds fuse reads: in both modes
         validate.check(m, name, index=light)
         assert index.kinds == light.kinds == node_kinds(m), (name, opset)
+        # Facts answers from the walk's index what it finds without one
+        assert Facts(m, index=light).kinds() is light.kinds
+        assert Facts(m, index=index).kinds() == Facts(m).kinds() == node_kinds(m)
+        shared = Facts(m, index=index).names._used
+        assert shared is index.names and shared == Facts(m).names._used, (name, opset)
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -270,7 +276,6 @@ def test_index_types_agree_with_forward_propagation(name):
     type it gives is the one inline's whole-model propagation gives, and it types every
     activation's X in the bundled models but an element taken out of a sequence (tensor
     types only: inline asks shape inference for that one)."""
-    from opshift.graph.facts import Facts
 
     for opset, m in bundled_at_every_opset(name):
         if opset >= 15:
@@ -360,7 +365,6 @@ def test_index_types_follow_the_schemas_and_function_calls():
     its schema (ArgMax gives int64, which no list of same-type ops says), a call of a
     model-local function is typed through its body once per tuple of input types, and Facts
     given the index's types answers from them without a walk of its own."""
-    from opshift.graph.facts import Facts
 
     body = [helper.make_node("Neg", ["a"], ["b"])]
     f = helper.make_function("dom", "F", ["a"], ["b"], body,
@@ -381,6 +385,7 @@ def test_index_types_follow_the_schemas_and_function_calls():
         (TP.FLOAT16,), (TP.DOUBLE,)]
     facts = Facts(m, types=index.types)
     assert facts.propagated() is index.types
+    assert Facts(m, index=index).propagated() is index.types  # the index's, by default
     assert facts.function_variants(f) == index.types.variants[("dom", "F")]
     assert facts.body_elem_type(f, "b") is None  # the two calls disagree
     alone = Facts(m)  # its own walk, by the same propagation

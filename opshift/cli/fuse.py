@@ -65,14 +65,15 @@ def process(args, job) -> Outcome:
     from opshift.check import structure as validate
 
     index = validate.ModelIndex(full=False)  # its op types spare fuse a walk
-    return _rewrite.run(args, job, lambda a, src: _fuse(a, src, index), index=index)
+    return _rewrite.run(args, job, _fuse, index=index)
 
 
-def _fuse(args, src, index) -> _rewrite.Rewritten:
+def _fuse(args, src) -> _rewrite.Rewritten:
     from opshift.fuse.anchors import may_hold_patterns
 
     original = src.model
-    if not may_hold_patterns(op for _, op in index.kinds):
+    facts = src.facts()  # (read before the model is rewritten: the check's index of it)
+    if not may_hold_patterns(op for _, op in facts.kinds()):
         # no rule can match: the output is the input, and the rules and the IR are not built
         same = onnx.ModelProto()
         same.CopyFrom(original)
@@ -81,7 +82,7 @@ def _fuse(args, src, index) -> _rewrite.Rewritten:
     from opshift.fuse.driver import fuse_proto, verify_fuse
 
     model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
-                               capture_regions=args.verify, index=index,
+                               capture_regions=args.verify, facts=facts,
                                base_dir=src.source_dir)
     quiet = not _rewrite.reported(args)
     changes = [] if quiet else [{"node": e.node, "op": e.op, "scope": e.where,

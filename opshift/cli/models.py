@@ -29,8 +29,16 @@ class Opened:
     declared: dict[str, onnx.TypeProto] = field(default_factory=dict)
     #: changes made while opening (the IR-3 repair), as change dicts
     repairs: list[dict[str, Any]] = field(default_factory=list)
-    #: what the structural check saw of ``model`` (an :class:`opshift.graph.index.ModelIndex`)
+    #: the structural check's walk of ``model`` (an :class:`opshift.graph.index.ModelIndex`),
+    #: read through :meth:`facts`
     index: Any = None
+
+    def facts(self, **kw):
+        """A :class:`~opshift.graph.facts.Facts` of ``model`` that reads the check's
+        :attr:`index` (valid while the model is as the check saw it); ``kw``: Facts' own."""
+        from opshift.graph.facts import Facts
+
+        return Facts(self.model, index=self.index, **kw)
 
     @property
     def folder(self) -> Path | None:

@@ -23,7 +23,6 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from opshift.check import structure as validate
 from opshift.fuse.engine import (
     FuseResult,
     Region,
@@ -33,6 +32,7 @@ from opshift.fuse.engine import (
     ir_subgraphs,
     may_match,
 )
+from opshift.graph.facts import Facts
 from opshift.graph.scopes import arrange, may_hold_subgraphs, node_kinds, subgraphs
 from opshift.io.models import ModelLike, has_external_data, to_proto
 from opshift.io.tensors import read_through_opshift
@@ -46,7 +46,7 @@ __all__ = ["FuseResult", "Region", "fuse_ir", "fuse_proto", "fuse_typed", "fuse_
 
 
 def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
-               capture_regions: bool = False, index: validate.ModelIndex | None = None,
+               capture_regions: bool = False, facts: Facts | None = None,
                base_dir: str | os.PathLike | None = None,
                only: Sequence[tuple[onnx.NodeProto, object]] | None = None
                ) -> tuple[onnx.ModelProto, FuseResult]:
@@ -55,15 +55,16 @@ def fuse_proto(model: onnx.ModelProto, *, allow_rounding: bool = False,
     The result is a copy of ``model`` whose node lists are edited where something was fused:
     everything else -- the other nodes, initializers, value_info, metadata -- is the input's,
     byte for byte (value_info of values a fusion removed is dropped).
-    ``index``: what :func:`opshift.check.structure.check` saw of this very ``model`` (its kinds of
-    node), which spares a walk over the model's nodes. ``base_dir``: the model's folder,
+    ``facts``: the :class:`~opshift.graph.facts.Facts` of this very ``model`` (its kinds of
+    node, from the structural check's index when it has one, spare a walk over the model's
+    nodes). ``base_dir``: the model's folder,
     for constants the checks read that are kept in external data. ``only``: (node of
     ``model``, tag) pairs; then only the regions holding one of these nodes are fused, and
     each fusion's ``Event.tags`` lists the tags of those it holds.
     """
     with no_cyclic_gc():  # building the rules and the IR allocates much and frees little
         return _fuse_proto(model, allow_rounding, capture_regions,
-                           index.kinds if index is not None else node_kinds(model),
+                           (facts if facts is not None else Facts(model)).kinds(),
                            base_dir, only)
 
 

@@ -86,17 +86,21 @@ class Facts:
     While a model-local function is planned, :meth:`enter_function` makes type and shape
     lookups answer for that function's body (its names are its own). ``inferred``: the
     model as onnx shape inference annotated it, when the caller already ran it. ``types``:
-    the element types the structural check's walk propagated (``ModelIndex.types``, a
-    :class:`~.element_types.Typed`), so that none is walked again. ``base_dir``: the
-    model's folder. ``index``: what the structural check read of this model (or of a
-    model it is an unedited copy of): with ``facts``, the main graph's declarations and
-    uses are then not read again; with names, nor is every name in use.
+    the element types the structural check's walk propagated (by default the index's
+    ``types`` when they are a :class:`~.element_types.Typed`), so that none is walked
+    again. ``base_dir``: the model's folder. ``index``: the
+    :class:`~opshift.graph.index.ModelIndex` of the structural check's walk of this model
+    (or of a model it is an unedited copy of), which Facts reads rather than walk the model
+    again: its node kinds (:meth:`kinds`); with ``facts``, the main graph's declarations
+    and uses; with names, every name in use.
     """
 
     def __init__(self, model: onnx.ModelProto, source: int | None = None,
                  inferred: onnx.ModelProto | None = None, types: dict[str, int] | None = None,
                  base_dir: str | os.PathLike | None = None, index: ModelIndex | None = None):
         self.model = model
+        #: the structural check's walk of the model (a ModelIndex), or None
+        self.index = index
         self._index = index if index is not None and index.facts else None
         #: every name the structural check met, when its index kept them
         self._used = index.names if index is not None and index.naming else None
@@ -105,8 +109,11 @@ class Facts:
         self.base_dir = base_dir
         self.source = source if source is not None else (opsets.opset_of(model) or 0)
         self._scopes: list[Scope] | None = None
+        self._kinds: set[tuple[str, str]] | None = None
         self._types: dict[str, int] | None = None
         self._variants: dict = {}
+        if types is None and index is not None:
+            types = index.types
         if isinstance(types, Typed):  # (an untyped index holds a plain, empty dict)
             self._types, self._variants = types, types.variants
         self._body_types: dict[tuple[str, str], dict[str, int]] = {}
@@ -138,6 +145,15 @@ class Facts:
         if self._scopes is None:
             self._scopes = list(iter_scopes(self.model))
         return self._scopes
+
+    def kinds(self) -> set[tuple[str, str]]:
+        """(domain, op_type) of every node anywhere in the model (graphs, subgraphs,
+        functions): the index's when the walk made one, else read from :meth:`scopes`. The
+        set is shared: nobody may change it."""
+        if self._kinds is None:
+            self._kinds = self.index.kinds if self.index is not None else {
+                (d, o) for sc in self.scopes() for o, d in sc.kinds}
+        return self._kinds
 
     def scope_of(self, owner: onnx.GraphProto | onnx.FunctionProto) -> Scope | None:
         """The scope whose node list is ``owner``'s (this very graph or function object),

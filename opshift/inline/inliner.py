@@ -102,8 +102,8 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     work = _work_from_index(index, wanted)
     if not any(w.sites for w in work):
         return result
-    names = Names.from_used(index.names)
-    facts = Facts(model, types=index.types, base_dir=base_dir)
+    facts = Facts(model, base_dir=base_dir, index=index)  # (the index's names and types)
+    names = facts.names
     forms: dict[tuple, Form] = {}
     todo = [w for w in work if w.sites and w.opsets.get("") is not None]
     with progress.stage("inline", sum(len(w.sites) for w in todo), "nodes"):

@@ -24,7 +24,6 @@ from opshift.broadcast import SlopeClass, classify, rule_for_version
 from opshift.errors import OpshiftError, function_id
 from opshift.graph.facts import Facts
 from opshift.graph.index import ModelIndex
-from opshift.graph.scopes import node_kinds
 from opshift.io.models import ModelLike, to_proto
 from opshift.io.tensors import tensor_array
 from opshift.tables import number
@@ -200,7 +199,8 @@ def inspect_model(model: ModelLike, opset: int | None = None, *,
     proto, _, folder = to_proto(model)
     base_dir = folder if base_dir is None else base_dir
     functions = [function_id(f) for f in proto.functions]
-    facts = Facts(proto)  # what the rows need of types and shapes, found on demand
+    # what the rows need of types and shapes, found on demand; node kinds from the index
+    facts = Facts(proto, index=index)
     total = sum(len(sc.nodes) for sc in facts.scopes())
     report = InspectReport(
         ir_version=proto.ir_version,
@@ -225,7 +225,7 @@ def inspect_model(model: ModelLike, opset: int | None = None, *,
     from opshift.fix.fixer import fix_proto
     from opshift.fuse.anchors import may_hold_patterns
 
-    kinds = node_kinds(proto) if index is None else index.kinds
+    kinds = facts.kinds()
     if may_hold_patterns(op for _, op in kinds):  # else onnx_ir and the rules stay unloaded
         from opshift.fuse.driver import would_fuse
 
