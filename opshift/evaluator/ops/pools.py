@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from opshift.evaluator.ops._common import is_float
-from opshift.evaluator.ops.windows import _pad_spatial, _window_geometry, _windows
+from opshift.evaluator.ops.geometry import pad_spatial, window_geometry, windows
 from opshift.evaluator.registry import op
 
 
@@ -44,11 +44,11 @@ def _lowest(dtype):
 @op("MaxPool", 1, 8, 10, 11, 12, 22)
 def max_pool(ctx, x):
     kernel = _pool_kernel(ctx, x)
-    strides, dil, pb, pe, extra, out = _window_geometry(ctx, x.shape[2:], kernel,
+    strides, dil, pb, pe, extra, out = window_geometry(ctx, x.shape[2:], kernel,
                                                         bool(ctx.attrs.get("ceil_mode", 0)))
     pe2 = [a + b for a, b in zip(pe, extra)]
-    xp = _pad_spatial(x, pb, pe2, _lowest(x.dtype))
-    v = _windows(xp, kernel, strides, dil, out)
+    xp = pad_spatial(x, pb, pe2, _lowest(x.dtype))
+    v = windows(xp, kernel, strides, dil, out)
     nk = len(kernel)
     y = _fold(np.maximum, v, kernel)
     if len(ctx.node.output) < 2 or not ctx.node.output[1]:
@@ -85,23 +85,23 @@ def max_pool(ctx, x):
 @op("AveragePool", 1, 7, 10, 11, 19, 22)
 def average_pool(ctx, x):
     kernel = _pool_kernel(ctx, x)
-    strides, dil, pb, pe, extra, out = _window_geometry(ctx, x.shape[2:], kernel,
+    strides, dil, pb, pe, extra, out = window_geometry(ctx, x.shape[2:], kernel,
                                                         bool(ctx.attrs.get("ceil_mode", 0)))
     ct = np.dtype(np.float64)
     pe2 = [a + b for a, b in zip(pe, extra)]
-    xp = _pad_spatial(x.astype(ct, copy=False), pb, pe2, 0)
+    xp = pad_spatial(x.astype(ct, copy=False), pb, pe2, 0)
     nk = len(kernel)
     axes = tuple(range(2 + nk, 2 + 2 * nk))
-    s = _fold(np.add, _windows(xp, kernel, strides, dil, out), kernel)
+    s = _fold(np.add, windows(xp, kernel, strides, dil, out), kernel)
     # Counted positions: the input, plus the explicit pads when count_include_pad=1; the
     # ceil_mode overhang is never counted.
     ones = np.ones((1, 1) + x.shape[2:], dtype=ct)
     if ctx.attrs.get("count_include_pad", 0):
-        ones = _pad_spatial(ones, pb, pe, 1)
-        ones = _pad_spatial(ones, [0] * nk, extra, 0)
+        ones = pad_spatial(ones, pb, pe, 1)
+        ones = pad_spatial(ones, [0] * nk, extra, 0)
     else:
-        ones = _pad_spatial(ones, pb, pe2, 0)
-    cnt = _windows(ones, kernel, strides, dil, out).sum(axis=axes)
+        ones = pad_spatial(ones, pb, pe2, 0)
+    cnt = windows(ones, kernel, strides, dil, out).sum(axis=axes)
     return (s / cnt).astype(x.dtype)
 
 
@@ -133,10 +133,10 @@ def _root(ctx, s: np.ndarray, dtype) -> np.ndarray:
 @op("LpPool", 1, 2, 11, 18, 22)
 def lp_pool(ctx, x):
     kernel = _pool_kernel(ctx, x)
-    strides, dil, pb, pe, extra, out = _window_geometry(ctx, x.shape[2:], kernel,
+    strides, dil, pb, pe, extra, out = window_geometry(ctx, x.shape[2:], kernel,
                                                         bool(ctx.attrs.get("ceil_mode", 0)))
-    xp = _pad_spatial(_lp(ctx, x), pb, [a + b for a, b in zip(pe, extra)], 0)
-    return _root(ctx, _fold(np.add, _windows(xp, kernel, strides, dil, out), kernel), x.dtype)
+    xp = pad_spatial(_lp(ctx, x), pb, [a + b for a, b in zip(pe, extra)], 0)
+    return _root(ctx, _fold(np.add, windows(xp, kernel, strides, dil, out), kernel), x.dtype)
 
 
 @op("GlobalLpPool", 1, 2, 22)

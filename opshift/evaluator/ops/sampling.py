@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from opshift.evaluator.ops._common import is_float
-from opshift.evaluator.ops.windows import _kernel, _window_geometry
+from opshift.evaluator.ops.geometry import conv_kernel, window_geometry
 from opshift.evaluator.registry import op
 
 _MODES = {16: {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"},
@@ -200,13 +200,13 @@ def affine_grid(ctx, theta, size):
 
 @op("DeformConv", 19, 22)
 def deform_conv(ctx, x, w, offset, b=None, mask=None):
-    kernel = _kernel(ctx, x, w)
+    kernel = conv_kernel(ctx, x, w)
     g, og = ctx.attrs.get("group", 1), ctx.attrs.get("offset_group", 1)
     n, c, m, k = x.shape[0], x.shape[1], w.shape[0], x.ndim - 2
     if g < 1 or og < 1 or c != w.shape[1] * g or m % g or c % og:
         raise ctx.error(f"channels do not fit group={g}, offset_group={og}: X "
                         f"{list(x.shape)}, W {list(w.shape)}")
-    strides, dil, pb, _, _, out = _window_geometry(ctx, x.shape[2:], kernel)
+    strides, dil, pb, _, _, out = window_geometry(ctx, x.shape[2:], kernel)
     kk, points = math.prod(kernel), math.prod(out)
     if list(offset.shape) != [n, og * kk * k, *out]:
         raise ctx.error(f"offset {list(offset.shape)} must be {[n, og * kk * k, *out]}")

@@ -1,5 +1,5 @@
-"""Convolutions: Conv, ConvTranspose, ConvInteger and QLinearConv, in 1-D, 2-D and 3-D; and
-the window geometry the pools share (:mod:`.pools`).
+"""Convolutions: Conv, ConvTranspose, ConvInteger and QLinearConv, in 1-D, 2-D and 3-D (their
+window geometry, shared with the pools and DeformConv, is :mod:`.geometry`).
 
 Conv is one matrix product per group over the input's windows laid out as columns (im2col),
 ConvTranspose the transposed product scattered back into the windows (col2im); both are
@@ -16,65 +16,12 @@ import math
 import numpy as np
 
 from opshift.evaluator.ops._common import block_size, in_parallel, requantized
+from opshift.evaluator.ops.geometry import conv_kernel, pad_spatial, window_geometry, windows
 from opshift.evaluator.registry import op
-from opshift.graph.window_rules import window_axis
 
 #: float64 elements of one block of Conv's columns (8 MiB): a large input never needs all
 #: its columns at once, and each thread reuses its block's memory.
 _COLS_CHUNK = 1 << 20
-
-
-def _window_geometry(ctx, spatial, kernel, ceil_mode=False):
-    """(strides, dilations, pads_begin, pads_end, extra_end, out) for a sliding window op, each
-    axis by :func:`~opshift.graph.window_rules.window_axis` (``extra_end``: the padding beyond
-    ``pads_end`` that ceil_mode needs, never counted as padding by AveragePool)."""
-    n = len(spatial)
-    strides = list(ctx.attrs.get("strides") or [1] * n)
-    dil = list(ctx.attrs.get("dilations") or [1] * n)
-    if len(strides) != n or len(dil) != n or len(kernel) != n:
-        raise ctx.error(f"kernel/strides/dilations do not match {n} spatial dims")
-    auto = ctx.attrs.get("auto_pad", "NOTSET")
-    pads = [0] * (2 * n)
-    if auto == "NOTSET":
-        pads = list(ctx.attrs.get("pads") or pads)
-        if len(pads) != 2 * n:
-            raise ctx.error(f"pads has {len(pads)} values, expected {2 * n}")
-        if min(pads, default=0) < 0:
-            raise ctx.error(f"pads {pads} are negative")
-    elif auto not in ("VALID", "SAME_UPPER", "SAME_LOWER"):
-        raise ctx.error(f"unknown auto_pad {auto!r}")
-    try:
-        axes = [window_axis(i, k, s, d, pads[a], pads[n + a], auto, ceil_mode)
-                for a, (i, k, s, d) in enumerate(zip(spatial, kernel, strides, dil))]
-    except ValueError as e:
-        raise ctx.error(str(e)) from None
-    pb, pe, extra, out = (list(v) for v in zip(*axes)) if axes else ([], [], [], [])
-    return strides, dil, pb, pe, extra, out
-
-
-def _windows(xp, kernel, strides, dil, out):
-    """Read-only view (N, C, *out, *kernel) of the padded input ``xp`` (C-contiguous)."""
-    n = len(kernel)
-    st = xp.strides
-    # np.ndarray over xp's buffer: the view as_strided makes, without its per-call overhead
-    # (tens of microseconds, which models of many small Convs pay once per node)
-    v = np.ndarray(xp.shape[:2] + tuple(out) + tuple(kernel), xp.dtype, xp, 0,
-                   st[:2] + tuple(st[2 + i] * strides[i] for i in range(n))
-                   + tuple(st[2 + i] * dil[i] for i in range(n)))
-    v.flags.writeable = False
-    return v
-
-
-def _pad_spatial(x, pb, pe, value, dtype=None):
-    """``x`` with ``value`` added before/after its spatial axes, as ``dtype`` (x's own by
-    default)."""
-    dtype = x.dtype if dtype is None else dtype
-    if not any(pb) and not any(pe):
-        return np.ascontiguousarray(x, dtype)
-    shape = x.shape[:2] + tuple(d + b + e for d, b, e in zip(x.shape[2:], pb, pe))
-    out = np.full(shape, value, dtype)
-    out[(slice(None), slice(None)) + tuple(slice(b, b + d) for b, d in zip(pb, x.shape[2:]))] = x
-    return out
 
 
 @op("Conv", 1, 11, 22)
@@ -123,29 +70,18 @@ def qlinear_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp=None, b=
                        x.dtype if y_zp is None else y_zp.dtype)
 
 
-def _kernel(ctx, x, w) -> list[int]:
-    """W's spatial dims, once X and W are of one rank >= 3 and kernel_shape (if set) agrees."""
-    if x.ndim < 3 or w.ndim != x.ndim:
-        raise ctx.error(f"X {list(x.shape)} and W {list(w.shape)} need equal rank >= 3")
-    kernel = list(w.shape[2:])
-    ks = ctx.attrs.get("kernel_shape")
-    if ks and list(ks) != kernel:
-        raise ctx.error(f"kernel_shape {ks} does not match W {list(w.shape)}")
-    return kernel
-
-
 def _conv(ctx, x, w, b, dtype):
     """Conv's sums in float64, rounded once to ``dtype``."""
-    kernel = _kernel(ctx, x, w)
+    kernel = conv_kernel(ctx, x, w)
     g = ctx.attrs.get("group", 1)
     n_, c = x.shape[:2]
     m = w.shape[0]
     if c % g or m % g or w.shape[1] != c // g:
         raise ctx.error(f"channels do not fit group={g}: X {list(x.shape)}, W {list(w.shape)}")
-    strides, dil, pb, pe, _, out = _window_geometry(ctx, x.shape[2:], kernel)
+    strides, dil, pb, pe, _, out = window_geometry(ctx, x.shape[2:], kernel)
     nk, cg, mg, kk = len(kernel), c // g, m // g, math.prod(kernel)
     # padded in x's own type, widened to float64 as the windows are copied into columns
-    v = _windows(_pad_spatial(x, pb, pe, 0), kernel, strides, dil, out)
+    v = windows(pad_spatial(x, pb, pe, 0), kernel, strides, dil, out)
     # windows as columns (im2col): [C, *kernel, rows of the first output axis, *out[1:]]
     v = v.transpose(0, 1, *range(2 + nk, 2 + 2 * nk), *range(2, 2 + nk))
     inner = math.prod(out[1:])
@@ -239,7 +175,7 @@ def conv_transpose(ctx, x, w, b=None):
     reaches: per group, W^T times the input's columns (one matrix product per block of
     output channels), scattered into place kernel position by kernel position, all in
     float64 and rounded once to X's type (as Conv)."""
-    kernel = _kernel(ctx, x, w)
+    kernel = conv_kernel(ctx, x, w)
     g = ctx.attrs.get("group", 1)
     n_, c = x.shape[:2]
     if g < 1 or c % g or w.shape[0] != c:
@@ -286,7 +222,7 @@ def col2im(ctx, x, image_shape, block_shape):
     if x.ndim != 3 or len(block) != k or k < 1 or min(block + image) < 1 or x.shape[1] % kk:
         raise ctx.error(f"input {list(x.shape)}, image_shape {image} and block_shape {block} "
                         "must be [N, C x prod(block_shape), L] and two shapes of one rank")
-    strides, dil, pb, pe, _, out = _window_geometry(ctx, image, block)
+    strides, dil, pb, pe, _, out = window_geometry(ctx, image, block)
     if math.prod(out) != x.shape[2]:
         raise ctx.error(f"input {list(x.shape)} has {x.shape[2]} blocks; image_shape {image} "
                         f"and the window geometry give {out} = {math.prod(out)}")
