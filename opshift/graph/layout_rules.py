@@ -9,13 +9,13 @@ from opshift.graph.shape_rules import (
     Ask,
     Dim,
     Shape,
-    _axis,
-    _product,
-    _quotient,
-    _same,
+    axis_index,
     broadcast,
     complete,
+    dims_product,
+    dims_quotient,
     rule,
+    same_shape,
 )
 
 
@@ -28,7 +28,7 @@ def _flatten(a: Ask) -> Shape | None:
     k = axis + len(x) if axis < 0 else axis
     if not 0 <= k <= len(x):
         return None
-    return _product(x[:k]), _product(x[k:])
+    return dims_product(x[:k]), dims_product(x[k:])
 
 
 @rule("Reshape")
@@ -51,7 +51,7 @@ def _reshape(a: Ask) -> Shape | None:
             out.append(d)
     if -1 in out:
         k = out.index(-1)
-        out[k] = _quotient(x, out[:k] + out[k + 1:]) if x is not None else None
+        out[k] = dims_quotient(x, out[:k] + out[k + 1:]) if x is not None else None
     return tuple(out)
 
 
@@ -97,7 +97,7 @@ def _slice(a: Ask) -> Shape | None:
         axes = None if n is None else list(range(n))
     if axes is None:
         return (None,) * len(x)
-    ks = [_axis(k, len(x)) for k in axes]
+    ks = [axis_index(k, len(x)) for k in axes]
     if None in ks:
         return None
     out = list(x)
@@ -122,7 +122,7 @@ def _squeeze(a: Ask) -> Shape | None:
         return None
     if not axes:  # every dim of size 1: known only when every dim is
         return tuple(d for d in x if d != 1) if complete(x) else None
-    ks = {_axis(k, len(x)) for k in axes}
+    ks = {axis_index(k, len(x)) for k in axes}
     return None if None in ks else tuple(d for i, d in enumerate(x) if i not in ks)
 
 
@@ -132,7 +132,7 @@ def _unsqueeze(a: Ask) -> Shape | None:
     if x is None or not axes:
         return None
     r = len(x) + len(axes)
-    ks = {_axis(k, r) for k in axes}
+    ks = {axis_index(k, r) for k in axes}
     if None in ks or len(ks) != len(axes):
         return None
     rest = iter(x)
@@ -145,10 +145,10 @@ def _concat(a: Ask) -> Shape | None:
     known = [s for s in shapes if s is not None]
     if not known or any(len(s) != len(known[0]) for s in known):
         return None
-    k = _axis(a.attr("axis", 1), len(known[0]))
+    k = axis_index(a.attr("axis", 1), len(known[0]))
     if k is None:
         return None
-    out = list(_same([s[:k] + (None,) + s[k + 1:] for s in known]) or ())
+    out = list(same_shape([s[:k] + (None,) + s[k + 1:] for s in known]) or ())
     along = [s[k] if s is not None else None for s in shapes]
     out[k] = sum(along) if all(isinstance(d, int) for d in along) else None
     return tuple(out)
@@ -174,7 +174,7 @@ def _gather(a: Ask) -> Shape | None:
     x, idx = a.shape(0), a.shape(1)
     if x is None or idx is None:
         return None
-    k = _axis(a.attr("axis", 0), len(x))
+    k = axis_index(a.attr("axis", 0), len(x))
     return None if k is None else (*x[:k], *idx, *x[k + 1:])
 
 
@@ -209,7 +209,7 @@ def _pad(a: Ask) -> Shape | None:
     axes = a.ints(3) if a.version >= 18 else []
     if pads is None or axes is None:
         return (None,) * r
-    ks = [_axis(k, r) for k in axes] if axes else list(range(r))
+    ks = [axis_index(k, r) for k in axes] if axes else list(range(r))
     if None in ks or len(pads) != 2 * len(ks):
         return None
     out = list(x)
@@ -257,7 +257,7 @@ def _split(a: Ask) -> Shape | None:
     x = a.shape(0)
     if x is None:
         return None
-    k = _axis(a.attr("axis", 0), len(x))
+    k = axis_index(a.attr("axis", 0), len(x))
     if k is None:
         return None
     split = a.ints(1, "split") if a.version >= 2 else a.attr("split")
@@ -271,7 +271,7 @@ def _topk(a: Ask) -> Shape | None:
     x = a.shape(0)
     if x is None:
         return None
-    k = _axis(a.attr("axis", -1), len(x))
+    k = axis_index(a.attr("axis", -1), len(x))
     ks = [a.attr("k")] if a.version < 10 else a.ints(1)
     if k is None:
         return None

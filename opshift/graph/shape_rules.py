@@ -107,7 +107,9 @@ def known(s: Shape | None) -> bool:
         type(d) is int or (d is not None and not d.startswith(MADE_UP)) for d in s)
 
 
-def _axis(axis: int, rank: int) -> int | None:
+def axis_index(axis: int, rank: int) -> int | None:
+    """``axis`` (negative counts from the end) as a position in a shape of ``rank`` dims;
+    None when it is out of range."""
     a = axis + rank if axis < 0 else axis
     return a if 0 <= a < rank else None
 
@@ -142,15 +144,15 @@ def fits_into(small: Shape, big: Shape | None) -> bool:
         d == 1 or (d is not None and d == e) for d, e in zip(small[::-1], big[::-1]))
 
 
-def _same(shapes: list[Shape | None]) -> Shape | None:
-    """Inputs that must have one shape: what any of them says."""
+def same_shape(shapes: list[Shape | None]) -> Shape | None:
+    """The one shape of inputs that must have one shape: what any of them says (merged)."""
     out = None
     for s in shapes:
         out = merge(out, s)
     return out
 
 
-def _product(dims) -> Dim:
+def dims_product(dims) -> Dim:
     """The product of ``dims``: an int when all are, the one name when it is alone among
     1s."""
     rest = [d for d in dims if d != 1]
@@ -163,7 +165,7 @@ def _product(dims) -> Dim:
     return rest[0] if len(rest) == 1 else None
 
 
-def _quotient(total: Shape, part: list[Dim]) -> Dim:
+def dims_quotient(total: Shape, part: list[Dim]) -> Dim:
     """prod(total) / prod(part) where names cancel; None if it cannot be told."""
     if any(d is None for d in (*total, *part)):
         return None
@@ -213,14 +215,14 @@ def _binary(a: Ask) -> Shape | None:
     if a.node.op_type in _LEGACY_BROADCAST and a.version < 7:
         if a.attr("broadcast", 0):
             return shapes[0]  # B broadcasts to A
-        return _same(shapes)
+        return same_shape(shapes)
     return broadcast(shapes)
 
 
 @rule("Max", "Min", "Sum", "Mean")
 def _variadic(a: Ask) -> Shape | None:
     shapes = [a.shape(i) for i in range(len(a.node.input))]
-    return _same(shapes) if a.version < 8 else broadcast(shapes)
+    return same_shape(shapes) if a.version < 8 else broadcast(shapes)
 
 
 @rule("Gemm")
@@ -269,7 +271,7 @@ def _reduce(a: Ask) -> Shape | None:
             axes = list(range(len(x)))
     if axes is None:  # computed axes: the rank with keepdims, else nothing
         return (None,) * len(x) if keep else None
-    ks = {_axis(k, len(x)) for k in axes}
+    ks = {axis_index(k, len(x)) for k in axes}
     if None in ks:
         return None
     return tuple(1 if i in ks else d for i, d in enumerate(x) if keep or i not in ks)
