@@ -219,11 +219,11 @@ def test_verify_without_accepted_nodes_generates_every_special_value():
 
 def test_finite_inputs_get_every_other_special_value():
     from opshift.verify import make_inputs
-    from opshift.verify.inputs import _generate_round, _input_specs, _rounds
+    from opshift.verify.inputs import generate_round, input_specs, round_count
 
     g = _model(8, "input").graph
-    specs = _input_specs(g, None, finite=["s"])
-    rounds = [_generate_round(specs, 0, p) for p in range(_rounds(specs))]
+    specs = input_specs(g, None, finite=["s"])
+    rounds = [generate_round(specs, 0, p) for p in range(round_count(specs))]
     s = np.concatenate([r["s"] for r in rounds])
     x = np.concatenate([r["x"].ravel() for r in rounds])
     assert np.isfinite(s).all() and np.isinf(x).any() and np.isnan(x).any()

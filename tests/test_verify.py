@@ -764,10 +764,10 @@ def test_bundled_model_verifies_against_itself(path, capsys):
 @pytest.mark.parametrize("elem,shape", [(T.FLOAT, [1]), (T.FLOAT16, [3]), (T.INT8, [2]),
                                         (T.BFLOAT16, [2, 2])])
 def test_rounds_feed_every_special_value(elem, shape):
-    from opshift.verify.inputs import _generate, _input_specs, _rounds, special_values
+    from opshift.verify.inputs import _generate, input_specs, round_count, special_values
 
-    specs = _input_specs(graph_with(elem, shape), None)
-    n = _rounds(specs)
+    specs = input_specs(graph_with(elem, shape), None)
+    n = round_count(specs)
     seen = np.concatenate([_generate(specs[0], 0, p).ravel() for p in range(n)])
     want = special_values(specs[0].dtype)
     seen_bits = {v.tobytes() for v in seen}
@@ -818,10 +818,10 @@ def test_opshift_verify_is_callable_after_importing_the_submodule():
 
 
 def test_region_inputs_follow_the_structure_not_the_names():
-    from opshift.verify.inputs import RegionInputs, _input_specs
+    from opshift.verify.inputs import RegionInputs, input_specs
 
     def specs(*names, shape=(1, 4, 3, 3)):
-        return _input_specs(helper.make_graph(
+        return input_specs(helper.make_graph(
             [], "g", [helper.make_tensor_value_info(n, T.FLOAT, list(shape)) for n in names],
             []), None)
 

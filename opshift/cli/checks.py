@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from opshift.tables import number, plural, screen_width, table, wrap
+from opshift.verify.comparison import larger
 
 
 @contextlib.contextmanager
@@ -74,8 +75,8 @@ def verify_lines(report, notes: list[str], *, verbose: bool,
         if r.label and not verbose and r.ok and r.informative:
             g = agg.setdefault((groups or {}).get(r.label, "rewrites"), [set(), None, None, set()])
             g[0].add(r.label)
-            g[1] = _max(g[1], r.max_abs)
-            g[2] = _max(g[2], r.max_ulp)
+            g[1] = larger(g[1], r.max_abs)
+            g[2] = larger(g[2], r.max_ulp)
             g[3].add(r.dtype)
             continue
         rows.append([r.label or "whole model", r.output, r.dtype,
@@ -125,12 +126,6 @@ def closing_line(report, notes: list[str]) -> str:
         why = f": {notes[-1]}" if notes else ""
         return f"verify: ok: nothing to check{why}"
     return f"verify: ok: {checked} match" + ("es" if checked == w else "")
-
-
-def _max(a, b):
-    if a is None:
-        return b
-    return a if b is None else max(a, b)
 
 
 def _err(v, dtype: str) -> str:

@@ -195,7 +195,7 @@ def _run(args) -> Outcome:
     from opshift import progress
     from opshift.cli.models import origin_of, set_input_shapes
     from opshift.inspect.report import op_counts
-    from opshift.verify import _check_given, verify
+    from opshift.verify import check_given, verify
 
     dims = parse_dims(args.dim)
     shapes = parse_input_shapes(args.input_shape)
@@ -215,7 +215,7 @@ def _run(args) -> Outcome:
         inputs = load_npz(args.inputs)
         _fit_raw(inputs, [ref.graph, cand.graph])
         try:  # inputs that do not fit: name the .npz and the model
-            _check_given(inputs, ref, cand, f"reference {origin_of(args.reference)}",
+            check_given(inputs, ref, cand, f"reference {origin_of(args.reference)}",
                          f"candidate {origin_of(args.candidate)}")
         except OpshiftError as e:
             raise type(e)(f"{args.inputs}: {e}") from e

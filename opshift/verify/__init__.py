@@ -32,18 +32,18 @@ from opshift import progress
 from opshift.errors import EvaluationError, OpshiftError, UnsupportedError, VerificationError
 from opshift.io.models import ModelLike, to_proto
 from opshift.verify import policy as _policy
-from opshift.verify.comparison import ULP_TOLERANCE, Comparison, _max, compare
+from opshift.verify.comparison import ULP_TOLERANCE, Comparison, compare, larger
 from opshift.verify.inputs import (
     DEFAULT_DIM,
     RegionInputs,
-    _check_seed,
-    _describe,
-    _generate_round,
-    _input_specs,
-    _rounds,
+    check_seed,
+    describe_inputs,
+    generate_round,
     index_bounds,
+    input_specs,
     make_inputs,
     plain_round,
+    round_count,
     size_profiles,
     special_values,
 )
@@ -149,8 +149,8 @@ def _merge_rows(acc: list[Row] | None, new: list[Row]) -> list[Row]:
         return new
     out = []
     for a, b in zip(acc, new):
-        out.append(Row(a.output, a.dtype, a.shape, _max(a.max_abs, b.max_abs),
-                       _max(a.max_ulp, b.max_ulp), a.ok and b.ok, a.reason or b.reason,
+        out.append(Row(a.output, a.dtype, a.shape, larger(a.max_abs, b.max_abs),
+                       larger(a.max_ulp, b.max_ulp), a.ok and b.ok, a.reason or b.reason,
                        a.label, a.informative or b.informative))
     return out
 
@@ -205,16 +205,16 @@ def _region_rounds(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, cwho:
     if region is not None and all(s.name in region[1] for s in specs):
         rounds, described = region[0].rounds(specs, region[1])
     else:  # (a region holding subgraphs keeps its value names: seeded by name)
-        rounds = [_generate_round(specs, seed, p) for p in range(_rounds(specs))]
-        described = _describe(rounds[0], "generated", finite)
+        rounds = [generate_round(specs, seed, p) for p in range(round_count(specs))]
+        described = describe_inputs(rounds[0], "generated", finite)
     report.inputs.update(described)
     return rounds
 
 
 def _specs_of_both(ref, cand, rwho, cwho, dims, finite, sizes=None) -> list:
-    specs = _input_specs(ref.graph, dims, finite, sizes)
+    specs = input_specs(ref.graph, dims, finite, sizes)
     ref_names = {s.name for s in specs}
-    extra = [s for s in _input_specs(cand.graph, dims, finite, sizes)
+    extra = [s for s in input_specs(cand.graph, dims, finite, sizes)
              if s.name not in ref_names]
     if extra:
         raise EvaluationError(f"{cwho}: input {extra[0].name!r} is not an input of "
@@ -246,7 +246,7 @@ def _whole_model_inputs(ref: onnx.ModelProto, cand: onnx.ModelProto, rwho: str, 
                 raise
             failed.append(f"{_sizes_text(sizes)}: {e}")
             continue
-        report.inputs.update(_describe(feeds, "generated, realistic", finite))
+        report.inputs.update(describe_inputs(feeds, "generated, realistic", finite))
         for s in specs:
             if s.name in bounds and s.dtype.kind in "iu":
                 report.inputs[s.name]["source"] += f", in [0, {bounds[s.name]})"
@@ -295,11 +295,11 @@ def verify(reference: ModelLike, candidate: ModelLike,
         inputs = _policy.current().inputs
     report = VerifyReport(seed=None if inputs is not None else seed, signed_zeros=signed_zeros)
     if inputs is not None:
-        feeds = _check_given(inputs, ref, cand, rwho, cwho)
-        report.inputs.update(_describe(feeds, "given"))
+        feeds = check_given(inputs, ref, cand, rwho, cwho)
+        report.inputs.update(describe_inputs(feeds, "given"))
         exp, report.context = _run(ref, _feeds(ref.graph, feeds), rwho, capture)
     else:
-        _check_seed(seed)
+        check_seed(seed)
         feeds, exp, report.context = _whole_model_inputs(ref, cand, rwho, cwho, dims, seed,
                                                          finite, report, capture)
     report.rows = _pair_rows(ref, cand, rwho, cwho, [feeds], "", signed_zeros, report,
@@ -307,8 +307,10 @@ def verify(reference: ModelLike, candidate: ModelLike,
     return report
 
 
-def _check_given(inputs: Mapping[str, np.ndarray], ref: onnx.ModelProto,
-                 cand: onnx.ModelProto, rwho: str, cwho: str) -> dict[str, np.ndarray]:
+def check_given(inputs: Mapping[str, np.ndarray], ref: onnx.ModelProto,
+                cand: onnx.ModelProto, rwho: str, cwho: str) -> dict[str, np.ndarray]:
+    """The inputs given to compare ``ref`` and ``cand`` on (``rwho``/``cwho`` name them in
+    errors), as arrays, once each names an input of either model and fits its declaration."""
     from opshift.evaluator import check_inputs
 
     names = _declared(ref.graph) | _declared(cand.graph)
@@ -351,7 +353,7 @@ def check_rewrites(rewrites: Iterable[Rewrite], *, seed: int = 0,
     per structure, not per name (:class:`~.inputs.RegionInputs`): regions that differ only in
     their constants are fed the same inputs.
     """
-    _check_seed(seed)
+    check_seed(seed)
     done: dict[tuple, _Checked] = {}
     inputs, kinds = RegionInputs(seed), _RegionKinds()
     for rw in rewrites:
@@ -486,7 +488,7 @@ def check_in_context(rewrite: Rewrite, values: Mapping[str, Any]
     report = _check_region(rewrite.label, before, after, 0, None, rewrite.signed_zeros,
                            rewrite.finite, None, _RegionKinds(), given=[given])
     if isinstance(report, VerifyReport):
-        report.inputs.update(_describe(given, "computed by the whole model"))
+        report.inputs.update(describe_inputs(given, "computed by the whole model"))
     return report
 
 

@@ -33,7 +33,9 @@ from opshift.verify import policy as _policy
 ULP_TOLERANCE: dict[str, int] = {"float64": 4, "float32": 4, "float16": 2, "bfloat16": 2}
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
-_FLOATS = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), _BF16}
+#: The float dtypes compared in units in the last place (see :data:`ULP_TOLERANCE`); also
+#: the float inputs :mod:`.inputs` generates special values for
+FLOATS = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), _BF16}
 
 
 #: ml_dtypes' float8 and float4 types (their bit layouts differ from IEEE's: fnuz types have
@@ -57,7 +59,8 @@ class Comparison:
     reason: str = ""
 
 
-def _max(a, b):
+def larger(a, b):
+    """The larger of two measured maxima (max_abs, max_ulp), None being not measured."""
     if a is None:
         return b
     if b is None:

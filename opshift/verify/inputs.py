@@ -30,7 +30,7 @@ from onnx import helper
 
 from opshift.errors import LimitError, OpshiftError, UnsupportedError
 from opshift.graph.declared import dims as declared_dims
-from opshift.verify.comparison import _FLOATS
+from opshift.verify.comparison import FLOATS
 
 #: Size used for a symbolic or unknown dim that ``dims`` does not name.
 DEFAULT_DIM = 2
@@ -65,7 +65,7 @@ def special_values(dtype: Any) -> np.ndarray:
         if dt.kind == "i":
             vals += [-1, int(info.min), int(info.min) + 1]
         return np.array(vals, dtype=dt)
-    if dt in _FLOATS:
+    if dt in FLOATS:
         fi = ml_dtypes.finfo(dt)
         sub = float(fi.smallest_subnormal)
         tiny = float(fi.tiny)
@@ -94,7 +94,7 @@ class _InputSpec:
     @cached_property
     def specials(self) -> np.ndarray:
         vals = special_values(self.dtype)
-        return vals[np.isfinite(vals)] if self.finite and self.dtype in _FLOATS else vals
+        return vals[np.isfinite(vals)] if self.finite and self.dtype in FLOATS else vals
 
     @property
     def per_round(self) -> int:
@@ -172,9 +172,9 @@ def dim_role(rank: int, axis: int, shape: Sequence[int | str | None]) -> str:
     return "other"
 
 
-def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
-                 finite: Collection[str] = (), sizes: Mapping[str, int] | None = None
-                 ) -> list[_InputSpec]:
+def input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
+                finite: Collection[str] = (), sizes: Mapping[str, int] | None = None
+                ) -> list[_InputSpec]:
     """One spec per input to generate. An open dim takes ``dims[its name]``, else its
     role's size in ``sizes`` (one of :data:`SIZE_PROFILES`; a name seen twice keeps the
     size it got first), else :data:`DEFAULT_DIM`."""
@@ -205,7 +205,7 @@ def _input_specs(graph: onnx.GraphProto, dims: Mapping[str, int] | None,
         except (KeyError, TypeError, ValueError):
             dt = None
         name = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
-        if dt is None or not (dt in _FLOATS or dt.kind in "biuO"):
+        if dt is None or not (dt in FLOATS or dt.kind in "biuO"):
             raise UnsupportedError(f"graph input {vi.name!r}: cannot generate values of type "
                                    f"{name}; pass inputs explicitly")
         if not tt.HasField("shape"):
@@ -377,7 +377,7 @@ def plain_round(specs: Sequence[_InputSpec], seed: int, bounds: Mapping[str, int
     """One round of realistic values (see :func:`_plain`) for ``specs``; integer inputs
     named in ``bounds`` stay below their bound."""
     plain = [dataclasses.replace(s, plain=True, high=bounds.get(s.name, 2)) for s in specs]
-    return _generate_round(plain, seed, 0)
+    return generate_round(plain, seed, 0)
 
 
 def make_inputs(graph: onnx.GraphProto | onnx.ModelProto, *,
@@ -392,14 +392,16 @@ def make_inputs(graph: onnx.GraphProto | onnx.ModelProto, *,
     in ``finite``). Deterministic for a seed. Raises :class:`UnsupportedError` for inputs
     whose type or rank is unknown or not generatable.
     """
-    _check_seed(seed)
+    check_seed(seed)
     if isinstance(graph, onnx.ModelProto):
         graph = graph.graph
-    return _generate_round(_input_specs(graph, dims, finite), seed, 0)
+    return generate_round(input_specs(graph, dims, finite), seed, 0)
 
 
-def _generate_round(specs: Sequence[_InputSpec], seed: int, round_: int
-                    ) -> dict[str, np.ndarray]:
+def generate_round(specs: Sequence[_InputSpec], seed: int, round_: int
+                   ) -> dict[str, np.ndarray]:
+    """Round ``round_`` of the inputs ``specs`` describe, from ``seed`` (the same every run);
+    a LimitError when they are over :data:`MAX_GENERATED_ELEMENTS`."""
     total = sum(s.size for s in specs)
     if total > MAX_GENERATED_ELEMENTS:
         shapes = ", ".join(f"{s.name} {list(s.shape)}" for s in specs)
@@ -431,14 +433,14 @@ class RegionInputs:
     def rounds(self, specs: Sequence[_InputSpec], positions: Mapping[str, int]
                ) -> tuple[list[dict[str, np.ndarray]], dict[str, dict[str, Any]]]:
         """Every round's inputs for ``specs`` (named as the region names them), and their
-        description (see :func:`_describe`)."""
+        description (see :func:`describe_inputs`)."""
         sig = tuple((positions[s.name], s.dtype, s.shape, s.finite) for s in specs)
         made = self._made.get(sig)
         if made is None:
             canon = [dataclasses.replace(s, name=f"#{p}") for s, (p, *_) in zip(specs, sig)]
-            rounds = [_generate_round(canon, self.seed, r) for r in range(_rounds(canon))]
+            rounds = [generate_round(canon, self.seed, r) for r in range(round_count(canon))]
             made = ([list(r.values()) for r in rounds],
-                    list(_describe(rounds[0], "generated",
+                    list(describe_inputs(rounds[0], "generated",
                                    {c.name for c in canon if c.finite}).values()))
             if len(made[0]) * sum(s.size for s in specs) <= _REUSED_ELEMENTS:
                 for arrays in made[0]:  # fed to many regions: none may write into them
@@ -449,20 +451,25 @@ class RegionInputs:
         return [dict(zip(names, r)) for r in made[0]], dict(zip(names, made[1]))
 
 
-def _check_seed(seed: int) -> None:
+def check_seed(seed: int) -> None:
+    """Refuse a seed that is not a non-negative integer (one-line OpshiftError)."""
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise OpshiftError(f"seed {seed!r}: must be a non-negative integer")
 
 
-def _rounds(specs: Sequence[_InputSpec]) -> int:
+def round_count(specs: Sequence[_InputSpec]) -> int:
+    """How many rounds of inputs to generate for ``specs``: as many as their special values
+    need, within the element budget and the round limit."""
     need = max((s.rounds_needed() for s in specs), default=1)
     per = max(1, sum(s.size for s in specs))
     budget = max(1, _ROUND_BUDGET // per)
     return max(1, min(need, budget, _MAX_ROUNDS))
 
 
-def _describe(inputs: Mapping[str, Any], source: str, finite: Collection[str] = ()
-              ) -> dict[str, dict[str, Any]]:
+def describe_inputs(inputs: Mapping[str, Any], source: str, finite: Collection[str] = ()
+                    ) -> dict[str, dict[str, Any]]:
+    """name -> {dtype, shape, source} of each input, as a report lists them (``source``: where
+    they came from, ", finite" added for the names in ``finite``)."""
     from opshift.evaluator.values import dtype_and_shape
 
     return {k: dict(zip(("dtype", "shape"), dtype_and_shape(v)),
