@@ -97,10 +97,10 @@ def test_what_planning_may_rescue_is_left_to_it(monkeypatch):
 
 
 def test_fusable_ops_are_those_of_fuse_rules():
-    from opshift.fuse.engine import _rule_ops
+    from opshift.fuse.engine import rule_ops
 
     for allow_rounding in (False, True):
-        for need in _rule_ops(allow_rounding):
+        for need in rule_ops(allow_rounding):
             assert need <= FUSABLE_OPS, sorted(need - FUSABLE_OPS)
 
 

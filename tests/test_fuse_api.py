@@ -217,9 +217,9 @@ def test_every_rule_needs_an_anchor_op(allow_rounding):
     """fuse skips a model with no Mul and no Cast without building the rules: every rule's
     pattern must hold one of them, in every operand order."""
     from opshift.fuse.anchors import ANCHORS, may_hold_patterns
-    from opshift.fuse.engine import _rule_ops
+    from opshift.fuse.engine import rule_ops
 
-    needs = _rule_ops(allow_rounding)
+    needs = rule_ops(allow_rounding)
     assert len(needs) == len(rules(allow_rounding=allow_rounding).rules)
     for need in needs:
         assert need & ANCHORS, sorted(need)

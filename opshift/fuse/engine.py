@@ -289,7 +289,7 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
 
 
 @functools.cache
-def _rule_ops(allow_rounding: bool) -> tuple[frozenset[str], ...]:
+def rule_ops(allow_rounding: bool) -> tuple[frozenset[str], ...]:
     """For each rule, the op types every operand order of its pattern contains (a match
     needs nodes of all of them; comparison alternatives are not counted)."""
     from opshift.fuse.report import skeleton_ops
@@ -301,4 +301,4 @@ def may_match(ops: set[str], allow_rounding: bool) -> bool:
     """Whether some rule's ops all occur among ``ops``, the model's op types of any domain
     (else no rule can match anywhere, so there is nothing to fuse and nothing to refuse, and
     the IR need not be built)."""
-    return any(need <= ops for need in _rule_ops(allow_rounding))
+    return any(need <= ops for need in rule_ops(allow_rounding))
