@@ -27,6 +27,7 @@ from opshift.convert import convert
 from opshift.errors import OpshiftError
 from opshift.fix import fix
 from opshift.fuse import fuse
+from opshift.graph import constant_values as _constant_values
 from opshift.inline import inline
 from opshift.inspect import inspect
 from opshift.verify import VerifyReport, verify
@@ -44,3 +45,8 @@ def evaluate(model: Any, inputs: Mapping[str, Any], *,
     from opshift.evaluator import evaluate as run
 
     return run(model, inputs, capture=capture)
+
+
+# The graph's constant folding (shape rules, conversion's rescues) computes values with the
+# evaluator, which sits above the graph: registered here, imported when first used.
+_constant_values.use_evaluator(evaluate)

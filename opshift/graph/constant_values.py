@@ -19,7 +19,8 @@ declaration is the model's contract, and runtimes refuse inputs of other shapes.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -53,6 +54,20 @@ _PLAIN = frozenset("bBhHiIlLqQefd?")  # numpy kinds numpy_helper writes as they 
 
 
 _WORKING = object()  # a value being computed: met again, it is not a constant
+
+#: What runs a model on inputs and gives its outputs by name (opshift's evaluator, which sits
+#: above the graph: ``import opshift`` registers it, see :func:`use_evaluator`); None: nothing
+#: is computed, only constants are known.
+_evaluator: Callable[[onnx.ModelProto, dict], Mapping[str, Any]] | None = None
+
+
+def use_evaluator(evaluate: Callable[[onnx.ModelProto, dict], Mapping[str, Any]] | None
+                  ) -> None:
+    """Compute values from constants with ``evaluate(model, inputs)`` (the evaluator's
+    signature; None: compute nothing). The graph does not import the evaluator, which reads
+    the graph's declarations: the package registers it (:mod:`opshift`)."""
+    global _evaluator
+    _evaluator = evaluate
 
 
 def small_ints(facts: Facts, scope: Scope, name: str) -> np.ndarray | None:
@@ -250,9 +265,10 @@ def evaluate(scope: Scope, value: str, nodes: list[onnx.NodeProto],
              leaves: dict[str, onnx.TensorProto]) -> onnx.TensorProto | None:
     """``value`` computed by the evaluator from ``nodes`` (as :func:`chain` finds them, in
     any order) and ``leaves``, as a tensor named ``value``; None when it cannot be run or is
-    too large."""
-    from opshift.evaluator import evaluate
-
+    too large (or no evaluator is registered: :func:`use_evaluator`)."""
+    evaluate = _evaluator
+    if evaluate is None:
+        return None
     g = onnx.GraphProto(name="fold", node=_needed(nodes, value, leaves),
                         output=[onnx.ValueInfoProto(name=value)])
     for name, t in leaves.items():  # (a Constant node's tensor is not named as its output)
