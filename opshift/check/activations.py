@@ -9,9 +9,9 @@ import functools
 import onnx
 
 from opshift.broadcast import SlopeRule, legacy_is_per_channel, rule_for_version, slope_shape_for
-from opshift.check import wellformed
 from opshift.errors import EvaluationError
 from opshift.graph import element_types
+from opshift.io import readable
 from opshift.opsets import activation_attribute_types, schema, tensor_type, x_types_of_any_version
 
 
@@ -28,7 +28,7 @@ def activation_spec(op: str, opset: int
     types.setdefault("consumed_inputs", onnx.AttributeProto.INTS)
     rule = rule_for_version(version) if op == "PRelu" else None
     takes = x_types_of_any_version(op)
-    numeric = frozenset(e for e in wellformed.KNOWN_ELEM_TYPES
+    numeric = frozenset(e for e in readable.KNOWN_ELEM_TYPES
                         if e and tensor_type(e) in takes)
     return version, types, rule, schema(op, version).max_input, numeric
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import onnx
 
-from opshift.check.wellformed import not_text, opset_import_problem, text_problem
+from opshift.io.readable import not_text, opset_import_problem, text_problem
 from opshift.opsets import normalize_domain
 
 

@@ -21,6 +21,7 @@ from opshift.graph.declared import Listed
 from opshift.graph.element_types import SAME_AS_FIRST, Propagation, Typed, output_type_rules
 from opshift.graph.index import IndexScope, ModelIndex, holds_external_data
 from opshift.graph.scopes import may_hold_subgraphs
+from opshift.io import readable
 from opshift.opsets import (
     ACTIVATIONS,
     has_graph_attribute,
@@ -71,9 +72,9 @@ class _Walker:
         self.problems.append((kind, msg))
 
     def text(self, label: str, what: str, values: Iterable) -> None:
-        bad = wellformed.text_problem(values)
+        bad = readable.text_problem(values)
         if bad is not None:
-            self.add(MALFORMED, f"{label}: {wellformed.not_text(what, bad)}")
+            self.add(MALFORMED, f"{label}: {readable.not_text(what, bad)}")
 
     def graph_header(self, g: onnx.GraphProto, label: str) -> wellformed.Header:
         h = self._headers[id(g)] = wellformed.read_header(g, label)
@@ -159,7 +160,7 @@ class _Walker:
                 for name in ins:
                     if not isinstance(name, str):
                         self.add(MALFORMED, f"{label}: {where(n)}: input "
-                                            f"{wellformed.not_text('name', name)}")
+                                            f"{readable.not_text('name', name)}")
                     elif name not in defined:
                         self.add(CYCLE, f"{label}: {where(n)} uses {name!r} before it is "
                                         "defined (cycle, unsorted graph, or missing input)")
@@ -218,7 +219,7 @@ class _Walker:
                 p = wellformed.repeated_output(outs)
                 if p is not None:
                     self.add(DUPLICATE_VALUE, f"{label}: {where(n)} {p}")
-        if wellformed.text_problem(node_names) is not None:
+        if readable.text_problem(node_names) is not None:
             self.text(label, "node name", node_names)
         elif self.naming:
             index.names.update(node_names)
@@ -271,7 +272,7 @@ class _Walker:
             if verdict is None:
                 verdict = self._judged[key] = judge_slope(declared, slope, rule)
             elem, problem, repairable = verdict
-        if elem and elem not in numeric and elem in wellformed.KNOWN_ELEM_TYPES:
+        if elem and elem not in numeric and elem in readable.KNOWN_ELEM_TYPES:
             self.add(MALFORMED, f"{label}: {where(n, version=version)}: X {x!r} is "
                                 f"{tensor_type_name(elem)}, which no version of "
                                 f"{n.op_type} takes")
@@ -282,10 +283,10 @@ class _Walker:
     def attribute_names(self, n: onnx.NodeProto, label: str) -> None:
         """Names of ``n``'s attributes that are not text, read only for the nodes whose
         attributes the walk reads anyway (all would cost more than the walk)."""
-        bad = wellformed.text_problem([a.name for a in n.attribute])
+        bad = readable.text_problem([a.name for a in n.attribute])
         if bad is not None:
             self.add(MALFORMED, f"{label}: {where(n)}: "
-                                f"{wellformed.not_text('attribute name', bad)}")
+                                f"{readable.not_text('attribute name', bad)}")
 
     def attribute(self, n: onnx.NodeProto, a: onnx.AttributeProto, version: int,
                   label: str) -> None:
@@ -303,7 +304,7 @@ class _Walker:
         """Check the op exists once per (domain, op); return what else its nodes need."""
         for what, v in (("op type", n.op_type), ("domain", n.domain)):
             if not isinstance(v, str):
-                self.add(MALFORMED, f"{label}: node {n.name!r}: {wellformed.not_text(what, v)}")
+                self.add(MALFORMED, f"{label}: node {n.name!r}: {readable.not_text(what, v)}")
                 return 0
         domain = normalize_domain(n.domain)
         if (domain, n.op_type) in self.functions:

@@ -82,17 +82,17 @@ def parse_model_bytes(data: bytes, origin: str = "<bytes>") -> onnx.ModelProto:
 
 def check_model_shape(model: onnx.ModelProto, origin: str = "<model>") -> None:
     """Reject protobufs that parsed but are not usable ONNX models: no graph, an IR version
-    or opset imports the installed onnx does not know (:mod:`opshift.check.wellformed`)."""
-    from opshift.check import wellformed
+    or opset imports the installed onnx does not know (:mod:`opshift.io.readable`)."""
+    from opshift.io import readable
 
     if not model.HasField("graph") or model.ir_version <= 0:
         raise ModelLoadError(f"{origin}: not an ONNX model (no graph or no IR version)")
-    p = wellformed.ir_version_problem(model.ir_version)
+    p = readable.ir_version_problem(model.ir_version)
     if p is not None:
         raise ModelLoadError(f"{origin}: {p}")
     if not model.opset_import:
         raise ModelLoadError(f"{origin}: model has no opset import")
-    p = wellformed.opset_import_problem(model.opset_import)
+    p = readable.opset_import_problem(model.opset_import)
     if p is not None:
         raise ModelLoadError(f"{origin}: {p}")
     from opshift.opsets import MAX_OPSET, normalize_domain

@@ -165,7 +165,7 @@ def tensor_array(t: onnx.TensorProto, base_dir: str | os.PathLike | None = None,
         try:
             return numpy_helper.to_array(t)
         except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
-            from opshift.check.wellformed import undecodable
+            from opshift.io.readable import undecodable
 
             raise ModelLoadError(f"{_prefix(origin)}{undecodable(t, e)}") from e
     loaded = onnx.TensorProto()
