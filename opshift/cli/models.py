@@ -63,6 +63,7 @@ def open_model(path: str, *, allow=(), index=None, shapes: dict[str, list[int]] 
     it (shape inference ignores such initializers at IR 3), reported in ``repairs``.
     """
     from opshift.check import structure as validate
+    from opshift.check.opening import open_checked
     from opshift.io import models as modelio
 
     index = validate.ModelIndex(full=False) if index is None else index
@@ -77,8 +78,8 @@ def open_model(path: str, *, allow=(), index=None, shapes: dict[str, list[int]] 
                                  "locations are relative to its file; give the file's path")
         opened = Opened(model, None, "<stdin>", len(data), index=index)
     else:
-        model, source_dir = modelio.open_checked(path, allow=allow, index=index,
-                                                 load_external_data=load_external_data)
+        model, source_dir = open_checked(path, allow=allow, index=index,
+                                         load_external_data=load_external_data)
         opened = Opened(model, source_dir, path, _file_size(path), index=index)
     if shapes:
         opened.declared = set_input_shapes(opened.model, shapes, opened.origin)

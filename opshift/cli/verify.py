@@ -179,7 +179,8 @@ def _load(path: str):
     """The model at ``path`` (``-``: stdin), through the structural check every command runs;
     what fix repairs does not stop the evaluator, so a model and its fix can be compared."""
     from opshift.check import structure as validate
-    from opshift.io.models import load_checked, parse_model_bytes
+    from opshift.check.opening import load_checked
+    from opshift.io.models import parse_model_bytes
 
     if path != STDIO:
         return load_checked(path, load_external_data=True, allow=validate.REPAIRABLE)

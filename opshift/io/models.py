@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -114,42 +114,6 @@ def load(path: str | os.PathLike, *, load_external_data: bool = False) -> onnx.M
 
         load_external_data_safely(model, path.parent, origin=str(path))
     return model
-
-
-class Loaded(NamedTuple):
-    """A model as every command opens it, and the folder its external data is relative to
-    (None when it has none: then :func:`save` need not look for any)."""
-
-    model: onnx.ModelProto
-    source_dir: Path | None
-
-
-def open_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
-                 load_external_data: bool = False, index=None) -> Loaded:
-    """:func:`load`, then the checks every command runs before it rewrites anything.
-
-    External data must sit inside the model's folder and be as long as declared, and the
-    graph must pass :func:`opshift.check.structure.check` (problem kinds in ``allow`` excepted),
-    which fills ``index`` (an :class:`opshift.check.structure.ModelIndex`) when given.
-    """
-    from opshift.check import structure as validate
-    from opshift.io.tensors import external_files
-
-    path = Path(path)
-    model = load(path, load_external_data=load_external_data)
-    if index is None:  # the walk's external-data finding spares a second walk
-        index = validate.ModelIndex(full=False)
-    validate.check(model, str(path), allow=allow, index=index)
-    if index.external and not load_external_data:
-        external_files(model, path.parent, str(path))
-    return Loaded(model, path.resolve().parent if index.external or load_external_data
-                  else None)
-
-
-def load_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
-                 load_external_data: bool = False) -> onnx.ModelProto:
-    """:func:`open_checked`'s model."""
-    return open_checked(path, allow=allow, load_external_data=load_external_data).model
 
 
 def has_external_data(model: onnx.ModelProto) -> bool:
