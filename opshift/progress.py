@@ -1,162 +1,62 @@
-"""Progress on stderr: drawn only when stderr is a terminal, never with ``-q`` or ``--json``.
+"""Progress of the work, reported through a callback: the seam between the engine and a UI.
 
-A command runs its phases in :meth:`Progress.phase`. A phase may have a total (nodes, checks,
-runs, files); code doing the work calls :func:`advance` for each unit done, and a phase
-nested inside another (:func:`stage`, e.g. the whole-model run inside ``--verify``) shows
-while it lasts. A thread redraws the line a few times a second, so the elapsed time moves
-even in a phase that counts nothing, and a counted phase shows ``done/total`` with an ETA::
-
-    opshift inline big.onnx: verify 1,204/16,666 rewrites [##........] 7%  3.1s  ETA 41s
-
-:func:`advance` and :func:`stage` cost nothing when no bar is drawn, so library code may call
-them freely; the CLI is the only place that draws one.
+Code doing long work (convert, inline, fuse, fix, inspect, verify) calls :func:`advance` for
+each unit done (nodes, repairs, runs) and runs a phase nested in the current one in
+:func:`stage` (e.g. the whole-model run inside ``--verify``). Both forward to the reporter
+registered with :func:`report_to`, and cost nothing when there is none (the default: the
+library draws nothing). The CLI's progress line on stderr
+(:mod:`opshift.cli.progress_line`) registers itself while it is drawn.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-
-#: Seconds between redraws.
-INTERVAL = 0.2
-_SPIN = "|/-\\"
+from typing import Protocol
 
 
-@dataclass
-class _Phase:
-    label: str
-    total: int | None = None
-    unit: str = ""
-    done: int = 0
-    start: float = field(default_factory=time.perf_counter)
+class Reporter(Protocol):
+    """What receives the progress: phases (a label; a total of units, or None) and counts."""
 
-
-class Progress:
-    """The progress line of one command (``title``: e.g. ``opshift convert m.onnx``)."""
-
-    def __init__(self, title: str, *, enabled: bool | None = None):
-        self.title = title
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self._stack: list[_Phase] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._drawn = False
-
-    # -- phases ---------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def phase(self, label: str, total: int | None = None, unit: str = "") -> Iterator[None]:
-        """Run a phase; nested phases show while they last, then the outer one again."""
-        global _current
-        p = _Phase(label, total, unit)
-        with self._lock:
-            self._stack.append(p)
-        outer = _current
-        if self.enabled:
-            _current = self
-        if self.enabled and self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        try:
-            yield
-        finally:
-            _current = outer
-            with self._lock:
-                self._stack.remove(p)
+    def phase(self, label: str, total: int | None = None, unit: str = ""
+              ) -> contextlib.AbstractContextManager[None]:
+        """A phase nested in the current one, while the context lasts."""
 
     def advance(self, n: int = 1) -> None:
-        stack = self._stack
-        if stack:
-            stack[-1].done += n
-
-    def close_line(self) -> None:
-        """Clear the drawn line (before printing a line of results); drawing goes on."""
-        with self._lock:
-            if self._drawn:
-                sys.stderr.write("\r\x1b[2K")
-                sys.stderr.flush()
-                self._drawn = False
-
-    def close(self) -> None:
-        """Stop drawing and clear the line."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._drawn:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
-            self._drawn = False
-
-    # -- drawing --------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.wait(INTERVAL):
-            with self._lock:
-                if self._stack:
-                    sys.stderr.write("\r\x1b[2K" + self.line())
-                    sys.stderr.flush()
-                    self._drawn = True
-
-    def line(self, now: float | None = None) -> str:
-        """The text drawn for the innermost phase."""
-        p = self._stack[-1]
-        now = time.perf_counter() if now is None else now
-        elapsed = now - p.start
-        text = f"{self.title}:" + (f" {p.label}" if p.label else "")  # (a batch: its count)
-        first = self._stack[0]
-        if first is not p and first.total:  # the batch's count stays in sight
-            text = f"{self.title} [{first.done:,}/{first.total:,} {first.unit}]: {p.label}"
-        if p.total:
-            done = min(p.done, p.total)
-            frac = done / p.total
-            filled = int(10 * frac)
-            text += (f" {done:,}/{p.total:,} {p.unit} [{'#' * filled}{'.' * (10 - filled)}] "
-                     f"{frac:.0%}  {elapsed:.1f}s")
-            if done:
-                text += f"  ETA {_duration(elapsed * (p.total - done) / done)}"
-        else:
-            text += f" {_SPIN[int(elapsed / INTERVAL) % 4]}  {elapsed:.1f}s"
-        return text
+        """``n`` units of the innermost phase done."""
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    m, s = divmod(int(seconds), 60)
-    return f"{m}m{s:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+_reporter: Reporter | None = None
 
 
-_current: Progress | None = None
+def reporter() -> Reporter | None:
+    """The reporter registered (None: progress goes nowhere)."""
+    return _reporter
+
+
+def report_to(r: Reporter | None) -> Reporter | None:
+    """Send progress to ``r`` from now on (None: nowhere); returns the reporter it replaces."""
+    global _reporter
+    previous, _reporter = _reporter, r
+    return previous
 
 
 def advance(n: int = 1) -> None:
-    """Count ``n`` units done in the innermost phase of the progress being drawn (if any)."""
-    if _current is not None:
-        _current.advance(n)
+    """Count ``n`` units done in the innermost phase of the reporter (if any)."""
+    if _reporter is not None:
+        _reporter.advance(n)
 
 
 @contextlib.contextmanager
 def stage(label: str, total: int | None = None, unit: str = "") -> Iterator[None]:
-    """A phase nested in the current one (nothing when no progress is drawn)."""
-    if _current is None:
+    """A phase nested in the current one (nothing when no reporter is registered)."""
+    if _reporter is None:
         yield
     else:
-        with _current.phase(label, total, unit):
+        with _reporter.phase(label, total, unit):
             yield
 
 
 def disable() -> None:
-    """Draw nothing in this process (worker processes of a batch: the parent draws)."""
-    global _current
-    _current = None
-
-
-def for_args(args, title: str) -> Progress:
-    """A Progress honouring ``-q`` and ``--json`` (machine output gets no decoration)."""
-    enabled = (sys.stderr.isatty() and not getattr(args, "quiet", False)
-               and not getattr(args, "json", False))
-    return Progress(title, enabled=enabled)
+    """Report nothing in this process (worker processes of a batch: the parent draws)."""
+    report_to(None)

@@ -15,14 +15,15 @@ import pytest
 from conftest import ROOT
 
 from opshift import progress
+from opshift.cli import progress_line
 
 
 def test_counted_phase_shows_done_total_and_eta():
-    bar = progress.Progress("opshift verify", enabled=False)
+    bar = progress_line.Progress("opshift verify", enabled=False)
     with bar.phase("verify", 200, "rewrites"):
         start = bar._stack[-1].start
         for _ in range(50):
-            progress.advance()  # not drawn: the module-level hook does nothing
+            progress.advance()  # not drawn: no reporter is registered, the seam does nothing
         assert bar._stack[-1].done == 0
         bar.advance(50)
         line = bar.line(now=start + 10.0)
@@ -30,7 +31,7 @@ def test_counted_phase_shows_done_total_and_eta():
 
 
 def test_nested_stage_shows_while_it_lasts_with_the_batch_count(capsys):
-    bar = progress.Progress("opshift convert", enabled=True)
+    bar = progress_line.Progress("opshift convert", enabled=True)
     with bar.phase("", 3, "models"):  # a batch's phase, as commands._batch.run has it
         bar.advance()
         with progress.stage("whole model", 4, "runs"):
@@ -40,23 +41,51 @@ def test_nested_stage_shows_while_it_lasts_with_the_batch_count(capsys):
     bar.close()
     assert inner.startswith("opshift convert [1/3 models]: whole model 2/4 runs")
     assert outer.startswith("opshift convert: 1/3 models [#")
-    assert progress._current is None  # the hook is gone once the phase ends
+    assert progress.reporter() is None  # the line is no reporter once the phase ends
 
 
 def test_uncounted_phase_shows_elapsed_time():
-    bar = progress.Progress("opshift fix", enabled=False)
+    bar = progress_line.Progress("opshift fix", enabled=False)
     with bar.phase("fix"):
         line = bar.line(now=bar._stack[-1].start + 2.5)
     assert line.startswith("opshift fix: fix ") and line.endswith("2.5s")
 
 
+def test_the_seam_forwards_to_the_reporter_registered():
+    """opshift.progress draws nothing itself: stage and advance reach whatever reporter the
+    caller registered (none by default)."""
+    import contextlib
+
+    seen = []
+
+    class Reporter:
+        @contextlib.contextmanager
+        def phase(self, label, total=None, unit=""):
+            seen.append(("phase", label, total, unit))
+            yield
+
+        def advance(self, n=1):
+            seen.append(("advance", n))
+
+    assert progress.reporter() is None
+    with progress.stage("nothing", 3, "nodes"):
+        progress.advance()
+    previous = progress.report_to(Reporter())
+    try:
+        with progress.stage("fix", 2, "repairs"):
+            progress.advance(2)
+    finally:
+        progress.report_to(previous)
+    assert seen == [("phase", "fix", 2, "repairs"), ("advance", 2)]
+
+
 def test_quiet_json_and_pipes_get_no_bar(monkeypatch):
     monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
     for flags in ({"quiet": True, "json": False}, {"quiet": False, "json": True}):
-        assert not progress.for_args(argparse.Namespace(**flags), "x").enabled
-    assert progress.for_args(argparse.Namespace(quiet=False, json=False), "x").enabled
+        assert not progress_line.for_args(argparse.Namespace(**flags), "x").enabled
+    assert progress_line.for_args(argparse.Namespace(quiet=False, json=False), "x").enabled
     monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
-    assert not progress.for_args(argparse.Namespace(quiet=False, json=False), "x").enabled
+    assert not progress_line.for_args(argparse.Namespace(quiet=False, json=False), "x").enabled
 
 
 def _stderr_on_a_terminal(argv: list[str]) -> tuple[int, str]:
@@ -128,7 +157,7 @@ def test_no_progress_with_quiet_or_json_even_on_a_terminal(big_model, flag):
     assert rc == 0 and drawn == ""
 
 
-class _Recording(progress.Progress):
+class _Recording(progress_line.Progress):
     """A progress that draws nothing and notes (label, total, done) at every count."""
 
     def __init__(self):
@@ -146,9 +175,12 @@ def _counts(monkeypatch, argv) -> dict[str, list[tuple[int | None, int]]]:
     from opshift.cli import main
 
     rec = _Recording()
-    monkeypatch.setattr(progress, "_current", rec)
-    with rec.phase("model"):
-        assert main([str(a) for a in argv]) == 0
+    previous = progress.report_to(rec)
+    try:
+        with rec.phase("model"):
+            assert main([str(a) for a in argv]) == 0
+    finally:
+        progress.report_to(previous)
     out: dict[str, list[tuple[int | None, int]]] = {}
     for label, total, done in rec.seen:
         out.setdefault(label, []).append((total, done))

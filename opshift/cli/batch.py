@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opshift import progress
+from opshift.cli import progress_line
 from opshift.cli.models import STDIO, same_file
 from opshift.cli.output import Outcome, emit
 from opshift.errors import OpshiftError
@@ -109,7 +110,7 @@ def run(args, process: Process, *, writes: bool) -> int:
     """Process every model of ``args``; print each result; return the most severe exit code
     (:func:`worst`)."""
     todo, batch = jobs(args, writes=writes)
-    bar = progress.for_args(args, f"opshift {args.command}")
+    bar = progress_line.for_args(args, f"opshift {args.command}")
     try:
         if not batch:
             with bar.phase(Path(todo[0].input).name if todo[0].input != STDIO else "stdin"):

@@ -160,12 +160,12 @@ def _fit_raw(inputs: dict[str, np.ndarray], graphs: list[onnx.GraphProto]) -> No
 
 
 def run(args) -> int:
-    from opshift import progress
+    from opshift.cli import progress_line
     from opshift.cli.output import emit
 
     if args.reference == args.candidate == STDIO:
         raise OpshiftError("only one of the two models can be read from stdin ('-')")
-    bar = progress.for_args(args, "opshift verify")
+    bar = progress_line.for_args(args, "opshift verify")
     try:
         with bar.phase("verify"), policy_of(args):
             o = _run(args)
