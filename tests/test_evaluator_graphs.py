@@ -79,7 +79,7 @@ def test_only_nodes_that_run_again_keep_their_lookups():
     from opshift.evaluator import registry
     from opshift.evaluator.runtime import Runtime
 
-    registry._load_all()
+    registry.load_all()
     m = _loop_model(16)
     feeds = {"M": np.array(5, np.int64), "x": np.float32([1, -2, 3]),
              "s0": np.zeros(3, np.float32)}

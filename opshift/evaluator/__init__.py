@@ -55,7 +55,7 @@ def evaluate(model: ModelLike, inputs: Mapping[str, Any], *,
     tensors as ndarrays, sequences as lists, maps as dicts, an empty optional as None (see
     :mod:`opshift.evaluator.values`), and the values of the main graph named in ``capture``
     (inputs, initializers or node outputs; a name the run never computes is left out)."""
-    registry._load_all()
+    registry.load_all()
     proto, _, _ = to_proto(model, load_external_data=True)
     rt = Runtime(proto)
     feeds = check_inputs(proto.graph, inputs)

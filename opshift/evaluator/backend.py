@@ -71,7 +71,7 @@ def unclaimed(model: onnx.ModelProto) -> list[str]:
     """What ``model`` uses that the evaluator does not claim ([] = it claims everything):
     ``op-version`` strings for (op, schema version) pairs it does not implement, and
     ``type ...`` for element types (or non-tensor values) it does not compute with."""
-    registry._load_all()
+    registry.load_all()
     model_opsets = {opsets.normalize_domain(i.domain): i.version for i in model.opset_import}
     funcs = {(opsets.normalize_domain(f.domain), f.name) for f in model.functions}
     scopes: list[tuple[list[onnx.NodeProto], dict[str, int]]] = []

@@ -22,7 +22,7 @@ FUNCTION_BODY = function_body.SOURCE
 def choose(domain: str, op: str, version: int) -> tuple[Any, str | None, str | None]:
     """(kernel, its source, None), or (None, None, why there is none) for ``op`` at schema
     ``version``."""
-    registry._load_all()
+    registry.load_all()
     impl = registry.lookup(domain, op, version)
     if impl is not None:
         return impl, OPSHIFT, None
@@ -62,7 +62,7 @@ def kernels(model: onnx.ModelProto) -> KernelTable:
 
     table = KernelTable()
     local = {(opsets.normalize_domain(f.domain), f.name) for f in model.functions}
-    registry._load_all()
+    registry.load_all()
     scopes = list(iter_scopes(model))
     missing = False
     for sc in scopes:  # one lookup per kind of node in a scope

@@ -54,11 +54,11 @@ def absent_ok(domain: str, name: str, version: int) -> frozenset[int]:
 
 def supported() -> dict[tuple[str, str], tuple[int, ...]]:
     """(domain, op) -> the schema versions the evaluator implements, sorted."""
-    _load_all()
+    load_all()
     return {k: tuple(sorted(v)) for k, v in sorted(_REGISTRY.items())}
 
 
-def _load_all() -> None:
+def load_all() -> None:
     """Import every op module (each registers its kernels) the first time it is called."""
     global _loaded
     if not _loaded:
