@@ -8,12 +8,15 @@ import numpy as np
 import onnx
 import pytest
 from conftest import assert_exact, converted, make_model, vi
+from convert_helpers import F, attrs, convert, convert_other_ops, one, roundtrip
+from onnx import TensorProto, helper, numpy_helper
 from onnx import TensorProto as T
-from onnx import helper, numpy_helper
 
 from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
+from opshift.opsets import ir_version_for_opset
+from opshift.verify import compare
 
 
 def _ops(m: onnx.ModelProto) -> list[str]:
@@ -151,3 +154,137 @@ def test_celu_below_12_is_its_formula(alpha, target):
     x[:12] = [3.4028235e38, -3.4028235e38, 0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45,
               1e-30, 88.0, -88.0]
     assert_exact(evaluate(m, {"x": x})["y"], evaluate(c, {"x": x})["y"])
+
+
+def test_castlike_below_15_becomes_cast():
+    like = numpy_helper.from_array(np.zeros((1,), np.float64), "like")
+    m = make_model([one("CastLike", ["x", "like"], ["y"])], [vi("x", F, [3])],
+                   [vi("y", TensorProto.DOUBLE, [3])], opset=19, initializers=[like])
+    changes = roundtrip(m, 19, 13, {"x": np.array([1.5, -2, 3e-8], np.float32)})
+    assert [(c.op, c.to_version) for c in changes] == [("CastLike", None)]
+    assert [(n.op_type, attrs(n)) for n in m.graph.node] == [("Cast",
+                                                             {"to": TensorProto.DOUBLE})]
+    m = make_model([one("CastLike", ["x", "like"], ["y"])],
+                   [vi("x", F, [3]), vi("like", TensorProto.BFLOAT16, [1])],
+                   [vi("y", TensorProto.BFLOAT16, [3])], opset=19)
+    with pytest.raises(ConversionError, match=r"CastLike does not exist at opset 9.*"
+                                              r"Cast-9 does not take tensor\(bfloat16\)"):
+        convert_other_ops(m, 19, 9)
+
+
+@pytest.mark.parametrize("op,src,target,kw", [
+    ("HardSwish", 14, 13, {}), ("HardSwish", 14, 7, {}), ("Mish", 18, 13, {}),
+    ("GreaterOrEqual", 16, 11, {}), ("LessOrEqual", 12, 11, {}),
+    ("Gelu", 20, 17, {}), ("Gelu", 20, 13, {"approximate": "tanh"}),
+    ("LayerNormalization", 17, 13, {"axis": -1}),
+    ("Swish", 24, 13, {"alpha": 0.5}),
+])
+def test_missing_op_written_as_its_function_body(op, src, target, kw):
+    x = np.linspace(-4, 4, 24, dtype=np.float32).reshape(2, 3, 4)
+    two = op in ("GreaterOrEqual", "LessOrEqual")
+    inputs = [vi("x", F, [2, 3, 4])] + ([vi("z", F, [2, 3, 4])] if two else [])
+    inits = []
+    names = ["x", "z"] if two else ["x"]
+    if op == "LayerNormalization":
+        inits = [numpy_helper.from_array(np.linspace(0.5, 2, 4, dtype=np.float32), "g"),
+                 numpy_helper.from_array(np.linspace(-1, 1, 4, dtype=np.float32), "b")]
+        names = ["x", "g", "b"]
+    out = TensorProto.BOOL if two else F
+    m = make_model([one(op, names, ["y"], **kw)], inputs, [vi("y", out, [2, 3, 4])],
+                   opset=src, initializers=inits)
+    feeds = {"x": x, "z": np.round(x)} if two else {"x": x}
+    # (LayerNormalization's body is written with its variance in two passes, not bit for bit
+    # the body: tests/test_convert_stable_variance.py)
+    changes = roundtrip(m, src, target, feeds)
+    assert [(c.op, c.to_version, c.action) for c in changes] == [(op, None, "rewrite")]
+    assert op not in {n.op_type for n in m.graph.node}
+    assert all(n.name.startswith("n_") for n in m.graph.node)  # readable, derived names
+
+
+def test_function_body_that_cannot_reach_the_target_is_refused():
+    m = make_model([one("GreaterOrEqual", ["x", "z"], ["y"])],
+                   [vi("x", F, [3]), vi("z", F, [3])], [vi("y", TensorProto.BOOL, [3])],
+                   opset=12)
+    # Its body's Equal takes floats only from opset 11, and is written out from 7 only.
+    with pytest.raises(ConversionError, match=r"GreaterOrEqual does not exist at opset 6.*"
+                                              r"function body.*Equal.*below opset 7 Less"):
+        convert_other_ops(m, 12, 6)
+
+
+def test_float16_attention_body_below_23():
+    """onnx builds float16 Attention's body with a float32 ConstantOfShape bias cast back, and
+    CastLikes whose element types only shape inference of the body tells: written out at
+    opset 13 it type-checks and computes the same bits."""
+    q = [vi(n, TensorProto.FLOAT16, [1, 2, 3, 4]) for n in ("q", "k", "v")]
+    m = make_model([one("Attention", ["q", "k", "v"], ["y"], is_causal=1)], q,
+                   [vi("y", TensorProto.FLOAT16, [1, 2, 3, 4])], opset=23)
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal((1, 2, 3, 4)).astype(np.float16) for n in "qkv"}
+    want = evaluate(m, feeds)["y"]
+    convert_other_ops(m, 23, 13)
+    m.opset_import[0].version = 13
+    m.ir_version = ir_version_for_opset(13)
+    onnx.checker.check_model(m, full_check=True)
+    assert "Attention" not in {n.op_type for n in m.graph.node}
+    assert_exact(want, evaluate(m, feeds)["y"])
+
+
+def test_function_body_that_does_not_type_check_is_refused(monkeypatch):
+    """A written body is type-checked on its own at the target: one that mixes element
+    types (here a body adding a float to an int64) is refused, never written."""
+    from opshift.convert.steps import missing_ops
+
+    body = helper.make_function("", "Mish", ["X"], ["Y"], [
+        helper.make_node("Constant", [], ["k"], value=helper.make_tensor("k", TensorProto.INT64,
+                                                                         [], [1])),
+        helper.make_node("Add", ["X", "k"], ["Y"])], [helper.make_opsetid("", 18)])
+    monkeypatch.setattr(missing_ops, "_function_body", lambda st: (body, 18))
+    m = make_model([one("Mish", ["x"], ["y"])], [vi("x", TensorProto.FLOAT, [2])],
+                   [vi("y", TensorProto.FLOAT, [2])], opset=18)
+    with pytest.raises(ConversionError, match=r"Mish does not exist at opset 13.*"
+                                              r"does not type-check"):
+        convert_other_ops(m, 18, 13)
+
+
+def test_reduce_log_sum_exp_means_its_function_body_at_every_version():
+    """ReduceLogSumExp-18's body (Exp, ReduceSum, Log in float64) defines every version: the
+    conversion across 18 keeps the values, infinities and overflow included."""
+    x = np.array([[100, 100], [3.4e38, 0], [-np.inf, 1], [800, 0]], np.float32)
+    m = make_model([one("ReduceLogSumExp", ["x"], ["y"], axes=[1])], [vi("x", F, [4, 2])],
+                   [vi("y", F, [4, 1])], opset=13)
+    before = onnx.ModelProto()
+    before.CopyFrom(m)
+    convert(m, 13, 18)
+    want = np.log(np.sum(np.exp(x.astype(np.float64)), axis=1, keepdims=True)).astype(
+        np.float32)
+    for model in (before, m):
+        got = evaluate(model, {"x": x})["y"]
+        assert compare(want, got, ulp=0).ok, got
+    assert np.isinf(want[1, 0]) and want[0, 0] == np.float32(100 + np.log(2))
+
+
+def test_other_domain_body_that_needs_newer_ai_onnx_is_refused_going_down():
+    """ai.onnx.preview::FlexAttention is defined by a function body in ai.onnx ops that does
+    not import ai.onnx: it runs at the model's ai.onnx opset, where (below 15) its Shape has
+    no 'start'. convert keeps the node but refuses an opset its body does not fit."""
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+
+    from opshift.convert import convert as convert_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        case = next((c for c in collect_testcases(None) if c.name == "test_flexattention"),
+                    None)
+    if case is None:
+        pytest.skip("this onnx has no FlexAttention node test")
+    with pytest.raises(ConversionError, match=r"ai.onnx.preview::FlexAttention-1.*its function "
+                                              r"body uses Shape's 'start', which Shape-13"):
+        convert_model(case.model, 13)
+    m = convert_model(case.model, 20)
+    assert [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")] == [20]
+    inputs, expected = case.data_sets[0]
+    got = evaluate(m, {v.name: np.asarray(t) for v, t in zip(m.graph.input, inputs)})
+    np.testing.assert_allclose(got[m.graph.output[0].name], np.asarray(expected[0]),
+                               rtol=1e-5, atol=1e-6)

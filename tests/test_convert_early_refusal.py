@@ -9,8 +9,9 @@ import numpy as np
 import onnx
 import pytest
 from conftest import make_model, onnxruntime_outputs, vi
+from convert_helpers import F, attrs, convert_other_ops
+from onnx import TensorProto, helper, numpy_helper
 from onnx import TensorProto as T
-from onnx import helper, numpy_helper
 
 from opshift.convert import engine
 from opshift.convert.early_refusal import FUSABLE_OPS
@@ -156,3 +157,43 @@ def test_graph_inputs_outputs_and_readers_keep_theirs(tmp_path):
     assert not g.value_info
     assert "weights.bin" not in str(g)
     assert drop_orphaned_initializers(g, set()) == []
+
+
+def chain(n: int, opset: int) -> onnx.ModelProto:
+    """Conv -> Add -> PRelu repeated: the bench's shape of model."""
+    w = numpy_helper.from_array(np.full((2, 2, 1, 1), 0.5, np.float32), "w")
+    s = numpy_helper.from_array(np.full((2, 1, 1), 0.1, np.float32), "s")
+    nodes, x = [], "x"
+    for i in range(n):
+        nodes += [helper.make_node("Conv", [x, "w"], [f"c{i}"], name=f"conv{i}"),
+                  helper.make_node("Add", [f"c{i}", x], [f"a{i}"], name=f"add{i}"),
+                  helper.make_node("PRelu", [f"a{i}", "s"], [f"p{i}"], name=f"prelu{i}")]
+        x = f"p{i}"
+    return make_model(nodes, [vi("x", F, [1, 2, 3, 3])], [vi(x, F, [1, 2, 3, 3])],
+                      opset=opset, initializers=[w, s])
+
+
+def test_chain_needs_no_shape_inference_and_no_rewrite(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("shape inference was run")
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", boom)
+    for src, tgt in ((9, 16), (16, 9)):
+        m = chain(200, src)
+        before = m.SerializeToString()
+        changes = convert_other_ops(m, src, tgt)
+        assert len(changes) == 400 and {c.action for c in changes} == {"relabel"}
+        assert m.SerializeToString() == before
+
+
+def test_external_weights_are_never_read(tmp_path):
+    w = numpy_helper.from_array(np.ones((2, 2, 1, 1), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    w.external_data.add(key="location", value="missing.bin")
+    m = make_model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                    helper.make_node("Unsqueeze", ["c", "ax"], ["y"], name="u")],
+                   [vi("x", F, [1, 2, 3, 3])], [vi("y", F, [1, 1, 2, 3, 3])], opset=13,
+                   initializers=[w, numpy_helper.from_array(np.array([0], np.int64), "ax")])
+    convert_other_ops(m, 13, 9)
+    assert attrs(m.graph.node[1]) == {"axes": [0]}
+    assert m.graph.initializer[0].data_location == TensorProto.EXTERNAL

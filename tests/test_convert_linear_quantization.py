@@ -11,8 +11,9 @@ import numpy as np
 import onnx
 import pytest
 from conftest import assert_conversion_exact, assert_exact, make_model, onnxruntime_outputs, vi
+from convert_helpers import F, one, roundtrip
+from onnx import TensorProto, helper, numpy_helper
 from onnx import TensorProto as T
-from onnx import helper, numpy_helper
 
 from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
@@ -126,3 +127,18 @@ def test_quantize_without_zero_point_and_of_other_types():
     assert_conversion_exact(m, c, {"x": x}, output="y")
     with pytest.raises(ConversionError, match=r"its formula is written from opset 7"):
         convert_proto(_quantize(np.uint8, None), 6)
+
+
+def test_quantize_per_axis_below_13_is_its_formula():
+    def q(scale):
+        s = numpy_helper.from_array(np.asarray(scale, np.float32), "s")
+        return make_model([one("QuantizeLinear", ["x", "s"], ["y"], axis=1)],
+                          [vi("x", F, [2, 3])], [vi("y", TensorProto.UINT8, [2, 3])],
+                          opset=13, initializers=[s])
+    x = {"x": np.arange(6, dtype=np.float32).reshape(2, 3) * 100}
+    m = q(0.5)
+    roundtrip(m, 13, 10, x)
+    assert [n.op_type for n in m.graph.node] == ["QuantizeLinear"]
+    m = q([0.5, 1.0, 2.0])
+    roundtrip(m, 13, 10, x)
+    assert "QuantizeLinear" not in [n.op_type for n in m.graph.node]

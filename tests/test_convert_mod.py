@@ -9,8 +9,9 @@ import numpy as np
 import onnx
 import pytest
 from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from convert_helpers import F, convert_other_ops, one, roundtrip
+from onnx import TensorProto, helper
 from onnx import TensorProto as T
-from onnx import helper
 
 from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
@@ -61,3 +62,19 @@ def test_float_mod_and_mod_below_7_are_refused():
         convert_proto(_mod(T.FLOAT, 1), 9)
     with pytest.raises(ConversionError, match=r"below opset 7 the ops it is written with"):
         convert_proto(_mod(T.INT32, 0), 6)
+
+
+def test_mod_28_floored_remainder_of_floats_is_refused_below_28():
+    """Mod-28 takes fmod=0 on floats (the floored remainder); before, fmod=0 is for integers:
+    refused going down (a model that computes it cannot be written), integers cross."""
+    def mod(elem, **kw):
+        return make_model([one("Mod", ["a", "b"], ["y"], **kw)],
+                          [vi("a", elem, [3]), vi("b", elem, [3])], [vi("y", elem, [3])],
+                          opset=28)
+    with pytest.raises(ConversionError, match=r"Mod-28 -> 13.*fmod=0 on floating-point "
+                                              r"values"):
+        convert_other_ops(mod(F), 28, 13)
+    roundtrip(mod(F, fmod=1), 28, 13, {"a": np.float32([7.5, -7, 5]),
+                                       "b": np.float32([3, 2.5, -2])})
+    m = mod(TensorProto.INT32)
+    roundtrip(m, 28, 13, {"a": np.int32([7, -7, 5]), "b": np.int32([3, 3, -2])})

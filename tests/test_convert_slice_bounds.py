@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import assert_exact, converted, make_model, onnxruntime_outputs, vi
+from convert_helpers import F, convert, one
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -135,3 +136,28 @@ def test_computed_axes_are_refused():
                     vi("a", T.INT64, [1])], [vi("y", T.FLOAT, 2)], opset=13)
     with pytest.raises(ConversionError, match=r"axes \(input 3, 'a'\) is not a constant"):
         convert_proto(m, 9)
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps,ops", [
+    ([-1], [-2**63], [1], [-1], ["Gather"]),  # reversed
+    ([0, 5], [9, 0], [0, 2], [1, -2], ["Gather", "Slice"]),  # step 1 stays in the Slice
+    ([1, 0, -1], [3, 5, -8], [0, 1, 2], [1, 2, -3], ["Gather", "Gather", "Slice"]),
+    ([3], [0], [2], [-1], ["Gather"]),
+    ([0], [9], [2], [5], ["Gather"]),
+    ([2], [2], [1], [-1], ["Gather"]),  # empty
+])
+def test_slice_steps_below_10_are_gathers_of_known_axes(starts, ends, axes, steps, ops):
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    consts = [numpy_helper.from_array(np.array(v, np.int64), k)
+              for k, v in (("s", starts), ("e", ends), ("a", axes), ("p", steps))]
+    want = evaluate(make_model([one("Slice", ["x", "s", "e", "a", "p"], ["y"])],
+                               [vi("x", F, [2, 3, 4])], [vi("y", F, None)], opset=13,
+                               initializers=consts), {"x": x})["y"]
+    m = make_model([one("Slice", ["x", "s", "e", "a", "p"], ["y"])], [vi("x", F, [2, 3, 4])],
+                   [vi("y", F, list(want.shape))], opset=13, initializers=consts)
+    for target in (9, 1):
+        c = onnx.ModelProto()
+        c.CopyFrom(m)
+        convert(c, 13, target)
+        assert [n.op_type for n in c.graph.node] == ops
+        np.testing.assert_array_equal(evaluate(c, {"x": x})["y"], want)

@@ -96,3 +96,22 @@ def test_wrap_in_casts_uses_cast1_strings_before_opset_6():
     nodes = wrap_in_casts(helper.make_node("LeakyRelu", ["x"], ["y"]), TP.FLOAT, Names(m),
                           "l", elem_type=TP.BFLOAT16, opset=13)
     assert [n.attribute[0].i for n in nodes if n.op_type == "Cast"] == [TP.FLOAT, TP.BFLOAT16]
+
+
+def test_table_lists_real_steps_and_documents_them():
+    import sys
+
+    from opshift.convert import registry
+    from opshift.convert.steps import broadcast_legacy, negative_axes
+    from opshift.opsets import versions
+
+    registry.steps_for("Relu", 1)  # loads the step modules
+    for (op, v), fns in registry.STEPS.items():
+        vs = versions(op)
+        assert v in vs and v != vs[0], (op, v, vs)
+        for r in fns:
+            doc = sys.modules[r.fn.__module__].__doc__
+            assert (op in doc or op in negative_axes.NEG_AXES
+                    or op in broadcast_legacy.BINARY), op
+    for op, fn in registry.REPLACEMENTS.items():
+        assert op in sys.modules[fn.__module__].__doc__

@@ -11,8 +11,9 @@ import numpy as np
 import onnx
 import pytest
 from conftest import make_model, vi
+from convert_helpers import F, convert, convert_other_ops, one
+from onnx import TensorProto, helper
 from onnx import TensorProto as T
-from onnx import helper
 
 from opshift.convert.engine import convert_proto
 from opshift.errors import ConversionError
@@ -152,3 +153,39 @@ def test_an_output_typed_by_an_ai_onnx_ml_schema():
     assert [n.op_type for n in m.graph.node] == ["SVMClassifier", "Cast"]
     got = evaluate(m, {"X": x})
     assert all(compare(want[k], got[k], ulp=0).ok for k in want)
+
+
+def test_step_that_only_adds_types_is_a_relabel():
+    m = make_model([one("Relu", ["x"], ["y"])], [vi("x", F, [2, 3])], [vi("y", F, [2, 3])],
+                   opset=14)
+    changes = convert(m, 14, 6)
+    assert [(c.action, c.from_version, c.to_version) for c in changes] == [("relabel", 14, 6)]
+    assert m.graph.node[0].SerializeToString() == one("Relu", ["x"], ["y"]).SerializeToString()
+
+
+def test_type_missing_at_the_target_is_refused():
+    m = make_model([one("Relu", ["x"], ["y"])], [vi("x", TensorProto.INT8, [2])],
+                   [vi("y", TensorProto.INT8, [2])], opset=14)
+    before = m.SerializeToString()
+    with pytest.raises(ConversionError, match=r"node 'n_relu' \(Relu-14 -> 13.*tensor\(int8\)"):
+        convert_other_ops(m, 14, 13)
+    assert m.SerializeToString() == before  # a refusal writes nothing
+
+
+def test_type_found_by_propagation_through_other_nodes():
+    # Abs keeps the type of its input; the Relu's input type is only known through it.
+    m = make_model([one("Abs", ["x"], ["a"]), one("Relu", ["a"], ["y"])],
+                   [vi("x", TensorProto.INT32, [2])], [vi("y", TensorProto.INT32, [2])],
+                   opset=14)
+    with pytest.raises(ConversionError, match=r"tensor\(int32\), not allowed at Relu-13"):
+        convert_other_ops(m, 14, 13)
+
+
+def test_type_propagated_through_cast():
+    m = make_model([one("Cast", ["x"], ["c"], to=TensorProto.INT8), one("Relu", ["c"], ["y"])],
+                   [vi("x", F, [2])], [vi("y", TensorProto.INT8, [2])], opset=14)
+    with pytest.raises(ConversionError, match=r"'c'\) is tensor\(int8\), not allowed"):
+        convert_other_ops(m, 14, 13)
+    m = make_model([one("Cast", ["x"], ["c"], to=TensorProto.FLOAT), one("Relu", ["c"], ["y"])],
+                   [vi("x", TensorProto.INT8, [2])], [vi("y", F, [2])], opset=14)
+    assert [(c.op, c.action) for c in convert_other_ops(m, 14, 13)] == [("Relu", "relabel")]
