@@ -103,6 +103,11 @@ def vi(name: str, elem: int = onnx.TensorProto.FLOAT, shape=None) -> onnx.ValueI
     return helper.make_tensor_value_info(name, elem, None if shape is None else list(shape))
 
 
+def vi_of(name: str, a: np.ndarray) -> onnx.ValueInfoProto:
+    """A tensor value info of array ``a``'s element type and shape."""
+    return vi(name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+
+
 def init(name: str, value, dtype=None) -> onnx.TensorProto:
     """An initializer holding ``value`` (as ``dtype`` when given)."""
     from onnx import numpy_helper

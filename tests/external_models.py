@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from conftest import make_model
+from conftest import make_model, vi
 from onnx import TensorProto, helper, numpy_helper
 
 F = TensorProto.FLOAT
@@ -31,17 +31,13 @@ def externalize(t: onnx.TensorProto, folder: Path | None, location: str = "w.bin
     return t
 
 
-def vi(name: str, shape, elem=F) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem, list(shape))
-
-
 def legacy_prelu(folder: Path | None, slope: np.ndarray, **kw) -> onnx.ModelProto:
     """PRelu at opset 8 (where inline's decomposition depends on the slope's value) with a
     [3,1,1] slope in external file ``w.bin``."""
     w = externalize(numpy_helper.from_array(slope.astype(np.float32).reshape(3, 1, 1),
                                             "slope"), folder, **kw)
     return make_model([helper.make_node("PRelu", ["x", "slope"], ["y"], name="prelu")],
-                      [vi("x", [1, 3, 2, 2])], [vi("y", [1, 3, 2, 2])], opset=8,
+                      [vi("x", F, [1, 3, 2, 2])], [vi("y", F, [1, 3, 2, 2])], opset=8,
                       initializers=[w])
 
 
@@ -51,7 +47,7 @@ def max_slope(folder: Path | None, a: float) -> onnx.ModelProto:
     w = externalize(numpy_helper.from_array(np.array(a, np.float32), "a"), folder, "a.bin")
     return make_model([helper.make_node("Mul", ["x", "a"], ["t"], name="mul"),
                        helper.make_node("Max", ["x", "t"], ["y"], name="max")],
-                      [vi("x", [4])], [vi("y", [4])], opset=17, initializers=[w])
+                      [vi("x", F, [4])], [vi("y", F, [4])], opset=17, initializers=[w])
 
 
 def tensor_alpha(folder: Path | None, alpha: float) -> onnx.ModelProto:
@@ -61,7 +57,7 @@ def tensor_alpha(folder: Path | None, alpha: float) -> onnx.ModelProto:
                     folder, "alpha.bin")
     node = helper.make_node("LeakyRelu", ["x"], ["y"], name="lrelu")
     node.attribute.append(helper.make_attribute("alpha", t))
-    return make_model([node], [vi("x", [4])], [vi("y", [4])], opset=13)
+    return make_model([node], [vi("x", F, [4])], [vi("y", F, [4])], opset=13)
 
 
 def weights_model(folder: Path, megabytes: float, *, nodes: int = 1, location="w.bin",
@@ -77,7 +73,7 @@ def weights_model(folder: Path, megabytes: float, *, nodes: int = 1, location="w
     chain = [helper.make_node("Add", ["x", "w"], ["h0"], name="add")]
     chain += [helper.make_node("LeakyRelu", [f"h{i}"], [f"h{i + 1}"], name=f"l{i}",
                                alpha=0.1) for i in range(nodes)]
-    m = make_model(chain, [vi("x", [n])], [vi(f"h{nodes}", [n])], opset=opset,
+    m = make_model(chain, [vi("x", F, [n])], [vi(f"h{nodes}", F, [n])], opset=opset,
                    initializers=[w])
     write(folder / "m.onnx", m)
     return m
@@ -106,10 +102,10 @@ def max_slope_in_branch(folder: Path | None, a: float) -> onnx.ModelProto:
     then = helper.make_graph([helper.make_node("Constant", [], ["ac"], value=t),
                               helper.make_node("Mul", ["x", "ac"], ["t"]),
                               helper.make_node("Max", ["x", "t"], ["yt"])],
-                             "then", [], [vi("yt", [4])])
+                             "then", [], [vi("yt", F, [4])])
     other = helper.make_graph([helper.make_node("Identity", ["x"], ["ye"])], "else", [],
-                              [vi("ye", [4])])
+                              [vi("ye", F, [4])])
     return make_model([helper.make_node("If", ["c"], ["y"], then_branch=then,
                                         else_branch=other)],
-                      [vi("x", [4]), vi("c", [], TensorProto.BOOL)], [vi("y", [4])],
+                      [vi("x", F, [4]), vi("c", TensorProto.BOOL, [])], [vi("y", F, [4])],
                       opset=17)

@@ -7,7 +7,7 @@ import conftest
 import ml_dtypes
 import numpy as np
 import onnx
-from conftest import assert_outputs_exact, make_model, run_onnxruntime
+from conftest import assert_outputs_exact, make_model, run_onnxruntime, vi
 from onnx import TensorProto as TP
 from onnx import helper
 
@@ -81,11 +81,6 @@ def _onnxruntime_agrees(before, after, feeds) -> None:
 
 XS = (2, 3, 4)  # the shape of x in most models here
 const = conftest.const
-
-
-def vi(name, elem=TP.FLOAT, shape=XS):
-    """conftest's vi with the fuse tests' usual shape."""
-    return conftest.vi(name, elem, shape)
 
 
 def init(name, value, dtype=np.float32):

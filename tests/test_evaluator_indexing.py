@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_onnx_node_tests, make_model
+from conftest import assert_onnx_node_tests, make_model, vi_of
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
@@ -17,12 +17,8 @@ from opshift.evaluator import evaluate
 
 
 def _model(data, indices, updates, opset, op="ScatterND", **attrs):
-    def vi(name, a):
-        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
-                                             list(a.shape))
-
     node = helper.make_node(op, ["d", "i", "u"], ["y"], name="s", **attrs)
-    return make_model([node], [vi("d", data), vi("i", indices), vi("u", updates)],
+    return make_model([node], [vi_of("d", data), vi_of("i", indices), vi_of("u", updates)],
                       [helper.make_tensor_value_info("y", 0, None)], opset=opset)
 
 
@@ -184,12 +180,8 @@ def test_scatter_elements_bad_input_is_named(indices, updates, match):
 
 
 def _gather_model(data, indices, opset=13, **attrs):
-    def vi(name, a):
-        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
-                                             list(a.shape))
-
     node = helper.make_node("GatherND", ["d", "i"], ["y"], name="g", **attrs)
-    return make_model([node], [vi("d", data), vi("i", indices)],
+    return make_model([node], [vi_of("d", data), vi_of("i", indices)],
                       [helper.make_tensor_value_info("y", 0, None)], opset=opset)
 
 

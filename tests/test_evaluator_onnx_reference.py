@@ -11,7 +11,7 @@ import math
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, run_onnxruntime, table_cells
+from conftest import make_model, run_onnxruntime, table_cells, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -19,10 +19,6 @@ from opshift.cli import main
 from opshift.errors import EvaluationError, UnsupportedError
 from opshift.evaluator import evaluate
 from opshift.evaluator.kernels import kernels, source
-
-
-def vi(name, shape=None, elem=T.FLOAT):
-    return helper.make_tensor_value_info(name, elem, shape)
 
 
 def init(name, a):
@@ -56,7 +52,7 @@ def transformer_block(rng, opset=20) -> onnx.ModelProto:
              init("w", rng.standard_normal((d, d)).astype(np.float32)),
              init("sqrt2", np.float32(math.sqrt(2))), init("one", np.float32(1)),
              init("half", np.float32(0.5))]
-    return make_model(nodes, [vi("x", [2, 3, d])], [vi("y", [2, 3, d])], opset=opset,
+    return make_model(nodes, [vi("x", shape=[2, 3, d])], [vi("y", shape=[2, 3, d])], opset=opset,
                       initializers=inits)
 
 
@@ -112,7 +108,7 @@ def resize_and_conv_transpose(rng) -> onnx.ModelProto:
     inits = [init("scales", np.float32([1, 1, 2, 2])),
              init("w", rng.standard_normal((2, 3, 3, 3)).astype(np.float32)),
              init("b", rng.standard_normal(3).astype(np.float32))]
-    return make_model(nodes, [vi("x", [1, 2, 4, 5])], [vi("y")], opset=19, initializers=inits)
+    return make_model(nodes, [vi("x", shape=[1, 2, 4, 5])], [vi("y")], opset=19, initializers=inits)
 
 
 def test_resize_and_conv_transpose_verify(rng, tmp_path, capsys):
@@ -137,7 +133,7 @@ def test_resize_and_conv_transpose_verify(rng, tmp_path, capsys):
 def test_no_kernel_anywhere_is_one_line_exit_2(tmp_path, capsys):
     op, domain = "Gradient", "ai.onnx.preview.training"
     m = make_model([helper.make_node(op, ["x"], ["y"], name="pool", domain=domain, xs=["x"],
-                                     y="x")], [vi("x", [2], T.FLOAT)], [vi("y")],
+                                     y="x")], [vi("x", T.FLOAT, [2])], [vi("y")],
                    opset=17, extra_opsets=[helper.make_opsetid(domain, 1)])
     p = tmp_path / "m.onnx"
     onnx.save(m, p)
@@ -157,7 +153,7 @@ def test_a_missing_kernel_is_named_by_the_first_such_node_in_graph_order():
     nodes += [helper.make_node(op, [f"v{i}"], [f"v{i + 1}"], name=f"n{i}", domain="com.x")
               for i, op in enumerate(ops)]
     nodes.append(helper.make_node("Neg", [f"v{len(ops)}"], ["y"], name="neg"))
-    m = make_model(nodes, [vi("x", [2])], [vi("y")], opset=18,
+    m = make_model(nodes, [vi("x", shape=[2])], [vi("y")], opset=18,
                    extra_opsets=[helper.make_opsetid("com.x", 1)])
     table = kernels(m)
     assert table.missing == "node 'n0' (com.x::Zeta) in graph 'g': no such op at opset 1"
@@ -166,7 +162,7 @@ def test_a_missing_kernel_is_named_by_the_first_such_node_in_graph_order():
 
 def test_random_ops_are_refused(rng):
     m = make_model([helper.make_node("RandomNormalLike", ["x"], ["y"], name="r")],
-                   [vi("x", [2])], [vi("y")], opset=22)
+                   [vi("x", shape=[2])], [vi("y")], opset=22)
     with pytest.raises(UnsupportedError, match=r"node 'r' \(RandomNormalLike-22.*random"):
         evaluate(m, {"x": np.zeros(2, np.float32)})
 
@@ -183,7 +179,7 @@ def test_subgraph_and_function_nodes_run_through_onnx_reference(rng):
                                 [helper.make_opsetid("", 18)], attributes=["lambd"])
     m = make_model([helper.make_node("If", ["c"], ["t"], then_branch=then, else_branch=other),
                     helper.make_node("Shrunk", ["t"], ["y"], domain="local", lambd=0.5)],
-                   [vi("c", [], T.BOOL), vi("x", [5])], [vi("y")], opset=18,
+                   [vi("c", T.BOOL, []), vi("x", shape=[5])], [vi("y")], opset=18,
                    functions=[body], extra_opsets=[helper.make_opsetid("local", 1)])
     assert kernels(m).sources == {"If-16": "opshift", "Atan-7": "onnx.reference",
                                   "Neg-13": "opshift", "Shrink-9": "function body"}
@@ -207,7 +203,7 @@ def test_attributes_follow_the_node_version(mode16, mode20, rng):
     for opset, mode in ((16, mode16), (20, mode20)):
         attrs = {"mode": mode} if mode else {}
         m = make_model([helper.make_node("GridSample", ["x", "grid"], ["y"], **attrs)],
-                       [vi("x", [1, 2, 4, 5]), vi("grid", [1, 3, 3, 2])], [vi("y")],
+                       [vi("x", shape=[1, 2, 4, 5]), vi("grid", shape=[1, 3, 3, 2])], [vi("y")],
                        opset=opset)
         outs.append(evaluate(m, {"x": x, "grid": grid})["y"])
     assert outs[0].shape == (1, 2, 3, 3)
@@ -223,7 +219,7 @@ def test_qdq_at_opsets_10_and_13(opset, axis, rng):
     kw = {"axis": axis} if axis else {}
     m = make_model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], **kw),
                     helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], **kw)],
-                   [vi("x", [2, 3, 4])], [vi("y")], opset=opset,
+                   [vi("x", shape=[2, 3, 4])], [vi("y")], opset=opset,
                    initializers=[init("s", scale), init("z", zp)])
     assert kernels(m).sources[f"DequantizeLinear-{opset}"] == "onnx.reference"
     x = (rng.standard_normal((2, 3, 4)) * 8).astype(np.float32)
@@ -236,7 +232,7 @@ def test_qdq_at_opsets_10_and_13(opset, axis, rng):
 
 def test_kernel_failure_is_one_line_naming_the_node():
     m = make_model([helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s", blocksize=2)],
-                   [vi("x", [1, 3, 2, 2])], [vi("y")], opset=13)
+                   [vi("x", shape=[1, 3, 2, 2])], [vi("y")], opset=13)
     with pytest.raises(EvaluationError, match=r"node 'd2s' \(DepthToSpace-13, graph 'g'\): "
                                               r"onnx.reference's kernel failed: \w+"):
         evaluate(m, {"x": np.zeros((1, 3, 2, 2), np.float32)})
@@ -265,7 +261,7 @@ def test_ops_lists_every_version_with_its_source(capsys):
 def test_clip_of_0d_values():
     """Found by running onnx's node tests through the evaluator: Clip-11 on 0-d inputs."""
     m = make_model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
-                   [vi("x", []), vi("lo", []), vi("hi", [])], [vi("y")], opset=11)
+                   [vi("x", shape=[]), vi("lo", shape=[]), vi("hi", shape=[])], [vi("y")], opset=11)
     y = evaluate(m, {"x": np.float32(3), "lo": np.float32(0), "hi": np.float32(2)})["y"]
     assert isinstance(y, np.ndarray) and y.shape == () and y == 2
 
@@ -282,7 +278,7 @@ def test_recurrent_ops_before_7_compute_what_7_does(op, gates, opset, rng):
     for at, attrs in ((opset, {"output_sequence": 1}), (opset, {}), (7, {})):
         m = make_model([helper.make_node(op, ["x", "w", "r"], ["y", "yh"], hidden_size=4,
                                          **attrs)],
-                       [vi("x", [5, 2, 3])], [vi("y"), vi("yh")], opset=at,
+                       [vi("x", shape=[5, 2, 3])], [vi("y"), vi("yh")], opset=at,
                        initializers=inits)
         outs.append(evaluate(m, {"x": x}))
     assert kernels(m).sources[f"{op}-7"] == "onnx.reference"
@@ -308,8 +304,8 @@ def test_label_encoder_1(direction):
     def model(classes):
         return make_model([helper.make_node("LabelEncoder", ["a"], ["y"], domain="ai.onnx.ml",
                                             classes_strings=classes, **extra)],
-                          [vi("a", [4], T.STRING if x.dtype == object else T.INT64)],
-                          [vi("y", None, out)], opset=11,
+                          [vi("a", T.STRING if x.dtype == object else T.INT64, [4])],
+                          [vi("y", out)], opset=11,
                           extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
 
     np.testing.assert_array_equal(evaluate(model(["a", "b", "a"]), {"a": x})["y"], want)

@@ -8,15 +8,11 @@ import math
 
 import numpy as np
 import pytest
-from conftest import make_model
+from conftest import make_model, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from opshift.evaluator import evaluate
-
-
-def vi(name, elem=T.FLOAT, shape=None):
-    return helper.make_tensor_value_info(name, elem, shape)
 
 
 def _branch(name: str, op: str, value: float):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_onnx_node_tests, make_model, run_onnxruntime, vi
+from conftest import assert_onnx_node_tests, make_model, run_onnxruntime, vi, vi_of
 from onnx import TensorProto as T
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
@@ -17,11 +17,8 @@ from opshift.evaluator import evaluate
 
 
 def _grid_model(x, grid, opset, **attrs):
-    def info(name, a):
-        return vi(name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
-
     node = helper.make_node("GridSample", ["x", "g"], ["y"], name="gs", **attrs)
-    return make_model([node], [info("x", x), info("g", grid)],
+    return make_model([node], [vi_of("x", x), vi_of("g", grid)],
                       [vi("y", helper.np_dtype_to_tensor_dtype(x.dtype))], opset=opset)
 
 

@@ -8,8 +8,9 @@ import importlib
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model
+from conftest import make_model, vi
 from fuse_helpers import (
+    XS,
     attrs,
     const,
     fuses_to,
@@ -19,7 +20,6 @@ from fuse_helpers import (
     refused,
     same_numbers,
     specials,
-    vi,
 )
 from onnx import TensorProto as TP
 from onnx import helper
@@ -181,9 +181,9 @@ def test_fuse_names_only_what_it_creates():
     constant a Cast slope needs is named after the output, avoiding every value name of the
     model, a subgraph's included."""
     then = helper.make_graph([helper.make_node("Neg", ["x"], ["y/slope"])], "then", [],
-                             [vi("y/slope")])
+                             [vi("y/slope", shape=XS)])
     els = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
-                            [vi("e")])
+                            [vi("e", shape=XS)])
     nodes = [helper.make_node("Relu", ["x0"], ["x"]),
              const("s", np.array([0.5, 0.1, 0.25]).reshape(3, 1), np.float64),
              helper.make_node("Cast", ["s"], ["sc"], to=TP.FLOAT, name="twin"),
@@ -192,7 +192,8 @@ def test_fuse_names_only_what_it_creates():
              helper.make_node("Where", ["c", "sx", "x"], ["y"]),
              helper.make_node("If", ["b"], ["i"], then_branch=then, else_branch=els),
              helper.make_node("Add", ["y", "i"], ["out"], name="twin")]
-    m = make_model(nodes, [vi("x0"), vi("b", TP.BOOL, ())], [vi("out")], opset=17)
+    m = make_model(nodes, [vi("x0", shape=XS), vi("b", TP.BOOL, ())], [vi("out", shape=XS)],
+                   opset=17)
     fused, result = fuse_with_result(m)
     onnx.checker.check_model(fused, full_check=True)
     for b in (True, False):
@@ -214,7 +215,7 @@ def test_fuse_changes_nothing_outside_the_fused_region():
              helper.make_node("Max", ["a", "ax"], ["y0"], name="max"),
              helper.make_node("Mul", ["y0", "w"], ["y"])]
     m = model(nodes, inits=[init("w", np.full((3, 4), 2.0))])
-    m.graph.value_info.extend([vi("a"), vi("ax")])
+    m.graph.value_info.extend([vi("a", shape=XS), vi("ax", shape=XS)])
     fused, result = fuse_with_result(m)
     assert [e.detail for e in result.fused] == ["LeakyRelu(alpha=0.25)"]
     kept = [n.SerializeToString() for n in m.graph.node if n.output[0] not in ("alpha", "ax",

@@ -6,8 +6,9 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model
+from conftest import make_model, vi
 from fuse_helpers import (
+    XS,
     attrs,
     const,
     feeds_for,
@@ -18,7 +19,6 @@ from fuse_helpers import (
     refused,
     same_numbers,
     specials,
-    vi,
 )
 from onnx import TensorProto as TP
 from onnx import helper
@@ -122,12 +122,12 @@ def test_selu_body_with_different_alphas_is_refused():
 def test_subgraph_patterns_are_fused():
     body = [const("s", 0.25), helper.make_node("Mul", ["x", "s"], ["sx"]),
             helper.make_node("Max", ["x", "sx"], ["then_y"])]
-    then = helper.make_graph(body, "then", [], [vi("then_y")])
+    then = helper.make_graph(body, "then", [], [vi("then_y", shape=XS)])
     other = helper.make_graph([helper.make_node("Identity", ["x"], ["else_y"])], "else", [],
-                              [vi("else_y")])
+                              [vi("else_y", shape=XS)])
     m = make_model([helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)],
-                   [vi("x"), helper.make_tensor_value_info("cond", TP.BOOL, [])], [vi("y")],
-                   opset=17)
+                   [vi("x", shape=XS), helper.make_tensor_value_info("cond", TP.BOOL, [])],
+                   [vi("y", shape=XS)], opset=17)
     fused, result = fuse_with_result(m)
     (g,) = [a.g for a in fused.graph.node[0].attribute if a.name == "then_branch"]
     assert [n.op_type for n in g.node] == ["LeakyRelu"], result.lines()
@@ -144,15 +144,15 @@ def test_fusions_in_main_graph_nested_subgraphs_and_functions_are_written_back()
     """Each scope's node list is edited where it fused -- main graph, an If inside an If,
     a function body -- and nowhere else."""
     inner_then = helper.make_graph(_max_form("x", "it_y", "it"), "inner_then", [],
-                                   [vi("it_y")])
+                                   [vi("it_y", shape=XS)])
     inner_else = helper.make_graph([helper.make_node("Neg", ["x"], ["ie_y"])], "inner_else",
-                                   [], [vi("ie_y")])
+                                   [], [vi("ie_y", shape=XS)])
     outer_then = helper.make_graph(
         [helper.make_node("If", ["cond"], ["inner"], then_branch=inner_then,
                           else_branch=inner_else, name="inner_if"),
-         *_max_form("inner", "ot_y", "ot", 0.5)], "outer_then", [], [vi("ot_y")])
+         *_max_form("inner", "ot_y", "ot", 0.5)], "outer_then", [], [vi("ot_y", shape=XS)])
     outer_else = helper.make_graph([helper.make_node("Identity", ["x"], ["oe_y"])],
-                                   "outer_else", [], [vi("oe_y")])
+                                   "outer_else", [], [vi("oe_y", shape=XS)])
     f = helper.make_function("local", "F", ["fx"], ["fy"], _max_form("fx", "fy", "f", 0.125),
                              [helper.make_opsetid("", 17)])
     nodes = [*_max_form("x", "m", "main"),
@@ -160,8 +160,8 @@ def test_fusions_in_main_graph_nested_subgraphs_and_functions_are_written_back()
                               else_branch=outer_else, name="outer_if"),
              helper.make_node("F", ["i"], ["fo"], domain="local", name="call"),
              helper.make_node("Add", ["m", "fo"], ["y"], name="add")]
-    m = make_model(nodes, [vi("x"), helper.make_tensor_value_info("cond", TP.BOOL, [])],
-                   [vi("y")], opset=17, functions=[f],
+    m = make_model(nodes, [vi("x", shape=XS), helper.make_tensor_value_info("cond", TP.BOOL, [])],
+                   [vi("y", shape=XS)], opset=17, functions=[f],
                    extra_opsets=[helper.make_opsetid("local", 1)])
     before = m.SerializeToString()
     fused, result = fuse_with_result(m)
