@@ -108,6 +108,11 @@ def vi_of(name: str, a: np.ndarray) -> onnx.ValueInfoProto:
     return vi(name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
 
 
+def attrs(n: onnx.NodeProto) -> dict:
+    """A node's attributes by name, their values as onnx.helper reads them."""
+    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
+
+
 def init(name: str, value, dtype=None) -> onnx.TensorProto:
     """An initializer holding ``value`` (as ``dtype`` when given)."""
     from onnx import numpy_helper

@@ -94,7 +94,3 @@ def roundtrip(model, source, target, feeds, rtol=1e-6):
 def node(model, op):
     return next(n for n in model.graph.node if n.op_type == op)
 
-
-def attrs(n):
-    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
-

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from conftest import make_model
+from conftest import make_model, vi
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
@@ -343,13 +343,9 @@ def dynamo_ir10_metadata() -> onnx.ModelProto:
     for i, n in enumerate(nodes):
         n.metadata_props.add(key="pkg.torch.onnx.stack_trace", value=f"line {i}")
         n.metadata_props.add(key="namespace", value=f": __main__.M/{n.op_type}")
-    m = make_model(nodes, [_vi("x", TP.FLOAT, [2, 3])], [_vi("y", TP.FLOAT, [2, 1])], opset=18,
+    m = make_model(nodes, [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 1])], opset=18,
                    initializers=[w, axes], ir_version=10)
-    m.graph.value_info.append(_vi("mm", TP.FLOAT, [2, 4]))
+    m.graph.value_info.append(vi("mm", TP.FLOAT, [2, 4]))
     m.graph.value_info[0].metadata_props.add(key="pkg.torch.onnx.original_node_name",
                                              value="mm")
     return m
-
-
-def _vi(name: str, elem: int, shape) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem, shape)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_model, vi
-from convert_helpers import I64, X234, F, attrs, convert, one, roundtrip, run_ort
+from conftest import attrs, make_model, vi
+from convert_helpers import I64, X234, F, convert, one, roundtrip, run_ort
 from onnx import TensorProto, numpy_helper
 
 

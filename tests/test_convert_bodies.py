@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, converted, make_model, vi
-from convert_helpers import F, attrs, convert, convert_other_ops, one, roundtrip
+from conftest import assert_exact, attrs, converted, make_model, vi
+from convert_helpers import F, convert, convert_other_ops, one, roundtrip
 from onnx import TensorProto, helper, numpy_helper
 from onnx import TensorProto as T
 

@@ -7,18 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, vi
-from convert_helpers import (
-    X234,
-    F,
-    attrs,
-    convert,
-    convert_other_ops,
-    node,
-    one,
-    roundtrip,
-    run_ort,
-)
+from conftest import attrs, make_model, vi
+from convert_helpers import X234, F, convert, convert_other_ops, node, one, roundtrip, run_ort
 from onnx import numpy_helper
 
 from opshift.errors import ConversionError

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, make_model, onnxruntime_outputs, vi
-from convert_helpers import F, attrs, convert, convert_other_ops, one, roundtrip
+from conftest import assert_exact, attrs, make_model, onnxruntime_outputs, vi
+from convert_helpers import F, convert, convert_other_ops, one, roundtrip
 from onnx import helper, numpy_helper
 
 from opshift.errors import ConversionError

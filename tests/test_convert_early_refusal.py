@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, onnxruntime_outputs, vi
-from convert_helpers import F, attrs, convert_other_ops
+from conftest import attrs, make_model, onnxruntime_outputs, vi
+from convert_helpers import F, convert_other_ops
 from onnx import TensorProto, helper, numpy_helper
 from onnx import TensorProto as T
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import MODELS, make_model, vi
-from convert_helpers import F, attrs, convert_other_ops, finish, one
+from conftest import MODELS, attrs, make_model, vi
+from convert_helpers import F, convert_other_ops, finish, one
 from onnx import TensorProto, helper, numpy_helper
 
 from opshift.errors import ConversionError

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, make_model, onnxruntime_outputs, vi
+from conftest import assert_exact, attrs, make_model, onnxruntime_outputs, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -53,10 +53,6 @@ def _ops(model: onnx.ModelProto) -> list[str]:
     return [n.op_type for n in model.graph.node]
 
 
-def _attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
 # -- 4. Clip with min > max ----------------------------------------------------------------
 
 CLIP_X = np.array([np.nan, -3, 0.0, -0.0, 0.5, 2, -np.inf, np.inf, 1, -1, 7, -7], np.float32)
@@ -85,7 +81,7 @@ def test_clip_min_above_max(lo, hi, target):
     c = _checked(m, target, {"x": CLIP_X})
     for n in c.graph.node:
         if n.op_type == "Clip":
-            a = _attrs(n)
+            a = attrs(n)
             assert a["min"] <= a["max"], a
 
 
@@ -93,7 +89,7 @@ def test_clip_min_above_max(lo, hi, target):
 def test_clip_min_above_max_other_float_types(dtype):
     m = _clip(4.0, -2.0, dtype)
     c = _checked(m, 10, {"x": CLIP_X.astype(dtype)})
-    assert _ops(c) == ["Clip"] and _attrs(c.graph.node[0]) == {"min": -2.0, "max": -2.0}
+    assert _ops(c) == ["Clip"] and attrs(c.graph.node[0]) == {"min": -2.0, "max": -2.0}
 
 
 # -- 5. MeanVarianceNormalization without axes -----------------------------------------------
@@ -108,7 +104,7 @@ def _mvn(opset: int) -> onnx.ModelProto:
 def test_mvn_default_axes_written_up(target):
     x = np.random.default_rng(5).standard_normal((2, 3, 4, 5)).astype(np.float32)
     c = _checked(_mvn(9), target, {"x": x}, own_rounding=True)
-    assert _attrs(c.graph.node[0]) == {"axes": [0, 2, 3]}
+    assert attrs(c.graph.node[0]) == {"axes": [0, 2, 3]}
 
 
 @pytest.mark.parametrize("target", [12, 9])
@@ -134,7 +130,7 @@ def test_squeeze_axes_written_sorted(op, axes, written, target):
                    initializers=[numpy_helper.from_array(np.array(axes, np.int64), "axes")])
     x = np.arange(12, dtype=np.float32).reshape(shape_in)
     c = opshift.convert(m, target)
-    assert _attrs(c.graph.node[0])["axes"] == written[12 if target >= 11 else 10]
+    assert attrs(c.graph.node[0])["axes"] == written[12 if target >= 11 else 10]
     _checked(m, target, {"x": x})
 
 
@@ -142,7 +138,7 @@ def test_squeeze_1_unsorted_axes_sorted_down():
     m = make_model([helper.make_node("Squeeze", ["x"], ["y"], axes=[3, 0])],
                    [vi("x", T.FLOAT, [1, 3, 4, 1])], [vi("y", T.FLOAT, [3, 4])], opset=11)
     c = _checked(m, 10, {"x": np.arange(12, dtype=np.float32).reshape(1, 3, 4, 1)})
-    assert _attrs(c.graph.node[0])["axes"] == [0, 3]
+    assert attrs(c.graph.node[0])["axes"] == [0, 3]
 
 
 # -- 7. Resize's unread optional inputs ------------------------------------------------------
@@ -216,7 +212,7 @@ def test_reduce_noop_with_axes_still_reduces(target):
                    [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 1])], opset=18,
                    initializers=[numpy_helper.from_array(np.array([1], np.int64), "axes")])
     c = _checked(m, target, {"x": np.array([[1.5, -0.0, 3], [1, 2.0, -7.25]], np.float32)})
-    assert _ops(c) == ["ReduceMean"] and _attrs(c.graph.node[0]) == {"axes": [1]}
+    assert _ops(c) == ["ReduceMean"] and attrs(c.graph.node[0]) == {"axes": [1]}
 
 
 # -- 8b. Pad with a NaN constant_value ---------------------------------------------------------
@@ -235,7 +231,7 @@ def test_pad_nan_value_down(dtype, target):
     want = evaluate(m, {"x": x})["y"]
     assert np.isnan(want[:, 0]).all() and np.isnan(want[2]).all()
     c = _checked(m, target, {"x": x})
-    assert _ops(c) == ["Pad"] and np.isnan(_attrs(c.graph.node[0])["value"])
+    assert _ops(c) == ["Pad"] and np.isnan(attrs(c.graph.node[0])["value"])
 
 
 # -- 8c. per-axis QuantizeLinear whose zero point is shared --------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_outputs_exact, make_model, run_onnxruntime, vi
+from conftest import assert_outputs_exact, attrs, make_model, run_onnxruntime, vi
 from onnx import TensorProto, helper, numpy_helper
 
 from opshift.convert import convert
@@ -66,10 +66,6 @@ def feeds(h=6, w=7) -> dict[str, np.ndarray]:
 
 def node(m: onnx.ModelProto, name: str) -> onnx.NodeProto:
     return next(n for n in m.graph.node if n.name == name)
-
-
-def attrs(n: onnx.NodeProto) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in n.attribute}
 
 
 def dims(m: onnx.ModelProto, name: str) -> list[int]:

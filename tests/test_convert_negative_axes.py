@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, vi
-from convert_helpers import I64, X234, F, attrs, convert_other_ops, node, one, roundtrip
+from conftest import attrs, make_model, vi
+from convert_helpers import I64, X234, F, convert_other_ops, node, one, roundtrip
 from onnx import TensorProto, helper, numpy_helper
 
 from opshift.errors import ConversionError

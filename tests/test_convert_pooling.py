@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, vi
-from convert_helpers import F, attrs, convert, convert_other_ops, one, roundtrip, run_ort
+from conftest import attrs, make_model, vi
+from convert_helpers import F, convert, convert_other_ops, one, roundtrip, run_ort
 
 from opshift.errors import ConversionError
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, onnxruntime_outputs, vi
-from convert_helpers import X234, F, attrs, convert_other_ops, node, one, roundtrip
+from conftest import attrs, make_model, onnxruntime_outputs, vi
+from convert_helpers import X234, F, convert_other_ops, node, one, roundtrip
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, make_model, onnxruntime_outputs, vi
-from convert_helpers import I64, F, attrs, convert, convert_other_ops, node, one, roundtrip, run_ort
+from conftest import assert_exact, attrs, make_model, onnxruntime_outputs, vi
+from convert_helpers import I64, F, convert, convert_other_ops, node, one, roundtrip, run_ort
 from onnx import numpy_helper
 
 from opshift.errors import ConversionError

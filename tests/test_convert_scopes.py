@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, vi
-from convert_helpers import I64, F, attrs, check_same, convert, convert_other_ops, finish, one
+from conftest import attrs, make_model, vi
+from convert_helpers import I64, F, check_same, convert, convert_other_ops, finish, one
 from onnx import TensorProto, helper, numpy_helper
 
 from opshift.errors import ConversionError

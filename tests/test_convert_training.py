@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_model, vi
-from convert_helpers import X234, F, attrs, convert_other_ops, one, roundtrip
+from conftest import attrs, make_model, vi
+from convert_helpers import X234, F, convert_other_ops, one, roundtrip
 from onnx import numpy_helper
 
 from opshift.errors import ConversionError

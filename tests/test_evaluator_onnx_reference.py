@@ -11,7 +11,7 @@ import math
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, run_onnxruntime, table_cells, vi
+from conftest import init, make_model, run_onnxruntime, table_cells, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -19,10 +19,6 @@ from opshift.cli import main
 from opshift.errors import EvaluationError, UnsupportedError
 from opshift.evaluator import evaluate
 from opshift.evaluator.kernels import kernels, source
-
-
-def init(name, a):
-    return numpy_helper.from_array(np.asarray(a), name)
 
 
 def run_cli(capsys, *argv):

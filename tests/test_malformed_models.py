@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model
+from conftest import make_model, vi
 from google.protobuf.internal import encoder
 from onnx import TensorProto, helper, numpy_helper
 
@@ -29,14 +29,13 @@ COMMANDS = {
 }
 
 
-def _vi(name, shape=(1, 3, 4, 4), elem=F):
-    return helper.make_tensor_value_info(name, elem, list(shape))
+SHAPE = (1, 3, 4, 4)  # x's and y's shape unless said
 
 
 def _good(opset=9) -> onnx.ModelProto:
     slope = numpy_helper.from_array(np.full((3, 1, 1), 0.25, np.float32), "slope")
     return make_model([helper.make_node("PRelu", ["x", "slope"], ["y"], name="prelu")],
-                      [_vi("x")], [_vi("y")], opset=opset, initializers=[slope])
+                      [vi("x", F, SHAPE)], [vi("y", F, SHAPE)], opset=opset, initializers=[slope])
 
 
 def _edit(fn, opset=9):
@@ -60,7 +59,7 @@ def _bytes_replaced(old: bytes, new: bytes, fn=lambda m: None):
 
 
 def _one(node, x_elem=F, opset=13):
-    return lambda: make_model([node], [_vi("x", elem=x_elem)], [_vi("y", elem=x_elem)],
+    return lambda: make_model([node], [vi("x", x_elem, SHAPE)], [vi("y", x_elem, SHAPE)],
                               opset=opset).SerializeToString()
 
 
@@ -103,8 +102,9 @@ def _functions(*bodies):
                                    [helper.make_opsetid("", 13)])
               for name, callee in bodies]
         return make_model([helper.make_node(bodies[0][0], ["x"], ["y"], domain="local",
-                                            name="call")], [_vi("x")], [_vi("y")], opset=13,
-                          functions=fs, extra_opsets=[helper.make_opsetid("local", 1)]
+                                            name="call")], [vi("x", F, SHAPE)],
+                          [vi("y", F, SHAPE)], opset=13, functions=fs,
+                          extra_opsets=[helper.make_opsetid("local", 1)]
                           ).SerializeToString()
     return make
 
@@ -129,13 +129,13 @@ def _ld(field: int, payload: bytes) -> bytes:
 def _too_deep():
     """Ifs nested inside each other's then_branch past protobuf's depth limit (100)."""
     data = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [],
-                             [_vi("y")]).SerializeToString()
+                             [vi("y", F, SHAPE)]).SerializeToString()
     attr = helper.make_attribute("then_branch", onnx.GraphProto())
     attr.ClearField("g")
     for _ in range(40):
         node = helper.make_node("If", ["c"], ["y"]).SerializeToString()
         data = _ld(1, node + _ld(5, attr.SerializeToString() + _ld(6, data))) + b"\x12\x01g"
-    m = make_model([], [_vi("x")], [_vi("y")], opset=13)
+    m = make_model([], [vi("x", F, SHAPE)], [vi("y", F, SHAPE)], opset=13)
     m.ClearField("graph")
     return m.SerializeToString() + _ld(7, data)
 
@@ -241,7 +241,7 @@ def test_names_are_printed_escaped(tmp_path, capsys, argv):
     m.graph.node[0].name = "evil\n\x1b[31mred"
     # a last-axis slope on X with as many channels: rewritten (to [1, 4]) at opset 6
     for vis, name in ((m.graph.input, "x"), (m.graph.output, "y")):
-        vis[0].CopyFrom(_vi(name, (1, 4, 4, 4)))
+        vis[0].CopyFrom(vi(name, F, (1, 4, 4, 4)))
     m.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.full(4, 0.25, np.float32),
                                                             "slope"))
     src = tmp_path / "m.onnx"
@@ -261,7 +261,7 @@ def test_error_lines_are_escaped_and_name_the_file(tmp_path, capsys):
     slope = numpy_helper.from_array(np.full((3, 64, 64), 0.25, np.float32), "sl\nope")
     slope.raw_data = slope.raw_data[:-4]  # (past the size the structural check measures)
     m = make_model([helper.make_node("PRelu", ["x", "sl\nope"], ["y"], name="prelu")],
-                   [_vi("x", (1, 3, 64, 64))], [_vi("y", (1, 3, 64, 64))], opset=9,
+                   [vi("x", F, (1, 3, 64, 64))], [vi("y", F, (1, 3, 64, 64))], opset=9,
                    initializers=[slope])
     src.write_bytes(m.SerializeToString())
     code = main(["convert", str(src), "--opset", "13", "--verify", "-o",
