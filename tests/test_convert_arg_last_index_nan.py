@@ -1,4 +1,5 @@
-"""ArgMax/ArgMin select_last_index=1 below 12 with NaN in a row (issue 38, item 9).
+"""ArgMax/ArgMin select_last_index=1 below 12 with NaN in a row (issue 38, item 9); the
+form itself (a reversing Slice, below 10 a Gather) on ties and infinities too.
 
 Decision: the form n - 1 - ArgMax(x reversed) is kept. NaN's order is unspecified in ONNX;
 runtimes that take NaN as the extreme (opshift's evaluator, onnx.reference, OpenVINO) give

@@ -1,6 +1,7 @@
 """convert writing an op's function body below the op's version: the body's shape arithmetic
 folded where it only depends on ranks and constants, its values typed and shaped by onnx's
-inference of the body, and the written model computing the op's own values."""
+inference of the body, and the written model computing the op's own values; CastLike below
+15 as a Cast; a body that cannot reach the target or does not type-check refused."""
 
 from __future__ import annotations
 

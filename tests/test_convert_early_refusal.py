@@ -1,7 +1,8 @@
 """Cost on big models: a refusal known from the op list (an op with no form at the target,
 in the main graph, computed from the inputs) comes before planning, with the error planning
 gives; initializers the rewrites left without readers are dropped (never a graph input or
-output, never one nothing read before)."""
+output, never one nothing read before); a long chain that only relabels needs no shape
+inference and no rewrite, and external weights are never read."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Mod below 10 (from 7), for integers: C's remainder a - b * (a / b), given the divisor's sign
 for fmod=0, 8- and 16-bit types through int32; bit for bit against Mod-10 on the evaluator at
 signs, extremes and INT_MIN mod -1 (which the converted model divides by 1, never by -1), and
-on onnxruntime where it runs."""
+on onnxruntime where it runs. Mod-28's floored remainder of floats (fmod=0) refused below 28."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Reshape-14 allowzero=1 of a computed shape, below 14 (a dynamo export's ``view``): written as
-a Reshape to the shape with its 0s made safe, expanded to the shape with its 0s put back."""
+a Reshape to the shape with its 0s made safe, expanded to the shape with its 0s put back. A
+constant shape converts where it holds no 0 (refused where it does); a computed one holding
+-1 drops allowzero."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The version steps of the activations, against onnx.defs, and the Cast helpers."""
+"""The version steps of the activations, against onnx.defs, and the Cast helpers; the steps
+table lists real version steps, each documented in its module."""
 
 from __future__ import annotations
 

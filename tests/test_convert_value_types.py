@@ -1,7 +1,8 @@
 """convert reading the types of values: a sequence's or optional's whole type (from
 declarations and shape inference), an output typed only by another domain's schema
 (ai.onnx.ml); OptionalGetElement / OptionalHasElement of a plain value go below version 18 as
-what they compute."""
+what they compute. A step that only adds types is a relabel; a value's type, found through
+other nodes (a Cast's ``to`` included), missing at the target is refused."""
 
 from __future__ import annotations
 
