@@ -8,6 +8,7 @@ the IR version an opset belongs to.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -46,28 +47,57 @@ def since_version(op: str, opset: int, domain: str = "") -> int | None:
     return None if s is None else s.since_version
 
 
-def function_body(op: str, opset: int, domain: str, node: onnx.NodeProto,
-                  input_types: list[onnx.TypeProto]) -> onnx.FunctionProto | None:
-    """The schema function body of ``op`` in force at ``opset`` of ``domain``, expanded for
-    ``node`` (a context-dependent body is built for ``input_types``), or None when the op has
-    none. The body is the newest written for ``opset`` or below, else the oldest (a body
-    written for a later opset imports it). onnx.defs' own errors building it pass through."""
+def function_body_version(op: str, opset: int, domain: str = "",
+                          near: int | None = None) -> int | None:
+    """The version of the function body :func:`function_body` gives for ``op`` in force at
+    ``opset`` of ``domain``: of the schema's bodies (its plain ones if it has any, else its
+    context-dependent ones), the newest written for ``near`` (default ``opset``) or below,
+    else the oldest (a body written for a later opset imports it); None when the op has no
+    body."""
     s = schema(op, opset, domain)
-    if s is None or not (s.has_function or s.has_context_dependent_function):
+    if s is None:
         return None
+    versions = (s.function_opset_versions if s.has_function
+                else s.context_dependent_function_opset_versions)
+    if not versions:
+        return None
+    near = opset if near is None else near
+    return max((v for v in versions if v <= near), default=min(versions))
 
-    def newest(versions) -> int:
-        return max((v for v in versions if v <= opset), default=min(versions))
 
+@functools.cache
+def _plain_body(op: str, opset: int, domain: str, version: int) -> bytes:
+    """The serialized body ``version`` of ``op``'s schema in force at ``opset`` (one that
+    does not depend on the node), asked of onnx.defs once."""
+    return schema(op, opset, domain).get_function_with_opset_version(version)
+
+
+def function_body(op: str, opset: int, domain: str = "", node: onnx.NodeProto | None = None,
+                  input_types: Sequence[onnx.TypeProto]
+                  | Callable[[], Sequence[onnx.TypeProto]] = (),
+                  near: int | None = None) -> onnx.FunctionProto | None:
+    """The schema function body of ``op`` in force at ``opset`` of ``domain``, the one
+    :func:`function_body_version` picks (closest to ``near``, default ``opset``), or None
+    when the op has none or onnx builds none for this node. A context-dependent body is
+    built for ``node`` and ``input_types`` (or what the function given for them returns,
+    asked only then); a body that depends on neither is asked of onnx.defs once per version
+    and parsed afresh on every call (the caller may change it). onnx.defs' own errors
+    building it pass through."""
+    v = function_body_version(op, opset, domain, near)
+    if v is None:
+        return None
+    s = schema(op, opset, domain)
     if s.has_function:
-        raw = s.get_function_with_opset_version(newest(s.function_opset_versions))
+        raw = _plain_body(op, opset, domain, v)
     else:
+        if node is None:
+            raise ValueError(f"{op}'s function body depends on the node: none was given")
+        types = input_types() if callable(input_types) else input_types
         raw = s.get_context_dependent_function_with_opset_version(
-            newest(s.context_dependent_function_opset_versions), node.SerializeToString(),
-            [t.SerializeToString() for t in input_types])
-    body = onnx.FunctionProto()
-    body.ParseFromString(raw)
-    return body
+            v, node.SerializeToString(), [t.SerializeToString() for t in types])
+    if not raw:
+        return None
+    return onnx.FunctionProto.FromString(raw)
 
 
 @functools.cache

@@ -67,3 +67,27 @@ def test_activation_attribute_types_match_get_schema(op):
         assert types == {n: a.type.value for n, a in s.attributes.items()}
     # Selu-1's defaults differ from Selu-6's
     assert opsets.attribute_defaults("Selu", 1) != opsets.attribute_defaults("Selu", 6)
+
+
+def test_function_body_is_the_one_closest_to_near():
+    """One fetch for every caller: plain bodies picked by ``near`` (newest not above, else
+    the oldest), parsed afresh each call; context-dependent ones built for the node, their
+    input types asked only then; None where the op has no body."""
+    s = onnx.defs.get_schema("LayerNormalization", 17)
+    assert opsets.function_body_version("LayerNormalization", 17, near=17) == 17
+    assert opsets.function_body_version("LayerNormalization", 17, near=30) == 18
+    assert opsets.function_body_version("Conv", 11) is None
+    assert opsets.function_body("Conv", 11) is None
+    a, b = opsets.function_body("LeakyRelu", 16), opsets.function_body("LeakyRelu", 16)
+    assert a is not b and a.SerializeToString() == onnx.defs.get_schema(
+        "LeakyRelu", 16).get_function_with_opset_version(16)
+    node = onnx.helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)
+    x = onnx.helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [2, 3])
+    asked = []
+    body = opsets.function_body("LayerNormalization", 17, "", node,
+                                lambda: asked.append(1) or [x, x, x], near=18)
+    assert asked == [1]
+    assert body.SerializeToString() == s.get_context_dependent_function_with_opset_version(
+        18, node.SerializeToString(), [x.SerializeToString()] * 3)
+    with pytest.raises(ValueError):
+        opsets.function_body("LayerNormalization", 17)

@@ -70,7 +70,7 @@ def run(ctx, *inputs) -> list[Any]:
         first = (str(e).strip().splitlines() or [""])[0]
         raise ctx.error(f"its function body cannot be built: {type(e).__name__}: {first}"
                         ) from e
-    if not f.node:
+    if f is None or not f.node:
         raise ctx.error("its function body cannot be built for these input types")
     # the variance in two passes, as convert writes the body and runtimes compute it (the
     # body's mean(x^2) - mean(x)^2 cancels in float32): see opshift.graph.variance

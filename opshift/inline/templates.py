@@ -89,9 +89,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import onnx
-import onnx.defs
 from onnx import helper
 
+from opshift import opsets
 from opshift.graph.cast import make_cast
 from opshift.graph.edit import constant_node, typed_scalar
 from opshift.graph.names import Names
@@ -130,20 +130,11 @@ def _n(op: str, inputs: Sequence[str], output: str, **attrs) -> onnx.NodeProto:
 
 
 @functools.cache
-def _schema_body(op: str) -> onnx.FunctionProto:
-    """The newest function body the schemas give for ``op``."""
-    s = onnx.defs.get_schema(op)
-    if not s.function_opset_versions:  # pragma: no cover - bodies exist since onnx 1.14
-        raise AssertionError(f"no function body for {op}")
-    return onnx.FunctionProto.FromString(
-        s.get_function_with_opset_version(max(s.function_opset_versions)))
-
-
-@functools.cache
 def function_template(op: str, attrs: tuple[tuple[str, float | Ref], ...]) -> Template:
-    """The schema's function body with ``@attr`` references bound (band *function*); a
-    :class:`Ref` value keeps the reference, renamed to the enclosing function's attribute."""
-    body = _schema_body(op)
+    """The newest function body the schemas give for ``op``, with ``@attr`` references bound
+    (band *function*); a :class:`Ref` value keeps the reference, renamed to the enclosing
+    function's attribute."""
+    body = opsets.function_body(op, opsets.MAX_OPSET)
     values = dict(attrs)
     formal = {n: f"${'S' if n == 'slope' else 'X'}" for n in body.input}
     formal.update({n: "$Y" for n in body.output})

@@ -101,7 +101,7 @@ def _write(st: Step, nodes: list[onnx.NodeProto], body_opset: int, what: str, de
     st.remove(f"written as {what} {detail} converted to opset {st.target}")
 
 
-def _input_types(st: Step) -> list[bytes]:
+def _input_types(st: Step) -> list[onnx.TypeProto]:
     types = []
     for name in st.w.input:
         tp = onnx.TypeProto()
@@ -112,7 +112,7 @@ def _input_types(st: Step) -> list[bytes]:
                              "it)")
             tp = opsets.type_proto(ts)
             _add_shape(st, name, tp)
-        types.append(tp.SerializeToString())
+        types.append(tp)
     return types
 
 
@@ -132,33 +132,17 @@ def _add_shape(st: Step, name: str, tp: onnx.TypeProto) -> None:
             dim.dim_value = d
 
 
-def _pick(versions, target: int) -> int | None:
-    """The body opset closest to the target: the newest not above it, else the oldest."""
-    vs = sorted(versions)
-    if not vs:
-        return None
-    below = [v for v in vs if v <= target]
-    return below[-1] if below else vs[0]
-
-
 def _function_body(st: Step) -> tuple[onnx.FunctionProto, int]:
-    """The body of ``st.op`` at schema version ``st.lo`` for this node, and its opset."""
-    s = opsets.schema(st.op, st.lo)
-    if s is None:
+    """The body of ``st.op`` at schema version ``st.lo`` for this node, the one closest to
+    the target, and its opset."""
+    if opsets.schema(st.op, st.lo) is None:
         raise Refuse(f"no schema {st.op}-{st.lo}")
-    v = _pick(s.function_opset_versions, st.target)
-    if v is not None:
-        raw = s.get_function_with_opset_version(v)
-    else:
-        v = _pick(s.context_dependent_function_opset_versions, st.target)
-        if v is None:
-            raise Refuse(f"{st.op}-{st.lo} has no function body in onnx.defs")
-        raw = s.get_context_dependent_function_with_opset_version(
-            v, st.w.SerializeToString(), _input_types(st))
-    if not raw:
+    v = opsets.function_body_version(st.op, st.lo, near=st.target)
+    if v is None:
+        raise Refuse(f"{st.op}-{st.lo} has no function body in onnx.defs")
+    body = opsets.function_body(st.op, st.lo, "", st.w, lambda: _input_types(st), st.target)
+    if body is None:
         raise Refuse(f"onnx builds no function body for this {st.op} node")
-    body = onnx.FunctionProto()
-    body.ParseFromString(raw)
     opset = next((i.version for i in body.opset_import if i.domain in ("", "ai.onnx")), v)
     return body, opset
 
