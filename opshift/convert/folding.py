@@ -17,7 +17,6 @@ import onnx
 from onnx import helper, numpy_helper
 
 from opshift.convert.step import Step
-from opshift.verify.region import region_model
 
 #: integer and boolean ops a body uses on shapes, axes and counts
 _FOLDED = frozenset({
@@ -103,24 +102,15 @@ def _small(shape) -> bool:
 
 
 def _run(n: onnx.NodeProto, opset: int, values: list) -> np.ndarray | None:
-    """``n`` run by the bundled evaluator on constant ``values``; None when it fails or
-    gives anything but a small integer or boolean tensor."""
-    from opshift.errors import OpshiftError
-    from opshift.evaluator import evaluate
+    """``n`` run by the bundled evaluator on constant ``values`` (the one evaluator of
+    constants, :func:`opshift.graph.constant_values.evaluate`); None when it fails or gives
+    anything but a small integer or boolean tensor."""
+    from opshift.graph.constant_values import evaluate
 
-    names = [f"in{i}" if v is not None else "" for i, v in enumerate(values)]
-    node = onnx.NodeProto()
-    node.CopyFrom(n)
-    del node.input[:]
-    node.input.extend(names)
-    node.output[0] = "out"
-    inits = [numpy_helper.from_array(v, nm) for v, nm in zip(values, names) if v is not None]
-    m = region_model([node], [], [helper.make_tensor_value_info("out", 0, None)], inits,
-                     {"": opset})
-    try:
-        out = evaluate(m, {})["out"]
-    except (OpshiftError, ValueError, TypeError):  # (not folded: the node stays as it is)
-        return None
-    if not isinstance(out, np.ndarray) or out.dtype.kind not in "biu" or not _small(out.shape):
+    leaves = {name: numpy_helper.from_array(v, name)
+              for name, v in zip(n.input, values) if v is not None}
+    t = evaluate({"": opset}, n.output[0], [n], leaves)
+    out = None if t is None else numpy_helper.to_array(t)
+    if out is None or out.dtype.kind not in "biu" or not _small(out.shape):
         return None
     return out

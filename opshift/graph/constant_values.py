@@ -130,7 +130,7 @@ def evaluated(facts: Facts, home: Scope, value: str, *, shapes: bool = False
     ``shapes``, dims known beforehand: :func:`chain`), evaluated; None when it is not such a
     value or cannot be run."""
     found = chain(facts, home, value, shapes=shapes)
-    return None if found is None else evaluate(home, value, *found)
+    return None if found is None else evaluate(home.opsets, value, *found)
 
 
 def chain(facts: Facts, home: Scope, value: str, *, shapes: bool = False
@@ -261,11 +261,13 @@ def _small(facts: Facts, n: onnx.NodeProto) -> bool:
     return True
 
 
-def evaluate(scope: Scope, value: str, nodes: list[onnx.NodeProto],
+def evaluate(opset_imports: Mapping[str, int], value: str, nodes: list[onnx.NodeProto],
              leaves: dict[str, onnx.TensorProto]) -> onnx.TensorProto | None:
     """``value`` computed by the evaluator from ``nodes`` (as :func:`chain` finds them, in
-    any order) and ``leaves``, as a tensor named ``value``; None when it cannot be run or is
-    too large (or no evaluator is registered: :func:`use_evaluator`)."""
+    any order) and ``leaves``, at ``opset_imports`` (``{domain: version}``, a scope's
+    ``opsets``), as a tensor named ``value``; None when it cannot be run or is too large (or no
+    evaluator is registered: :func:`use_evaluator`). The one evaluator of constants:
+    :mod:`opshift.convert.folding` runs a body's nodes here too."""
     evaluate = _evaluator
     if evaluate is None:
         return None
@@ -275,7 +277,7 @@ def evaluate(scope: Scope, value: str, nodes: list[onnx.NodeProto],
         g.initializer.add().CopyFrom(t)
         g.initializer[-1].name = name
     m = onnx.ModelProto(graph=g, ir_version=onnx.IR_VERSION, opset_import=[
-        onnx.OperatorSetIdProto(domain=d, version=v) for d, v in scope.opsets.items()])
+        onnx.OperatorSetIdProto(domain=d, version=v) for d, v in opset_imports.items()])
     try:
         with np.errstate(all="ignore"):
             result = evaluate(m, {})[value]

@@ -61,7 +61,7 @@ def fold(model: onnx.ModelProto, source: int, refused: list, planned: list
             index = positions[id(home)] = {o: i for i, n in enumerate(home.nodes)
                                            for o in n.output if o}
         at = sorted(index[next(o for o in n.output if o)] for n in found[0])
-        value = values.evaluate(home, err.value, *found)
+        value = values.evaluate(home.opsets, err.value, *found)
         if value is not None:
             plans[key] = (home, at, value, name, err)
     if not plans:
