@@ -289,3 +289,26 @@ def test_other_domain_body_that_needs_newer_ai_onnx_is_refused_going_down():
     got = evaluate(m, {v.name: np.asarray(t) for v, t in zip(m.graph.input, inputs)})
     np.testing.assert_allclose(got[m.graph.output[0].name], np.asarray(expected[0]),
                                rtol=1e-5, atol=1e-6)
+
+def test_folding_asks_the_one_table_of_foldable_ops():
+    """The body fold and the graph's values computed from constants share one table
+    (graph.constant_values.FOLDABLE): sums and products on integers only; an op whose
+    output's size is read from values (ConstantOfShape, Expand, Tile; Range's length the body
+    fold bounds first) is left to run in a body, as nothing bounds its size before it does."""
+    from opshift.graph.constant_values import _INTEGER_ONLY, FOLDABLE, SIZED_BY_VALUES
+
+    assert {"ReduceProd", "ReduceSum"} <= FOLDABLE & _INTEGER_ONLY
+    assert "Transpose" in FOLDABLE and "ReduceMean" not in FOLDABLE
+    assert {"ConstantOfShape", "Expand", "Range", "Tile"} == SIZED_BY_VALUES
+
+
+def test_integer_product_of_known_dims_is_a_constant():
+    """A Reshape's shape computed as the integer ReduceProd of known dims (``x.numel()``)
+    is computed from constants: the shape rules know the Reshape's output."""
+    from opshift.graph.facts import Facts
+
+    m = make_model([helper.make_node("Shape", ["x"], ["s"]),
+                    helper.make_node("ReduceProd", ["s"], ["p"], keepdims=1),
+                    helper.make_node("Reshape", ["x", "p"], ["y"])],
+                   [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, None)], opset=13)
+    assert Facts(m, 13).shape("y") == (24,)

@@ -4,10 +4,13 @@ A schema's function body often computes what an older opset needs as an attribut
 RMSNormalization and LayerNormalization bodies build ReduceMean's axes as
 ``Range(axis, Size(Shape(X)), 1)``, which ReduceMean below 18 takes only as a constant. The
 rank of X is known whenever X's shape is, even with symbolic dims (``[batch, seq, 4096]``),
-so ``Size(Shape(X))`` is a constant, and so is every node computed from constants only.
-Folding them makes the body convertible where it was refused; the values are the ones the
-nodes compute (run by the bundled evaluator), so the body still computes exactly what the
-op does. Dims themselves are never folded: a declared dim can be a placeholder.
+so ``Size(Shape(X))`` is a constant, and so is every node computed from small integer
+constants only through ops every runtime computes alike (the one table of them,
+:data:`opshift.graph.constant_values.FOLDABLE`, but for those whose output's size is read from
+values, Range's bounded first). Folding them makes the body convertible where it was refused;
+the values are the ones the nodes compute (run by the bundled evaluator, through
+:func:`opshift.graph.constant_values.evaluate`), so the body still computes exactly what the op
+does. Dims themselves are never folded: a declared dim can be a placeholder.
 """
 
 from __future__ import annotations
@@ -17,13 +20,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from opshift.convert.step import Step
+from opshift.graph.constant_values import FOLDABLE, SIZED_BY_VALUES, evaluate
 
-#: integer and boolean ops a body uses on shapes, axes and counts
-_FOLDED = frozenset({
-    "Abs", "Add", "And", "Cast", "Concat", "Div", "Equal", "Gather", "Greater", "Identity",
-    "Less", "Max", "Min", "Mul", "Neg", "Not", "Or", "Range", "ReduceProd", "ReduceSum",
-    "Reshape", "Size", "Slice", "Squeeze", "Sub", "Unsqueeze", "Where",
-})
 #: the most elements a folded value may have (axes, shapes: a few)
 _LARGEST = 64
 
@@ -75,7 +73,9 @@ def _fold(st: Step, n: onnx.NodeProto, opset: int, known: dict[str, np.ndarray],
         return None
     if op == "Size" and n.input[0] in ranks:
         return np.array(ranks[n.input[0]], np.int64)
-    if op not in _FOLDED:
+    # (its inputs are integers, so the ops FOLDABLE takes on integers only are foldable too;
+    # a Range's length is bounded below, from its constants)
+    if op not in FOLDABLE or (op in SIZED_BY_VALUES and op != "Range"):
         return None
     values = []
     for name in n.input:
@@ -105,8 +105,6 @@ def _run(n: onnx.NodeProto, opset: int, values: list) -> np.ndarray | None:
     """``n`` run by the bundled evaluator on constant ``values`` (the one evaluator of
     constants, :func:`opshift.graph.constant_values.evaluate`); None when it fails or gives
     anything but a small integer or boolean tensor."""
-    from opshift.graph.constant_values import evaluate
-
     leaves = {name: numpy_helper.from_array(v, name)
               for name, v in zip(n.input, values) if v is not None}
     t = evaluate({"": opset}, n.output[0], [n], leaves)

@@ -4,10 +4,11 @@ Exporters often compute a shape, pads or axes from constants rather than writing
 PyTorch writes a Pad's pads as ConstantOfShape, Concat, Reshape, a reversing Slice, Transpose
 and Cast of Constant nodes; tf2onnx a Concat of a Split of an initializer. Such a value is
 one only through ops whose results do not depend on how a runtime computes them (data
-movement, casts, comparisons and logic, Floor/Ceil/Abs/Neg/Sign, and on integers arithmetic
-and Range): the evaluator then computes what every runtime would. The shape rules read the
-small integer ones (:func:`small_ints`); conversion folds them where a step needs a constant
-(:mod:`opshift.convert.rescue.fold_first`).
+movement, casts, comparisons and logic, Floor/Ceil/Abs/Neg/Sign, and on integers arithmetic,
+sums, products and Range): the evaluator then computes what every runtime would. The shape
+rules read the small integer ones (:func:`small_ints`); conversion folds them where a step
+needs a constant (:mod:`opshift.convert.rescue.fold_first`), and in a function body it writes
+(:mod:`opshift.convert.folding`, through :data:`FOLDABLE`).
 
 A value read at run time (a graph input, a Shape of one with a dim not known beforehand), an
 other-domain op, a value made on the way of more than :data:`MAX_ELEMENTS` elements or of a
@@ -40,12 +41,17 @@ FOLDABLE = frozenset({
     "Abs", "Add", "And", "Cast", "CastLike", "Ceil", "Concat", "ConstantOfShape", "Div",
     "Equal", "Expand", "Flatten", "Floor", "Gather", "GatherElements", "Greater",
     "GreaterOrEqual", "Identity", "Less", "LessOrEqual", "Max", "Min", "Mod", "Mul", "Neg",
-    "Not", "Or", "Range", "Reshape", "Shape", "Sign", "Size", "Slice", "Split", "Squeeze",
-    "Sub", "Tile", "Transpose", "Unsqueeze", "Where", "Xor",
+    "Not", "Or", "Range", "ReduceProd", "ReduceSum", "Reshape", "Shape", "Sign", "Size",
+    "Slice", "Split", "Squeeze", "Sub", "Tile", "Transpose", "Unsqueeze", "Where", "Xor",
 })
 #: folded on integers only: on floats a runtime may fuse a multiply and an add, divide
-#: approximately, order a Range's additions or take a NaN its own way
-_INTEGER_ONLY = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Range"})
+#: approximately, order a Range's or a reduction's additions or take a NaN its own way
+_INTEGER_ONLY = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Range",
+                           "ReduceProd", "ReduceSum"})
+#: ops whose output's size is read from their inputs' values (a shape, repeats, a Range's
+#: bounds), not bounded by their inputs' sizes: a fold that does not know the output's shape
+#: beforehand (a written body's) must bound it first
+SIZED_BY_VALUES = frozenset({"ConstantOfShape", "Expand", "Range", "Tile"})
 #: the most elements a folded value or a constant it reads may have
 MAX_ELEMENTS = 1 << 16
 #: the most nodes folded into one value
