@@ -47,6 +47,13 @@ def since_version(op: str, opset: int, domain: str = "") -> int | None:
     return None if s is None else s.since_version
 
 
+def has_function_body(op: str, opset: int, domain: str = "") -> bool:
+    """Whether the schema of ``op`` in force at ``opset`` of ``domain`` defines it by a
+    function body (one of its own, or one onnx.defs builds for the node)."""
+    s = schema(op, opset, domain)
+    return s is not None and (s.has_function or s.has_context_dependent_function)
+
+
 def function_body_version(op: str, opset: int, domain: str = "",
                           near: int | None = None) -> int | None:
     """The version of the function body :func:`function_body` gives for ``op`` in force at

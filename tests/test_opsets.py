@@ -77,6 +77,8 @@ def test_function_body_is_the_one_closest_to_near():
     assert opsets.function_body_version("LayerNormalization", 17, near=17) == 17
     assert opsets.function_body_version("LayerNormalization", 17, near=30) == 18
     assert opsets.function_body_version("Conv", 11) is None
+    assert opsets.has_function_body("LayerNormalization", 17)
+    assert not opsets.has_function_body("Conv", 11) and not opsets.has_function_body("No", 1)
     assert opsets.function_body("Conv", 11) is None
     a, b = opsets.function_body("LeakyRelu", 16), opsets.function_body("LeakyRelu", 16)
     assert a is not b and a.SerializeToString() == onnx.defs.get_schema(

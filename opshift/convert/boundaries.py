@@ -153,7 +153,4 @@ def _below(op: str, first: int) -> str | None:
     replace = replacement_for(op)
     if replace is not None:
         return replace.__name__
-    s = opsets.schema(op, first)
-    has_body = s is not None and (s.function_opset_versions
-                                  or s.context_dependent_function_opset_versions)
-    return "function body" if has_body else "refused"
+    return "function body" if opsets.has_function_body(op, first) else "refused"

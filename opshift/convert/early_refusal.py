@@ -55,9 +55,7 @@ def no_form_at(op: str, v_from: int, target: int) -> bool:
     first = opsets.versions(op)[0]
     if any(steps_for(op, hi) for _, hi in versions_between(op, v_from, first)):
         return False
-    s = opsets.schema(op, first)
-    return s is not None and not s.function_opset_versions \
-        and not s.context_dependent_function_opset_versions
+    return opsets.schema(op, first) is not None and not opsets.has_function_body(op, first)
 
 
 def refuse_early(model: onnx.ModelProto, source: int, target: int,

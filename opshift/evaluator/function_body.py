@@ -33,9 +33,8 @@ SOURCE = "function body"
 
 def has_body(domain: str, op: str, version: int) -> bool:
     """Whether the schema of ``op`` at ``version`` defines it by a function body."""
-    s = opsets.schema(op, version, domain)
-    return s is not None and s.since_version == version and (
-        s.has_function or s.has_context_dependent_function)
+    return opsets.since_version(op, version, domain) == version \
+        and opsets.has_function_body(op, version, domain)
 
 
 def node_with_defaults(ctx) -> onnx.NodeProto:
