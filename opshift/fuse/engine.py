@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from opshift import progress
 from opshift.errors import function_label
-from opshift.fuse.report import Event, Recorder, recording
+from opshift.fuse.report import Event, Recorder
 from opshift.fuse.rules import rules as _rules
 from opshift.fuse.types import (
     annotate_functions,
@@ -25,6 +25,7 @@ from opshift.fuse.types import (
     function_types,
     graph_types,
 )
+from opshift.fuse.values import InferredTypes
 from opshift.graph.scopes import may_hold_subgraphs
 
 
@@ -122,16 +123,17 @@ def _remove(nodes: list[ir.Node]) -> None:
         graph.remove(group, safe=True)
 
 
-@functools.cache
-def _rule_set(allow_rounding: bool):
-    """:func:`opshift.fuse.rules.rules`, dispatched by the node's op type (same rewrites, in
-    the same order). Built once per process: the rules keep no state between runs (a check's
-    plan lives only until its rewrite; the recorder is per run)."""
+def _rule_set(allow_rounding: bool, recorder: Recorder | None = None,
+              inferred: InferredTypes | None = None):
+    """:func:`opshift.fuse.rules.rules` of one run (recording into ``recorder``, reading the
+    ``inferred`` types), dispatched by the node's op type (same rewrites, in the same
+    order). Cheap to make: the rules' patterns are traced once per process."""
     from onnxscript.rewriter import RewriteRuleSet
 
     from opshift.fuse.report import ByRootOp
 
-    return RewriteRuleSet([ByRootOp(_rules(allow_rounding=allow_rounding).rules)])
+    return RewriteRuleSet([ByRootOp(_rules(allow_rounding=allow_rounding, recorder=recorder,
+                                           inferred=inferred).rules)])
 
 
 def _apply(model: ir.Model, rule) -> int:
@@ -225,8 +227,11 @@ def _dead_initializers(values: list[ir.Value], unused: list[ir.Node]) -> list[ir
 
 def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
             capture_regions: bool = False, only: dict[int, object] | None = None,
+            inferred: InferredTypes | None = None,
             _unused_out: Unused | None = None) -> FuseResult:
-    """Fuse in place in ``model`` (an ``onnx_ir.Model``); shapes are those ``model`` carries.
+    """Fuse in place in ``model`` (an ``onnx_ir.Model``); types and shapes are those ``model``
+    carries, completed by ``inferred`` (what onnx shape inference found, see
+    :func:`fuse_typed`).
     Constant producers and initializers the fusions left unused are removed. ``only``:
     id(node) -> tag; then only the matches holding one of these nodes are fused (each
     fusion's ``Event.tags`` lists theirs).
@@ -240,9 +245,8 @@ def fuse_ir(model: ir.Model, *, allow_rounding: bool = False,
         rec.scope_labels[id(f.graph)] = name
         for g in f.graph.subgraphs():
             rec.scope_labels[id(g)] = f"{name}/{g.name or 'subgraph'}"
-    rule_set = _rule_set(allow_rounding)
-    with recording(rec):
-        count = _apply(model, rule_set.rules[0])
+    rule_set = _rule_set(allow_rounding, rec, inferred)
+    count = _apply(model, rule_set.rules[0])
     if count:
         unused = _unused(rec.cleanup)
         dead = _dead_initializers(rec.initializers, unused)
@@ -267,7 +271,6 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
     subgraphs, and of function bodies from their call sites; shapes of the main graph and
     its subgraphs from :class:`~opshift.graph.facts.Facts` (inference completed by each op's
     rules). Nothing inferred is written into ``ir_model``."""
-    from opshift.fuse.values import INFERRED_TYPES
     from opshift.graph.facts import Facts
 
     types: dict[str, onnx.TypeProto] = {}
@@ -278,12 +281,12 @@ def fuse_typed(ir_model: ir.Model, proto: onnx.ModelProto, *, allow_rounding: bo
     typed = (annotate_functions(ir_model, function_types(inferred))
              if proto.functions else None)
     facts = Facts(proto, inferred=inferred)
-    token = INFERRED_TYPES.set((types, function_graphs(ir_model), facts.shape))
+    found = InferredTypes(types, function_graphs(ir_model), facts.shape)
     try:
         return fuse_ir(ir_model, allow_rounding=allow_rounding,
-                       capture_regions=capture_regions, only=only, _unused_out=_unused_out)
+                       capture_regions=capture_regions, only=only, inferred=found,
+                       _unused_out=_unused_out)
     finally:
-        INFERRED_TYPES.reset(token)
         if typed is not None:
             clear_function_types(ir_model, typed)
 

@@ -6,19 +6,19 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from opshift.fuse.values import dtype_of, shape_of
+from opshift.fuse.values import Match, dtype_of, shape_of
 from opshift.graph.edit import constant_node
 from opshift.verify import region_model
 
 
-def _value_info(v: ir.Value) -> onnx.ValueInfoProto:
-    """The value's type (from the IR, else from the inferred types fuse runs with)."""
+def _value_info(match: Match, v: ir.Value) -> onnx.ValueInfoProto:
+    """The value's type (from the IR, else from the inferred types the match has)."""
     if v.type is not None:
         return ir.serde.serialize_value(v)
-    dtype = dtype_of(v)
+    dtype = dtype_of(match, v)
     if dtype is None:
         raise ValueError(f"value {v.name!r} has no type")
-    shape = shape_of(v)
+    shape = shape_of(match, v)
     return helper.make_tensor_value_info(v.name, int(dtype),
                                          None if shape is None else list(shape))
 
@@ -57,11 +57,11 @@ def _producers(value: ir.Value, among) -> list[ir.Node]:
     return _toposort(list(found.values()))
 
 
-def _boundary(nodes: list[ir.Node], legacy_inputs: bool
+def _boundary(match: Match, nodes: list[ir.Node]
               ) -> tuple[list[onnx.ValueInfoProto], list[onnx.TensorProto]]:
     """The region's inputs and initializers. An initializer is fed as its value, except one
     a caller may override (listed as a graph input from IR 4 on), which is a region input --
-    the same notion of "constant" the checks use (``_values.resolve``)."""
+    the same notion of "constant" the checks use (:func:`opshift.fuse.values.resolve`)."""
     produced = {id(v) for n in nodes for v in n.outputs}
     inputs: list[onnx.ValueInfoProto] = []
     inits: list[onnx.TensorProto] = []
@@ -71,33 +71,34 @@ def _boundary(nodes: list[ir.Node], legacy_inputs: bool
             if v is None or id(v) in produced or id(v) in seen:
                 continue
             seen.add(id(v))
-            _feed(v, legacy_inputs, inputs, inits)
+            _feed(match, v, inputs, inits)
     return inputs, inits
 
 
-def _feed(v: ir.Value, legacy_inputs: bool, inputs: list[onnx.ValueInfoProto],
+def _feed(match: Match, v: ir.Value, inputs: list[onnx.ValueInfoProto],
           inits: list[onnx.TensorProto]) -> None:
     """Add ``v``, read from outside a region, to its initializers or its inputs."""
-    fixed = not v.is_graph_input() or legacy_inputs
+    fixed = not v.is_graph_input() or match.legacy_inputs
     if v.is_initializer() and fixed and v.const_value is not None:
         t = ir.serde.serialize_tensor(v.const_value)
         t.name = v.name
         inits.append(t)
     else:
-        inputs.append(_value_info(v))
+        inputs.append(_value_info(match, v))
 
 
-def capture(label: str, context, plan, opset: int
+def capture(label: str, match: Match, plan
             ) -> tuple[str, onnx.ModelProto, onnx.ModelProto, bool] | None:
     """(label, before, after, signed_zero_exact) for a fusion about to happen, or None when
     the region cannot be expressed standalone (values without types, e.g. in functions)."""
     if any(not isinstance(v, float) for v in plan.attrs.values()):
         return None  # function attribute references: no standalone region
+    context, opset = match.context, match.opset
     try:
         before_nodes = _toposort([*reversed(plan.cleanup), *context.nodes])
-        inputs, inits = _boundary(before_nodes, context.model.ir_version < 4)
+        inputs, inits = _boundary(match, before_nodes)
         outs = list(context.output_values)
-        outputs = [_value_info(v) for v in outs]
+        outputs = [_value_info(match, v) for v in outs]
         before = region_model([ir.serde.serialize_node(n) for n in before_nodes], inputs,
                               outputs, inits, {"": opset})
         after_nodes: list[onnx.NodeProto] = []
@@ -120,7 +121,7 @@ def capture(label: str, context, plan, opset: int
         if plan.slope is not None and plan.slope.producer() is None and plan.slope.name \
                 not in {v.name for v in (*a_inputs, *a_inits)}:
             # a slope the pattern did not read: the initializer inline reshaped (see _slope)
-            _feed(plan.slope, context.model.ir_version < 4, a_inputs, a_inits)
+            _feed(match, plan.slope, a_inputs, a_inits)
         after = region_model(after_nodes, a_inputs, outputs, a_inits, {"": opset})
         return label, before, after, plan.signed_zero_exact
     except (ValueError, TypeError, AttributeError):

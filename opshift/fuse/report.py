@@ -1,14 +1,14 @@
 """Recording fusions and refusals while onnxscript's rewriter runs our rules.
 
 The rewriter reports a refused match only to a tracer (and a tracer stops it from
-rewriting), so the rules record their own decisions into a :class:`Recorder` installed with
-:func:`recording`. Without one (plain ``onnxscript.rewriter.rewrite``) nothing is recorded.
+rewriting), so the rules record their own decisions into the :class:`Recorder` of the run
+that made them (:func:`opshift.fuse.rules.rules`). Without one (plain
+``onnxscript.rewriter.rewrite``) nothing is recorded.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
+import functools
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,9 +17,6 @@ import onnx_ir as ir
 from onnxscript.rewriter import RewriteRule, _matcher
 
 from opshift.graph.names import Names
-
-_CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
-    "opshift_fuse_recorder", default=None)
 
 USED_OUTSIDE = ("a value computed inside the pattern is used outside it or is a graph output; "
                 "fusing would remove it")
@@ -99,7 +96,7 @@ class Recorder:
         if key in self._seen:
             return
         self._seen.add(key)
-        ev = Event(rule, node.name or "", node.op_type, reason, _where(node))
+        ev = Event(rule, node.name or "", node.op_type, reason, self._where(node))
         self._anchors.append((node, ev))
 
     def fuse(self, rule: str, node: ir.Node, produced: str, made: ir.Node | None = None,
@@ -112,7 +109,7 @@ class Recorder:
         from opshift.fuse.region import compose
 
         only = self.only or {}
-        ev = Event(rule, node.name or "", node.op_type, produced, _where(node),
+        ev = Event(rule, node.name or "", node.op_type, produced, self._where(node),
                    tuple(n.op_type for n in matched if id(n) not in self._made),
                    tuple(only[id(n)] for n in matched if id(n) in only), zero_sign)
         region, self.pending = self.pending, None
@@ -138,6 +135,13 @@ class Recorder:
             self.regions.append(region)
         if made is not None:
             self._made[id(made)] = i
+
+    def _where(self, node: ir.Node) -> str:
+        """The label of the graph or function holding ``node``."""
+        g = node.graph
+        if g is None:
+            return ""
+        return self.scope_labels.get(id(g)) or g.name or ""
 
     def finish(self) -> None:
         """Keep refusals whose anchor is still in the graph (not fused by another rule)."""
@@ -170,27 +174,6 @@ def _value_names(model: ir.Model) -> set[str]:
             names.update(v.name for v in node.outputs if v.name)
     return names
 
-
-def _where(node: ir.Node) -> str:
-    g = node.graph
-    if g is None:
-        return ""
-    rec = _CURRENT.get()
-    label = rec.scope_labels.get(id(g)) if rec is not None else None
-    return label or g.name or ""
-
-
-def current() -> Recorder | None:
-    return _CURRENT.get()
-
-
-@contextlib.contextmanager
-def recording(recorder: Recorder) -> Iterator[Recorder]:
-    token = _CURRENT.set(recorder)
-    try:
-        yield recorder
-    finally:
-        _CURRENT.reset(token)
 
 
 def _op_of(node_pattern) -> str | None:
@@ -251,6 +234,22 @@ def commuted(pattern, swaps: tuple[bool, ...]):
     return GraphPattern(inputs, outputs, nodes)
 
 
+@functools.cache  # (patterns are made once per process, see opshift.fuse.rules.rules)
+def operand_skeletons(pattern) -> list[tuple[tuple, tuple[bool, ...]]]:
+    """(skeleton, swaps) per operand order of ``pattern``, in :func:`operand_orders`'s
+    order."""
+    nodes = list(pattern)
+    return [(skeleton(pattern.output_node, frozenset(n for n, swap in zip(nodes, swaps) if swap)),
+             swaps) for swaps in operand_orders(pattern)]
+
+
+@functools.cache
+def commuted_once(pattern, swaps: tuple[bool, ...]):
+    """:func:`commuted`, made once per process: commuting a pattern is most of what building
+    a rule costs, and every run's rules share the patterns (nothing matches into them)."""
+    return commuted(pattern, swaps)
+
+
 def skeleton_ops(rule: AnchoredRule) -> frozenset[str]:
     """The op types every operand order of ``rule``'s pattern contains: those of the pattern
     as written (commuting operands reorders a node's inputs, never its producers)."""
@@ -277,18 +276,19 @@ def fits_skeleton(node: ir.Node, skel: tuple) -> bool:
 
 
 class AnchoredMatcher(_matcher.SimplePatternMatcher):
-    """SimplePatternMatcher that records "used outside" refusals."""
+    """SimplePatternMatcher that records "used outside" refusals in its rule's recorder."""
 
     def __init__(self, pattern) -> None:
         super().__init__(pattern)
         self.rule_name = "opshift"
+        self.recorder: Recorder | None = None
 
     def match(self, model, graph_or_function, node, *, verbose=0, remove_nodes=True,
               tracer=None):
         result = super().match(model, graph_or_function, node, verbose=verbose,
                                remove_nodes=remove_nodes, tracer=tracer)
         if not result and result.reason.startswith("Matched nodes have other uses"):
-            rec = _CURRENT.get()
+            rec = self.recorder
             if rec is not None and rec.selected([node]):
                 rec.refuse(self.rule_name, node, USED_OUTSIDE)
         return result
@@ -298,12 +298,15 @@ class AnchoredRule(RewriteRule):
     """One rule, every operand order of its pattern (commuted Add/Mul/Max/Min), each tried
     only on nodes whose op types have the pattern's shape: the rewriter tries every rule at
     every node, so cheap rejection keeps fusion linear and fast. Behaves as the list of its
-    commuted variants would, in order."""
+    commuted variants would, in order. ``recorder``: where the matcher records the matches
+    refused for a value used outside them (None: nowhere)."""
 
-    def __init__(self, target_pattern, replacement, condition, *, name: str) -> None:
+    def __init__(self, target_pattern, replacement, condition, *, name: str,
+                 recorder: Recorder | None = None) -> None:
         super().__init__(target_pattern, replacement, condition, matcher=AnchoredMatcher,
                          name=name)
         self._matcher.rule_name = name
+        self._matcher.recorder = self.recorder = recorder
         self._skeleton = skeleton(self._target_pattern.output_node)
         self._root_op = root_op(self._target_pattern)
         # the ops the root's direct inputs need (a multiset; the same for every operand order)
@@ -315,22 +318,18 @@ class AnchoredRule(RewriteRule):
     def _variants(self) -> list[list]:
         """``[skeleton, swaps, rule or None]`` per operand order, listed when a node first
         gets past the root op and ``_needs`` filters; each variant's rule is built when a node
-        first fits its skeleton (:meth:`_variant_rule`). Commuting a pattern is most of what
-        building a rule costs, and a model's nodes mostly need one operand order of it."""
+        first fits its skeleton (:meth:`_variant_rule`)."""
         if self._commuted is None:
-            pattern = self._target_pattern
-            nodes = list(pattern)
-            self._commuted = [
-                [skeleton(pattern.output_node,
-                          frozenset(n for n, swap in zip(nodes, swaps) if swap)), swaps, None]
-                for swaps in operand_orders(pattern)]
+            self._commuted = [[skel, swaps, None]
+                              for skel, swaps in operand_skeletons(self._target_pattern)]
         return self._commuted
 
     def _variant_rule(self, entry: list) -> RewriteRule:
         if entry[2] is None:
-            rule = RewriteRule(commuted(self._target_pattern, entry[1]), *self._anchored,
+            rule = RewriteRule(commuted_once(self._target_pattern, entry[1]), *self._anchored,
                                matcher=AnchoredMatcher, name=self.name)
             rule._matcher.rule_name = self.name
+            rule._matcher.recorder = self.recorder
             entry[2] = rule
         return entry[2]
 

@@ -11,7 +11,6 @@ converters treat them).
 
 from __future__ import annotations
 
-import contextvars
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,31 +23,56 @@ from opshift.graph.shape_rules import merge
 from opshift.io.tensors import plain_array
 from opshift.opsets import allowed_types, since_version, tensor_type
 
-#: True while matching in a model whose IR version is < 4 (set by the rules' checks).
-LEGACY_INITIALIZER_INPUTS: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "opshift_legacy_initializer_inputs", default=False)
+
+@dataclass(frozen=True, slots=True)
+class InferredTypes:
+    """What onnx shape inference found for the values whose IR carries no type or an
+    incomplete shape (``opshift.fuse`` infers them and hands them to the rules it makes,
+    without deserializing the inferred value_info into the IR)."""
+
+    #: value name -> inferred onnx.TypeProto, for the main graph and its subgraphs
+    types: dict
+    #: ids of the graphs these names do NOT describe: function bodies
+    excluded: set[int]
+    #: value name -> shape (inference completed by :class:`opshift.graph.facts.Facts`)
+    shape: Callable
+
+    def of(self, value: ir.Value):
+        """(the inferred TypeProto or None, the shape lookup) for ``value``, None where the
+        table does not describe it."""
+        g = value.graph
+        if not value.name or g is None or id(g) in self.excluded:
+            return None
+        return self.types.get(value.name), self.shape
 
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """What the check of one match knows beyond its bindings."""
+    """What the check of one match knows beyond its bindings (made by
+    :meth:`opshift.fuse.rules.base.Rule.check`, passed to every helper that reads it)."""
 
+    #: onnxscript's match context: the model, the graph or function, the matched nodes
+    context: object
     #: the model's main graph (its initializers are visible in every graph of the model)
     main: ir.Graph
     #: the matched nodes are named as ``opshift inline`` names the nodes it writes
     inlined: bool
+    #: the model's IR version is < 4: an initializer listed as a graph input is a constant
+    legacy_inputs: bool
+    #: the types onnx shape inference found, when the rules run in ``opshift.fuse``
+    inferred: InferredTypes | None = None
+
+    @property
+    def opset(self) -> int:
+        """The default-domain opset in force for the matched graph or function."""
+        return graph_opset(self.context)
 
 
-#: The match being checked (set by the rules' checks).
-MATCH: contextvars.ContextVar[Match | None] = contextvars.ContextVar("opshift_match",
-                                                                     default=None)
-
-
-def _overridable(value: ir.Value) -> bool:
+def _overridable(match: Match, value: ir.Value) -> bool:
     """A graph input (an initializer listed as input counts only from IR 4 on)."""
     if not value.is_graph_input():
         return False
-    return not (value.is_initializer() and LEGACY_INITIALIZER_INPUTS.get())
+    return not (value.is_initializer() and match.legacy_inputs)
 
 
 @dataclass(slots=True)
@@ -137,23 +161,23 @@ def _exact_cast(arr: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
 _RESHAPES = frozenset({"Squeeze", "Unsqueeze", "Reshape", "Flatten"})
 
 
-def _axes(node: ir.Node, depth: int) -> list[int] | None:
+def _axes(match: Match, node: ir.Node, depth: int) -> list[int] | None:
     """Squeeze/Unsqueeze axes: the attribute (opset < 13) or a constant second input."""
     attr = node.attributes.get("axes")
     if attr is not None:
         return None if attr.is_ref() else list(attr.as_ints())
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        c = resolve(node.inputs[1], depth + 1)
+        c = resolve(match, node.inputs[1], depth + 1)
         return None if c is None or c.array is None else [int(a) for a in c.array.ravel()]
     return []
 
 
-def _reshaped(node: ir.Node, arr: np.ndarray, depth: int) -> tuple[int, ...] | None:
+def _reshaped(match: Match, node: ir.Node, arr: np.ndarray, depth: int) -> tuple[int, ...] | None:
     """The output shape of a reshaping node on a constant, or None if not decidable."""
     shape = list(arr.shape)
     try:
         if node.op_type == "Squeeze":
-            axes = _axes(node, depth)
+            axes = _axes(match, node, depth)
             if axes is None:
                 return None
             axes = [a % len(shape) for a in axes] if axes else \
@@ -162,7 +186,7 @@ def _reshaped(node: ir.Node, arr: np.ndarray, depth: int) -> tuple[int, ...] | N
                 return None
             return tuple(d for i, d in enumerate(shape) if i not in axes)
         if node.op_type == "Unsqueeze":
-            axes = _axes(node, depth)
+            axes = _axes(match, node, depth)
             if not axes:
                 return None
             rank = len(shape) + len(axes)
@@ -176,7 +200,7 @@ def _reshaped(node: ir.Node, arr: np.ndarray, depth: int) -> tuple[int, ...] | N
         # Reshape
         if node.attributes.get_int("allowzero", 0) or len(node.inputs) < 2:
             return None
-        c = resolve(node.inputs[1], depth + 1)
+        c = resolve(match, node.inputs[1], depth + 1)
         if c is None or c.array is None:
             return None
         target = [int(d) for d in c.array.ravel()]
@@ -186,9 +210,9 @@ def _reshaped(node: ir.Node, arr: np.ndarray, depth: int) -> tuple[int, ...] | N
         return None
 
 
-def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
-    """The constant ``value`` always holds, or None."""
-    if value is None or depth > 4 or _overridable(value):
+def resolve(match: Match, value: ir.Value | None, depth: int = 0) -> Const | None:
+    """The constant ``value`` always holds in ``match``'s model, or None."""
+    if value is None or depth > 4 or _overridable(match, value):
         return None
     node = value.producer()
     if node is None:
@@ -202,7 +226,7 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
             arr = _numpy(value)
         return None if arr is None else Const(arr, arr, "constant", False, (node,))
     if node.op_type in ("Neg", "Identity") and node.inputs and node.inputs[0] is not None:
-        inner = resolve(node.inputs[0], depth + 1)
+        inner = resolve(match, node.inputs[0], depth + 1)
         if inner is None or inner.array is None:
             return None
         arr, src = inner.array, inner.source
@@ -212,18 +236,18 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
                 src = np.negative(src) if _is_float(src.dtype) else arr
         return Const(arr, src, inner.origin, inner.castlike, (node, *inner.producers))
     if node.op_type in _RESHAPES and node.inputs and node.inputs[0] is not None:
-        inner = resolve(node.inputs[0], depth + 1)
+        inner = resolve(match, node.inputs[0], depth + 1)
         if inner is None or inner.array is None:
             return None
-        shape = _reshaped(node, inner.array, depth)
+        shape = _reshaped(match, node, inner.array, depth)
         if shape is None:
             return None
-        operand = resolve(node.inputs[1], depth + 1) if len(node.inputs) > 1 else None
+        operand = resolve(match, node.inputs[1], depth + 1) if len(node.inputs) > 1 else None
         return Const(inner.array.reshape(shape), inner.source.reshape(shape), inner.origin,
                      inner.castlike, (node, *inner.producers,
                                       *(operand.producers if operand is not None else ())))
     if node.op_type in ("Cast", "CastLike") and node.inputs and node.inputs[0] is not None:
-        inner = resolve(node.inputs[0], depth + 1)
+        inner = resolve(match, node.inputs[0], depth + 1)
         if inner is None or inner.array is None:
             return None
         if node.op_type == "Cast":
@@ -241,7 +265,7 @@ def resolve(value: ir.Value | None, depth: int = 0) -> Const | None:
                 target = ir.DataType(to.as_int())
         else:
             like = node.inputs[1] if len(node.inputs) > 1 else None
-            target = dtype_of(like)
+            target = dtype_of(match, like)
         arr = None
         if target is not None:
             to_dtype = target.numpy()
@@ -275,36 +299,20 @@ def ref_attr(value: ir.Value | None) -> tuple[str, tuple[ir.Node, ...]] | None:
     return None
 
 
-#: (value name -> inferred onnx.TypeProto, ids of the graphs it does NOT describe: function
-#: bodies, value name -> shape) for values whose IR carries no type or an incomplete shape.
-#: Set by opshift.fuse from onnx shape inference of the main graph and its subgraphs
-#: (shapes completed by opshift.graph.facts), so that the inferred value_info need not be
-#: deserialized into the IR.
-INFERRED_TYPES: contextvars.ContextVar[tuple[dict, set[int], Callable] | None] = \
-    contextvars.ContextVar("opshift_inferred_types", default=None)
-
-
-def _inferred(value: ir.Value):
-    """(the inferred TypeProto or None, the shape lookup) for ``value``, None where the
-    table does not describe it."""
-    entry = INFERRED_TYPES.get()
-    if entry is None or not value.name:
-        return None
-    table, excluded, shapes = entry
-    g = value.graph
-    if g is None or id(g) in excluded:
-        return None
-    return table.get(value.name), shapes
-
-
 _DATA_TYPES = {int(t): t for t in ir.DataType}  # the enum's call costs ~1 us
 
 
-def dtype_of(value: ir.Value | None) -> ir.DataType | None:
+def _inferred(match: Match, value: ir.Value):
+    """What inference found for ``value`` (see :meth:`InferredTypes.of`), None without."""
+    return None if match.inferred is None else match.inferred.of(value)
+
+
+def dtype_of(match: Match, value: ir.Value | None) -> ir.DataType | None:
+    """``value``'s element type: its IR type, else what inference found for it."""
     if value is None:
         return None
     if value.type is None:
-        found = _inferred(value)
+        found = _inferred(match, value)
         t = found[0] if found is not None else None
         if t is None or not t.HasField("tensor_type") or not t.tensor_type.elem_type:
             return None
@@ -316,8 +324,9 @@ def dtype_of(value: ir.Value | None) -> ir.DataType | None:
         return None
 
 
-def shape_of(value: ir.Value | None) -> tuple[int | str | None, ...] | None:
-    """Static shape with ints for known dims, names for symbolic ones, None for unknown."""
+def shape_of(match: Match, value: ir.Value | None) -> tuple[int | str | None, ...] | None:
+    """Static shape with ints for known dims, names for symbolic ones, None for unknown
+    (the IR's, completed by what inference found)."""
     if value is None:
         return None
     own: tuple | None = None
@@ -326,7 +335,7 @@ def shape_of(value: ir.Value | None) -> tuple[int | str | None, ...] | None:
                     for d in value.shape)
         if None not in own:
             return own
-    found = _inferred(value)
+    found = _inferred(match, value)
     return merge(own, found[1](value.name)) if found is not None else own
 
 

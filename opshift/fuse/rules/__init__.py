@@ -5,12 +5,21 @@
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 from onnxscript.rewriter import RewriteRuleSet
+
+if TYPE_CHECKING:
+    from opshift.fuse.report import Recorder
+    from opshift.fuse.rules.base import Rule
+    from opshift.fuse.values import InferredTypes
 
 __all__ = ["rules"]
 
 
-def rules(*, allow_rounding: bool = False) -> RewriteRuleSet:
+def rules(*, allow_rounding: bool = False, recorder: Recorder | None = None,
+          inferred: InferredTypes | None = None) -> RewriteRuleSet:
     """The PRelu / LeakyRelu / Selu fusion rules, commuted over Add/Mul/Max/Min operands.
 
     A float32 op between Casts from and back to float16/bfloat16 becomes the 16-bit op
@@ -20,13 +29,32 @@ def rules(*, allow_rounding: bool = False) -> RewriteRuleSet:
     Selu body computed step by step in float16) or
     give a zero of the other sign somewhere (e.g. ``Where(x > 0, x, s*x)`` with a negative
     slope element, at x = +-0); off by default.
+
+    ``opshift.fuse`` makes the rules of each run with the run's ``recorder`` (what they
+    fuse and refuse, and why) and the types onnx shape inference found (``inferred``);
+    without them (``onnxscript.rewriter.rewrite``) nothing is recorded and the checks read
+    the types the IR carries.
     """
     from opshift.fuse.report import AnchoredRule
+
+    out = [AnchoredRule(_pattern(cls), r.rewrite, r.check, name=r.name, recorder=recorder)
+           for cls in _classes()
+           for r in [cls(allow_rounding, recorder, inferred)]]
+    return RewriteRuleSet(out)
+
+
+def _classes() -> tuple[type[Rule], ...]:
     from opshift.fuse.rules.activations import RULE_CLASSES, EluSelu
     from opshift.fuse.rules.casts import CAST_RULES
     from opshift.fuse.rules.exporters import EXPORTER_RULES, EluSeluScaledInput
 
-    classes = (*RULE_CLASSES, *EXPORTER_RULES, EluSeluScaledInput, EluSelu, *CAST_RULES)
-    out = [AnchoredRule(r.pattern, r.rewrite, r.check, name=r.name)
-           for r in [cls(allow_rounding) for cls in classes]]
-    return RewriteRuleSet(out)
+    return (*RULE_CLASSES, *EXPORTER_RULES, EluSeluScaledInput, EluSelu, *CAST_RULES)
+
+
+@functools.cache
+def _pattern(cls: type[Rule]):
+    """The onnxscript pattern of rule class ``cls``, traced once per process (the rules of
+    every run share it: matching reads a pattern, never changes it)."""
+    from onnxscript.rewriter._pattern_ir import _to_graph_pattern
+
+    return _to_graph_pattern(cls().pattern)

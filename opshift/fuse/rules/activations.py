@@ -41,7 +41,7 @@ from opshift.fuse.rules import checks as ck
 from opshift.fuse.rules.base import Rule, cmp_alternatives
 from opshift.fuse.rules.selu import selu_plan
 from opshift.fuse.rules.slope import slope_plan
-from opshift.fuse.values import graph_opset, resolve, type_allowed
+from opshift.fuse.values import resolve, type_allowed
 from opshift.tables import number
 
 # -- Where forms: function bodies (bands function/static) and exporter patterns ------------------
@@ -54,9 +54,9 @@ class WhereSlope(Rule):
         cond = cmp_alternatives(op, x, z, negative=True)
         return op.Where(cond, op.Mul(s, x, _outputs=["sx"]), x)
 
-    def plan(self, context, x, s, z, sx, zero_to_slope, **_):
-        zc = ck.zero(z, x)
-        return slope_plan(x, s, sx.producer(), graph_opset(context),
+    def plan(self, match, x, s, z, sx, zero_to_slope, **_):
+        zc = ck.zero(match, z, x)
+        return slope_plan(match, x, s, sx.producer(), match.opset,
                           zero_to_slope=zero_to_slope, extra=zc.producers)
 
 
@@ -67,9 +67,9 @@ class WhereSlopeMirrored(Rule):
         cond = cmp_alternatives(op, x, z, negative=False)
         return op.Where(cond, x, op.Mul(s, x, _outputs=["sx"]))
 
-    def plan(self, context, x, s, z, sx, zero_to_slope, **_):
-        zc = ck.zero(z, x)
-        return slope_plan(x, s, sx.producer(), graph_opset(context),
+    def plan(self, match, x, s, z, sx, zero_to_slope, **_):
+        zc = ck.zero(match, z, x)
+        return slope_plan(match, x, s, sx.producer(), match.opset,
                           zero_to_slope=zero_to_slope, extra=zc.producers)
 
 
@@ -93,9 +93,9 @@ class WhereSelu(Rule):
         neg = op.Mul(g1, op.Sub(op.Mul(a1, op.Exp(x)), a2))
         return op.Where(cond, neg, op.Mul(g2, x))
 
-    def plan(self, context, x, z, a1, a2, g1, g2, zero_to_slope, **_):
-        zc = ck.zero(z, x)
-        plan = selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+    def plan(self, match, x, z, a1, a2, g1, g2, zero_to_slope, **_):
+        zc = ck.zero(match, z, x)
+        plan = selu_plan(match, x, match.opset, [a1, a2], [g1, g2], extra=zc.producers)
         return _selu_zero_sign(plan, zero_to_slope)
 
 
@@ -107,9 +107,9 @@ class WhereSeluMirrored(Rule):
         neg = op.Mul(g1, op.Sub(op.Mul(a1, op.Exp(x)), a2))
         return op.Where(cond, op.Mul(g2, x), neg)
 
-    def plan(self, context, x, z, a1, a2, g1, g2, zero_to_slope, **_):
-        zc = ck.zero(z, x)
-        plan = selu_plan(x, graph_opset(context), [a1, a2], [g1, g2], extra=zc.producers)
+    def plan(self, match, x, z, a1, a2, g1, g2, zero_to_slope, **_):
+        zc = ck.zero(match, z, x)
+        plan = selu_plan(match, x, match.opset, [a1, a2], [g1, g2], extra=zc.producers)
         return _selu_zero_sign(plan, zero_to_slope)
 
 
@@ -150,8 +150,8 @@ class MaxSlope(Rule):
     def pattern(self, op, x, s):
         return op.Max(x, op.Mul(x, s, _outputs=["sx"]))
 
-    def plan(self, context, x, s, sx, **_):
-        return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
+    def plan(self, match, x, s, sx, **_):
+        return slope_plan(match, x, s, sx.producer(), match.opset, zero_to_slope=False,
                           value_check=between_0_and_1)
 
 
@@ -161,8 +161,8 @@ class MinSlope(Rule):
     def pattern(self, op, x, s):
         return op.Min(x, op.Mul(x, s, _outputs=["sx"]))
 
-    def plan(self, context, x, s, sx, **_):
-        return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=False,
+    def plan(self, match, x, s, sx, **_):
+        return slope_plan(match, x, s, sx.producer(), match.opset, zero_to_slope=False,
                           value_check=_at_least_1,
                           integers="a*x wraps around for large x >= 0, so Min picks it")
 
@@ -188,8 +188,8 @@ class ReluSubSlope(Rule):
     def pattern(self, op, x, s):
         return op.Sub(op.Relu(x), op.Mul(s, op.Relu(op.Neg(x)), _outputs=["sx"]))
 
-    def plan(self, context, x, s, sx, **_):
-        return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
+    def plan(self, match, x, s, sx, **_):
+        return slope_plan(match, x, s, sx.producer(), match.opset, zero_to_slope=True,
                           zero_sign=relu_zero_sign,
                           integers="Relu(-x) is 0 at the most negative value (-x wraps)")
 
@@ -205,8 +205,8 @@ class ReluSelu(Rule):
         exp = op.Exp(op.Neg(op.Relu(op.Neg(x))))
         return op.Mul(op.Add(op.Relu(x), op.Sub(op.Mul(exp, a1), a2)), g)
 
-    def plan(self, context, x, a1, a2, g, **_):
-        return selu_plan(x, graph_opset(context), [a1, a2], [g])
+    def plan(self, match, x, a1, a2, g, **_):
+        return selu_plan(match, x, match.opset, [a1, a2], [g])
 
 
 class EluSelu(Rule):
@@ -217,8 +217,8 @@ class EluSelu(Rule):
     def pattern(self, op, x, g):
         return op.Mul(op.Elu(x, _outputs=["elu"]), g)
 
-    def plan(self, context, x, g, elu, **_):
-        gc = resolve(g)
+    def plan(self, match, x, g, elu, **_):
+        gc = resolve(match, g)
         if gc is None:
             raise ck.Refuse("gamma is not a constant")
         if gc.source.size != 1:
@@ -228,10 +228,10 @@ class EluSelu(Rule):
                             "(alpha*(exp(x)-1) vs alpha*exp(x)-alpha); not exact "
                             "(allow_rounding=True fuses it anyway)")
         alpha = elu.producer().attributes.get_float("alpha", 1.0)
-        dtype = ck.x_dtype(x, gc)
+        dtype = ck.x_dtype(match, x, gc)
         gamma = ck.scalar_attr(gc, dtype, "gamma")
-        ck.no_expand(gc.shape, x, "gamma")
-        version, ok = type_allowed("Selu", graph_opset(context), dtype)
+        ck.no_expand(match, gc.shape, x, "gamma")
+        version, ok = type_allowed("Selu", match.opset, dtype)
         if not ok:
             raise ck.Refuse(f"Selu-{version} does not accept element type {dtype.name.lower()}")
         return ck.Plan("Selu", x, attrs={"alpha": float(alpha), "gamma": gamma},

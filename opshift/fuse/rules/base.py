@@ -6,9 +6,9 @@ from __future__ import annotations
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter._basics import MatchResult
 
-from opshift.fuse.report import current, inline_prefix
+from opshift.fuse.report import Recorder, inline_prefix
 from opshift.fuse.rules import checks as ck
-from opshift.fuse.values import LEGACY_INITIALIZER_INPUTS, MATCH, Match, graph_opset
+from opshift.fuse.values import InferredTypes, Match
 
 
 def cmp_alternatives(op, x, z, negative: bool):
@@ -33,7 +33,8 @@ def cmp_alternatives(op, x, z, negative: bool):
 
 
 class Rule(pattern.RewriteRuleClassBase):
-    """check() runs ``plan()``; a :class:`ck.Refuse` becomes a MatchResult failure (and a
+    """check() runs ``plan()`` with the :class:`~opshift.fuse.values.Match` it makes of
+    onnxscript's match context; a :class:`ck.Refuse` becomes a MatchResult failure (and a
     recorded refusal); rewrite() emits the planned op.
 
     Rounding. A plan whose pattern rounds otherwise than the op (``Plan.rounding``, e.g. a
@@ -50,44 +51,44 @@ class Rule(pattern.RewriteRuleClassBase):
     #: The rule's pattern is one ``inline`` writes (see the class docstring).
     inline_form = False
 
-    def __init__(self, allow_rounding: bool = False) -> None:
+    def __init__(self, allow_rounding: bool = False, recorder: Recorder | None = None,
+                 inferred: InferredTypes | None = None) -> None:
         super().__init__(name=type(self).__name__)
         self.allow_rounding = allow_rounding
+        #: where the fusions and refusals of the run go (None: not recorded)
+        self.recorder = recorder
+        #: the types onnx shape inference found for the model (None: the IR's only)
+        self.inferred = inferred
         self._plan: ck.Plan | None = None
 
-    def plan(self, context, **bindings) -> ck.Plan:  # pragma: no cover - abstract
+    def plan(self, match: Match, **bindings) -> ck.Plan:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def check(self, context, **bindings) -> MatchResult:
         self._plan = None
-        rec = current()
+        rec = self.recorder
         if rec is not None and not rec.selected(context.nodes):
             return MatchResult().fail("not among the regions asked for")
         self._anchor = context.root
         self._matched = context.nodes
         self._model = context.model
-        token = LEGACY_INITIALIZER_INPUTS.set(context.model.ir_version < 4)
-        match = MATCH.set(Match(context.model.graph,
-                                inline_prefix(context.root, tuple(context.nodes)) is not None))
+        match = Match(context, context.model.graph,
+                      inline_prefix(context.root, tuple(context.nodes)) is not None,
+                      context.model.ir_version < 4, self.inferred)
         try:
-            self._plan = self._admit(self.plan(context, **bindings))
+            self._plan = self._admit(self.plan(match, **bindings))
         except (ck.Refuse, ValueError, TypeError, AttributeError, IndexError) as e:
             # refusing is always safe; an unexpected error in a check refuses too, visibly
             reason = str(e) if isinstance(e, ck.Refuse) else \
                 f"internal error in the check ({type(e).__name__}: {e}); not fused"
-            rec = current()
             if rec is not None:
                 rec.refuse(self.name, context.root, reason)
             return MatchResult().fail(reason)
-        finally:
-            MATCH.reset(match)
-            LEGACY_INITIALIZER_INPUTS.reset(token)
-        rec = current()
         if rec is not None and rec.capture:
             from opshift.fuse.region import capture
 
             label = f"{context.root.name or context.root.op_type} -> {self._plan.op}"
-            rec.pending = capture(label, context, self._plan, graph_opset(context))
+            rec.pending = capture(label, match, self._plan)
         return MatchResult()
 
     def _admit(self, plan: ck.Plan) -> ck.Plan:
@@ -102,7 +103,7 @@ class Rule(pattern.RewriteRuleClassBase):
         plan = self._plan
         assert plan is not None
         self._plan = None
-        rec = current()
+        rec = self.recorder
         if rec is not None:
             rec.cleanup.extend(plan.cleanup)
             rec.initializers.extend(v for n in (*self._matched, *plan.cleanup) for v in n.inputs

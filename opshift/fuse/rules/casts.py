@@ -17,7 +17,7 @@ import onnx_ir as ir
 from opshift import opsets
 from opshift.fuse.rules import checks as ck
 from opshift.fuse.rules.base import Rule
-from opshift.fuse.values import dtype_of, graph_opset, type_allowed
+from opshift.fuse.values import Match, dtype_of, type_allowed
 
 
 def _cast_to(node: ir.Node | None) -> int | None:
@@ -39,29 +39,29 @@ def _from_float(v: ir.Value, what: str) -> tuple[ir.Value, ir.Node]:
     return cast.inputs[0], cast
 
 
-def _plan(context, op: str, xf: ir.Value, yf: ir.Value, sf: ir.Value | None = None
+def _plan(match: Match, op: str, xf: ir.Value, yf: ir.Value, sf: ir.Value | None = None
           ) -> ck.Plan:
     """The 16-bit op for ``Cast(op(xf[, sf]) -> yf)``. The Casts to float are not part of
     the pattern (the float32 body fused before this, in the same pass, leaves CastLike nodes
     reading X's Cast until its clean-up): they are the plan's clean-up, removed when no
     other node reads them."""
     x, xcast = _from_float(xf, "X")
-    dtype = dtype_of(x)
+    dtype = dtype_of(match, x)
     if dtype is None:
         raise ck.Refuse("the element type of X is not known")
     if dtype not in ck.NARROW:
         raise ck.Refuse(f"X is {dtype.name.lower()}, not float16 or bfloat16: computing in "
                         "float32 between Casts is not the op on it")
-    if _cast_to(context.root) != int(dtype):
+    if _cast_to(match.context.root) != int(dtype):
         raise ck.Refuse(f"the result is not cast back to X's type {dtype.name.lower()}")
     cleanup: tuple[ir.Node, ...] = (xcast,)
     slope = None
     if sf is not None:
         slope, scast = _from_float(sf, "the slope")
-        if dtype_of(slope) != dtype:
+        if dtype_of(match, slope) != dtype:
             raise ck.Refuse("the slope is not cast from X's type")
         cleanup += (scast,)
-    opset = graph_opset(context)
+    opset = match.opset
     version, ok = type_allowed(op, opset, dtype)
     if not ok:
         raise ck.Refuse(f"{op}-{version} at opset {opset} does not accept element type "
@@ -82,8 +82,8 @@ class CastLeakyRelu(Rule):
     def pattern(self, op, xf):
         return op.Cast(op.LeakyRelu(xf, _outputs=["yf"]))
 
-    def plan(self, context, xf, yf, **_):
-        return _plan(context, "LeakyRelu", xf, yf)
+    def plan(self, match, xf, yf, **_):
+        return _plan(match, "LeakyRelu", xf, yf)
 
 
 class CastSelu(Rule):
@@ -92,8 +92,8 @@ class CastSelu(Rule):
     def pattern(self, op, xf):
         return op.Cast(op.Selu(xf, _outputs=["yf"]))
 
-    def plan(self, context, xf, yf, **_):
-        return _plan(context, "Selu", xf, yf)
+    def plan(self, match, xf, yf, **_):
+        return _plan(match, "Selu", xf, yf)
 
 
 class CastPRelu(Rule):
@@ -103,8 +103,8 @@ class CastPRelu(Rule):
     def pattern(self, op, xf, sf):
         return op.Cast(op.PRelu(xf, sf, _outputs=["yf"]))
 
-    def plan(self, context, xf, sf, yf, **_):
-        return _plan(context, "PRelu", xf, yf, sf)
+    def plan(self, match, xf, sf, yf, **_):
+        return _plan(match, "PRelu", xf, yf, sf)
 
 
 CAST_RULES = (CastLeakyRelu, CastSelu, CastPRelu)

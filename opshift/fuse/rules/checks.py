@@ -16,7 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from opshift.broadcast import numpy_shape
-from opshift.fuse.values import Const, dtype_of, float32_attr, resolve, shape_of
+from opshift.fuse.values import Const, Match, dtype_of, float32_attr, resolve, shape_of
 from opshift.tables import number
 
 Shape = tuple[int | str | None, ...]
@@ -68,23 +68,24 @@ def fmt_shape(shape) -> str:
     return "?" if shape is None else str(list(shape))
 
 
-def x_dtype(x: ir.Value, *others: Const | ir.Value | None) -> ir.DataType:
+def x_dtype(match: Match, x: ir.Value, *others: Const | ir.Value | None) -> ir.DataType:
     """X's element type: declared, or that of a typed operand combined with X in a binary op."""
-    dt = dtype_of(x)
+    dt = dtype_of(match, x)
     if dt is not None:
         return dt
     for o in others:
         if isinstance(o, Const):
             if not o.castlike and o.array is not None:
                 return ir.DataType.from_numpy(o.array.dtype)
-        elif o is not None and dtype_of(o) is not None:
-            return dtype_of(o)
+        elif o is not None and dtype_of(match, o) is not None:
+            return dtype_of(match, o)
     raise Refuse("the element type of X is not known (no type information; run shape "
                  "inference or declare value_info)")
 
 
-def zero(z: ir.Value | None, x: ir.Value, what: str = "comparison operand") -> Const:
-    c = resolve(z)
+def zero(match: Match, z: ir.Value | None, x: ir.Value, what: str = "comparison operand"
+         ) -> Const:
+    c = resolve(match, z)
     if c is None:
         raise Refuse(f"the {what} is not a constant")
     if c.source.dtype.kind not in "fiub" and c.source.dtype.name != "bfloat16":
@@ -92,15 +93,15 @@ def zero(z: ir.Value | None, x: ir.Value, what: str = "comparison operand") -> C
     src = c.source
     if not (src.item() == 0 if src.size == 1 else bool((src.astype(np.float64) == 0).all())):
         raise Refuse(f"the {what} is not zero (value {c.source.ravel()[:4].tolist()})")
-    no_expand(c.shape, x, what)
+    no_expand(match, c.shape, x, what)
     return c
 
 
-def no_expand(shape: Shape, x: ir.Value, what: str) -> None:
+def no_expand(match: Match, shape: Shape, x: ir.Value, what: str) -> None:
     """``shape`` broadcasts to X without changing X's shape."""
     if len(shape) == 0:
         return
-    xs = shape_of(x)
+    xs = shape_of(match, x)
     if xs is None:
         raise Refuse(f"the shape of X is unknown, so a {what} of shape {list(shape)} might "
                      "broadcast X to another shape")

@@ -37,7 +37,7 @@ from opshift.fuse.rules.activations import EluSelu, between_0_and_1, relu_zero_s
 from opshift.fuse.rules.base import Rule, cmp_alternatives
 from opshift.fuse.rules.selu import selu_plan
 from opshift.fuse.rules.slope import slope_plan
-from opshift.fuse.values import graph_opset, resolve
+from opshift.fuse.values import Match, resolve
 from opshift.opsets import since_version
 from opshift.tables import number
 
@@ -51,8 +51,8 @@ class ReluAddNegSlope(Rule):
     def pattern(self, op, x, s):
         return op.Add(op.Relu(x), op.Mul(s, op.Relu(op.Neg(x)), _outputs=["sx"]))
 
-    def plan(self, context, x, s, sx, **_):
-        return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=True,
+    def plan(self, match, x, s, sx, **_):
+        return slope_plan(match, x, s, sx.producer(), match.opset, zero_to_slope=True,
                           zero_sign=relu_zero_sign, integers=_WRAPS, negate=True)
 
 
@@ -72,10 +72,10 @@ def _clip_bounds(node: ir.Node, opset: int) -> dict[str, ir.Value | float | None
     return out
 
 
-def _bound_value(bound, x: ir.Value, what: str) -> tuple[float, tuple[ir.Node, ...]]:
+def _bound_value(match: Match, bound, x: ir.Value, what: str) -> tuple[float, tuple[ir.Node, ...]]:
     if isinstance(bound, float):
         return bound, ()
-    c = resolve(bound)
+    c = resolve(match, bound)
     if c is None or c.array is None:
         raise ck.Refuse(f"the Clip's {what} is not a constant")
     if c.array.size != 1:
@@ -83,7 +83,8 @@ def _bound_value(bound, x: ir.Value, what: str) -> tuple[float, tuple[ir.Node, .
     return float(c.array.astype(np.float64).reshape(())), c.producers
 
 
-def _part(node: ir.Node, x: ir.Value, positive: bool, opset: int) -> tuple[ir.Node, ...]:
+def _part(match: Match, node: ir.Node, x: ir.Value, positive: bool, opset: int
+          ) -> tuple[ir.Node, ...]:
     """Check that ``node`` is ``max(x, 0)`` (``positive``) or ``min(x, 0)`` for every x,
     infinities included; returns the constant producers it reads."""
     if node.op_type == "Relu":
@@ -92,7 +93,7 @@ def _part(node: ir.Node, x: ir.Value, positive: bool, opset: int) -> tuple[ir.No
         if len(node.inputs) != 2:
             raise ck.Refuse(f"{node.op_type} has {len(node.inputs)} operands, not 2")
         other = node.inputs[1] if node.inputs[0] is x else node.inputs[0]
-        return ck.zero(other, x, f"{node.op_type} operand").producers
+        return ck.zero(match, other, x, f"{node.op_type} operand").producers
     zero_at, far = ("min", "max") if positive else ("max", "min")
     bounds = _clip_bounds(node, opset)
     if bounds[far] is None:
@@ -104,10 +105,10 @@ def _part(node: ir.Node, x: ir.Value, positive: bool, opset: int) -> tuple[ir.No
     if bounds[zero_at] is None:
         part = "positive" if positive else "negative"
         raise ck.Refuse(f"Clip without a {zero_at} is not the {part} part of x")
-    zero, nodes = _bound_value(bounds[zero_at], x, zero_at)
+    zero, nodes = _bound_value(match, bounds[zero_at], x, zero_at)
     if zero != 0:
         raise ck.Refuse(f"the Clip's {zero_at} is {zero:g}, not 0")
-    inf, more = _bound_value(bounds[far], x, far)
+    inf, more = _bound_value(match, bounds[far], x, far)
     if inf != (math.inf if positive else -math.inf):
         raise ck.Refuse(f"the Clip's {far} is {inf:g}, not {'+' if positive else '-'}inf")
     return nodes + more
@@ -120,10 +121,11 @@ class _PartsSlope(Rule):
         return op.Add(self.positive(op, x, zp), op.Mul(s, self.negative(op, x, zn),
                                                       _outputs=["sx"]))
 
-    def plan(self, context, x, s, sx, pos, neg, **_):
-        opset = graph_opset(context)
-        extra = _part(pos.producer(), x, True, opset) + _part(neg.producer(), x, False, opset)
-        return slope_plan(x, s, sx.producer(), opset, zero_to_slope=True, extra=extra,
+    def plan(self, match, x, s, sx, pos, neg, **_):
+        opset = match.opset
+        extra = (_part(match, pos.producer(), x, True, opset)
+                 + _part(match, neg.producer(), x, False, opset))
+        return slope_plan(match, x, s, sx.producer(), opset, zero_to_slope=True, extra=extra,
                           zero_sign=relu_zero_sign)
 
 
@@ -167,13 +169,13 @@ ClipClipSlope = _parts_rule("ClipClipSlope", _clip_pos, _clip_neg,
 # -- s * x + 0: Paddle's scale op ---------------------------------------------------------
 
 
-def _bias_plan(context, x, s, sx, b, z=None, zero_to_slope: bool = False, value_check=None):
+def _bias_plan(match: Match, x, s, sx, b, z=None, zero_to_slope: bool = False, value_check=None):
     """The slope plan for a product ``s*x + b``, b a zero: ``+ (-0)`` changes nothing, so the
     pattern is the product's; ``+ (+0)`` turns a -0 product into +0."""
-    bc = ck.zero(b, x, "added constant")
-    extra = bc.producers + (ck.zero(z, x).producers if z is not None else ())
+    bc = ck.zero(match, b, x, "added constant")
+    extra = bc.producers + (ck.zero(match, z, x).producers if z is not None else ())
     plus_zero = not bool(np.all(np.signbit(bc.source.astype(np.float64))))
-    return slope_plan(x, s, sx.producer(), graph_opset(context), zero_to_slope=zero_to_slope,
+    return slope_plan(match, x, s, sx.producer(), match.opset, zero_to_slope=zero_to_slope,
                       extra=extra, value_check=value_check,
                       zero_sign=_adds_plus_zero if plus_zero else None)
 
@@ -190,8 +192,8 @@ class WhereScaleSlope(Rule):
         cond = cmp_alternatives(op, x, z, negative=True)
         return op.Where(cond, op.Add(op.Mul(s, x, _outputs=["sx"]), b), x)
 
-    def plan(self, context, x, s, z, b, sx, zero_to_slope, **_):
-        return _bias_plan(context, x, s, sx, b, z, zero_to_slope)
+    def plan(self, match, x, s, z, b, sx, zero_to_slope, **_):
+        return _bias_plan(match, x, s, sx, b, z, zero_to_slope)
 
 
 class WhereScaleSlopeMirrored(Rule):
@@ -202,8 +204,8 @@ class WhereScaleSlopeMirrored(Rule):
         cond = cmp_alternatives(op, x, z, negative=False)
         return op.Where(cond, x, op.Add(op.Mul(s, x, _outputs=["sx"]), b))
 
-    def plan(self, context, x, s, z, b, sx, zero_to_slope, **_):
-        return _bias_plan(context, x, s, sx, b, z, zero_to_slope)
+    def plan(self, match, x, s, z, b, sx, zero_to_slope, **_):
+        return _bias_plan(match, x, s, sx, b, z, zero_to_slope)
 
 
 class MaxScaleSlope(Rule):
@@ -213,8 +215,8 @@ class MaxScaleSlope(Rule):
     def pattern(self, op, x, s, b):
         return op.Max(x, op.Add(op.Mul(x, s, _outputs=["sx"]), b))
 
-    def plan(self, context, x, s, b, sx, **_):
-        return _bias_plan(context, x, s, sx, b, value_check=between_0_and_1)
+    def plan(self, match, x, s, b, sx, **_):
+        return _bias_plan(match, x, s, sx, b, value_check=between_0_and_1)
 
 
 # -- Selu through Elu ------------------------------------------------------------------------
@@ -233,12 +235,12 @@ class WhereEluSelu(Rule):
         cond = cmp_alternatives(op, x, z, negative=False)
         return op.Mul(g, op.Where(cond, e, op.Mul(a, e)))
 
-    def plan(self, context, x, z, a, g, elu, **_):
-        zc = ck.zero(z, x)
+    def plan(self, match, x, z, a, g, elu, **_):
+        zc = ck.zero(match, z, x)
         elu_alpha = elu.producer().attributes.get_float("alpha", 1.0)
         if elu_alpha != 1.0:
             raise ck.Refuse(f"Elu's alpha is {number(elu_alpha)}, not 1")
-        plan = selu_plan(x, graph_opset(context), [a], [g], extra=zc.producers)
+        plan = selu_plan(match, x, match.opset, [a], [g], extra=zc.producers)
         if not self.allow_rounding:
             raise ck.Refuse(f"gamma*Where(x > 0, Elu(x), alpha*Elu(x)) {_ROUNDS}")
         plan.signed_zero_exact = False
@@ -253,14 +255,14 @@ class EluSeluScaledInput(EluSelu):
     def pattern(self, op, x, one, g):
         return op.Mul(op.Elu(op.Mul(x, one), _outputs=["elu"]), g)
 
-    def plan(self, context, x, one, g, elu, **_):
-        oc = resolve(one)
+    def plan(self, match, x, one, g, elu, **_):
+        oc = resolve(match, one)
         if oc is None or oc.array is None:
             raise ck.Refuse("the input scale is not a constant")
         if not bool(np.all(oc.array.astype(np.float64) == 1)):
             raise ck.Refuse("the input scale is not 1")
-        ck.no_expand(oc.shape, x, "input scale")
-        plan = super().plan(context, x, g, elu)
+        ck.no_expand(match, oc.shape, x, "input scale")
+        plan = super().plan(match, x, g, elu)
         plan.cleanup = plan.cleanup + oc.producers
         return plan
 

@@ -21,18 +21,18 @@ from opshift.fuse.rules.checks import (
     producers,
     x_dtype,
 )
-from opshift.fuse.values import MATCH, Const, ref_attr, resolve, shape_of, type_allowed
+from opshift.fuse.values import Const, Match, ref_attr, resolve, shape_of, type_allowed
 from opshift.tables import number
 
 #: Placement "per channel on axis 1" for an X of unknown shape (legacy Mul axis=1).
 AXIS1 = ("axis 1",)
 
 
-def pattern_placement(x: ir.Value, s_shape: Shape, mul: ir.Node, s_index: int,
+def pattern_placement(match: Match, x: ir.Value, s_shape: Shape, mul: ir.Node, s_index: int,
                       opset: int) -> Shape | None:
     """Where the Mul puts the slope on X (a shape of X's rank), or None for a rank-0 slope
     on an X of unknown shape. Refuses when the product has another shape than X."""
-    xs = shape_of(x)
+    xs = shape_of(match, x)
     if xs is None:
         if len(s_shape) == 0:
             return None
@@ -72,7 +72,7 @@ def pattern_placement(x: ir.Value, s_shape: Shape, mul: ir.Node, s_index: int,
     return (1,) * axis + tuple(s_shape) + (1,) * (rank - axis - len(s_shape))
 
 
-def prelu_placement_matches(x: ir.Value, s_shape: Shape, placed: Shape | None,
+def prelu_placement_matches(match: Match, x: ir.Value, s_shape: Shape, placed: Shape | None,
                             version: int) -> None:
     """PRelu at schema ``version`` puts the slope where the pattern did."""
     if placed is None:
@@ -82,7 +82,7 @@ def prelu_placement_matches(x: ir.Value, s_shape: Shape, placed: Shape | None,
             return
         raise Refuse(f"PRelu-{version} broadcasts the slope as numpy does, and the shape of X "
                      "is unknown")
-    xs = shape_of(x)
+    xs = shape_of(match, x)
     rule = rule_for_version(version)
     size = 1
     for d in s_shape:
@@ -112,7 +112,7 @@ def slope_times_zero(arr: np.ndarray) -> str | None:
             "(at x = -0, +0) where PRelu gives x")
 
 
-def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
+def slope_plan(match: Match, x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
                zero_to_slope: bool, extra: tuple[ir.Node, ...] = (),
                value_check=None, integers: str | None = None,
                zero_sign: Callable[[np.ndarray], str | None] | None = None,
@@ -135,11 +135,11 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
     """
     if zero_sign is None and zero_to_slope:
         zero_sign = slope_times_zero
-    c = resolve(s)
+    c = resolve(match, s)
     if c is None and not negate:  # a function attribute's Constant is no constant (rarer)
         ref = ref_attr(s)
         if ref is not None:
-            return _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra)
+            return _ref_leaky(match, x, ref, opset, zero_to_slope, value_check, extra)
     s_index = 0 if mul.inputs[0] is s else 1
     arr = None
     if c is None:
@@ -148,13 +148,13 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
         if zero_to_slope:
             raise Refuse("the slope is not a constant: the pattern computes slope*0 where "
                          "PRelu returns x, which differs for an infinite or NaN slope")
-        s_shape = shape_of(s)
+        s_shape = shape_of(match, s)
         if s_shape is None:
             raise Refuse("the slope is not a constant and its shape is unknown")
-        dtype = x_dtype(x, s)
+        dtype = x_dtype(match, x, s)
     else:
         s_shape = c.shape
-        dtype = x_dtype(x, c)
+        dtype = x_dtype(match, x, c)
         arr = const_in(c, dtype)
         if negate:
             arr = np.negative(arr)
@@ -165,7 +165,7 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
                          "PRelu returns x")
     if integers is not None and not is_float(dtype):
         raise Refuse(f"integer X ({dtype.name.lower()}): {integers}")
-    placed = pattern_placement(x, s_shape, mul, s_index, opset)
+    placed = pattern_placement(match, x, s_shape, mul, s_index, opset)
     reason = None  # integers have one zero
     if zero_sign is not None and arr is not None and is_float(dtype):
         reason = zero_sign(arr)
@@ -185,11 +185,11 @@ def slope_plan(x: ir.Value, s: ir.Value, mul: ir.Node, opset: int, *,
     if not ok:
         raise Refuse(f"PRelu-{version} at opset {opset} does not accept element type "
                      f"{dtype.name.lower()}" if version else f"no PRelu at opset {opset}")
-    value, array = prelu_slope(x, s, c, arr, s_shape, placed, version, negate)
+    value, array = prelu_slope(match, x, s, c, arr, s_shape, placed, version, negate)
     return Plan("PRelu", x, slope=value, slope_array=array, cleanup=cleanup, **sign)
 
 
-def prelu_slope(x: ir.Value, s: ir.Value, c, arr: np.ndarray | None, s_shape: Shape,
+def prelu_slope(match: Match, x: ir.Value, s: ir.Value, c, arr: np.ndarray | None, s_shape: Shape,
                 placed: Shape | None, version: int, negate: bool
                 ) -> tuple[ir.Value | None, np.ndarray | None]:
     """PRelu's slope input: ``(value, None)`` to use a value of the graph, ``(None, array)``
@@ -203,25 +203,25 @@ def prelu_slope(x: ir.Value, s: ir.Value, c, arr: np.ndarray | None, s_shape: Sh
     nodes named as inline names them, a Cast/CastLike of a constant as is (inline writes no
     Cast on a slope: the value is the one the PRelu read)."""
     if not negate and c is not None:
-        back = _reshaped_from(x, s, c, placed, version)
+        back = _reshaped_from(match, x, s, c, placed, version)
         if back is not None:
             return back, None
     try:
-        prelu_placement_matches(x, s_shape, placed, version)
+        prelu_placement_matches(match, x, s_shape, placed, version)
         shape = None
     except Refuse:
         if arr is None or placed is None or placed == AXIS1:
             raise
         shape = tuple(placed)
-        prelu_placement_matches(x, shape, placed, version)
+        prelu_placement_matches(match, x, shape, placed, version)
     if shape is None and not negate and (
             c is None or not (c.castlike or any(p.op_type == "Cast" for p in c.producers))
-            or _inlined()):
+            or match.inlined):
         return s, None
     if shape is None and negate:
         neg = s.producer()
         inner = neg.inputs[0] if neg is not None and neg.op_type == "Neg" else None
-        ic = resolve(inner)
+        ic = resolve(match, inner)
         if ic is not None and not ic.castlike and ic.shape == c.shape and ic.array is not None \
                 and ic.array.dtype == arr.dtype and not any(
                     p.op_type == "Cast" for p in ic.producers):
@@ -229,12 +229,7 @@ def prelu_slope(x: ir.Value, s: ir.Value, c, arr: np.ndarray | None, s_shape: Sh
     return None, arr if shape is None else arr.reshape(shape)
 
 
-def _inlined() -> bool:
-    match = MATCH.get()
-    return match is not None and match.inlined
-
-
-def _reshaped_from(x: ir.Value, s: ir.Value, c: Const, placed: Shape | None,
+def _reshaped_from(match: Match, x: ir.Value, s: ir.Value, c: Const, placed: Shape | None,
                    version: int) -> ir.Value | None:
     """The initializer ``opshift inline`` reshaped into the Constant ``s`` (its doc_string
     names it, :data:`opshift.inline.templates.RESHAPED_SLOPE`) when it is one of
@@ -254,24 +249,23 @@ def _reshaped_from(x: ir.Value, s: ir.Value, c: Const, placed: Shape | None,
     name = node.doc_string[len(RESHAPED_SLOPE):]
     own = node.graph
     v = own.initializers.get(name) if isinstance(own, ir.Graph) else None
-    match = MATCH.get()
-    if v is None and match is not None and own is not match.main \
+    if v is None and own is not match.main \
             and any(g is own for g in match.main.subgraphs()):  # (not a function's body)
         v = match.main.initializers.get(name)
     if v is None:
         return None
-    ic = resolve(v)
+    ic = resolve(match, v)
     if ic is None or ic.producers or ic.array is None or ic.array.dtype != c.array.dtype \
             or ic.array.size != c.array.size or ic.array.tobytes() != c.array.tobytes():
         return None
     try:
-        prelu_placement_matches(x, ic.shape, placed, version)
+        prelu_placement_matches(match, x, ic.shape, placed, version)
     except Refuse:
         return None
     return v
 
 
-def _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra) -> Plan:
+def _ref_leaky(match: Match, x, ref, opset, zero_to_slope, value_check, extra) -> Plan:
     """LeakyRelu with ``alpha=@name`` in a function body whose slope is that attribute."""
     name, nodes = ref
     if value_check is not None:
@@ -279,7 +273,7 @@ def _ref_leaky(x, ref, opset, zero_to_slope, value_check, extra) -> Plan:
     if zero_to_slope:
         raise Refuse(f"the slope is function attribute @{name}: cannot prove it finite, and "
                      "the pattern computes slope*0 where LeakyRelu returns x")
-    dtype = x_dtype(x)
+    dtype = x_dtype(match, x)
     version, ok = type_allowed("LeakyRelu", opset, dtype)
     if not ok:
         raise Refuse(f"LeakyRelu-{version} at opset {opset} does not accept element type "
