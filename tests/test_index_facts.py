@@ -117,7 +117,7 @@ def _prelu6(shared_outputs: bool = False) -> onnx.ModelProto:
 def test_convert_with_the_index_writes_the_same_model():
     m, alone = _prelu6(), _prelu6()
     index = _checked(m)
-    with_index = convert_proto(m, 17, index=index)
+    with_index = convert_proto(m, 17, facts=Facts(m, index=index))
     assert index.reads is None  # the planner took the walk's counts
     without = convert_proto(alone, 17)
     assert m.SerializeToString() == alone.SerializeToString()

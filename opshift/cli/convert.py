@@ -93,7 +93,7 @@ def _convert(args, src) -> _rewrite.Rewritten:
     try:
         result = convert_proto(model, args.opset, record=args.verify,
                                verbose_log=log.append if args.verbose else None,
-                               base_dir=Path(src.origin).parent, index=src.index,
+                               base_dir=Path(src.origin).parent, facts=src.facts(),
                                keep_node_metadata=args.node_metadata_to_model)
     except OpshiftError as e:
         raise type(e)(f"{src.origin}: {e}") from None

@@ -34,7 +34,6 @@ from opshift.convert.walk import walk_node
 from opshift.errors import ConversionError, MissingOpError
 from opshift.graph.edit import Edits
 from opshift.graph.facts import Facts
-from opshift.graph.index import ModelIndex
 
 #: the op types fuse's patterns hold: its rules' ops and the comparisons they accept in
 #: either form (tests/test_convert_early_refusal.py checks this against the rules)
@@ -58,16 +57,15 @@ def no_form_at(op: str, v_from: int, target: int) -> bool:
     return opsets.schema(op, first) is not None and not opsets.has_function_body(op, first)
 
 
-def refuse_early(model: onnx.ModelProto, source: int, target: int,
-                 index: ModelIndex | None = None) -> None:
+def refuse_early(facts: Facts, target: int) -> None:
     """Raise the :class:`MissingOpError` planning would raise for the first node of the
-    main graph that is refused unconditionally (see the module); return when there is
-    none."""
+    main graph of ``facts.model`` that is refused unconditionally (see the module); return
+    when there is none. ``facts``: the model's, which planning reads next (its node kinds
+    are listed once, for both)."""
+    model, source = facts.model, facts.source
     graph = model.graph
     verdict: dict[tuple[str, int], bool] = {}
-    kinds = index.kinds if index is not None and index.kinds else {
-        (n.domain, n.op_type) for n in graph.node}
-    for domain, op in kinds:  # (most models hold none: no walk of their values)
+    for domain, op in facts.kinds():  # (most models hold none: no walk of their values)
         v_from = opsets.since_version(op, source) if domain in ("", "ai.onnx") else None
         if v_from is not None:
             verdict[(op, v_from)] = no_form_at(op, v_from, target)
@@ -88,13 +86,15 @@ def refuse_early(model: onnx.ModelProto, source: int, target: int,
         if key not in verdict:
             verdict[key] = no_form_at(n.op_type, v_from, target)
         if verdict[key]:
-            _walk_one(model, source, target, index, i, n, v_from)
+            _walk_one(facts, target, i, n, v_from)
 
 
-def _walk_one(model: onnx.ModelProto, source: int, target: int, index: ModelIndex | None,
-              i: int, n: onnx.NodeProto, v_from: int) -> None:
-    """Walk node ``i`` of the main graph alone, as planning does; raise its refusal."""
-    facts = Facts(model, source, index=index)
+def _walk_one(planned: Facts, target: int, i: int, n: onnx.NodeProto, v_from: int) -> None:
+    """Walk node ``i`` of the main graph alone, as planning does; raise its refusal. (On a
+    Facts of its own: the walk's edits, written or not, leave their types and constants in
+    the Facts it plans on, and ``planned`` is the one planning reads next.)"""
+    model, source = planned.model, planned.source
+    facts = Facts(model, source, index=planned.index)
     scope = facts.scopes()[0]  # the main graph's
     ctx = Context(model, target, facts, Edits(facts))
     name = n.name or f"<{n.op_type} #{i}>"

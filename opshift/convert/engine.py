@@ -49,7 +49,6 @@ from opshift.errors import (
 )
 from opshift.graph.edit import Edits
 from opshift.graph.facts import Facts
-from opshift.graph.index import ModelIndex
 from opshift.graph.ir_versions import (
     ANNOTATIONS_IR,
     converted_ir,
@@ -323,7 +322,7 @@ def convert_nodes(model: onnx.ModelProto, source: int, target: int, *,
 
 def convert_proto(model: onnx.ModelProto, target: int, *,
                   verbose_log: Callable[[str], None] | None = None, record: bool = False,
-                  base_dir=None, index: ModelIndex | None = None,
+                  base_dir=None, facts: Facts | None = None,
                   keep_node_metadata: bool = False) -> ConvertResult:
     """Convert ``model`` to default-domain opset ``target`` in place.
 
@@ -332,8 +331,9 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     ``base_dir``: where the model's external data is). A node whose op does not exist at
     the target, in a region ``fuse`` fuses exactly into PRelu/LeakyRelu/Selu (their function
     bodies written out), is fused first: that region only, reported as a change with action
-    ``"fuse"``. ``index``: what :func:`opshift.check.structure.check` saw of ``model`` as it is
-    (see :class:`~opshift.graph.facts.Facts`). ``keep_node_metadata``: where the IR version
+    ``"fuse"``. ``facts``: a :class:`~opshift.graph.facts.Facts` of ``model`` as it is (one
+    reading the index of :func:`opshift.check.structure.check`'s walk, which it then need not
+    walk again); planning ``model`` reads it. ``keep_node_metadata``: where the IR version
     goes below the one that defines node metadata, move it into the model's
     ``metadata_props`` (:func:`opshift.graph.ir_versions.node_metadata_to_model`) rather than drop
     it. Raises :class:`ConversionError` naming the node when a rewrite cannot be exact; the
@@ -350,11 +350,13 @@ def convert_proto(model: onnx.ModelProto, target: int, *,
     if source == target and all(opsets.opset_of(f) in (None, target) for f in model.functions):
         log(f"model is already at opset {target}: nothing to do")
         return result
-    refuse_early(model, source, target, index)  # (before the cost of planning)
-    read_before = read_initializers(model.graph, index)
+    if facts is None:
+        facts = Facts(model, source)
+    refuse_early(facts, target)  # (before the cost of planning)
+    read_before = read_initializers(model.graph, facts)
     result.entries, result.fused_regions = plan_after_fusing_and_folding(
         model, lambda m: _Planner(m, source, target, frozenset(), record, base_dir,
-                                  Facts(m, source, index=index if m is model else None),
+                                  facts if m is model else Facts(m, source),
                                   collect_refused=True).run(),
         source, target, record=record, base_dir=base_dir)
     if verbose_log is not None:

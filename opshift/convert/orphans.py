@@ -10,19 +10,24 @@ nothing read before is the author's, kept as it is).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import onnx
 
 from opshift.graph.edit import used_names
 
+if TYPE_CHECKING:
+    from opshift.graph.facts import Facts
 
-def read_initializers(graph: onnx.GraphProto, index=None) -> set[str]:
-    """The initializers of ``graph`` that its nodes (or their subgraphs) read; ``index``: the
-    structural check's walk of it, whose reads are those (with ``facts``)."""
+
+def read_initializers(graph: onnx.GraphProto, facts: Facts | None = None) -> set[str]:
+    """The initializers of ``graph`` that its nodes (or their subgraphs) read; ``facts``:
+    the :class:`~opshift.graph.facts.Facts` of the model ``graph`` is the main graph of,
+    which knows them (:meth:`~opshift.graph.facts.Facts.main_reads`)."""
     if not graph.initializer:
         return set()
-    reads = index.reads if index is not None and index.reads is not None else None
     return {t.name for t in graph.initializer} & (
-        used_names(graph.node) if reads is None else set(reads))
+        used_names(graph.node) if facts is None else facts.main_reads())
 
 
 def drop_orphaned_initializers(graph: onnx.GraphProto, read_before: set[str]) -> list[str]:

@@ -91,8 +91,10 @@ class Facts:
     again. ``base_dir``: the model's folder. ``index``: the
     :class:`~opshift.graph.index.ModelIndex` of the structural check's walk of this model
     (or of a model it is an unedited copy of), which Facts reads rather than walk the model
-    again: its node kinds (:meth:`kinds`); with ``facts``, the main graph's declarations
-    and uses; with names, every name in use.
+    again: its node kinds (:meth:`kinds`) and the kinds of problem it found (:meth:`found`);
+    with ``facts``, the main graph's declarations, reads (:meth:`main_reads`) and uses; with
+    names, every name in use. A Facts describes the model as it was given: whoever edits
+    the model makes a new one for what comes after (planning writes last).
     """
 
     def __init__(self, model: onnx.ModelProto, source: int | None = None,
@@ -167,6 +169,27 @@ class Facts:
             self._names = Names(self.model) if self._used is None else Names.from_used(
                 self._used)
         return self._names
+
+    # -- what the structural check found and read
+    def found(self) -> set[str] | None:
+        """The kinds of problem the structural check's walk found (a defect of a kind the
+        check looks for and did not find is not in the model); None when no walk made the
+        index."""
+        return self.index.found if self.index is not None else None
+
+    def main_reads(self) -> Collection[str]:
+        """Every name the main graph's nodes read, the nodes and outputs of their subgraphs
+        included: the index's reads when the walk kept them (they count the main graph's
+        outputs too), else read from the nodes. Shared: nobody may change it."""
+        if self._index is not None:
+            if self._index.reads is not None:
+                return set(self._index.reads)
+            uses = self._index.uses()  # (the reads, counted already)
+            if uses is not None:
+                return uses.keys()
+        from opshift.graph.edit import used_names
+
+        return used_names(self.model.graph.node)
 
     # -- element types
     def elem_type(self, name: str, function: onnx.FunctionProto | None = None) -> int | None:
