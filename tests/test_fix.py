@@ -20,6 +20,7 @@ from opshift.evaluator import evaluate
 from opshift.fix import fix
 from opshift.fix.fixer import fix_proto
 from opshift.fix.verification import verify_fix
+from opshift.graph.facts import Facts
 from opshift.opsets import ir_version_for_opset
 from opshift.plugins.onnx_ir import FixPass
 
@@ -368,7 +369,7 @@ def test_value_names_read_again_only_where_the_check_found_a_value_defined_twice
     assert fix_proto(clean).changes == [] and looked[2:] == ["graph 'g'"]  # not checked: looked
     index = validate.ModelIndex(full=False)
     assert [k for k, _ in validate.problems(twice, index)] == [validate.DUPLICATE_VALUE]
-    assert _kinds(fix_proto(twice, index=index)) == ["value_name"]
+    assert _kinds(fix_proto(twice, facts=Facts(twice, index=index))) == ["value_name"]
 
 
 def test_fresh_names_from_the_checks_index_avoid_every_name_of_the_model(tmp_path):

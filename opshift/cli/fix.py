@@ -86,7 +86,7 @@ def _fix(args, src) -> _rewrite.Rewritten:
                                             base_dir=src.folder, index=src.index)
         else:  # nothing reads the original again: repaired in place, no copy
             fixed, result = original, fix_proto(original, prelu_slope=args.prelu_slope,
-                                                base_dir=src.folder, index=src.index)
+                                                base_dir=src.folder, facts=src.facts())
     except OpshiftError as e:
         e.args = (f"{src.origin}: {e}",)
         raise

@@ -16,6 +16,7 @@ from opshift.fix.ir_version import fix_ir_version
 from opshift.fix.names import fix_node_names, fix_value_names
 from opshift.fix.prelu_slope import fix_prelu_slopes
 from opshift.fix.report import FixChange, FixResult
+from opshift.graph.facts import Facts
 from opshift.graph.index import ModelIndex
 from opshift.graph.scopes import Scope, iter_scopes
 from opshift.io.models import ModelLike, to_proto
@@ -25,23 +26,24 @@ SLOPE_CHOICES = ("channel", "numpy")
 
 def fix_proto(model: onnx.ModelProto, *, prelu_slope: str | None = None,
               strict: bool = True, base_dir: str | os.PathLike | None = None,
-              index: ModelIndex | None = None) -> FixResult:
+              facts: Facts | None = None) -> FixResult:
     """Repair ``model`` in place; return what changed.
 
     With ``strict`` (the default) a defect that cannot be repaired exactly raises
     :class:`ConversionError` naming it (the model may then be partly repaired: use
     :func:`fix` for all-or-nothing). With ``strict=False`` refusals are only listed in
     :attr:`FixResult.refused` (``opshift inspect`` uses this on a copy). ``base_dir``: the
-    model's folder, for an attribute tensor kept in external data. ``index``: what
-    :func:`opshift.check.structure.check` read of ``model`` (or of the model it is an unedited copy
-    of), when it was checked: a repair of a defect the check looks for and did not find is
-    skipped (values produced twice: every output name read again), and the names it kept
+    model's folder, for an attribute tensor kept in external data. ``facts``: a
+    :class:`~opshift.graph.facts.Facts` of ``model`` as it is; when it reads the index of
+    :func:`opshift.check.structure.check`'s walk of ``model`` (or of the model it is an
+    unedited copy of), a repair of a defect the check looks for and did not find is skipped
+    (values produced twice: every output name read again), and the names the walk kept
     (``keep_names``) are the ones fresh names avoid until the first repair.
     """
     if prelu_slope not in (None, *SLOPE_CHOICES):
         raise ConversionError(f"prelu_slope must be one of {', '.join(SLOPE_CHOICES)}, "
                               f"got {prelu_slope!r}")
-    fx = Fixer(model, prelu_slope, base_dir, index)
+    fx = Fixer(model, prelu_slope, base_dir, facts)
     fx.run()
     if strict and fx.result.refused:
         first = fx.result.refused[0]
@@ -55,22 +57,24 @@ def fix_with_result(model: ModelLike, *, prelu_slope: str | None = None,
                     strict: bool = True, base_dir: str | os.PathLike | None = None,
                     index: ModelIndex | None = None) -> tuple[onnx.ModelProto, FixResult]:
     """:func:`opshift.fix` that also returns what it did: ``(fixed ModelProto copy,
-    FixResult)``; ``base_dir``: the folder of a ModelProto's external data; ``index``: as
-    for :func:`fix_proto`."""
+    FixResult)``; ``base_dir``: the folder of a ModelProto's external data; ``index``: the
+    index of :func:`opshift.check.structure.check`'s walk of ``model``, which the copy's
+    :class:`~opshift.graph.facts.Facts` reads (see :func:`fix_proto`)."""
     proto, _, folder = to_proto(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict,
-                           base_dir=folder if base_dir is None else base_dir, index=index)
+                           base_dir=folder if base_dir is None else base_dir,
+                           facts=Facts(copy, index=index))
 
 
 class Fixer:
     """The model being repaired, the options, and what was done so far."""
 
     def __init__(self, model: onnx.ModelProto, prelu_slope: str | None,
-                 base_dir: str | os.PathLike | None = None, index: ModelIndex | None = None):
+                 base_dir: str | os.PathLike | None = None, facts: Facts | None = None):
         self.model = model
-        self._index = index
+        self._facts = facts if facts is not None else Facts(model)
         self.base_dir = base_dir
         self.prelu_slope = prelu_slope
         self.result = FixResult()
@@ -94,16 +98,17 @@ class Fixer:
 
     def scopes(self) -> list[Scope]:
         """Every scope of the model, listed once: the repairs before the PRelu slopes' (which
-        reads its own :class:`~opshift.graph.facts.Facts`) add no node kinds and no scopes;
+        reads :meth:`facts`, which lists its own scopes) add no node kinds and no scopes;
         one that adds opset imports lists them again (:meth:`relist`)."""
         if self._scopes is None:
             self._scopes = list(iter_scopes(self.model))
         return self._scopes
 
-    def index(self) -> ModelIndex | None:
-        """The structural check's index while it still describes the model: until the
-        first repair (each repair that edits the model lists a change)."""
-        return self._index if not self.result.changes else None
+    def facts(self) -> Facts:
+        """The model's Facts: the one given while it still describes the model, until the
+        first repair (each repair that edits the model lists a change); after it, a new one
+        each time asked (a repair reads the model as the repairs before it left it)."""
+        return self._facts if not self.result.changes else Facts(self.model)
 
     def relist(self) -> None:
         """The scopes' opsets changed: list them again when next asked."""
@@ -112,7 +117,7 @@ class Fixer:
     def run(self) -> None:
         """Every repair in order, but for one of a defect the structural check looked for
         and did not find (see :func:`fix_proto`); the progress line counts them."""
-        found = self._index.found if self._index is not None else None
+        found = self._facts.found()
         values = found is None or DUPLICATE_VALUE in found
         dims = found is None or NEGATIVE_DIM in found
         repairs = (fix_duplicate_functions, fix_opset_imports,

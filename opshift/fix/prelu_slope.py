@@ -22,7 +22,7 @@ def fix_prelu_slopes(fx: Fixer) -> None:
     """Reshape every PRelu slope that only makes sense per channel to ``[C, 1, ..., 1]``."""
     if not any(map(_slopes_to_check, fx.scopes())):
         return  # (the fixer's scopes, listed already: Facts lists its own)
-    facts = Facts(fx.model, index=fx.index())
+    facts = fx.facts()
     edits = Edits(facts)
     seen: dict = {}  # (X shape, slope shape, version) -> its reading, judged once
     for scope in facts.scopes():

@@ -238,7 +238,7 @@ def inspect_model(model: ModelLike, opset: int | None = None, *,
             fixed = onnx.ModelProto()
             fixed.CopyFrom(proto)
         report.defects = fix_proto(fixed, strict=False, base_dir=base_dir,
-                                   index=index).to_dict()
+                                   facts=Facts(fixed, index=index)).to_dict()
     conv = report.conversion
     if conv is not None and "error" in conv and report.defects["modified"] and \
             not report.defects["refused"]:
