@@ -30,7 +30,7 @@ from opshift.fuse import fuse
 from opshift.graph import constant_values as _constant_values
 from opshift.inline import inline
 from opshift.inspect import inspect
-from opshift.verify import VerifyReport, verify
+from opshift.verify import verify
 
 __version__ = "0.1.0"
 
@@ -50,3 +50,13 @@ def evaluate(model: Any, inputs: Mapping[str, Any], *,
 # The graph's constant folding (shape rules, conversion's rescues) computes values with the
 # evaluator, which sits above the graph: registered here, imported when first used.
 _constant_values.use_evaluator(evaluate)
+
+
+def __getattr__(name: str) -> Any:
+    """``opshift.VerifyReport``, imported on first use: the verify package's modules cost
+    the commands that check nothing a tenth of their start-up."""
+    if name == "VerifyReport":
+        from opshift.verify.report import VerifyReport
+
+        return VerifyReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ def describe_policy(report) -> str:
         {"onnxruntime": "onnxruntime", "openvino": "OpenVINO", "tract": "tract"}[p.backend] + \
         " (CPU)"
     if p.ulp is None:
-        from opshift.verify import ULP_TOLERANCE
+        from opshift.verify.comparison import ULP_TOLERANCE
 
         by: dict[int, list[str]] = {}
         for dtype, n in ULP_TOLERANCE.items():

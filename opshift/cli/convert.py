@@ -177,9 +177,9 @@ def _verify(original, converted, result, src, seed: int, inlined=None):
     """Each rewritten region (a rewrite that changes nothing a node computes needs none),
     each node ``--inline`` replaced (``inlined``: see :func:`_inline`), then the whole model,
     its external data loaded whatever its size."""
-    from opshift.verify import Rewrite
     from opshift.verify.region import same_computation
     from opshift.verify.rewritten import verify_rewritten
+    from opshift.verify.verifier import Rewrite
 
     notes = []
     # regions fused before converting are checked as fuse checks them: one that cannot be

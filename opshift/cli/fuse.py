@@ -108,6 +108,6 @@ def _fuse(args, src) -> _rewrite.Rewritten:
 
 
 def _nothing_fused():
-    from opshift.verify import VerifyReport
+    from opshift.verify.report import VerifyReport
 
     return VerifyReport(), ["nothing was fused, so there is nothing to check"]

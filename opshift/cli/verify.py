@@ -196,7 +196,7 @@ def _run(args) -> Outcome:
     from opshift import progress
     from opshift.cli.models import origin_of, set_input_shapes
     from opshift.inspect.report import op_counts
-    from opshift.verify import check_given, verify
+    from opshift.verify.verifier import check_given, verify
 
     dims = parse_dims(args.dim)
     shapes = parse_input_shapes(args.input_shape)

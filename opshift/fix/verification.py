@@ -15,7 +15,8 @@ def verify_fix(original: onnx.ModelProto, fixed: onnx.ModelProto, *, seed: int =
     nothing was compared (a gap of the report), and the fixed model is run alone. Returns
     ``(VerifyReport, notes)``."""
     from opshift.errors import OpshiftError, VerificationError
-    from opshift.verify import VerifyReport, verify
+    from opshift.verify.report import VerifyReport
+    from opshift.verify.verifier import verify
 
     try:
         return verify(original, fixed, seed=seed, rewritten=True), []

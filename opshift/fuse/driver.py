@@ -257,8 +257,8 @@ def verify_fuse(original: onnx.ModelProto, fused: onnx.ModelProto, result: FuseR
     ``result`` must come from ``fuse_proto(..., capture_regions=True)``.
     Returns ``(VerifyReport, notes)``.
     """
-    from opshift.verify import Rewrite
     from opshift.verify.rewritten import verify_rewritten
+    from opshift.verify.verifier import Rewrite
 
     missing = len(result.fused) - len(result.regions)
     alone = [(f"{missing} of {len(result.fused)} fusions", "no type information for the "

@@ -8,7 +8,7 @@ from onnx import helper
 
 from opshift.fuse.values import Match, dtype_of, shape_of
 from opshift.graph.edit import constant_node
-from opshift.verify import region_model
+from opshift.verify.region import region_model
 
 
 def _value_info(match: Match, v: ir.Value) -> onnx.ValueInfoProto:

@@ -117,7 +117,8 @@ def _regions(original: onnx.ModelProto, inlined: onnx.ModelProto, result: Inline
     ``finite`` when it is generated without +-inf and NaN (see :func:`verify_inline`); each
     node that cannot be checked alone, and why, in ``alone``. A constant slope is read as
     the pass read it (:attr:`~.result.InlinedNode.slope_value`)."""
-    from opshift.verify import Rewrite, region_model
+    from opshift.verify.region import region_model
+    from opshift.verify.verifier import Rewrite
 
     facts, facts2 = Facts(original), Facts(inlined)
     for n in result.nodes:

@@ -31,7 +31,7 @@ def verify_rewritten(reference: onnx.ModelProto, candidate: onnx.ModelProto,
     mismatch, or a candidate failing where the reference runs, raises
     :class:`VerificationError`.
     """
-    from opshift.verify import (
+    from opshift.verify.verifier import (
         check_in_context,
         check_rewrites,
         evaluator_supports,
