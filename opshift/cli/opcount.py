@@ -3,7 +3,7 @@ style): one line by default, every op with ``-v``."""
 
 from __future__ import annotations
 
-from opshift.inspect.report import op_counts
+from opshift.graph.counts import op_counts
 from opshift.tables import plural, screen_width, table
 
 __all__ = ["full_table", "one_line", "op_counts"]

@@ -195,7 +195,7 @@ def _load(path: str):
 def _run(args) -> Outcome:
     from opshift import progress
     from opshift.cli.models import origin_of, set_input_shapes
-    from opshift.inspect.report import op_counts
+    from opshift.graph.counts import op_counts
     from opshift.verify.verifier import check_given, verify
 
     dims = parse_dims(args.dim)
