@@ -417,7 +417,7 @@ def test_every_rule_agrees_with_onnx_node_tests():
     from onnx.backend.test.case.node import collect_testcases
 
     from opshift import opsets
-    from opshift.graph.shape_rules import ALL_OUTPUTS, RULES
+    from opshift.graph.shape_rules import ALL_OUTPUTS, rules
 
     def array(t):
         return numpy_helper.to_array(t) if isinstance(t, onnx.TensorProto) else t
@@ -431,7 +431,7 @@ def test_every_rule_agrees_with_onnx_node_tests():
         if "expanded" in case.name or len(g.node) != 1:
             continue
         n = g.node[0]
-        if n.domain not in ("", "ai.onnx") or n.op_type not in RULES:
+        if n.domain not in ("", "ai.onnx") or n.op_type not in rules():
             continue
         opset = next(o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx"))
         inputs, outputs = case.data_sets[0]

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 import onnx
 
 from opshift import opsets
-from opshift.graph.constant_values import small_ints
 from opshift.graph.declared import Declared, Listed, interned
 from opshift.graph.element_types import (
     ALL_TYPES,
@@ -46,7 +45,7 @@ from opshift.graph.element_types import (
 from opshift.graph.inferred import Inferred
 from opshift.graph.names import Names
 from opshift.graph.scopes import Scope, constant_tensor, held_tensor, iter_scopes
-from opshift.graph.shape_rules import ALL_OUTPUTS, RULES
+from opshift.graph.shape_rules import ALL_OUTPUTS, rules
 from opshift.graph.shape_walk import ShapeWalk
 
 if TYPE_CHECKING:
@@ -323,9 +322,10 @@ class Facts:
         walk = self._walks.get(key)
         if walk is not None:
             return walk
+
         def producer(name: str):
             found = self.producer(name, f)
-            if found is None or found[0].op_type not in RULES:
+            if found is None or found[0].op_type not in rules():
                 return None
             n, sc = found
             k = 0 if n.output[0] == name else list(n.output).index(name)
@@ -336,6 +336,10 @@ class Facts:
                        if opsets.normalize_domain(n.domain) == "" else None)
             if version is None:
                 return None
+            # (imported here, as the rules are: a model whose shapes are declared or
+            # inferred asks neither)
+            from opshift.graph.constant_values import small_ints
+
             return n, version, lambda v: small_ints(self, sc, v), k
 
         if f is None:

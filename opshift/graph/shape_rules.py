@@ -1,19 +1,21 @@
 """Output shapes by each op's own definition, and the walk that applies them lazily.
 
-A rule (one per op, in :data:`RULES`) receives an :class:`Ask` -- the node, the op's schema
-version in force, its inputs' shapes and small constants -- and returns the shape of the
-node's first output: a tuple of dims (an int, a symbolic name, or None for a dim it cannot be
-sure of), or None when even the rank is unknown. A rule says only what the op's definition
-fixes: ``Gemm`` is 2-D whatever its inputs, ``Flatten`` too, ``Reshape`` has as many dims as
-its shape has entries. :func:`merge` takes the more informative of two answers and never
-contradicts the first; :class:`~opshift.graph.shape_walk.ShapeWalk` applies the rules. Here:
-arithmetic, contractions, reductions, recurrences and If; :mod:`.layout_rules`: the ops that
-move or select data (Reshape, Transpose, Slice, Gather, Concat, ...); :mod:`.window_rules`:
-Conv and the pools.
+A rule (one per op, in :data:`RULES`, complete once :func:`rules` is called) receives an
+:class:`Ask` -- the node, the op's schema version in force, its inputs' shapes and small
+constants -- and returns the shape of the node's first output: a tuple of dims (an int, a
+symbolic name, or None for a dim it cannot be sure of), or None when even the rank is
+unknown. A rule says only what the op's definition fixes: ``Gemm`` is 2-D whatever its
+inputs, ``Flatten`` too, ``Reshape`` has as many dims as its shape has entries.
+:func:`merge` takes the more informative of two answers and never contradicts the first;
+:class:`~opshift.graph.shape_walk.ShapeWalk` applies the rules. Here: arithmetic,
+contractions, reductions, recurrences and If; :mod:`.layout_rules`: the ops that move or
+select data (Reshape, Transpose, Slice, Gather, Concat, ...); :mod:`.window_rules`: Conv and
+the pools.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -320,7 +322,7 @@ def output_shape(node: onnx.NodeProto, version: int, shape_of, const_of, output:
                  ) -> Shape | None:
     """The shape of ``node``'s output ``output`` (the first but for :data:`ALL_OUTPUTS`) by
     its op's rule (None: no rule, or unknown)."""
-    fn = RULES.get(node.op_type)
+    fn = rules().get(node.op_type)
     if fn is None:
         return None
     try:
@@ -329,6 +331,13 @@ def output_shape(node: onnx.NodeProto, version: int, shape_of, const_of, output:
         return None  # a malformed node: what the rule reads does not fit the definition
 
 
-# the rules of the ops that move or select data, and of the sliding windows, register
-# themselves on import
-from opshift.graph import layout_rules, window_rules  # noqa: E402, F401
+
+@functools.cache
+def rules() -> dict[str, Rule]:
+    """:data:`RULES`, complete: the rules of the ops that move or select data
+    (:mod:`.layout_rules`) and of the sliding windows (:mod:`.window_rules`) register
+    themselves on import, done here on first use (a model whose shapes are declared or
+    inferred never asks a rule: fix, inspect and convert need not load them)."""
+    from opshift.graph import layout_rules, window_rules  # noqa: F401
+
+    return RULES
