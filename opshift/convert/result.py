@@ -12,7 +12,6 @@ from onnx import TensorProto
 from opshift import opsets
 from opshift.graph.facts import Facts
 from opshift.graph.scopes import Scope
-from opshift.verify.region import region_model, value_info
 
 #: what a relabel (a node the schemas say is unaffected) says
 RELABEL = "the schemas differ only in what this node does not use"
@@ -179,6 +178,9 @@ def record_region(facts: Facts, scope: Scope, node: onnx.NodeProto,
     """Models of ``node`` (of ``scope``) before and after it is rewritten into ``after``
     (copies: the plan goes on to edit the model), with the constants they read; ``dims``:
     id(tensor) -> the shape the plan gives it in place."""
+    # (the verify package is imported here: only --verify records regions)
+    from opshift.verify.region import region_model
+
     before_consts = _constants(facts, scope, [node], {}, base_dir)
     ins, outs = _value_infos(facts, node, before_consts)
     made = {o for n in after for o in n.output}
@@ -246,6 +248,7 @@ def _loaded(t: onnx.TensorProto, base_dir) -> onnx.TensorProto | None:
 def _value_infos(facts: Facts, node: onnx.NodeProto, consts
                  ) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
     """Declared types and shapes of a node's non-constant inputs and its outputs."""
+    from opshift.verify.region import value_info  # (see record_region)
 
     def vi(name: str) -> onnx.ValueInfoProto:
         ts = facts.type_str(name)

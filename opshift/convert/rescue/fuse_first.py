@@ -21,8 +21,6 @@ from collections.abc import Callable
 import onnx
 
 from opshift import opsets
-from opshift.convert.rescue.fold_first import fold
-from opshift.convert.rescue.taken_branch import take_branches
 from opshift.convert.result import Change
 from opshift.errors import BranchNeededError, ConstantNeededError, ConversionError, MissingOpError
 
@@ -64,6 +62,10 @@ def plan_after_fusing_and_folding(model: onnx.ModelProto,
             entries = plan(work)
             break
         except Refusals as r:
+            # (imported here: most plans refuse nothing, and need neither)
+            from opshift.convert.rescue.fold_first import fold
+            from opshift.convert.rescue.taken_branch import take_branches
+
             folded = (take_branches(work, source, r.refused, r.scopes)
                       or fold(work, source, r.refused, r.scopes))
             if folded is not None:
