@@ -88,7 +88,6 @@ def _inline(args, src, index) -> _rewrite.Rewritten:
     import onnx
 
     from opshift.inline.inliner import inline_proto
-    from opshift.inline.verify import verify_inline
 
     model = original = src.model
     if args.verify:  # inline ``model`` in place (the index is of it); keep a copy
@@ -108,10 +107,16 @@ def _inline(args, src, index) -> _rewrite.Rewritten:
                  "functions_removed": result.functions_removed},
         notes=result.notes,
         lines=lambda: _details(result) if args.verbose else (),
-        check=lambda: verify_inline(*with_external_data(src, original, model), result,
-                                    seed=args.seed),
+        check=lambda: _verify(src, original, model, result, args.seed),
         check_total=len(result.rows),
         groups={n.label: n.op for n in result.nodes} if args.verify else None)
+
+
+def _verify(src, original, model, result, seed: int):
+    """What --verify runs (imported here: a run without it loads no checking code)."""
+    from opshift.inline.verify import verify_inline
+
+    return verify_inline(*with_external_data(src, original, model), result, seed=seed)
 
 
 def changes_of(result, *, nodes: bool = True) -> list[dict]:
