@@ -26,11 +26,11 @@ from opshift.verify.inputs import (
     check_seed,
     describe_inputs,
     generate_round,
-    input_specs,
-    round_count,
     index_bounds,
+    input_specs,
     make_inputs,
     plain_round,
+    round_count,
     size_profiles,
     special_values,
 )
