@@ -9,7 +9,6 @@ import pty
 import select
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import ROOT
@@ -124,12 +123,17 @@ def big_model(tmp_path_factory):
 
 
 def test_verify_progress_counts_runs_with_an_eta_on_a_terminal(big_model):
-    t = time.perf_counter()
+    import re
+
     rc, drawn = _stderr_on_a_terminal(["verify", str(big_model), str(big_model)])
     assert rc == 0, drawn
-    if time.perf_counter() - t < 1:
-        pytest.skip("the check ended before a redraw")
-    assert "opshift verify: whole model " in drawn and " runs [" in drawn and "ETA" in drawn
+    # (whether a redraw falls after a run is done depends on the machine's load: the lines
+    # that show one are checked, and the test is skipped only when no redraw showed any)
+    counted = [line for line in drawn.split("\r\x1b[2K")
+               if re.match(r"opshift verify: whole model [1-9][\d,]*/[\d,]+ runs \[", line)]
+    if not counted:
+        pytest.skip("no redraw fell after a run was done")
+    assert all(re.search(r"\] \d+%  \d+\.\ds  ETA \d", line) for line in counted), counted
     assert drawn.endswith("\x1b[2K")  # the line is cleared at the end
 
 
