@@ -178,7 +178,7 @@ def test_shapes_made_from_input_values_are_bounded(op, inputs, feeds):
     limit, before anything is allocated, as a LimitError (verify's note, not an OOM kill);
     just past it here, so that a missing check costs a GiB, not the machine."""
     from opshift.errors import LimitError
-    from opshift.evaluator.ops._common import MAX_MADE_ELEMENTS
+    from opshift.evaluator.ops.common import MAX_MADE_ELEMENTS
 
     ins = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype),
                                          list(v.shape)) for k, v in feeds.items()]

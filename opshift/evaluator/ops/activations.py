@@ -22,7 +22,7 @@ import numpy as np
 
 from opshift.broadcast import SlopeRule, rule_for_version, slope_shape_for
 from opshift.errors import EvaluationError
-from opshift.evaluator.ops._common import NARROW_FLOATS, is_float
+from opshift.evaluator.ops.common import NARROW_FLOATS, is_float
 from opshift.evaluator.registry import op
 
 #: Elements per block: 32 Ki float32 = 128 KiB per buffer, so x, y and a temporary fit in L2.

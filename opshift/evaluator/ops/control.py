@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 
 from opshift.errors import LimitError
-from opshift.evaluator.ops._common import normalize_axes
+from opshift.evaluator.ops.common import normalize_axes
 from opshift.evaluator.registry import op
 from opshift.graph.declared import dims as declared_dims
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from opshift.evaluator.ops._common import NARROW_FLOATS, is_float, legacy_rhs
+from opshift.evaluator.ops.common import NARROW_FLOATS, is_float, legacy_rhs
 from opshift.evaluator.registry import op
 
 # -- unary ------------------------------------------------------------------------------------

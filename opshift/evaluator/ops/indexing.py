@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from opshift.evaluator.ops._common import is_float, normalize_axes
+from opshift.evaluator.ops.common import is_float, normalize_axes
 from opshift.evaluator.registry import op
 
 _COMBINE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}

@@ -2,7 +2,7 @@
 normalizations, Softmax/LogSoftmax, Hardmax, Dropout, LRN.
 
 Gemm, MatMul, InstanceNormalization and LRN sum in float64 and round once to the input type
-(:func:`._common.sum_dtype`); the others compute step by step as the operator states.
+(:func:`.common.sum_dtype`); the others compute step by step as the operator states.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from opshift.evaluator.ops._common import (
+from opshift.evaluator.ops.common import (
     block_size,
     in_parallel,
     is_float,

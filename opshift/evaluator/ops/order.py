@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opshift.evaluator.ops._common import is_float, normalize_axes
+from opshift.evaluator.ops.common import is_float, normalize_axes
 from opshift.evaluator.registry import op
 
 

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from opshift.evaluator.ops._common import is_float
+from opshift.evaluator.ops.common import is_float
 from opshift.evaluator.ops.geometry import pad_spatial, window_geometry, windows
 from opshift.evaluator.registry import op
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opshift.evaluator.ops._common import compute_dtype, ints, is_float, normalize_axes, sum_dtype
+from opshift.evaluator.ops.common import compute_dtype, ints, is_float, normalize_axes, sum_dtype
 from opshift.evaluator.registry import op
 
 # The version from which ``axes`` is an input rather than an attribute.

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from opshift.evaluator.ops._common import is_float
+from opshift.evaluator.ops.common import is_float
 from opshift.evaluator.ops.geometry import conv_kernel, window_geometry
 from opshift.evaluator.registry import op
 

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from opshift.evaluator.ops._common import BFLOAT16, ints, made, normalize_axes, sum_dtype
+from opshift.evaluator.ops.common import BFLOAT16, ints, made, normalize_axes, sum_dtype
 from opshift.evaluator.registry import op
 from opshift.graph.layout_rules import slice_range
 

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from opshift.evaluator.ops._common import block_size, in_parallel, requantized
+from opshift.evaluator.ops.common import block_size, in_parallel, requantized
 from opshift.evaluator.ops.geometry import conv_kernel, pad_spatial, window_geometry, windows
 from opshift.evaluator.registry import op
 
