@@ -69,11 +69,3 @@ def test_entries_after_an_edit_that_moves_entries():
     assert _names(d.entries({"y", "t"})) == [("t", T.INT8), ("y", T.FLOAT), ("y", T.DOUBLE)]
     assert list(d.input_names()) == ["x", "w1"]
 
-
-def test_interned_names_are_shared_and_bytes_left_alone():
-    from opshift.graph.declared import interned
-
-    a, b = interned(["".join(["va", "lue"])]), interned(["".join(["val", "ue"])])
-    assert a == b == ["value"] and a[0] is b[0]
-    odd = ["x", b"\xff"]  # protobuf hands a name that is not UTF-8 over as bytes
-    assert interned(odd) is odd

@@ -9,7 +9,6 @@ when that value is asked for.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Collection, Iterator
 
 import onnx
@@ -17,18 +16,9 @@ import onnx
 Shape = tuple[int | str | None, ...]
 
 
-def interned(names: list[str]) -> list[str]:
-    """``names`` interned, so that the indexes of a model (each reads its names afresh from
-    protobuf) share one string per name; left as they are when one is not UTF-8 (bytes)."""
-    try:
-        return list(map(sys.intern, names))
-    except TypeError:
-        return names
-
-
 def _positions(names: list[str]) -> dict[str, int]:
     """name -> the position of its last entry."""
-    return dict(zip(interned(names), range(len(names))))
+    return dict(zip(names, range(len(names))))
 
 
 class Listed:

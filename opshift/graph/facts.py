@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import onnx
 
 from opshift import opsets
-from opshift.graph.declared import Declared, Listed, interned
+from opshift.graph.declared import Declared, Listed
 from opshift.graph.element_types import (
     ALL_TYPES,
     Typed,
@@ -434,8 +434,7 @@ class Facts:
                 counts = Counter()
                 for s in self.scopes():
                     if s.root is root:
-                        counts.update(interned(list(chain.from_iterable(n.input
-                                                                        for n in s.nodes))))
+                        counts.update(chain.from_iterable(n.input for n in s.nodes))
                         counts.update(s.outputs())
             self._uses[id(root)] = counts
         return counts.get(name, 0)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx.external_data_helper import uses_external_data
 
-from opshift.graph.declared import Listed, interned
+from opshift.graph.declared import Listed
 
 
 @dataclass
@@ -94,8 +94,7 @@ class ModelIndex:
         """How many reads (``reads``) each name of the main graph's tree has; None without
         ``facts``. Counted once; the counts are shared, and nobody may change them."""
         if self._uses is None and self.reads is not None:
-            # interned: one string per name, shared with the indexes of the entry names
-            self._uses = Counter(interned(self.reads))
+            self._uses = Counter(self.reads)
             self.reads = None
         return self._uses
 
