@@ -20,7 +20,6 @@ import onnx
 import onnx_ir as ir
 
 from opshift.graph.shape_rules import merge
-from opshift.io.tensors import plain_array
 from opshift.opsets import allowed_types, since_version, tensor_type
 
 
@@ -107,17 +106,6 @@ def _numpy(value: ir.Value) -> np.ndarray | None:
         return None
 
 
-def _tensor_numpy(tensor) -> np.ndarray:
-    """``tensor.numpy()``, decoding a small in-memory TensorProto of a plain type directly
-    (the generic path costs more than the rest of a check; every fused pattern has one)."""
-    proto = getattr(tensor, "raw", None)
-    if isinstance(proto, onnx.TensorProto):
-        arr = plain_array(proto)
-        if arr is not None:
-            return arr
-    return np.asarray(tensor.numpy())
-
-
 def _constant_node_value(node: ir.Node) -> np.ndarray | None:
     attrs = node.attributes
     if len(attrs) != 1:
@@ -127,7 +115,7 @@ def _constant_node_value(node: ir.Node) -> np.ndarray | None:
         if attr.is_ref():
             return None
         try:
-            return _tensor_numpy(attr.value)  # attr.value: the tensor, unchecked
+            return np.asarray(attr.value.numpy())  # attr.value: the tensor, unchecked
         except (FileNotFoundError, OSError, ValueError, AttributeError):
             return None
     (name, attr), = attrs.items()
@@ -255,8 +243,6 @@ def resolve(match: Match, value: ir.Value | None, depth: int = 0) -> Const | Non
             if to is None or to.is_ref():
                 return None
             if to.type == ir.AttributeType.STRING:  # Cast-1: the type's name
-                import onnx
-
                 try:
                     target = ir.DataType(onnx.TensorProto.DataType.Value(to.as_string().upper()))
                 except ValueError:
