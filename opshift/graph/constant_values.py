@@ -30,7 +30,7 @@ from onnx import numpy_helper
 from opshift import opsets
 from opshift.errors import OpshiftError
 from opshift.graph.scopes import Scope
-from opshift.io.tensors import plain_array
+from opshift.io.tensors import tensor_array
 
 if TYPE_CHECKING:
     from opshift.graph.facts import Facts
@@ -76,6 +76,18 @@ def use_evaluator(evaluate: Callable[[onnx.ModelProto, dict], Mapping[str, Any]]
     _evaluator = evaluate
 
 
+#: the element types a small vector is read from (a shape, pads, axes, a scale)
+_SMALL_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.INT64,
+                    onnx.TensorProto.INT32})
+
+
+def _plain(t: onnx.TensorProto) -> np.ndarray | None:
+    """The value of an in-memory tensor of a type in :data:`_SMALL_TYPES`, else None."""
+    if t.data_location != onnx.TensorProto.DEFAULT or t.data_type not in _SMALL_TYPES:
+        return None
+    return tensor_array(t)
+
+
 def small_ints(facts: Facts, scope: Scope, name: str) -> np.ndarray | None:
     """The value of ``name`` as ``scope`` reads it when it is a small vector (a shape, pads,
     axes): a constant's, or an integer one computed from constants alone (evaluated once)."""
@@ -83,7 +95,7 @@ def small_ints(facts: Facts, scope: Scope, name: str) -> np.ndarray | None:
     if c is not None:
         if len(c.tensor.dims) > 1 or sum(c.tensor.dims) > 64:
             return None
-        return plain_array(c.tensor)
+        return _plain(c.tensor)
     if facts.elem_type(name) not in opsets.INTEGER_TYPES:
         return None
     place = home(facts, scope, name)
@@ -92,7 +104,7 @@ def small_ints(facts: Facts, scope: Scope, name: str) -> np.ndarray | None:
     if found is None:
         facts.computed[key] = _WORKING
         t = evaluated(facts, place, name) if place is not None else None
-        found = None if t is None or len(t.dims) > 1 or sum(t.dims) > 64 else plain_array(t)
+        found = None if t is None or len(t.dims) > 1 or sum(t.dims) > 64 else _plain(t)
         facts.computed[key] = found if found is not None else _WORKING
     return None if found is _WORKING else found
 

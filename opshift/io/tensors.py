@@ -11,7 +11,6 @@ built in memory) is refused rather than read from the working directory.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 import stat
@@ -115,38 +114,6 @@ def _regular_size(f: Path, loc: str, origin: str | None) -> int:
 
 # -- reading ----------------------------------------------------------------------------------
 
-#: TensorProto data_type -> (little-endian numpy dtype, typed field), for the plain types whose
-#: decoding is a straight copy.
-_PLAIN_TENSOR_TYPES = {
-    onnx.TensorProto.FLOAT: (np.dtype("<f4"), "float_data"),
-    onnx.TensorProto.DOUBLE: (np.dtype("<f8"), "double_data"),
-    onnx.TensorProto.INT64: (np.dtype("<i8"), "int64_data"),
-    onnx.TensorProto.INT32: (np.dtype("<i4"), "int32_data"),
-}
-
-
-def plain_array(t: onnx.TensorProto) -> np.ndarray | None:
-    """The value of an in-memory tensor of a plain type (float, double, int64, int32),
-    decoded directly; None for other tensors. The constants the passes and fusion checks
-    read are mostly such small tensors, and numpy_helper's general decoding (and its set-up
-    on first use, ~0.2 ms a process) costs more than the rest of reading them."""
-    if t.data_location != onnx.TensorProto.DEFAULT:
-        return None
-    plain = _PLAIN_TENSOR_TYPES.get(t.data_type)
-    if plain is None:
-        return None
-    dtype, field_name = plain
-    if t.HasField("raw_data"):
-        raw = t.raw_data  # (each read of the field is a copy of its bytes)
-        if len(raw) % dtype.itemsize:
-            return None  # (numpy_helper's error is the one reported)
-        arr = np.frombuffer(raw, dtype=dtype)
-    else:
-        arr = np.array(list(getattr(t, field_name)), dtype=dtype)
-    dims = tuple(t.dims) if len(t.dims) else ()  # (tuple() of an empty field costs ~2 us)
-    return arr.reshape(dims) if arr.size == math.prod(dims) else None
-
-
 def tensor_array(t: onnx.TensorProto, base_dir: str | os.PathLike | None = None,
                  origin: str | None = None) -> np.ndarray:
     """The value of ``t``. Every read of tensor data in opshift goes through here.
@@ -156,9 +123,6 @@ def tensor_array(t: onnx.TensorProto, base_dir: str | os.PathLike | None = None,
     an external tensor is a one-line OpshiftError naming it, never a read relative to the
     working directory. ``origin`` (the model file) prefixes error messages.
     """
-    arr = plain_array(t)
-    if arr is not None:
-        return arr
     from onnx import numpy_helper
 
     if not uses_external_data(t):
