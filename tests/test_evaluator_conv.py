@@ -157,30 +157,30 @@ def _blas_threads() -> list[int]:
 def test_large_products_run_on_one_blas_thread(monkeypatch, rng):
     """A product large enough for BLAS to thread runs on one thread, and the thread count
     is restored after; a Conv of that size asks for it, a small one does not."""
-    from opshift.evaluator.ops import common
+    from opshift.evaluator import parallel
 
     before = _blas_threads()
     if not before:
         pytest.skip("threadpoolctl finds no BLAS library in this process")
-    with common.one_blas_thread(common.BLAS_THREADED_WORK):
+    with parallel.one_blas_thread(parallel.BLAS_THREADED_WORK):
         assert _blas_threads() == before  # small products: nothing changed
-    with common.one_blas_thread(common.BLAS_THREADED_WORK + 1):
+    with parallel.one_blas_thread(parallel.BLAS_THREADED_WORK + 1):
         assert _blas_threads() == [1] * len(before)
     assert _blas_threads() == before
 
     asked = []
-    real = common.one_blas_thread
+    real = parallel.one_blas_thread
 
     def spy(work):
         asked.append(work)
         return real(work)
 
-    monkeypatch.setattr(common, "one_blas_thread", spy)
+    monkeypatch.setattr(parallel, "one_blas_thread", spy)
     _check(rng.standard_normal((1, 32, 64, 64)), rng.standard_normal((32, 32, 3, 3)),
            rng.standard_normal(32), {"pads": [1, 1, 1, 1]})
     _check(rng.standard_normal((1, 2, 4, 4)), rng.standard_normal((2, 2, 3, 3)), None, {})
-    assert asked[0] == 32 * 32 * 9 * 64 * 64 > common.BLAS_THREADED_WORK
-    assert asked[1] <= common.BLAS_THREADED_WORK
+    assert asked[0] == 32 * 32 * 9 * 64 * 64 > parallel.BLAS_THREADED_WORK
+    assert asked[1] <= parallel.BLAS_THREADED_WORK
 
 
 class _Seen(list):
@@ -196,9 +196,10 @@ def _threads_seen(monkeypatch, cores: int) -> _Seen:
     import threading
     import time
 
-    from opshift.evaluator.ops import common, windows
+    from opshift.evaluator import parallel
+    from opshift.evaluator.ops import windows
 
-    monkeypatch.setattr(common, "cores", lambda: cores)
+    monkeypatch.setattr(parallel, "cores", lambda: cores)
     seen = _Seen()
     real = np.matmul
 
@@ -223,12 +224,12 @@ def test_large_conv_is_shared_by_one_thread_per_core(monkeypatch, rng, batch):
     once: the result matches the reference), a small one in the caller's thread only."""
     import threading
 
-    from opshift.evaluator.ops import common
+    from opshift.evaluator import parallel
 
     seen = _threads_seen(monkeypatch, 3)
     x = rng.standard_normal((batch, 16, 64, 64))
     w = rng.standard_normal((24, 16, 3, 3))
-    assert batch * 24 * 16 * 9 * 64 * 64 > common.PARALLEL_WORK
+    assert batch * 24 * 16 * 9 * 64 * 64 > parallel.PARALLEL_WORK
     seen.append(set())
     seen.expect = 3
     _check(x, w, rng.standard_normal(24), {"pads": [1, 1, 1, 1]})
@@ -240,12 +241,12 @@ def test_large_conv_is_shared_by_one_thread_per_core(monkeypatch, rng, batch):
 
 
 def test_large_conv_transpose_is_shared_by_one_thread_per_core(monkeypatch, rng):
-    from opshift.evaluator.ops import common
+    from opshift.evaluator import parallel
 
     seen = _threads_seen(monkeypatch, 2)
     x = rng.standard_normal((1, 32, 48, 48)).astype(np.float32)
     w = rng.standard_normal((32, 16, 4, 4)).astype(np.float32)
-    assert common.PARALLEL_WORK < 16 * 16 * 32 * 48 * 48
+    assert parallel.PARALLEL_WORK < 16 * 16 * 32 * 48 * 48
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2],
                             pads=[1, 1, 1, 1])
     m = make_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 48, 48])],
@@ -270,19 +271,19 @@ def test_one_core_runs_in_the_callers_thread(monkeypatch, rng):
 def test_blocks_in_parallel_run_once_and_errors_reach_the_caller(monkeypatch):
     import threading
 
-    from opshift.evaluator.ops import common
+    from opshift.evaluator import parallel
 
-    monkeypatch.setattr(common, "cores", lambda: 4)
+    monkeypatch.setattr(parallel, "cores", lambda: 4)
     done: list[tuple[int, int]] = []
 
     def run(todo):
         for b in todo:
             done.append((b, threading.get_ident()))
 
-    common.in_parallel(list(range(100)), run, common.PARALLEL_WORK + 1)
+    parallel.in_parallel(list(range(100)), run, parallel.PARALLEL_WORK + 1)
     assert sorted(b for b, _ in done) == list(range(100))
     done.clear()
-    common.in_parallel(list(range(100)), run, common.PARALLEL_WORK)
+    parallel.in_parallel(list(range(100)), run, parallel.PARALLEL_WORK)
     assert {t for _, t in done} == {threading.get_ident()} and len(done) == 100
 
     before = threading.active_count()
@@ -293,7 +294,7 @@ def test_blocks_in_parallel_run_once_and_errors_reach_the_caller(monkeypatch):
                 raise ValueError("block 7")
 
     with pytest.raises(ValueError, match="block 7"):
-        common.in_parallel(list(range(50)), fail, common.PARALLEL_WORK + 1)
+        parallel.in_parallel(list(range(50)), fail, parallel.PARALLEL_WORK + 1)
     assert threading.active_count() == before  # every thread joined
 
 
@@ -304,9 +305,9 @@ def test_blocks_in_parallel_keep_the_callers_floating_point_error_state(monkeypa
     import time
     import warnings
 
-    from opshift.evaluator.ops import common
+    from opshift.evaluator import parallel
 
-    monkeypatch.setattr(common, "cores", lambda: 3)
+    monkeypatch.setattr(parallel, "cores", lambda: 3)
     seen = []
 
     def run(todo):
@@ -318,7 +319,7 @@ def test_blocks_in_parallel_keep_the_callers_floating_point_error_state(monkeypa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with np.errstate(all="ignore"):
-            common.in_parallel(list(range(30)), run, common.PARALLEL_WORK + 1)
+            parallel.in_parallel(list(range(30)), run, parallel.PARALLEL_WORK + 1)
     assert {state for _, state in seen} == {"ignore"}
     assert len({t for t, _ in seen}) > 1
 
@@ -328,7 +329,7 @@ def test_one_blas_thread_in_several_threads_restores_the_count():
     BLAS thread count as it was, and each block runs on one BLAS thread."""
     import threading
 
-    from opshift.evaluator.ops import common
+    from opshift.evaluator import parallel
 
     before = _blas_threads()
     if not before:
@@ -338,7 +339,7 @@ def test_one_blas_thread_in_several_threads_restores_the_count():
 
     def work():
         for _ in range(20):
-            with common.one_blas_thread(common.BLAS_THREADED_WORK + 1):
+            with parallel.one_blas_thread(parallel.BLAS_THREADED_WORK + 1):
                 seen.append(_blas_threads())
                 a @ a
 

@@ -327,11 +327,11 @@ def test_sums_run_in_float64_and_round_once(dtype, rng):
 def test_matmul_broadcasts_and_shares_blocks(monkeypatch, rng, cores, a_shape, b_shape):
     """Blocks of B's columns or of A's rows, in one thread or several: numpy's matmul of the
     float64 values, rounded once."""
-    from opshift.evaluator.ops import common
+    from opshift.evaluator import parallel
     from opshift.verify import compare
 
-    monkeypatch.setattr(common, "cores", lambda: cores)
-    monkeypatch.setattr(common, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(parallel, "cores", lambda: cores)
+    monkeypatch.setattr(parallel, "PARALLEL_WORK", 0)
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = rng.standard_normal(b_shape).astype(np.float32)
     m = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],

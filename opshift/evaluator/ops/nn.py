@@ -11,15 +11,8 @@ import math
 
 import numpy as np
 
-from opshift.evaluator.ops.common import (
-    block_size,
-    in_parallel,
-    is_float,
-    normalize_axes,
-    one_blas_thread,
-    requantized,
-    sum_dtype,
-)
+from opshift.evaluator.ops.common import is_float, normalize_axes, requantized, sum_dtype
+from opshift.evaluator.parallel import block_size, in_parallel, one_blas_thread
 from opshift.evaluator.registry import op
 
 # -- dense ------------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opshift.evaluator.ops.common import in_parallel, is_float, made, normalize_axes, requantized
+from opshift.evaluator.ops.common import is_float, made, normalize_axes, requantized
+from opshift.evaluator.parallel import in_parallel
 from opshift.evaluator.registry import op
 
 #: coordinate_transformation_mode -> the Resize versions that have it

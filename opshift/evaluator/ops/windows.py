@@ -15,8 +15,9 @@ import math
 
 import numpy as np
 
-from opshift.evaluator.ops.common import block_size, in_parallel, requantized
+from opshift.evaluator.ops.common import requantized
 from opshift.evaluator.ops.geometry import conv_kernel, pad_spatial, window_geometry, windows
+from opshift.evaluator.parallel import block_size, in_parallel
 from opshift.evaluator.registry import op
 
 #: float64 elements of one block of Conv's columns (8 MiB): a large input never needs all
