@@ -13,7 +13,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from opshift.check import structure as validate
+from opshift.check import structure
 from opshift.cli import main
 from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
@@ -367,8 +367,8 @@ def test_value_names_read_again_only_where_the_check_found_a_value_defined_twice
     assert looked == ["graph 'g'", "graph 'g'"]
     assert "renamed output 't'" in capsys.readouterr().out
     assert fix_proto(clean).changes == [] and looked[2:] == ["graph 'g'"]  # not checked: looked
-    index = validate.ModelIndex(full=False)
-    assert [k for k, _ in validate.problems(twice, index)] == [validate.DUPLICATE_VALUE]
+    index = structure.ModelIndex(full=False)
+    assert [k for k, _ in structure.problems(twice, index)] == [structure.DUPLICATE_VALUE]
     assert _kinds(fix_proto(twice, facts=Facts(twice, index=index))) == ["value_name"]
 
 

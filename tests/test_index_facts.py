@@ -10,7 +10,7 @@ from onnx import TensorProto as TP
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from opshift.check import structure as validate
+from opshift.check import structure
 from opshift.convert.engine import convert_proto
 from opshift.graph.declared import Declared
 from opshift.graph.facts import Facts
@@ -19,9 +19,9 @@ from opshift.graph.names import all_names
 X = [1, 4, 3, 3]
 
 
-def _checked(m: onnx.ModelProto, facts: bool = True, **kw) -> validate.ModelIndex:
-    index = validate.ModelIndex(full=False, facts=facts)
-    validate.check(m, index=index, **kw)
+def _checked(m: onnx.ModelProto, facts: bool = True, **kw) -> structure.ModelIndex:
+    index = structure.ModelIndex(full=False, facts=facts)
+    structure.check(m, index=index, **kw)
     return index
 
 

@@ -12,7 +12,7 @@ from conftest import MODELS, bundled_at_every_opset, make_model
 from onnx import TensorProto as TP
 from onnx import helper
 
-from opshift.check import structure as validate
+from opshift.check import structure
 from opshift.graph.facts import Facts
 from opshift.graph.names import Names
 from opshift.graph.scopes import node_kinds, subgraphs
@@ -119,14 +119,14 @@ def reference_walk(model: onnx.ModelProto) -> tuple[list[tuple[str, list]], set[
 @pytest.mark.parametrize("name", BUNDLED)
 def test_index_names_and_sites_match_an_independent_walk(name):
     for opset, m in bundled_at_every_opset(name):
-        index = validate.ModelIndex()
-        validate.check(m, name, index=index)
+        index = structure.ModelIndex()
+        structure.check(m, name, index=index)
         scopes, used = reference_walk(m)
         assert index.names == used, (name, opset)
         assert [sc.label for sc in index.scopes] == [label for label, _ in scopes]
         assert [sc.sites for sc in index.scopes] == [sites for _, sites in scopes]
-        light = validate.ModelIndex(full=False)  # the node kinds fuse reads: in both modes
-        validate.check(m, name, index=light)
+        light = structure.ModelIndex(full=False)  # the node kinds fuse reads: in both modes
+        structure.check(m, name, index=light)
         assert index.kinds == light.kinds == node_kinds(m), (name, opset)
         # Facts answers from the walk's index what it finds without one
         assert Facts(m, index=light).kinds() is light.kinds
@@ -146,13 +146,13 @@ def test_inline_with_index_is_the_same_model(name):
         try:
             ra = inline_proto(a)
         except Exception as e:  # refusals must be the same too
-            index = validate.ModelIndex()
-            validate.check(b, name, index=index)
+            index = structure.ModelIndex()
+            structure.check(b, name, index=index)
             with pytest.raises(type(e), match=None):
                 inline_proto(b, index=index)
             continue
-        index = validate.ModelIndex()
-        validate.check(b, name, index=index)
+        index = structure.ModelIndex()
+        structure.check(b, name, index=index)
         rb = inline_proto(b, index=index)
         assert a.SerializeToString() == b.SerializeToString(), (name, opset)
         assert [(n.label, n.op, n.scope, n.after) for n in ra.nodes] == \
@@ -178,8 +178,8 @@ def test_index_covers_subgraphs_functions_and_every_kind_of_name():
                            helper.make_tensor_value_info("c", TP.BOOL, [])],
                    [helper.make_tensor_value_info("y", TP.FLOAT, [4])], opset=18,
                    functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)])
-    index = validate.ModelIndex()
-    validate.check(m, "m", index=index)
+    index = structure.ModelIndex()
+    structure.check(m, "m", index=index)
     assert {"sel/Y", "sel/ZeroCast", "lr/Y", "fx", "fy", "t"} <= index.names
     assert [sc.label for sc in index.scopes] == [
         "graph 'g'", "graph 'g'/node 'if'/else_branch", "graph 'g'/node 'if'/then_branch",
@@ -262,9 +262,9 @@ def test_index_finds_external_data_where_modelio_does(where_):
                    [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=13,
                    functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)],
                    initializers=[w] if where_ == "initializer" else [])
-    index, light = validate.ModelIndex(), validate.ModelIndex(full=False)
-    validate.check(m, "m", index=index)
-    validate.check(m, "m", index=light)  # what open_checked uses without a index
+    index, light = structure.ModelIndex(), structure.ModelIndex(full=False)
+    structure.check(m, "m", index=index)
+    structure.check(m, "m", index=light)  # what open_checked uses without a index
     assert index.external == light.external == modelio.has_external_data(m) == \
         (where_ != "none")
     assert not light.names and not light.scopes and not light.types
@@ -280,8 +280,8 @@ def test_index_types_agree_with_forward_propagation(name):
     for opset, m in bundled_at_every_opset(name):
         if opset >= 15:
             continue
-        index = validate.ModelIndex()
-        validate.check(m, name, index=index)
+        index = structure.ModelIndex()
+        structure.check(m, name, index=index)
         forward = Facts(m)
         for v, t in index.types.items():
             assert t == forward.elem_type(v), (name, opset, v)
@@ -307,14 +307,14 @@ def test_index_types_through_constants_casts_and_where():
              helper.make_node("Cast", ["s"], ["y"], to=TP.FLOAT)]
     m = make_model(nodes, [helper.make_tensor_value_info("x", TP.INT32, [2])],
                    [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=13)
-    index = validate.ModelIndex()
-    validate.check(m, "m", index=index)
+    index = structure.ModelIndex()
+    structure.check(m, "m", index=index)
     assert index.types == {"x": TP.INT32, "k": TP.DOUBLE, "c": TP.FLOAT16, "r": TP.FLOAT16,
                             "b": TP.BOOL, "w": TP.DOUBLE, "s": TP.INT64, "y": TP.FLOAT}
     m18 = make_model(nodes, [helper.make_tensor_value_info("x", TP.INT32, [2])],
                      [helper.make_tensor_value_info("y", TP.FLOAT, [1])], opset=18)
-    index = validate.ModelIndex()
-    validate.check(m18, "m", index=index)
+    index = structure.ModelIndex()
+    structure.check(m18, "m", index=index)
     assert index.types == {}  # the function band needs no types
 
 
@@ -377,8 +377,8 @@ def test_index_types_follow_the_schemas_and_function_calls():
     m = make_model(nodes, [helper.make_tensor_value_info("x", TP.DOUBLE, [2])],
                    [helper.make_tensor_value_info("y", TP.DOUBLE, [1])], opset=13,
                    functions=[f], extra_opsets=[helper.make_opsetid("dom", 1)])
-    index = validate.ModelIndex()
-    validate.check(m, "m", index=index)
+    index = structure.ModelIndex()
+    structure.check(m, "m", index=index)
     assert dict(index.types) == {"x": TP.DOUBLE, "i": TP.INT64, "h": TP.FLOAT16,
                                   "fh": TP.FLOAT16, "fx": TP.DOUBLE, "y": TP.DOUBLE}
     assert sorted(ins for ins, _ in index.types.variants[("dom", "F")]) == [

@@ -15,7 +15,7 @@ import pytest
 from conftest import make_model, vi
 from onnx import helper, numpy_helper
 
-from opshift.check import structure as validate
+from opshift.check import structure
 from opshift.cli import main
 
 
@@ -29,21 +29,21 @@ def _prelu(slope_shape, x_shape=(1, 3, 4, 4), opset=13) -> onnx.ModelProto:
 
 
 def _kinds(m: onnx.ModelProto) -> list[str]:
-    return [k for k, _ in validate.problems(m) if k in (validate.SLOPE, validate.UNFIT_SLOPE)]
+    return [k for k, _ in structure.problems(m) if k in (structure.SLOPE, structure.UNFIT_SLOPE)]
 
 
 @pytest.mark.parametrize("slope, x, opset, kind", [
-    ((3,), (1, 3, 4, 4), 13, validate.SLOPE),  # per channel fits: fix reshapes it
-    ((3,), (1, 3, 4, "W"), 13, validate.SLOPE),  # per channel or numpy: the user chooses
-    ((5,), (1, 3, 4, 4), 13, validate.UNFIT_SLOPE),  # neither reading
-    ((2, 1, 1), (1, 3, 4, 4), 13, validate.UNFIT_SLOPE),
-    ((5,), (1, 3, 4, 4), 6, validate.UNFIT_SLOPE),  # legacy PRelu: no repair below 7
+    ((3,), (1, 3, 4, 4), 13, structure.SLOPE),  # per channel fits: fix reshapes it
+    ((3,), (1, 3, 4, "W"), 13, structure.SLOPE),  # per channel or numpy: the user chooses
+    ((5,), (1, 3, 4, 4), 13, structure.UNFIT_SLOPE),  # neither reading
+    ((2, 1, 1), (1, 3, 4, 4), 13, structure.UNFIT_SLOPE),
+    ((5,), (1, 3, 4, 4), 6, structure.UNFIT_SLOPE),  # legacy PRelu: no repair below 7
     ((3, 1, 1), (1, 3, 4, 4), 13, None),
     ((4,), (1, 3, 4, 4), 13, None),
 ])
 def test_the_check_tells_repairable_slopes_from_unfit_ones(slope, x, opset, kind):
     assert _kinds(_prelu(slope, x, opset)) == ([kind] if kind else [])
-    assert (kind in validate.REPAIRABLE) == (kind == validate.SLOPE)
+    assert (kind in structure.REPAIRABLE) == (kind == structure.SLOPE)
 
 
 def _digest(p: Path) -> str:
@@ -103,8 +103,8 @@ def _split_twice(outs=("a", "a")) -> onnx.ModelProto:
 
 
 def test_the_check_flags_a_node_listing_an_output_twice():
-    (p,) = validate.problems(_split_twice())
-    assert p == (validate.DUPLICATE_VALUE,
+    (p,) = structure.problems(_split_twice())
+    assert p == (structure.DUPLICATE_VALUE,
                  "graph 'g': node 'split' (Split) lists output 'a' twice")
     f = helper.make_function("local", "F", ["x"], ["y"],
                              [helper.make_node("Split", ["x"], ["y", "y"], axis=0)],
@@ -112,9 +112,9 @@ def test_the_check_flags_a_node_listing_an_output_twice():
     m = make_model([helper.make_node("F", ["x"], ["y"], domain="local", name="call")],
                    [vi("x", shape=(4,))], [vi("y", shape=(2,))], opset=13,
                    functions=[f])
-    assert [k for k, _ in validate.problems(m)] == [validate.DUPLICATE_VALUE]
+    assert [k for k, _ in structure.problems(m)] == [structure.DUPLICATE_VALUE]
     # empty names (absent optional outputs) may repeat
-    assert validate.problems(_split_twice(("", "", "b"))) == []
+    assert structure.problems(_split_twice(("", "", "b"))) == []
 
 
 def test_inspect_lists_a_node_listing_an_output_twice_and_fix_refuses_it(tmp_path, capsys):

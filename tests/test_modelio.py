@@ -11,7 +11,7 @@ from conftest import MODELS, make_model
 from onnx import TensorProto, helper, numpy_helper
 
 from opshift.errors import ModelLoadError, OpshiftError
-from opshift.io import models as modelio
+from opshift.io import models
 from opshift.io.tensors import external_files
 
 
@@ -34,7 +34,7 @@ def test_bad_files_are_one_line_errors(tmp_path, make, msg):
     p = tmp_path / "m.onnx"
     make(p)
     with pytest.raises(ModelLoadError, match=msg) as ei:
-        modelio.load(p)
+        models.load(p)
     assert "\n" not in str(ei.value)
     assert str(p) in str(ei.value)
 
@@ -45,18 +45,18 @@ def test_no_opset_import_and_opset_out_of_range(tmp_path):
     p = tmp_path / "a.onnx"
     p.write_bytes(m.SerializeToString())
     with pytest.raises(ModelLoadError, match="no opset import"):
-        modelio.load(p)
+        models.load(p)
     for v in (0, onnx.defs.onnx_opset_version() + 1):
         m = _tiny()
         m.opset_import[0].version = v
         p.write_bytes(m.SerializeToString())
         with pytest.raises(ModelLoadError, match="outside 1.."):
-            modelio.load(p)
+            models.load(p)
 
 
 def test_atomic_output_leaves_nothing_on_failure(tmp_path):
     out = tmp_path / "out.onnx"
-    with pytest.raises(RuntimeError), modelio.atomic_output(out) as f:
+    with pytest.raises(RuntimeError), models.atomic_output(out) as f:
         f.write(b"partial")
         assert len(os.listdir(tmp_path)) == 1  # the temporary file, beside the output
         raise RuntimeError("boom")
@@ -68,7 +68,7 @@ def test_atomic_output_gets_normal_permissions_and_replaces_only_on_success(tmp_
     out.write_bytes(b"old")
     umask = os.umask(0o027)
     try:
-        with modelio.atomic_output(out) as f:
+        with models.atomic_output(out) as f:
             f.write(b"new")
             assert out.read_bytes() == b"old"  # not yet replaced
     finally:
@@ -80,20 +80,20 @@ def test_atomic_output_gets_normal_permissions_and_replaces_only_on_success(tmp_
 
 def test_save_refuses_missing_folder(tmp_path):
     with pytest.raises(OpshiftError, match="does not exist"):
-        modelio.save(_tiny(), tmp_path / "nope" / "out.onnx")
+        models.save(_tiny(), tmp_path / "nope" / "out.onnx")
 
 
 def test_save_roundtrip_and_proto_kinds(tmp_path):
     import onnx_ir as ir
 
     out = tmp_path / "m.onnx"
-    modelio.save(_tiny(), out)
-    assert modelio.load(out) == _tiny()
-    proto, kind, _ = modelio.to_proto(ir.serde.deserialize_model(_tiny()))
+    models.save(_tiny(), out)
+    assert models.load(out) == _tiny()
+    proto, kind, _ = models.to_proto(ir.serde.deserialize_model(_tiny()))
     assert kind == "ir" and proto.graph.node[0].op_type == "Relu"
-    assert isinstance(modelio.from_proto(proto, "ir"), ir.Model)
+    assert isinstance(models.from_proto(proto, "ir"), ir.Model)
     with pytest.raises(OpshiftError, match="expected an onnx.ModelProto"):
-        modelio.to_proto(42)
+        models.to_proto(42)
 
 
 def _external_model(tmp_path, location="w.bin", length=None):
@@ -132,9 +132,9 @@ def test_save_places_external_data_beside_output(tmp_path):
     src.mkdir()
     dst.mkdir()
     m = _external_model(src)
-    modelio.save(m, dst / "m.onnx", source_dir=src)
+    models.save(m, dst / "m.onnx", source_dir=src)
     assert (dst / "w.bin").read_bytes() == (src / "w.bin").read_bytes()
-    loaded = modelio.load(dst / "m.onnx", load_external_data=True)
+    loaded = models.load(dst / "m.onnx", load_external_data=True)
     np.testing.assert_array_equal(numpy_helper.to_array(loaded.graph.initializer[0]),
                                   np.arange(1024, dtype=np.float32))
 
@@ -183,21 +183,21 @@ def _rich_model() -> onnx.ModelProto:
 
 
 def test_a_model_is_written_in_pieces_byte_for_byte(monkeypatch, tmp_path):
-    """Models whose weights reach modelio._STREAMED are written element by element (2x the
+    """Models whose weights reach models._STREAMED are written element by element (2x the
     model's size at the peak, measured: 1.29 GB for a 640 MB model, 1.93 GB serialized whole);
     the bytes are protobuf's own."""
-    monkeypatch.setattr(modelio, "_STREAMED", 0)
+    monkeypatch.setattr(models, "_STREAMED", 0)
     for m in (_rich_model(), onnx.load(MODELS / "control_flow.onnx")):
-        size, pieces = modelio.serialized(m)
+        size, pieces = models.serialized(m)
         data = b"".join(pieces)
         assert data == m.SerializeToString() and size == len(data)
-    modelio.save(_rich_model(), tmp_path / "m.onnx")
+    models.save(_rich_model(), tmp_path / "m.onnx")
     assert (tmp_path / "m.onnx").read_bytes() == _rich_model().SerializeToString()
 
 
 def test_a_model_over_2_gib_is_refused_before_anything_is_written(monkeypatch, tmp_path):
-    monkeypatch.setattr(modelio, "PROTOBUF_LIMIT", 100)
+    monkeypatch.setattr(models, "PROTOBUF_LIMIT", 100)
     with pytest.raises(OpshiftError, match=r"m.onnx: model too large to serialize: .* over "
                        r"protobuf's 2 GiB limit"):
-        modelio.save(_rich_model(), tmp_path / "m.onnx")
+        models.save(_rich_model(), tmp_path / "m.onnx")
     assert list(tmp_path.iterdir()) == []

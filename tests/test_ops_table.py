@@ -9,8 +9,7 @@ import pytest
 from conftest import table_cells
 
 from opshift import opsets
-from opshift.cli import main
-from opshift.cli import output as _output
+from opshift.cli import main, output
 from opshift.convert import registry
 from opshift.convert.generic import schema_step
 from opshift.convert.registry import replacement_for, steps_for
@@ -155,7 +154,7 @@ def test_json_holds_every_boundary(capsys, registered):
     # every key of the convert objects is documented with the --json schema
     c = entries["ai.onnx", "PRelu"]["convert"]
     keys = {*c, *c["steps"][0], *c["steps"][0]["schema_up"], *prelu[7]["functions"][0]}
-    assert all(f"``{k}``" in _output.__doc__ for k in keys), keys
+    assert all(f"``{k}``" in output.__doc__ for k in keys), keys
 
 
 def test_op_names_select_rows_and_unknown_is_an_error(capsys):

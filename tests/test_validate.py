@@ -6,7 +6,7 @@ import pytest
 from conftest import make_model, vi
 from onnx import TensorProto, helper
 
-from opshift.check import structure as validate
+from opshift.check import structure
 from opshift.errors import ModelLoadError
 
 F = TensorProto.FLOAT
@@ -20,22 +20,22 @@ def _chain(*nodes, outputs=("y",), opset=13, **kw):
 def test_clean_model_has_no_problems():
     m = _chain(helper.make_node("Relu", ["x"], ["t"], name="a"),
                helper.make_node("Neg", ["t"], ["y"], name="b"))
-    assert validate.problems(m) == []
+    assert structure.problems(m) == []
 
 
 def test_cycle_is_named():
     m = _chain(helper.make_node("Relu", ["y"], ["t"], name="a"),
                helper.make_node("Neg", ["t"], ["y"], name="b"))
     with pytest.raises(ModelLoadError, match=r"node 'a' \(Relu\) uses 'y' before it is defined"):
-        validate.check(m, "m.onnx")
+        structure.check(m, "m.onnx")
 
 
 def test_duplicate_value_and_output():
     m = _chain(helper.make_node("Relu", ["x"], ["y"], name="a"),
                helper.make_node("Neg", ["x"], ["y"], name="b"), outputs=("y", "y"))
-    kinds = [k for k, _ in validate.problems(m)]
-    assert kinds == [validate.DUPLICATE_VALUE, validate.DUPLICATE_OUTPUT]
-    validate.check(m, allow=[validate.DUPLICATE_VALUE, validate.DUPLICATE_OUTPUT])
+    kinds = [k for k, _ in structure.problems(m)]
+    assert kinds == [structure.DUPLICATE_VALUE, structure.DUPLICATE_OUTPUT]
+    structure.check(m, allow=[structure.DUPLICATE_VALUE, structure.DUPLICATE_OUTPUT])
 
 
 def test_function_defined_twice_is_named():
@@ -47,20 +47,20 @@ def test_function_defined_twice_is_named():
 
     m = _chain(helper.make_node("F", ["x"], ["y"], domain="local", name="call"),
                functions=[f("Relu"), f("Neg")], extra_opsets=[helper.make_opsetid("local", 1)])
-    (kind, msg), = validate.problems(m)
-    assert kind == validate.DUPLICATE_FUNCTION
+    (kind, msg), = structure.problems(m)
+    assert kind == structure.DUPLICATE_FUNCTION
     with pytest.raises(ModelLoadError, match=r"^m.onnx: function local::F: defined twice"):
-        validate.check(m, "m.onnx")
+        structure.check(m, "m.onnx")
     del m.functions[1]
-    assert validate.problems(m) == []
+    assert structure.problems(m) == []
 
 
 def test_missing_opset_and_unknown_op():
     m = _chain(helper.make_node("Foo", ["x"], ["y"], domain="com.example", name="f"))
-    assert validate.problems(m)[0][0] == validate.MISSING_OPSET
+    assert structure.problems(m)[0][0] == structure.MISSING_OPSET
     m = _chain(helper.make_node("Gelu", ["x"], ["y"], name="g"), opset=13)  # Gelu is opset 20
-    (kind, msg), = validate.problems(m)
-    assert kind == validate.UNKNOWN_OP and "'Gelu'" in msg and "opset 13" in msg
+    (kind, msg), = structure.problems(m)
+    assert kind == structure.UNKNOWN_OP and "'Gelu'" in msg and "opset 13" in msg
 
 
 def test_subgraph_sees_outer_scope_and_its_errors_are_found():
@@ -72,17 +72,17 @@ def test_subgraph_sees_outer_scope_and_its_errors_are_found():
     m = make_model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=bad,
                                      name="if")], [vi("x", shape=[2]), cond],
                    [vi("y", shape=[2])], opset=13)
-    (kind, msg), = validate.problems(m)
-    assert kind == validate.CYCLE and "'inner2'" in msg and "'nope'" in msg
+    (kind, msg), = structure.problems(m)
+    assert kind == structure.CYCLE and "'inner2'" in msg and "'nope'" in msg
 
 
 def test_activation_attribute_types_and_unknown_attributes():
     m = _chain(helper.make_node("LeakyRelu", ["x"], ["y"], name="l", alpha=1))  # INT
-    (kind, msg), = validate.problems(m)
-    assert kind == validate.ATTRIBUTE and "'alpha' is INT" in msg and "FLOAT" in msg
+    (kind, msg), = structure.problems(m)
+    assert kind == structure.ATTRIBUTE and "'alpha' is INT" in msg and "FLOAT" in msg
     m = _chain(helper.make_node("Selu", ["x"], ["y"], name="s", beta=1.0))
-    (kind, msg), = validate.problems(m)
-    assert kind == validate.ATTRIBUTE and "'beta'" in msg and "Selu-6" in msg
+    (kind, msg), = structure.problems(m)
+    assert kind == structure.ATTRIBUTE and "'beta'" in msg and "Selu-6" in msg
 
 
 def test_prelu_slope_checked_against_declared_shape_by_version():
@@ -96,10 +96,10 @@ def test_prelu_slope_checked_against_declared_shape_by_version():
                           [helper.make_tensor_value_info("y", F, [1, 3, 4, 5])], opset=opset,
                           initializers=[s])
 
-    assert validate.problems(model(6, (3,))) == []  # legacy per channel
-    assert validate.problems(model(9, (3, 1, 1))) == []
-    (kind, msg), = validate.problems(model(9, (3,)))  # numpy: [3] meets the last axis, 5
-    assert kind == validate.SLOPE and "'p'" in msg and "PRelu-9" in msg
+    assert structure.problems(model(6, (3,))) == []  # legacy per channel
+    assert structure.problems(model(9, (3, 1, 1))) == []
+    (kind, msg), = structure.problems(model(9, (3,)))  # numpy: [3] meets the last axis, 5
+    assert kind == structure.SLOPE and "'p'" in msg and "PRelu-9" in msg
 
 
 def test_slope_problems_skipped_only_when_asked():
@@ -114,10 +114,10 @@ def test_slope_problems_skipped_only_when_asked():
                     helper.make_node("PRelu", ["y", "s"], ["y"], name="q")], [x],
                    [helper.make_tensor_value_info("y", F, [1, 3, 4, 5])], opset=9,
                    initializers=[s])
-    assert [k for k, _ in validate.problems(m)] == [validate.SLOPE, validate.SLOPE,
-                                                    validate.DUPLICATE_VALUE]
-    assert [k for k, _ in validate.problems(m, skip=[validate.SLOPE])] == [
-        validate.DUPLICATE_VALUE]
-    validate.check(m, allow=[validate.SLOPE, validate.DUPLICATE_VALUE])
+    assert [k for k, _ in structure.problems(m)] == [structure.SLOPE, structure.SLOPE,
+                                                    structure.DUPLICATE_VALUE]
+    assert [k for k, _ in structure.problems(m, skip=[structure.SLOPE])] == [
+        structure.DUPLICATE_VALUE]
+    structure.check(m, allow=[structure.SLOPE, structure.DUPLICATE_VALUE])
     with pytest.raises(ModelLoadError, match="'q'.*defines 'y'"):
-        validate.check(m, allow=[validate.SLOPE])
+        structure.check(m, allow=[structure.SLOPE])

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import onnx
 
-from opshift.check import structure as validate
+from opshift.check import structure
 from opshift.io.models import load
 from opshift.io.tensors import external_files
 
@@ -35,8 +35,8 @@ def open_checked(path: str | os.PathLike, *, allow: Iterable[str] = (),
     path = Path(path)
     model = load(path, load_external_data=load_external_data)
     if index is None:  # the walk's external-data finding spares a second walk
-        index = validate.ModelIndex(full=False)
-    validate.check(model, str(path), allow=allow, index=index)
+        index = structure.ModelIndex(full=False)
+    structure.check(model, str(path), allow=allow, index=index)
     if index.external and not load_external_data:
         external_files(model, path.parent, str(path))
     return Loaded(model, path.resolve().parent if index.external or load_external_data

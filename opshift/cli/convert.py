@@ -6,7 +6,7 @@ import argparse
 import itertools
 from pathlib import Path
 
-from opshift.cli import batch as _batch
+from opshift.cli import batch
 from opshift.cli import rewrite as _rewrite
 from opshift.cli.inline import INLINED, add_inline_options, summary_of
 from opshift.cli.inline import changes_of as inline_changes
@@ -69,14 +69,14 @@ def run(args) -> int:
                                 ("--allow-nonfinite-slope", args.allow_nonfinite_slope)) if v]
         if given:
             raise OpshiftError(f"{given[0]} only applies with --inline")
-    return _batch.run(args, process, writes=True)
+    return batch.run(args, process, writes=True)
 
 
 def process(args, job) -> Outcome:
-    from opshift.check import structure as validate
+    from opshift.check import structure
 
     # the check's reading of the main graph's declarations and uses, for the planner
-    return _rewrite.run(args, job, _convert, index=validate.ModelIndex(full=False, facts=True))
+    return _rewrite.run(args, job, _convert, index=structure.ModelIndex(full=False, facts=True))
 
 
 def _convert(args, src) -> _rewrite.Rewritten:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from opshift.cli import batch as _batch
-from opshift.cli import rewrite as _rewrite
+from opshift.cli import batch, rewrite
 from opshift.cli.models import with_external_data
 from opshift.cli.options import add_model_options, add_verify_options
 from opshift.cli.output import Outcome
@@ -63,19 +62,19 @@ def run(args) -> int:
         raise OpshiftError("no output: give -o OUT.onnx, or --dry-run to only list changes")
     if args.dry_run:
         args.output = None
-    return _batch.run(args, process, writes=True)
+    return batch.run(args, process, writes=True)
 
 
 def process(args, job) -> Outcome:
-    from opshift.check import structure as validate
+    from opshift.check import structure
 
     # what fix repairs is not a reason to refuse the model; the names the check met are
     # kept for the fresh names a repair makes
-    return _rewrite.run(args, job, _fix, allow=validate.REPAIRABLE, repair=False,
-                        index=validate.ModelIndex(full=False, keep_names=True))
+    return rewrite.run(args, job, _fix, allow=structure.REPAIRABLE, repair=False,
+                        index=structure.ModelIndex(full=False, keep_names=True))
 
 
-def _fix(args, src) -> _rewrite.Rewritten:
+def _fix(args, src) -> rewrite.Rewritten:
     from opshift.fix.fixer import fix_proto, fix_with_result
     from opshift.fix.verification import verify_fix
 
@@ -102,12 +101,12 @@ def _fix(args, src) -> _rewrite.Rewritten:
         left = (f"left alone: {c.line()}" for c in result.left_alone)
         if args.verbose:
             return [*fixed, *left]
-        return [*_rewrite.listed(fixed, n), *_rewrite.listed(left, len(result.left_alone))]
+        return [*rewrite.listed(fixed, n), *rewrite.listed(left, len(result.left_alone))]
 
     def check():
         return verify_fix(*with_external_data(src, original, fixed), seed=args.seed)
 
-    return _rewrite.Rewritten(
+    return rewrite.Rewritten(
         fixed, [c.to_dict() for c in result.changes], summary,
         details={"dry_run": bool(args.dry_run),
                  "left_alone": [c.to_dict() for c in result.left_alone]},

@@ -7,8 +7,7 @@ from collections import Counter
 
 import onnx
 
-from opshift.cli import batch as _batch
-from opshift.cli import rewrite as _rewrite
+from opshift.cli import batch, rewrite
 from opshift.cli.models import with_external_data
 from opshift.cli.options import add_model_options, add_verify_options
 from opshift.cli.output import Outcome
@@ -58,17 +57,17 @@ def register(sub, parent) -> None:
 
 
 def run(args) -> int:
-    return _batch.run(args, process, writes=True)
+    return batch.run(args, process, writes=True)
 
 
 def process(args, job) -> Outcome:
-    from opshift.check import structure as validate
+    from opshift.check import structure
 
-    index = validate.ModelIndex(full=False)  # its op types spare fuse a walk
-    return _rewrite.run(args, job, _fuse, index=index)
+    index = structure.ModelIndex(full=False)  # its op types spare fuse a walk
+    return rewrite.run(args, job, _fuse, index=index)
 
 
-def _fuse(args, src) -> _rewrite.Rewritten:
+def _fuse(args, src) -> rewrite.Rewritten:
     from opshift.fuse.anchors import may_hold_patterns
 
     original = src.model
@@ -77,14 +76,14 @@ def _fuse(args, src) -> _rewrite.Rewritten:
         # no rule can match: the output is the input, and the rules and the IR are not built
         same = onnx.ModelProto()
         same.CopyFrom(original)
-        return _rewrite.Rewritten(same, [], f"fused {plural(0, 'pattern')}",
+        return rewrite.Rewritten(same, [], f"fused {plural(0, 'pattern')}",
                                   details={"refused": []}, check=_nothing_fused)
     from opshift.fuse.driver import fuse_proto, verify_fuse
 
     model, result = fuse_proto(original, allow_rounding=args.allow_rounding,
                                capture_regions=args.verify, facts=facts,
                                base_dir=src.source_dir)
-    quiet = not _rewrite.reported(args)
+    quiet = not rewrite.reported(args)
     changes = [] if quiet else [{"node": e.node, "op": e.op, "scope": e.where,
                                  "what": f"fused into {e.detail}", "why": f"rule {e.rule}"}
                                 for e in result.fused]
@@ -101,7 +100,7 @@ def _fuse(args, src) -> _rewrite.Rewritten:
         return verify_fuse(*with_external_data(src, original, model), result,
                            seed=args.seed)
 
-    return _rewrite.Rewritten(
+    return rewrite.Rewritten(
         model, changes, summary, details={"refused": [] if quiet else result.refused_dicts()},
         lines=lambda: result.lines() if args.verbose else (), check=check,
         check_total=len(result.regions))

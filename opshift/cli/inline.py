@@ -6,8 +6,7 @@ import argparse
 from collections import Counter
 from collections.abc import Iterator
 
-from opshift.cli import batch as _batch
-from opshift.cli import rewrite as _rewrite
+from opshift.cli import batch, rewrite
 from opshift.cli.models import with_external_data
 from opshift.cli.options import add_model_options, add_verify_options
 from opshift.cli.output import Outcome
@@ -74,17 +73,17 @@ INLINED = "PRelu,LeakyRelu,Selu"
 
 
 def run(args) -> int:
-    return _batch.run(args, process, writes=True)
+    return batch.run(args, process, writes=True)
 
 
 def process(args, job) -> Outcome:
-    from opshift.check import structure as validate
+    from opshift.check import structure
 
-    index = validate.ModelIndex()  # the check's walk, reused by inline
-    return _rewrite.run(args, job, lambda a, src: _inline(a, src, index), index=index)
+    index = structure.ModelIndex()  # the check's walk, reused by inline
+    return rewrite.run(args, job, lambda a, src: _inline(a, src, index), index=index)
 
 
-def _inline(args, src, index) -> _rewrite.Rewritten:
+def _inline(args, src, index) -> rewrite.Rewritten:
     import onnx
 
     from opshift.inline.inliner import inline_proto
@@ -101,7 +100,7 @@ def _inline(args, src, index) -> _rewrite.Rewritten:
         e.args = (f"{src.origin}: {e}",)
         raise
     changes = changes_of(result, nodes=args.json)
-    return _rewrite.Rewritten(
+    return rewrite.Rewritten(
         model, changes, summary_of(result),
         details={"functions_inlined": result.functions_inlined,
                  "functions_removed": result.functions_removed},

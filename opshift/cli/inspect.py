@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from opshift.cli import batch as _batch
+from opshift.cli import batch
 from opshift.cli.options import add_model_options
 from opshift.cli.output import Outcome, error_dict
 from opshift.errors import OpshiftError
@@ -52,12 +52,12 @@ def run(args) -> int:
     if args.opset is not None and not 1 <= args.opset <= MAX_OPSET:
         raise OpshiftError(f"--opset {args.opset} is outside 1..{MAX_OPSET} (the installed "
                            "onnx)")
-    return _batch.run(args, process, writes=False)
+    return batch.run(args, process, writes=False)
 
 
 def process(args, job) -> Outcome:
     from opshift import progress
-    from opshift.check import structure as validate
+    from opshift.check import structure
     from opshift.cli.models import open_model
     from opshift.cli.options import parse_input_shapes
     from opshift.inspect.report import inspect_model
@@ -65,7 +65,7 @@ def process(args, job) -> Outcome:
 
     o = Outcome("inspect", job.input)
     with progress.stage("load"):
-        src = open_model(job.input, allow=validate.REPAIRABLE,
+        src = open_model(job.input, allow=structure.REPAIRABLE,
                          shapes=parse_input_shapes(args.input_shape))
     report = inspect_model(src.model, opset=args.opset, base_dir=src.folder, scratch=True,
                            index=src.index)

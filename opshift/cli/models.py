@@ -62,17 +62,17 @@ def open_model(path: str, *, allow=(), index=None, shapes: dict[str, list[int]] 
     initializers are not listed as graph inputs gets the IR version ``opshift fix`` would give
     it (shape inference ignores such initializers at IR 3), reported in ``repairs``.
     """
-    from opshift.check import structure as validate
+    from opshift.check import structure
     from opshift.check.opening import open_checked
     from opshift.io import models as modelio
 
-    index = validate.ModelIndex(full=False) if index is None else index
+    index = structure.ModelIndex(full=False) if index is None else index
     if path == STDIO:
         data = sys.stdin.buffer.read()
         if not data:
             raise ModelLoadError("<stdin>: empty input (0 bytes), not an ONNX model")
         model = modelio.parse_model_bytes(data, "<stdin>")
-        validate.check(model, "<stdin>", allow=allow, index=index)
+        structure.check(model, "<stdin>", allow=allow, index=index)
         if index.external or modelio.has_external_data(model):
             raise ModelLoadError("<stdin>: the model keeps tensors in external data, whose "
                                  "locations are relative to its file; give the file's path")

@@ -178,17 +178,17 @@ def run(args) -> int:
 def _load(path: str):
     """The model at ``path`` (``-``: stdin), through the structural check every command runs;
     what fix repairs does not stop the evaluator, so a model and its fix can be compared."""
-    from opshift.check import structure as validate
+    from opshift.check import structure
     from opshift.check.opening import load_checked
     from opshift.io.models import parse_model_bytes
 
     if path != STDIO:
-        return load_checked(path, load_external_data=True, allow=validate.REPAIRABLE)
+        return load_checked(path, load_external_data=True, allow=structure.REPAIRABLE)
     data = sys.stdin.buffer.read()
     if not data:
         raise OpshiftError("<stdin>: empty input (0 bytes), not an ONNX model")
     model = parse_model_bytes(data, "<stdin>")
-    validate.check(model, "<stdin>", allow=validate.REPAIRABLE)
+    structure.check(model, "<stdin>", allow=structure.REPAIRABLE)
     return model
 
 

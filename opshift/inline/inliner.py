@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import onnx
 
 from opshift import opsets, progress
-from opshift.check import structure as validate
+from opshift.check import structure
 from opshift.errors import OpshiftError
 from opshift.graph.constant_values import tensor_of
 from opshift.graph.facts import Facts
@@ -56,7 +56,7 @@ class _Work:
 _ALL_OPS = frozenset(OPS)
 
 
-def _work_from_index(index: validate.ModelIndex, wanted: frozenset[str]) -> list[_Work]:
+def _work_from_index(index: structure.ModelIndex, wanted: frozenset[str]) -> list[_Work]:
     """Every scope of the index (pre-order: a graph before its subgraphs, then functions)
     with its nodes to inline."""
     work = []
@@ -70,7 +70,7 @@ def _work_from_index(index: validate.ModelIndex, wanted: frozenset[str]) -> list
 
 def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
                  functions: Iterable[str] | str | None = None, *,
-                 keep_before: bool = False, index: validate.ModelIndex | None = None,
+                 keep_before: bool = False, index: structure.ModelIndex | None = None,
                  base_dir: str | os.PathLike | None = None,
                  allow_nonfinite_slope: bool = False) -> InlineResult:
     """Inline ``ops`` (default: PRelu, LeakyRelu, Selu) and the model-local ``functions``
@@ -97,8 +97,8 @@ def inline_proto(model: onnx.ModelProto, ops: Iterable[str] | str | None = None,
     if not wanted:
         return result
     if index is None:  # the structural check's walk gathers what inline needs
-        index = validate.ModelIndex()
-        validate.problems(model, index)  # (whether the model passes is the caller's business)
+        index = structure.ModelIndex()
+        structure.problems(model, index)  # (whether the model passes is the caller's business)
     work = _work_from_index(index, wanted)
     if not any(w.sites for w in work):
         return result
