@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from pathlib import Path
 
@@ -93,6 +94,16 @@ def converted(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     convert_proto(c, target)
     onnx.checker.check_model(c, full_check=True)
     return c
+
+
+def digest(p) -> str:
+    """The sha256 of the file at ``p`` (that a command left a file as it was)."""
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def op_types(m: onnx.ModelProto) -> list[str]:
+    """The op types of ``m``'s main graph, in node order."""
+    return [n.op_type for n in m.graph.node]
 
 
 def vi(name: str, elem: int = onnx.TensorProto.FLOAT, shape=None) -> onnx.ValueInfoProto:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, attrs, converted, make_model, vi
+from conftest import assert_exact, attrs, converted, make_model, op_types, vi
 from convert_helpers import F, convert, convert_other_ops, one, roundtrip
 from onnx import TensorProto, helper, numpy_helper
 from onnx import TensorProto as T
@@ -18,10 +18,6 @@ from opshift.errors import ConversionError
 from opshift.evaluator import evaluate
 from opshift.opsets import ir_version_for_opset
 from opshift.verify import compare
-
-
-def _ops(m: onnx.ModelProto) -> list[str]:
-    return [n.op_type for n in m.graph.node]
 
 
 def _rms(shape, axis: int = -1) -> onnx.ModelProto:
@@ -38,7 +34,7 @@ def test_rms_normalization_with_symbolic_dims_below_18(target):
     below 18 takes as an attribute. No dim is baked in: two batch sizes run."""
     m = _rms(["batch", "seq", 8])
     c = converted(m, target)
-    ops = _ops(c)
+    ops = op_types(c)
     assert "RMSNormalization" not in ops and "Range" not in ops and "Size" not in ops
     reduce_mean = next(n for n in c.graph.node if n.op_type == "ReduceMean")
     assert helper.get_attribute_value(reduce_mean.attribute[0]) == [2]
@@ -69,7 +65,7 @@ def test_layer_normalization_below_13():
                                                          "b")])
     for target in (11, 9):
         c = converted(m, target)
-        assert "LayerNormalization" not in _ops(c) and "Shape" in _ops(c)
+        assert "LayerNormalization" not in op_types(c) and "Shape" in op_types(c)
         rng = np.random.default_rng(target)
         for n in (1, 2):
             x = rng.standard_normal((n, 3, 4)).astype(np.float32)
@@ -92,7 +88,7 @@ def test_attention_below_23(dtype, elem):
     feeds = {n: rng.standard_normal((2, 2, 3, 4)).astype(dtype) for n in "qkv"}
     for target in (13, 11):
         c = converted(m, target)
-        assert "Attention" not in _ops(c) and "Softmax" in _ops(c)
+        assert "Attention" not in op_types(c) and "Softmax" in op_types(c)
         assert_exact(evaluate(m, feeds)["y"], evaluate(c, feeds)["y"])
 
 
@@ -103,7 +99,7 @@ def test_folding_keeps_what_it_cannot_know():
                    [vi("x", T.FLOAT, [2, 4])], [vi("y", T.FLOAT, [2, 4])], opset=17,
                    initializers=[numpy_helper.from_array(np.ones(4, np.float32), "w")])
     c = converted(m, 11)
-    assert "Shape" in _ops(c)
+    assert "Shape" in op_types(c)
     for n in c.graph.node:
         if n.op_type == "Constant":
             t = n.attribute[0].t
@@ -129,7 +125,7 @@ def test_rotary_embedding_below_23(interleaved, rank):
     angles = rng.uniform(0, np.pi, (16, size // 2))
     for target in (17, 13):
         c = converted(m, target)
-        assert "RotaryEmbedding" not in _ops(c)
+        assert "RotaryEmbedding" not in op_types(c)
         for seq in (3, 5):
             dims = (2, heads, seq, size) if rank == 4 else (2, seq, heads * size)
             feeds = {"x": rng.standard_normal(dims).astype(np.float32),
@@ -150,7 +146,7 @@ def test_celu_below_12_is_its_formula(alpha, target):
     m = make_model([helper.make_node("Celu", ["x"], ["y"], alpha=alpha)],
                    [vi("x", T.FLOAT, [64])], [vi("y", T.FLOAT, [64])], opset=12)
     c = converted(m, target)
-    assert "Celu" not in _ops(c) and "Elu" not in _ops(c)
+    assert "Celu" not in op_types(c) and "Elu" not in op_types(c)
     x = np.random.default_rng(0).standard_normal(64).astype(np.float32) * 5
     x[:12] = [3.4028235e38, -3.4028235e38, 0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45,
               1e-30, 88.0, -88.0]

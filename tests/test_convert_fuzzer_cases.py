@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_exact, attrs, make_model, onnxruntime_outputs, vi
+from conftest import assert_exact, attrs, make_model, onnxruntime_outputs, op_types, vi
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -49,9 +49,6 @@ def _checked(model: onnx.ModelProto, target: int, feeds: dict[str, np.ndarray], 
     return c
 
 
-def _ops(model: onnx.ModelProto) -> list[str]:
-    return [n.op_type for n in model.graph.node]
-
 
 # -- 4. Clip with min > max ----------------------------------------------------------------
 
@@ -89,7 +86,7 @@ def test_clip_min_above_max(lo, hi, target):
 def test_clip_min_above_max_other_float_types(dtype):
     m = _clip(4.0, -2.0, dtype)
     c = _checked(m, 10, {"x": CLIP_X.astype(dtype)})
-    assert _ops(c) == ["Clip"] and attrs(c.graph.node[0]) == {"min": -2.0, "max": -2.0}
+    assert op_types(c) == ["Clip"] and attrs(c.graph.node[0]) == {"min": -2.0, "max": -2.0}
 
 
 # -- 5. MeanVarianceNormalization without axes -----------------------------------------------
@@ -111,7 +108,7 @@ def test_mvn_default_axes_written_up(target):
 def test_mvn_13_without_axes_down(target):
     x = np.random.default_rng(6).standard_normal((2, 3, 4, 5)).astype(np.float32)
     c = _checked(_mvn(13), target, {"x": x}, own_rounding=True)
-    assert _ops(c) == ["MeanVarianceNormalization"]
+    assert op_types(c) == ["MeanVarianceNormalization"]
 
 
 # -- 6. Squeeze/Unsqueeze axes folded unsorted -----------------------------------------------
@@ -202,7 +199,7 @@ def test_reduce_noop_without_axes_is_identity(op, opset, axes, target):
                    initializers=inits)
     assert_exact(REDUCE_X, evaluate(m, {"x": REDUCE_X})["y"], "the original")
     c = opshift.convert(m, target)
-    assert _ops(c) == ["Identity"] and not c.graph.initializer
+    assert op_types(c) == ["Identity"] and not c.graph.initializer
     _checked(m, target, {"x": REDUCE_X})
 
 
@@ -212,7 +209,7 @@ def test_reduce_noop_with_axes_still_reduces(target):
                    [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [2, 1])], opset=18,
                    initializers=[numpy_helper.from_array(np.array([1], np.int64), "axes")])
     c = _checked(m, target, {"x": np.array([[1.5, -0.0, 3], [1, 2.0, -7.25]], np.float32)})
-    assert _ops(c) == ["ReduceMean"] and attrs(c.graph.node[0]) == {"axes": [1]}
+    assert op_types(c) == ["ReduceMean"] and attrs(c.graph.node[0]) == {"axes": [1]}
 
 
 # -- 8b. Pad with a NaN constant_value ---------------------------------------------------------
@@ -231,7 +228,7 @@ def test_pad_nan_value_down(dtype, target):
     want = evaluate(m, {"x": x})["y"]
     assert np.isnan(want[:, 0]).all() and np.isnan(want[2]).all()
     c = _checked(m, target, {"x": x})
-    assert _ops(c) == ["Pad"] and np.isnan(attrs(c.graph.node[0])["value"])
+    assert op_types(c) == ["Pad"] and np.isnan(attrs(c.graph.node[0])["value"])
 
 
 # -- 8c. per-axis QuantizeLinear whose zero point is shared --------------------------------
@@ -254,4 +251,4 @@ def test_per_axis_quantize_with_a_shared_zero_point(zero_point, target):
     x = np.array([[[0.25, -1.5], [3.0, 1000.0], [-1000.0, np.nan]],
                   [[2.5, -2.5], [-0.0, 255.0], [31.875, -32.125]]], np.float32)
     c = _checked(m, target, {"x": x})
-    assert "QuantizeLinear" not in _ops(c)
+    assert "QuantizeLinear" not in op_types(c)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import assert_conversion_exact, make_model, onnxruntime_outputs
+from conftest import assert_conversion_exact, make_model, onnxruntime_outputs, op_types
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -32,9 +32,6 @@ def _resampler(op: str, opset: int, mode: str, scales, *, constant: bool = True
                       initializers=[s] if constant else [])
 
 
-def _ops(m: onnx.ModelProto) -> list[str]:
-    return [n.op_type for n in m.graph.node]
-
 
 def _same(a: onnx.ModelProto, b: onnx.ModelProto, feeds) -> None:
     c = compare(evaluate(a, feeds)["y"], evaluate(b, feeds)["y"])
@@ -47,7 +44,7 @@ def test_upsample_goes_up_as_resize_and_comes_back(mode, scales):
     up9 = _resampler("Upsample", 9, mode, scales)
     for target in (10, 11, 13, 18, LATEST):
         m = opshift.convert(up9, target)
-        assert _ops(m) == ["Resize"], target
+        assert op_types(m) == ["Resize"], target
         _same(up9, m, {"x": X})
         ours, theirs = onnxruntime_outputs(up9, {"x": X}), onnxruntime_outputs(m, {"x": X})
         if not isinstance(ours, str) and not isinstance(theirs, str):  # where it runs both
@@ -55,7 +52,7 @@ def test_upsample_goes_up_as_resize_and_comes_back(mode, scales):
     r13 = opshift.convert(up9, 13)
     for target in (9, 8, 7, 1):
         m = opshift.convert(r13, target)
-        assert _ops(m) == ["Upsample"], target
+        assert op_types(m) == ["Upsample"], target
         _same(up9, m, {"x": X})
 
 
@@ -64,7 +61,7 @@ def test_upsample_7_goes_up_through_9():
                     [helper.make_tensor_value_info("x", T.FLOAT, list(X.shape))],
                     [helper.make_tensor_value_info("y", T.FLOAT, None)], opset=7)
     m = opshift.convert(m7, 13)
-    assert _ops(m) == ["Resize"]
+    assert op_types(m) == ["Resize"]
     _same(m7, m, {"x": X})
 
 
@@ -99,10 +96,10 @@ def test_scatter_goes_up_as_scatter_elements_and_comes_back():
     s9 = _scatter("Scatter", 9, np.array([[1, 0, 2], [0, 2, 1]], np.int64))
     for target in (10, 11, 13, 16, LATEST):
         m = opshift.convert(s9, target)
-        assert _ops(m) == (["Scatter"] if target < 11 else ["ScatterElements"]), target
+        assert op_types(m) == (["Scatter"] if target < 11 else ["ScatterElements"]), target
         _same(s9, m, FEEDS)
     m = opshift.convert(opshift.convert(s9, 13), 9)
-    assert _ops(m) == ["Scatter"]
+    assert op_types(m) == ["Scatter"]
     _same(s9, m, FEEDS)
 
 
@@ -122,7 +119,7 @@ def test_scatter_elements_with_negative_or_computed_indices_counts_them_from_the
                      itype=itype)
         for target in (9, 10):
             c = opshift.convert(m, target)
-            assert _ops(c)[-1] == "Scatter" and "ScatterElements" not in _ops(c)
+            assert op_types(c)[-1] == "Scatter" and "ScatterElements" not in op_types(c)
             assert_conversion_exact(m, c, {k: v for k, v in feeds.items()
                                            if not (constant and k == "i")}, want, output="y")
     with pytest.raises(ConversionError, match="index -3 is negative: a negative index counts"):

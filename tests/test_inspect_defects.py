@@ -5,14 +5,12 @@ every command."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, vi
+from conftest import digest, make_model, vi
 from onnx import helper, numpy_helper
 
 from opshift.check import structure
@@ -46,20 +44,17 @@ def test_the_check_tells_repairable_slopes_from_unfit_ones(slope, x, opset, kind
     assert (kind in structure.REPAIRABLE) == (kind == structure.SLOPE)
 
 
-def _digest(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
 
 def test_inspect_lists_a_slope_fix_reshapes_per_channel(tmp_path, capsys):
     src = tmp_path / "m.onnx"
     src.write_bytes(_prelu((3,)).SerializeToString())
-    before = _digest(src)
+    before = digest(src)
     assert main(["inspect", str(src), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     (change,) = [c for c in report["details"]["defects"]["changes"]
                  if c["kind"] == "prelu_slope"]
     assert change["node"] == "'prelu'" and "[3] -> [3, 1, 1]" in change["what"]
-    assert _digest(src) == before and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+    assert digest(src) == before and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
     # and fix does what inspect said
     out = tmp_path / "fixed.onnx"
     assert main(["fix", str(src), "-o", str(out), "-q"]) == 0

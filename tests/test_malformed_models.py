@@ -3,13 +3,10 @@ the file and what is wrong, exit 2, the input untouched and nothing written (iss
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
-from conftest import make_model, vi
+from conftest import digest, make_model, vi
 from google.protobuf.internal import encoder
 from onnx import TensorProto, helper, numpy_helper
 
@@ -201,9 +198,6 @@ CASES = {
 }
 
 
-def _digest(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 @pytest.mark.parametrize("case", list(CASES))
@@ -213,7 +207,7 @@ def test_malformed_model_is_refused_in_one_line(tmp_path, capsys, command, case)
     src.parent.mkdir()
     src.write_bytes(make())
     (tmp_path / "out").mkdir()
-    before = _digest(src)
+    before = digest(src)
     rest = [str(src) if a == "SRC" else str(tmp_path / "out" / "o.onnx") if a == "OUT" else a
             for a in COMMANDS[command]]
     code = main([command.split()[0], str(src), *rest])
@@ -221,7 +215,7 @@ def test_malformed_model_is_refused_in_one_line(tmp_path, capsys, command, case)
     assert code == 2, f"{command} on {case}: exit {code}, stderr: {err}"
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert str(src) in err and needle in err, err
-    assert _digest(src) == before and not list((tmp_path / "out").iterdir())
+    assert digest(src) == before and not list((tmp_path / "out").iterdir())
 
 
 def test_same_opset_imported_twice_is_accepted(tmp_path):
