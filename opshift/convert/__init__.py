@@ -36,17 +36,10 @@ def convert(model: Any, opset: int, *, verbose_log=None, keep_node_metadata: boo
     exact. :func:`opshift.convert.engine.convert_proto` converts a ModelProto in place and
     returns what it did.
     """
-    import onnx
-
     from opshift.convert.engine import convert_proto
-    from opshift.io.models import from_proto, to_proto
+    from opshift.io.models import from_proto, working_copy
 
-    proto, kind, base_dir = to_proto(model)
-    if kind == "proto":
-        work = onnx.ModelProto()
-        work.CopyFrom(proto)
-    else:
-        work = proto  # already a fresh proto (serialized or loaded)
+    work, kind, base_dir = working_copy(model)
     convert_proto(work, opset, verbose_log=verbose_log, base_dir=base_dir,
                   keep_node_metadata=keep_node_metadata)
-    return from_proto(work, "proto" if kind == "path" else kind)
+    return from_proto(work, kind)

@@ -42,13 +42,9 @@ def fix(model: Any, *, prelu_slope: str | None = None) -> Any:
     cannot be repaired exactly. :func:`opshift.fix.fixer.fix_with_result` also returns the
     list of changes.
     """
-    import onnx
-
     from opshift.fix.fixer import fix_proto
-    from opshift.io.models import from_proto, to_proto
+    from opshift.io.models import from_proto, working_copy
 
-    proto, kind, base_dir = to_proto(model)
-    copy = onnx.ModelProto()
-    copy.CopyFrom(proto)
-    fix_proto(copy, prelu_slope=prelu_slope, base_dir=base_dir)
-    return from_proto(copy, kind)
+    work, kind, base_dir = working_copy(model)
+    fix_proto(work, prelu_slope=prelu_slope, base_dir=base_dir)
+    return from_proto(work, kind)

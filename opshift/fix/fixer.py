@@ -19,7 +19,7 @@ from opshift.fix.report import FixChange, FixResult
 from opshift.graph.facts import Facts
 from opshift.graph.index import ModelIndex
 from opshift.graph.scopes import Scope, iter_scopes
-from opshift.io.models import ModelLike, to_proto
+from opshift.io.models import ModelLike, working_copy
 
 SLOPE_CHOICES = ("channel", "numpy")
 
@@ -60,12 +60,10 @@ def fix_with_result(model: ModelLike, *, prelu_slope: str | None = None,
     FixResult)``; ``base_dir``: the folder of a ModelProto's external data; ``index``: the
     index of :func:`opshift.check.structure.check`'s walk of ``model``, which the copy's
     :class:`~opshift.graph.facts.Facts` reads (see :func:`fix_proto`)."""
-    proto, _, folder = to_proto(model)
-    copy = onnx.ModelProto()
-    copy.CopyFrom(proto)
-    return copy, fix_proto(copy, prelu_slope=prelu_slope, strict=strict,
+    work, _, folder = working_copy(model)
+    return work, fix_proto(work, prelu_slope=prelu_slope, strict=strict,
                            base_dir=folder if base_dir is None else base_dir,
-                           facts=Facts(copy, index=index))
+                           facts=Facts(work, index=index))
 
 
 class Fixer:

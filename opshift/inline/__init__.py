@@ -29,16 +29,10 @@ def inline(model: Any, ops: Iterable[str] | str | None = None,
     Accepts an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path; returns the same kind
     (a ModelProto for a path). The input is not modified.
     """
-    import onnx
-
     from opshift.inline.inliner import inline_proto
-    from opshift.io.models import from_proto, to_proto
+    from opshift.io.models import from_proto, working_copy
 
-    proto, kind, base_dir = to_proto(model)
-    if kind == "proto":
-        copy = onnx.ModelProto()
-        copy.CopyFrom(proto)
-        proto = copy
+    proto, kind, base_dir = working_copy(model)
     inline_proto(proto, ops, functions, base_dir=base_dir,
                  allow_nonfinite_slope=allow_nonfinite_slope)
     return from_proto(proto, kind)

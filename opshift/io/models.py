@@ -172,6 +172,18 @@ def to_proto(model: ModelLike, *, load_external_data: bool = False
     )
 
 
+def working_copy(model: ModelLike) -> tuple[onnx.ModelProto, str, Path | None]:
+    """:func:`to_proto` for a job that edits the model in place: a ModelProto passed in is
+    copied (the caller's object is never touched); a path or an onnx_ir.Model already gives
+    a fresh one, which is not copied again."""
+    proto, kind, base_dir = to_proto(model)
+    if kind == "proto":
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        proto = copy
+    return proto, kind, base_dir
+
+
 def from_proto(proto: onnx.ModelProto, kind: str) -> Any:
     """Inverse of :func:`to_proto` for the result of an operation."""
     if kind == "ir":
