@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
+from clirun import opshift
 from conftest import if_with_marked_branch, make_model, run_onnxruntime, vi
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -715,15 +716,11 @@ def test_fix_of_many_prelus_sharing_a_graph_input_slope():
 
 
 def test_cli_dry_run_says_would_fix_and_a_run_says_fixed(tmp_path):
-    import subprocess
-    import sys
-
     src = tmp_path / "in.onnx"
     _write_defect_model(src)
 
     def run(*argv):
-        p = subprocess.run([sys.executable, "-m", "opshift", "fix", str(src), *argv],
-                           capture_output=True, text=True)
+        p = opshift("fix", src, *argv)
         assert p.returncode == 0, p.stderr
         return p.stdout
 

@@ -7,7 +7,9 @@ import re
 import subprocess
 import sys
 
+import pytest
 import tomllib
+from clirun import opshift
 from conftest import ROOT
 
 BOUND = re.compile(r"^([A-Za-z0-9_.-]+)\s*>=\s*([0-9][0-9.]*)")
@@ -67,3 +69,23 @@ def test_pillow_is_there_for_the_image_decoder_cases():
     from PIL import Image
 
     assert Image.open
+
+
+@pytest.mark.parametrize("argv,stdin", [
+    (["inspect", "models/small_cnn.onnx"], None),
+    (["convert", "-", "--opset", "9", "-o", "-", "--verify"], "models/small_cnn.onnx"),
+    (["convert", "models/small_cnn.onnx", "--opset", "0"], None),
+    (["verify", "models/small_cnn.onnx", "nothing-here.onnx", "-v"], None),
+    (["fuse", "--help"], None),
+], ids=["inspect", "stdin to stdout", "usage error", "error with traceback", "help"])
+def test_the_suites_command_runner_gives_what_a_new_interpreter_gives(argv, stdin):
+    """tests/clirun.py forks the suite's commands from a process that has imported opshift:
+    the exit code and every byte of stdout and stderr are a fresh ``python -m opshift``'s."""
+    data = (ROOT / stdin).read_bytes() if stdin else None
+    fresh = subprocess.run([sys.executable, "-m", "opshift", *argv], input=data,
+                           capture_output=True, cwd=ROOT, timeout=300)
+    forked = opshift(*argv, stdin=data, binary=True)
+    assert fresh.returncode == forked.returncode
+    assert fresh.stdout == forked.stdout
+    assert fresh.stderr.decode() == forked.stderr
+    assert fresh.returncode == (0 if argv[0] in ("inspect", "fuse") or stdin else 2)
