@@ -252,6 +252,14 @@ def onnxruntime_outputs(model: onnx.ModelProto, feeds) -> list[np.ndarray] | str
     """onnxruntime's outputs of ``model`` (in graph output order) for ``feeds`` (a dict by
     name, or a list by input position), or onnxruntime's own reason why it cannot load or run
     the model. onnxruntime is a second opinion: what it cannot do is never asserted."""
+    run = onnxruntime_session(model)
+    return run if isinstance(run, str) else run(feeds)
+
+
+def onnxruntime_session(model: onnx.ModelProto):
+    """``model`` loaded in onnxruntime once: a function of feeds (as for
+    :func:`onnxruntime_outputs`) returning the outputs or onnxruntime's reason why it cannot
+    run them; or onnxruntime's reason why it cannot load the model."""
     try:
         import onnxruntime as ort
     except ImportError as e:
@@ -263,14 +271,19 @@ def onnxruntime_outputs(model: onnx.ModelProto, feeds) -> list[np.ndarray] | str
                                     providers=["CPUExecutionProvider"])
     except Exception as e:  # whatever it is, it is onnxruntime's own limit
         return f"onnxruntime {ort.__version__} cannot load the model: {_first_line(e)}"
-    if not isinstance(feeds, dict):
-        feeds = dict(zip((i.name for i in sess.get_inputs()), feeds))
-    # numpy scalars as 0-d arrays (onnxruntime takes arrays, sequences and None)
-    feeds = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in feeds.items()}
-    try:
-        return sess.run(None, feeds)
-    except Exception as e:
-        return f"onnxruntime {ort.__version__} cannot run the model: {_first_line(e)}"
+    names = [i.name for i in sess.get_inputs()]
+
+    def run(feeds) -> list[np.ndarray] | str:
+        if not isinstance(feeds, dict):
+            feeds = dict(zip(names, feeds))
+        # numpy scalars as 0-d arrays (onnxruntime takes arrays, sequences and None)
+        feeds = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in feeds.items()}
+        try:
+            return sess.run(None, feeds)
+        except Exception as e:
+            return f"onnxruntime {ort.__version__} cannot run the model: {_first_line(e)}"
+
+    return run
 
 
 def run_onnxruntime(model: onnx.ModelProto, feeds) -> list[np.ndarray]:
