@@ -158,11 +158,11 @@ def _dies_on_b(args, job):
 def test_a_worker_killed_fails_its_model_and_the_batch_goes_on():
     from argparse import Namespace
 
-    from opshift.cli.batch import Job, _results
+    from opshift.cli.batch import Job, outcomes
 
     args = Namespace(jobs=2, command="inspect", verbose=False)
     todo = [Job(name, None, single=False) for name in ("a", "b", "c", "d", "e")]
-    got = list(_results(args, _dies_on_b, todo))
+    got = list(outcomes(args, _dies_on_b, todo))
     assert [o.input for o in got] == ["a", "b", "c", "d", "e"]
     assert [o.exit_code for o in got] == [0, 2, 0, 0, 0]
     assert "the worker process died" in str(got[1].error)

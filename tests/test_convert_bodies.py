@@ -292,9 +292,9 @@ def test_folding_asks_the_one_table_of_foldable_ops():
     (graph.constant_values.FOLDABLE): sums and products on integers only; an op whose
     output's size is read from values (ConstantOfShape, Expand, Tile; Range's length the body
     fold bounds first) is left to run in a body, as nothing bounds its size before it does."""
-    from opshift.graph.constant_values import _INTEGER_ONLY, FOLDABLE, SIZED_BY_VALUES
+    from opshift.graph.constant_values import FOLDABLE, INTEGER_ONLY, SIZED_BY_VALUES
 
-    assert {"ReduceProd", "ReduceSum"} <= FOLDABLE & _INTEGER_ONLY
+    assert {"ReduceProd", "ReduceSum"} <= FOLDABLE & INTEGER_ONLY
     assert "Transpose" in FOLDABLE and "ReduceMean" not in FOLDABLE
     assert {"ConstantOfShape", "Expand", "Range", "Tile"} == SIZED_BY_VALUES
 

@@ -336,7 +336,7 @@ def test_compare_signed_zero_policy():
 def test_compare_identical_bits_agrees_with_the_element_checks(dt):
     """Arrays with the same bits (NaN payloads, signs of zero, infinities, subnormals) are
     equal with max_abs 0 and max_ulp 0: the answer the element-by-element checks give."""
-    from opshift.verify.comparison import _compare_float
+    from opshift.verify.comparison import compare_floats
 
     rng = np.random.default_rng(3)
     if np.dtype(dt).kind in "biu":
@@ -347,7 +347,7 @@ def test_compare_identical_bits_agrees_with_the_element_checks(dt):
                          np.float32).astype(dt)
         bits = a.view(f"u{a.itemsize}")
         bits[8] = bits[4] | 1  # a NaN with another payload
-        want = _compare_float(a, a.copy(), None, True)
+        want = compare_floats(a, a.copy(), None, True)
         assert (want.ok, want.max_abs, want.max_ulp) == (True, 0.0, 0)
     for b in (a.copy(), a[::-1].copy()[::-1]):  # contiguous and not
         c = compare(a, b)
@@ -764,11 +764,12 @@ def test_bundled_model_verifies_against_itself(path, capsys):
 @pytest.mark.parametrize("elem,shape", [(T.FLOAT, [1]), (T.FLOAT16, [3]), (T.INT8, [2]),
                                         (T.BFLOAT16, [2, 2])])
 def test_rounds_feed_every_special_value(elem, shape):
-    from opshift.verify.inputs import _generate, input_specs, round_count, special_values
+    from opshift.verify.inputs import generate_round, input_specs, round_count, special_values
 
     specs = input_specs(graph_with(elem, shape), None)
     n = round_count(specs)
-    seen = np.concatenate([_generate(specs[0], 0, p).ravel() for p in range(n)])
+    seen = np.concatenate([generate_round(specs, 0, p)[specs[0].name].ravel()
+                           for p in range(n)])
     want = special_values(specs[0].dtype)
     seen_bits = {v.tobytes() for v in seen}
     nan = [np.isnan(v.astype(np.float64)) for v in want] if want.dtype.kind != "i" else []

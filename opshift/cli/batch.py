@@ -122,7 +122,7 @@ def run(args, process: Process, *, writes: bool) -> int:
         workers = workers_for(args.jobs, len(todo))
         # the workers share the memory (a parent running no model is small)
         with bounded_address_space(workers), bar.phase("", len(todo), "models"):
-            for o in _results(args, process, todo, workers):
+            for o in outcomes(args, process, todo, workers):
                 bar.advance()
                 bar.close_line()
                 emit(o, args, single=False)
@@ -154,7 +154,7 @@ def workers_for(jobs: int, models: int) -> int:
     return max(1, min(jobs, models, cores))
 
 
-def _results(args, process: Process, todo: list[Job], workers: int | None = None):
+def outcomes(args, process: Process, todo: list[Job], workers: int | None = None):
     """Each job's outcome, in order, run by ``workers`` processes (default ``args.jobs``).
     With several, a worker that dies (the out-of-memory killer, a signal) breaks the pool: the
     first unfinished job is then run alone in a new one, failed if it kills that too, and the

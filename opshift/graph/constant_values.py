@@ -46,8 +46,8 @@ FOLDABLE = frozenset({
 })
 #: folded on integers only: on floats a runtime may fuse a multiply and an add, divide
 #: approximately, order a Range's or a reduction's additions or take a NaN its own way
-_INTEGER_ONLY = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Range",
-                           "ReduceProd", "ReduceSum"})
+INTEGER_ONLY = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Range",
+                          "ReduceProd", "ReduceSum"})
 #: ops whose output's size is read from their inputs' values (a shape, repeats, a Range's
 #: bounds), not bounded by their inputs' sizes: a fold that does not know the output's shape
 #: beforehand (a written body's) must bound it first
@@ -177,7 +177,7 @@ def chain(facts: Facts, home: Scope, value: str, *, shapes: bool = False
         n = found[0]
         if opsets.normalize_domain(n.domain) or n.op_type not in FOLDABLE \
                 or len(nodes) >= MAX_NODES \
-                or (n.op_type in _INTEGER_ONLY
+                or (n.op_type in INTEGER_ONLY
                     and facts.elem_type(n.output[0]) not in opsets.INTEGER_TYPES) \
                 or not _small(facts, n):
             return None

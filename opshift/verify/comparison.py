@@ -124,9 +124,9 @@ def compare(expected: Any, actual: Any, *, ulp: int | None = None,
         d = np.abs(expected[bad].astype(object) - actual[bad].astype(object)).max()
         return _result(n, bad, expected, actual, float(d), int(d), "differ")
     if _is_float(dt) and dt.itemsize in (1, 2, 4, 8):
-        return _compare_float(expected, actual, ulp, signed_zeros)
+        return compare_floats(expected, actual, ulp, signed_zeros)
     if dt in NARROW_FLOATS:  # exact, as their float32 values (NaN payloads aside)
-        return _compare_float(expected.astype(np.float32), actual.astype(np.float32), 0,
+        return compare_floats(expected.astype(np.float32), actual.astype(np.float32), 0,
                               signed_zeros)
     eq = expected == actual
     bad = ~np.asarray(eq, dtype=bool)
@@ -187,8 +187,10 @@ def _failed(n: int, first: int, e: np.ndarray, a: np.ndarray, max_abs, max_ulp,
                       f"{_fmt(e[at])}, got {_fmt(a[at])}")
 
 
-def _compare_float(e: np.ndarray, a: np.ndarray, ulp: int | None,
-                   signed_zeros: bool) -> Comparison:
+def compare_floats(e: np.ndarray, a: np.ndarray, ulp: int | None,
+                  signed_zeros: bool) -> Comparison:
+    """:func:`compare` of two float arrays of one dtype and shape, element by element (what
+    its identical-bits shortcut stands for)."""
     # Only elements that are not bit-for-bit-equal in value (e != a, NaN pairs included) need
     # the expensive checks; on large, mostly equal outputs that subset is small.
     pol = _policy.current()
