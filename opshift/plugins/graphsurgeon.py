@@ -29,7 +29,6 @@ the graph is left unchanged.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -67,26 +66,11 @@ def _roundtrip(graph: gs.Graph, run: Callable[[onnx.ModelProto], tuple[onnx.Mode
     return graph
 
 
-def _load(module: str, name: str, method: str) -> Any:
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name != module:
-            raise
-        raise OpshiftError(f"graph.{method}(): {module} is not available in this version of "
-                           "opshift") from None
-    fn = getattr(mod, name, None)
-    if fn is None:
-        raise OpshiftError(f"graph.{method}(): {module}.{name} is not available in this "
-                           "version of opshift")
-    return fn
-
-
 @gs.Graph.register()
 def opshift_convert(self: gs.Graph, opset: int) -> gs.Graph:
     """Convert the graph to default-domain ``opset`` exactly (see :func:`opshift.convert`).
     Updates the graph in place and returns it."""
-    convert_proto = _load("opshift.convert.engine", "convert_proto", "opshift_convert")
+    from opshift.convert.engine import convert_proto
 
     def run(model):
         result = convert_proto(model, opset)
@@ -101,7 +85,7 @@ def opshift_inline(self: gs.Graph, ops=None, functions=None, *,
     """Inline PRelu/LeakyRelu/Selu (``ops``) and model-local ``functions`` (see
     :func:`opshift.inline`, also for ``allow_nonfinite_slope``). Updates the graph in place
     and returns it."""
-    inline_proto = _load("opshift.inline.inliner", "inline_proto", "opshift_inline")
+    from opshift.inline.inliner import inline_proto
 
     def run(model):
         result = inline_proto(model, ops, functions,
@@ -115,7 +99,7 @@ def opshift_inline(self: gs.Graph, ops=None, functions=None, *,
 def opshift_fuse(self: gs.Graph, allow_rounding: bool = False) -> gs.Graph:
     """Fuse decomposed PRelu/LeakyRelu/Selu patterns back into single ops where exact (see
     :func:`opshift.fuse`). Updates the graph in place and returns it."""
-    fuse_proto = _load("opshift.fuse.driver", "fuse_proto", "opshift_fuse")
+    from opshift.fuse.driver import fuse_proto
 
     def run(model):
         return fuse_proto(model, allow_rounding=allow_rounding)
