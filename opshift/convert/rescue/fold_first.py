@@ -25,7 +25,7 @@ from opshift.graph.facts import Facts
 from opshift.graph.scopes import Scope, iter_scopes, may_hold_subgraphs, splice, subgraphs
 
 
-def foldable(facts: Facts, scope: Scope, value: str) -> bool:
+def would_fold(facts: Facts, scope: Scope, value: str) -> bool:
     """Whether :func:`fold` folds ``value`` (read by a node of ``scope``) when a step refuses
     it as not a constant: a step with another exact form for a computed value leaves a
     foldable one to the fold, whose result is simpler."""

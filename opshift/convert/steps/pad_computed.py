@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opshift.convert.rescue.fold_first import foldable
+from opshift.convert.rescue.fold_first import would_fold
 from opshift.convert.step import Step, np_dtype
 
 
@@ -29,7 +29,7 @@ def pad_at_run_time(st: Step) -> bool:
     mode = st.attr("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     if st.target < 7 or mode not in ("constant", "edge", "reflect") \
-            or foldable(st.facts, st.scope, pads):
+            or would_fold(st.facts, st.scope, pads):
         return False
     if mode == "constant" and st.input(2) and st.const(st.input(2)) is None:
         return False

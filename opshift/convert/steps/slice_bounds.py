@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from opshift.convert.rescue.fold_first import foldable
+from opshift.convert.rescue.fold_first import would_fold
 from opshift.convert.step import Refuse, Step
 from opshift.graph.layout_rules import slice_range
 
@@ -36,8 +36,8 @@ def slice_below_10(st: Step) -> bool:
             st.set_inputs(list(st.w.input)[:4])
             st.note("steps of 1 dropped (Slice-1 steps by 1)")
         return False
-    if computed and (st.target < 7 or any(foldable(st.facts, st.scope, st.input(i))
-                                          for i in computed)):
+    if computed and (st.target < 7 or any(would_fold(st.facts, st.scope, st.input(i))
+                                           for i in computed)):
         for i in computed:  # refused: folded first where it can be
             st.need_const(i, ("starts", "ends")[i - 1])
     n = _count(st, bounds)
