@@ -561,6 +561,11 @@ def test_region_model_is_a_valid_model():
     assert [(i.domain, i.version) for i in m.opset_import] == [("", 9)]
     with pytest.raises(OpshiftError, match="default domain"):
         region_model([], [], [], opset_imports={"acme": 1})
+    # at opset 7 (IR 3), initializers that are not inputs take IR 4
+    w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    m = region(helper.make_node("Add", ["x", "w"], ["y"]), opset=7, initializers=[w])
+    onnx.checker.check_model(m, full_check=True)
+    assert m.ir_version == 4
 
 
 def test_region_model_copies_what_it_is_given():
