@@ -2,11 +2,12 @@
 
 Each command is a process of its own, forked from a server that has already imported opshift
 (one per test worker, started at its first command): a fresh interpreter would spend most of
-a small command's time importing onnx, numpy and opshift, about 200 of the suite's 300
+a small command's time importing onnx, numpy and opshift, in about 230 of the suite's 290
 commands. The child is what ``python -m opshift`` runs (``runpy`` of ``opshift.__main__``)
-with its own stdin, stdout and stderr pipes, working directory, exit code and signals.
-What a fresh interpreter alone shows (what a command imports, start-up, environment variables
-read at import) is tested with ``subprocess`` directly."""
+with its own stdin, stdout and stderr pipes, working directory, environment (the test's, as
+it is at the call), exit code and signals. What a fresh interpreter alone shows (what a
+command imports, start-up, environment variables read at import) is tested with
+``subprocess`` directly."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def run(request, fds):
             os.dup2(fd, target)
             os.close(fd)
         os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
         sys.argv = ["opshift", *request["argv"]]
         try:
             runpy.run_module("opshift", run_name="__main__", alter_sys=True)
@@ -100,7 +103,8 @@ def _run(argv: list[str], stdin: bytes | None, cwd: Path) -> tuple[int, bytes, b
     r_err, w_err = os.pipe()
     with _lock:
         channel = _channel()
-        socket.send_fds(channel, [json.dumps({"argv": argv, "cwd": str(cwd)}).encode()],
+        socket.send_fds(channel, [json.dumps({"argv": argv, "cwd": str(cwd),
+                                                     "env": dict(os.environ)}).encode()],
                         [r_in, w_out, w_err])
         for fd in (r_in, w_out, w_err):
             os.close(fd)

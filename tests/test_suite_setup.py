@@ -89,3 +89,15 @@ def test_the_suites_command_runner_gives_what_a_new_interpreter_gives(argv, stdi
     assert fresh.stdout == forked.stdout
     assert fresh.stderr.decode() == forked.stderr
     assert fresh.returncode == (0 if argv[0] in ("inspect", "fuse") or stdin else 2)
+
+
+def test_the_command_runner_gives_each_command_the_environment_at_the_call(monkeypatch):
+    argv = ["inspect", "models/small_cnn.onnx", "--all"]
+    monkeypatch.delenv("COLUMNS", raising=False)
+    wide = opshift(*argv).stdout  # not a terminal: 100 columns
+    monkeypatch.setenv("COLUMNS", "60")
+    narrow = opshift(*argv)
+    fresh = subprocess.run([sys.executable, "-m", "opshift", *argv], capture_output=True,
+                           text=True, cwd=ROOT, timeout=300)
+    assert narrow.stdout == fresh.stdout != wide
+    assert max(map(len, narrow.stdout.splitlines())) == 60
