@@ -1,5 +1,6 @@
 """The test command of the README runs the suite in parallel and ends with pytest's summary
-line (CI reads it); every lower bound of pyproject.toml is pinned in constraints/lowest.txt."""
+line (CI reads it); every lower bound of pyproject.toml is pinned in constraints/lowest.txt;
+the suite's command runner (tests/clirun.py) gives what a fresh ``python -m opshift`` gives."""
 
 from __future__ import annotations
 
